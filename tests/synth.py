@@ -1,0 +1,130 @@
+"""Tiny seeded random-weight GGUF models, written with `gguf.GGUFWriter` for tests.
+
+`write_tiny_model(path, arch="llama", seed=0)` gives a file of a few hundred KB with the
+metadata and tensor names llama.cpp expects for that architecture, and a byte-level BPE
+vocabulary (256 byte tokens, a few merges, ChatML control tokens).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+
+def _byte_to_unicode() -> dict[int, str]:
+    """GPT-2's reversible map from bytes to printable characters (a published fact of the format)."""
+    keep = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
+    mapping, extra = {}, 0
+    for b in range(256):
+        if b in keep:
+            mapping[b] = chr(b)
+        else:
+            mapping[b] = chr(256 + extra)
+            extra += 1
+    return mapping
+
+
+SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+CHATML = (
+    "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content']"
+    " + '<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+
+
+@dataclass(frozen=True)
+class TinySpec:
+    arch: str = "llama"
+    n_embd: int = 64
+    n_layer: int = 2
+    n_head: int = 4
+    n_head_kv: int = 2
+    n_ff: int = 128
+    n_ctx: int = 256
+    rope_base: float = 10000.0
+    eps: float = 1e-5
+    tied_output: bool = False
+
+
+def tiny_vocab() -> tuple[list[str], list[int], list[str]]:
+    """(tokens, token types, merges): specials first, then 256 byte tokens, then merged pairs."""
+    b2u = _byte_to_unicode()
+    tokens = list(SPECIALS) + [b2u[b] for b in range(256)]
+    types = [3] * len(SPECIALS) + [1] * 256
+    merges = []
+    for a, b in [("Ġ", "t"), ("h", "e"), ("Ġt", "he"), ("i", "n"), ("Ġ", "a"), ("e", "r"), ("o", "n")]:
+        merges.append(f"{a} {b}")
+        tokens.append(a + b)
+        types.append(1)
+    return tokens, types, merges
+
+
+def write_tiny_model(path: str | Path, spec: TinySpec = TinySpec(), seed: int = 0,
+                     extra_metadata: dict | None = None) -> Path:
+    import gguf
+
+    rng = np.random.default_rng(seed)
+    path = Path(path)
+    tokens, types, merges = tiny_vocab()
+    n_vocab = len(tokens)
+    a = spec.arch
+    w = gguf.GGUFWriter(str(path), a)
+    w.add_name(f"tiny-{a}-seed{seed}")
+    w.add_context_length(spec.n_ctx)
+    w.add_embedding_length(spec.n_embd)
+    w.add_block_count(spec.n_layer)
+    w.add_feed_forward_length(spec.n_ff)
+    w.add_head_count(spec.n_head)
+    w.add_head_count_kv(spec.n_head_kv)
+    w.add_rope_freq_base(spec.rope_base)
+    w.add_layer_norm_rms_eps(spec.eps)
+    w.add_rope_dimension_count(spec.n_embd // spec.n_head)
+    w.add_vocab_size(n_vocab)
+    w.add_file_type(0)
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre("default")
+    w.add_token_list(tokens)
+    w.add_token_types(types)
+    w.add_token_merges(merges)
+    w.add_bos_token_id(0)
+    w.add_eos_token_id(SPECIALS.index("<|im_end|>"))
+    w.add_add_bos_token(False)
+    w.add_chat_template(CHATML)
+    for k, v in (extra_metadata or {}).items():
+        if isinstance(v, str):
+            w.add_string(k, v)
+        elif isinstance(v, bool):
+            w.add_bool(k, v)
+        elif isinstance(v, int):
+            w.add_uint32(k, v)
+        elif isinstance(v, float):
+            w.add_float32(k, v)
+        else:
+            w.add_array(k, v)
+
+    def t(name: str, *shape: int, scale: float = 0.02, ones: bool = False) -> None:
+        data = np.ones(shape, np.float32) if ones else (rng.standard_normal(shape) * scale).astype(np.float32)
+        w.add_tensor(name, data)
+
+    head_dim = spec.n_embd // spec.n_head
+    t("token_embd.weight", n_vocab, spec.n_embd, scale=1.0)
+    for i in range(spec.n_layer):
+        p = f"blk.{i}"
+        t(f"{p}.attn_norm.weight", spec.n_embd, ones=True)
+        t(f"{p}.attn_q.weight", spec.n_head * head_dim, spec.n_embd, scale=0.2)
+        t(f"{p}.attn_k.weight", spec.n_head_kv * head_dim, spec.n_embd, scale=0.2)
+        t(f"{p}.attn_v.weight", spec.n_head_kv * head_dim, spec.n_embd, scale=0.2)
+        t(f"{p}.attn_output.weight", spec.n_embd, spec.n_head * head_dim, scale=0.2)
+        t(f"{p}.ffn_norm.weight", spec.n_embd, ones=True)
+        t(f"{p}.ffn_gate.weight", spec.n_ff, spec.n_embd, scale=0.2)
+        t(f"{p}.ffn_up.weight", spec.n_ff, spec.n_embd, scale=0.2)
+        t(f"{p}.ffn_down.weight", spec.n_embd, spec.n_ff, scale=0.2)
+    t("output_norm.weight", spec.n_embd, ones=True)
+    if not spec.tied_output:
+        t("output.weight", n_vocab, spec.n_embd, scale=0.2)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
