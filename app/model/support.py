@@ -1,0 +1,130 @@
+"""Can this engine run a model? A verdict with every reason, decided before anything loads.
+
+Also checks the tokenizer metadata (types, lengths, special ids) so that a file whose
+vocabulary is inconsistent is refused as malformed rather than failing halfway through a load.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from app.errors import LlambdaError, ModelFormatError, UnsupportedModelError
+from app.gguf.constants import ValueType
+from app.gguf.reader import GGUFFile
+
+TOKENIZER_MODELS = {"gpt2": "byte-level BPE", "llama": "SentencePiece"}
+SPECIAL_ID_KEYS = ("bos", "eos", "eot", "eom", "unknown", "padding", "sep", "cls", "mask")
+LAYER_TENSORS = ("attn_norm", "attn_q", "attn_k", "attn_v", "attn_output",
+                 "ffn_norm", "ffn_gate", "ffn_up", "ffn_down")
+
+
+@dataclass
+class Verdict:
+    supported: bool
+    reasons: list[str] = field(default_factory=list)
+
+    def summary(self) -> str:
+        return "supported" if self.supported else "not supported: " + "; ".join(self.reasons)
+
+
+def runnable_tensor_types() -> frozenset[int] | None:
+    """Type ids the compiled kernel library can run, or None when it is not built."""
+    try:
+        from app.kernels import SUPPORTED_TYPES
+    except ImportError:
+        return None
+    return frozenset(SUPPORTED_TYPES)
+
+
+def check_tokenizer_metadata(f: GGUFFile) -> None:
+    """Refuse inconsistent vocabulary metadata (QUALITY.md hostile case 11)."""
+    md = f.metadata
+    if "tokenizer.ggml.model" not in md:
+        return
+    md.string("tokenizer.ggml.model")
+    tokens = md.array_info("tokenizer.ggml.tokens")
+    if tokens is None or tokens.elem_type != ValueType.STRING:
+        md.string_array("tokenizer.ggml.tokens")  # raises a typed message (or "missing")
+    n = tokens.count
+    emb = f.tensors.get("token_embd.weight")
+    if emb is not None and len(emb.dims) == 2 and emb.dims[1] != n:
+        raise ModelFormatError(f"{f.path}: tokenizer.ggml.tokens has {n} entries but token_embd.weight "
+                               f"has {emb.dims[1]} rows")
+    for key, types in (("tokenizer.ggml.scores", {ValueType.FLOAT32}),
+                       ("tokenizer.ggml.token_type", {ValueType.INT32, ValueType.UINT32})):
+        if key not in md:
+            continue
+        a = md.array_info(key)
+        if a is None or a.elem_type not in types:
+            got = md.type_of(key).name if a is None else f"ARRAY of {a.elem_type.name}"
+            want = " or ".join(t.name for t in types)
+            raise ModelFormatError(f"{f.path}: metadata {key} is {got}, expected an ARRAY of {want}")
+        if a.count != n:
+            raise ModelFormatError(f"{f.path}: metadata {key} has {a.count} entries for {n} tokens")
+    if "tokenizer.ggml.merges" in md:
+        a = md.array_info("tokenizer.ggml.merges")
+        if a is None or a.elem_type != ValueType.STRING:
+            md.string_array("tokenizer.ggml.merges")  # raises with the actual type
+    for name in SPECIAL_ID_KEYS:
+        key = f"tokenizer.ggml.{name}_token_id"
+        if key in md:
+            tid = md.integer(key)
+            if not 0 <= tid < n and not (name == "padding" and tid in (-1, 0xFFFFFFFF)):
+                raise ModelFormatError(f"{f.path}: metadata {key} is {tid}, outside the vocabulary of {n}")
+
+
+def support_verdict(f: GGUFFile) -> Verdict:
+    """Every reason this engine cannot run the model; `supported` when there is none.
+
+    Raises ModelFormatError when the file is malformed in a way that makes a verdict moot.
+    """
+    from app.model.config import ARCHITECTURES, config_from_gguf
+
+    reasons: list[str] = []
+    arch = f.metadata.string("general.architecture", None)
+    if arch is None:
+        reasons.append("general.architecture is missing")
+    elif arch not in ARCHITECTURES:
+        reasons.append(f"architecture {arch!r} is not supported")
+    else:
+        try:
+            cfg = config_from_gguf(f)
+        except UnsupportedModelError as e:
+            reasons.append(str(e))
+        else:
+            if not cfg.spec.runnable:
+                reasons.append(f"architecture {arch!r} is recognised but this version cannot run it yet")
+            missing = [f"blk.{i}.{t}.weight" for i in range(cfg.n_layer) for t in LAYER_TENSORS
+                       if f"blk.{i}.{t}.weight" not in f.tensors]
+            missing += [t for t in ("output_norm.weight",) if t not in f.tensors]
+            if missing:
+                more = f" and {len(missing) - 3} more" if len(missing) > 3 else ""
+                reasons.append(f"missing tensors: {', '.join(missing[:3])}{more}")
+
+    runnable = runnable_tensor_types()
+    if runnable is None:
+        reasons.append("the kernel library is not built (reinstall Llambda)")
+    else:
+        bad = Counter(t.type.name for t in f.tensors.values() if t.type.id not in runnable)
+        for name, count in sorted(bad.items()):
+            reasons.append(f"tensor type {name} is not supported ({count} tensors)")
+
+    tok = f.metadata.string("tokenizer.ggml.model", None)
+    if tok is None:
+        reasons.append("the file carries no tokenizer (tokenizer.ggml.model)")
+    elif tok not in TOKENIZER_MODELS:
+        reasons.append(f"tokenizer model {tok!r} is not supported")
+    check_tokenizer_metadata(f)
+    return Verdict(not reasons, reasons)
+
+
+def require_supported(f: GGUFFile) -> Verdict:
+    v = support_verdict(f)
+    if not v.supported:
+        raise UnsupportedModelError(f"{f.path}: {v.summary()}")
+    return v
+
+
+__all__ = ["Verdict", "support_verdict", "require_supported", "check_tokenizer_metadata",
+           "runnable_tensor_types", "LlambdaError"]
