@@ -1,0 +1,113 @@
+"""The command line: `llambda [FILE.gguf]` opens the window; subcommands run the engine headless.
+
+Every subcommand prints one clear line on stderr for an error and exits with the code from
+`app.errors` (2 usage, 3 bad file, 4 unsupported, 5 out of memory); never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Callable, Sequence
+
+from app import __version__
+from app.errors import EXIT_OK, EXIT_UNSUPPORTED, LlambdaError, exit_code_for
+
+SUBCOMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int]]] = {}
+
+
+def subcommand(name: str, help: str):
+    """Register `func(args) -> exit code` with an `add_arguments(parser)` companion."""
+    def wrap(add_arguments):
+        def bind(run):
+            SUBCOMMANDS[name] = (help, add_arguments, run)
+            return run
+        return bind
+    return wrap
+
+
+def isa_description() -> str:
+    try:
+        from app.kernels import isa_name
+    except ImportError:
+        return "kernels not built"
+    return f"kernels: {isa_name()}"
+
+
+def version_line() -> str:
+    return f"llambda {__version__} ({isa_description()})"
+
+
+# --- inspect -----------------------------------------------------------------------------------
+
+def _inspect_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model", help="path of a GGUF file")
+    p.add_argument("--ctx", type=int, default=None, help="context length for the memory estimate")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+
+
+@subcommand("inspect", "header, metadata, tensor types, support verdict, memory estimate")(_inspect_args)
+def run_inspect(args: argparse.Namespace) -> int:
+    from app.model.inspect import describe, format_description
+
+    info = describe(args.model, n_ctx=args.ctx)
+    if args.json:
+        print(json.dumps(info, indent=2))
+    else:
+        print(format_description(info))
+    return EXIT_OK if info["verdict"]["supported"] else EXIT_UNSUPPORTED
+
+
+# --- entry point -------------------------------------------------------------------------------
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="llambda",
+        description="Chat with GGUF language models on your own CPU. "
+                    "With no command, opens the window (optionally on FILE).")
+    p.add_argument("--version", action="version", version=version_line())
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (help, add_arguments, run) in SUBCOMMANDS.items():
+        sp = sub.add_parser(name, help=help, description=help)
+        add_arguments(sp)
+        sp.set_defaults(run=run)
+    return p
+
+
+def _open_window(argv: Sequence[str]) -> int:
+    p = argparse.ArgumentParser(prog="llambda", description="Open the Llambda window.")
+    p.add_argument("--version", action="version", version=version_line())
+    p.add_argument("file", nargs="?", help="a GGUF model to open")
+    args = p.parse_args(argv)
+    try:
+        from app.ui.main import run_window
+    except ImportError:
+        print("llambda: error: the window is not part of this build yet; "
+              "use a subcommand (llambda --help)", file=sys.stderr)
+        return 1
+    return run_window(args)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        if not argv or (argv[0] not in SUBCOMMANDS and argv[0] not in ("-h", "--help")):
+            return _open_window(argv)
+        args = build_parser().parse_args(argv)
+        return args.run(args)
+    except LlambdaError as e:
+        print(f"llambda: error: {e}", file=sys.stderr)
+        return exit_code_for(e)
+    except KeyboardInterrupt:
+        print("llambda: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return EXIT_OK
+    except Exception as e:  # the last line of defence: one line, never a traceback
+        print(f"llambda: internal error: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
