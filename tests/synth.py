@@ -92,7 +92,11 @@ def write_tiny_model(path: str | Path, spec: TinySpec = TinySpec(), seed: int = 
     w.add_add_bos_token(False)
     w.add_chat_template(CHATML)
     for k, v in (extra_metadata or {}).items():
-        if isinstance(v, str):
+        # a value may be (value, gguf.GGUFValueType[, element type]) to force its type;
+        # a key that exists already is overwritten
+        if isinstance(v, tuple):
+            w.add_key_value(k, *v)
+        elif isinstance(v, str):
             w.add_string(k, v)
         elif isinstance(v, bool):
             w.add_bool(k, v)
