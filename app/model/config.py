@@ -92,7 +92,13 @@ class DecoderConfig:
         ]
         for name, value, lo, hi in checks:
             if not lo <= value <= hi:
-                raise ModelFormatError(f"{self.arch}.{name} is {value}, outside the sane range {lo}..{hi}")
+                note = ""
+                if name == "context_length" and value > hi:
+                    from app.model.memory import format_bytes
+
+                    note = f" (its KV cache alone would need {format_bytes(self.kv_cache_bytes(value))})"
+                raise ModelFormatError(
+                    f"{self.arch}.{name} is {value}, outside the sane range {lo}..{hi}{note}")
         if self.n_head % self.n_head_kv:
             raise ModelFormatError(
                 f"{self.arch}: {self.n_head} query heads cannot be shared by {self.n_head_kv} KV heads")
@@ -143,9 +149,6 @@ def config_from_gguf(f: GGUFFile) -> DecoderConfig:
     if emb is None:
         raise ModelFormatError(f"{f.path}: tensor token_embd.weight is missing")
     n_vocab = emb.dims[1] if len(emb.dims) == 2 else 0
-    if emb.dims[0] != n_embd:
-        raise ModelFormatError(
-            f"{f.path}: token_embd.weight rows have {emb.dims[0]} values, embedding_length says {n_embd}")
 
     scaling = md.string(p + "rope.scaling.type", "none")
     if scaling not in ("none", "linear", "yarn"):
@@ -153,25 +156,33 @@ def config_from_gguf(f: GGUFFile) -> DecoderConfig:
     if "rope_freqs.weight" in f.tensors:
         scaling = "llama3" if scaling == "none" else scaling
 
-    return DecoderConfig(
-        arch=arch,
-        n_vocab=n_vocab,
-        n_ctx_train=_int(md, p + "context_length"),
-        n_embd=n_embd,
-        n_layer=_int(md, p + "block_count"),
-        n_head=n_head,
-        n_head_kv=n_head_kv,
-        head_dim=head_dim,
-        n_ff=_int(md, p + "feed_forward_length"),
-        norm_eps=md.number(p + "attention.layer_norm_rms_epsilon", 1e-5),
-        rope_dim=_int(md, p + "rope.dimension_count", head_dim),
-        rope_base=md.number(p + "rope.freq_base", 10000.0),
-        rope_scaling=scaling,
-        rope_scale=md.number(p + "rope.scaling.factor", 1.0),
-        rope_orig_ctx=_int(md, p + "rope.scaling.original_context_length", 0),
-        sliding_window=_int(md, p + "attention.sliding_window", 0),
-        attn_softcap=md.number(p + "attn_logit_softcapping", 0.0),
-        final_softcap=md.number(p + "final_logit_softcapping", 0.0),
-        tied_output="output.weight" not in f.tensors,
-        spec=spec,
-    )
+    try:
+        cfg = DecoderConfig(
+            arch=arch,
+            n_vocab=n_vocab,
+            n_ctx_train=_int(md, p + "context_length"),
+            n_embd=n_embd,
+            n_layer=_int(md, p + "block_count"),
+            n_head=n_head,
+            n_head_kv=n_head_kv,
+            head_dim=head_dim,
+            n_ff=_int(md, p + "feed_forward_length"),
+            norm_eps=md.number(p + "attention.layer_norm_rms_epsilon", 1e-5),
+            rope_dim=_int(md, p + "rope.dimension_count", head_dim),
+            rope_base=md.number(p + "rope.freq_base", 10000.0),
+            rope_scaling=scaling,
+            rope_scale=md.number(p + "rope.scaling.factor", 1.0),
+            rope_orig_ctx=_int(md, p + "rope.scaling.original_context_length", 0),
+            sliding_window=_int(md, p + "attention.sliding_window", 0),
+            attn_softcap=md.number(p + "attn_logit_softcapping", 0.0),
+            final_softcap=md.number(p + "final_logit_softcapping", 0.0),
+            tied_output="output.weight" not in f.tensors,
+            spec=spec,
+        )
+    except ModelFormatError as e:
+        msg = str(e)
+        raise ModelFormatError(msg if msg.startswith(f.path) else f"{f.path}: {msg}") from None
+    if emb.dims[0] != cfg.n_embd:
+        raise ModelFormatError(
+            f"{f.path}: token_embd.weight rows have {emb.dims[0]} values, embedding_length says {n_embd}")
+    return cfg
