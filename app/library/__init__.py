@@ -8,6 +8,7 @@ from app.library.index import ModelEntry
 from app.library.library import (
     DuplicateModelError, ImportCancelled, ModelInfo, ModelLibrary, default_library, describe_model,
 )
+from app.library.preflight import PreflightReport, preflight
 
-__all__ = ["ModelEntry", "ModelLibrary", "ModelInfo", "DuplicateModelError", "ImportCancelled",
+__all__ = ["PreflightReport", "preflight", "ModelEntry", "ModelLibrary", "ModelInfo", "DuplicateModelError", "ImportCancelled",
            "default_library", "describe_model"]
