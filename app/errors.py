@@ -5,8 +5,25 @@ line maps these classes to exit codes (see `EXIT_CODES`).
 """
 
 
+MAX_MESSAGE = 600
+
+
+def one_line(message: str) -> str:
+    """`message` with control characters escaped and its length bounded: safe to show a user.
+
+    Messages quote bytes from untrusted files (keys, tensor names); this keeps each on one line.
+    """
+    out = "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
+    return out if len(out) <= MAX_MESSAGE else out[:MAX_MESSAGE - 1] + "…"
+
+
 class LlambdaError(Exception):
-    """Root of every error Llambda raises on purpose."""
+    """Root of every error Llambda raises on purpose. Its message is always one printable line."""
+
+    def __init__(self, *args):
+        if len(args) == 1 and isinstance(args[0], str):
+            args = (one_line(args[0]),)
+        super().__init__(*args)
 
 
 class ModelFormatError(LlambdaError, ValueError):
