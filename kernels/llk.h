@@ -1,0 +1,209 @@
+/* llk.h — public interface of the Llambda kernel library (prefix llk_).
+ *
+ * The library holds the CPU kernels of the inference engine: per-type row dequantization and
+ * dot products against quantized activations, a persistent thread pool, matrix x vector and
+ * matrix x matrix products, and the element-wise / normalization / attention operations of a
+ * decoder. It never prints, never exits and never allocates behind a caller's back except in the
+ * *_new functions and in documented scratch buffers: every call returns an llk_status.
+ *
+ * Everything between LLK_CDEF_BEGIN and LLK_CDEF_END is also fed verbatim to cffi's cdef(), so
+ * that region holds only plain declarations (no macros, no #if).
+ *
+ * Shapes in comments: rows x cols, row-major; "n" counts elements (not bytes) unless named *_bytes.
+ */
+#ifndef LLK_H
+#define LLK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* LLK_CDEF_BEGIN */
+
+/* Status codes: 0 is success, everything else is a failure the caller turns into an error. */
+typedef enum {
+    LLK_OK = 0,
+    LLK_ERR_ARG = 1,          /* a bad argument (null pointer, length not a block multiple...) */
+    LLK_ERR_TYPE = 2,         /* a tensor type this library cannot run */
+    LLK_ERR_NOMEM = 3,        /* an allocation failed */
+    LLK_ERR_ABORTED = 4,      /* the pool's abort flag was set while the job ran */
+    LLK_ERR_THREAD = 5,       /* the operating system refused to start a thread */
+    LLK_ERR_ISA = 6           /* an instruction-set level this CPU or build does not have */
+} llk_status;
+
+/* Instruction-set levels, lowest first. */
+typedef enum {
+    LLK_ISA_REF = 0,          /* plain C, every CPU */
+    LLK_ISA_AVX2 = 1,         /* AVX2 + FMA + F16C */
+    LLK_ISA_AVX512 = 2,       /* AVX-512 F/BW/VL (+ VNNI where present) */
+    LLK_ISA_DEFAULT = -1      /* whatever llk_isa() says: the chosen level */
+} llk_isa_level;
+
+/* GGML tensor type ids (the numbers in a GGUF tensor table). */
+typedef enum {
+    LLK_TYPE_F32 = 0, LLK_TYPE_F16 = 1, LLK_TYPE_Q4_0 = 2, LLK_TYPE_Q4_1 = 3,
+    LLK_TYPE_Q5_0 = 6, LLK_TYPE_Q5_1 = 7, LLK_TYPE_Q8_0 = 8,
+    LLK_TYPE_Q2_K = 10, LLK_TYPE_Q3_K = 11, LLK_TYPE_Q4_K = 12, LLK_TYPE_Q5_K = 13,
+    LLK_TYPE_Q6_K = 14, LLK_TYPE_IQ4_NL = 20, LLK_TYPE_IQ4_XS = 23, LLK_TYPE_BF16 = 30
+} llk_type;
+
+/* Activation formats a weight type's dot product consumes. */
+typedef enum {
+    LLK_ACT_F32 = 0,          /* plain float32 (weights F32, F16, BF16) */
+    LLK_ACT_Q8_32 = 1,        /* llk_block_q8_32: 8-bit per 32 with scale and scaled sum */
+    LLK_ACT_Q8_256 = 2        /* llk_block_q8_256: 8-bit per 256 with scale and 16 block sums */
+} llk_act_format;
+
+/* One block of 32 activations: x[i] ~= d * qs[i]; s = d * sum(qs). 40 bytes. */
+typedef struct { float d; float s; int8_t qs[32]; } llk_block_q8_32;
+/* One block of 256 activations: x[i] ~= d * qs[i]; bsums[j] = sum(qs[16j .. 16j+15]). 292 bytes. */
+typedef struct { float d; int8_t qs[256]; int16_t bsums[16]; } llk_block_q8_256;
+
+/* --- CPU features and dispatch ------------------------------------------------------------- */
+
+int llk_isa(void);                     /* the level in use: best available, lowered by LLAMBDA_ISA */
+int llk_isa_best(void);                /* the best level this CPU and build support */
+const char *llk_isa_name(int isa);     /* "ref", "avx2", "avx512" (or "avx512-vnni"); NULL if bad */
+int llk_cpu_has_vnni(void);            /* 1 where AVX-512 VNNI is present and used */
+const char *llk_version(void);
+
+/* --- type traits --------------------------------------------------------------------------- */
+
+int llk_type_supported(int type);      /* 1 if the type has dequantize and dot kernels */
+int llk_type_block_size(int type);     /* elements per block; 0 for an unknown type */
+int llk_type_block_bytes(int type);    /* bytes per block; 0 for an unknown type */
+int llk_type_act_format(int type);     /* an llk_act_format; -1 for an unknown type */
+size_t llk_row_bytes(int type, int64_t n);        /* bytes of an n-element row; 0 if invalid */
+size_t llk_act_row_bytes(int type, int64_t n);    /* bytes of that row's activations */
+
+/* --- per-row kernels (isa = an llk_isa_level; LLK_ISA_DEFAULT for the dispatched one) ------ */
+
+/* y[0..n) = the n values of one row of `type` held in x (row bytes, any alignment). */
+llk_status llk_dequantize_row(int isa, int type, const void *x, float *y, int64_t n);
+/* a[0..act_row_bytes) = x[0..n) in the activation format `type` consumes. */
+llk_status llk_quantize_act(int isa, int type, const float *x, void *a, int64_t n);
+/* *out = dot(row w of `type`, activations a made by llk_quantize_act for the same type). */
+llk_status llk_vec_dot(int isa, int type, const void *w, const void *a, int64_t n, float *out);
+
+/* --- thread pool --------------------------------------------------------------------------- */
+
+typedef struct llk_pool llk_pool;
+
+int llk_cpu_count_allowed(void);       /* CPUs this process may run on */
+int llk_cpu_count_physical(void);      /* physical cores among them (>= 1) */
+/* n_threads <= 0: one per physical core. Never more than the allowed CPUs. */
+llk_status llk_pool_new(int n_threads, llk_pool **out);
+void llk_pool_free(llk_pool *pool);
+int llk_pool_size(const llk_pool *pool);
+/* Set from any thread: running and later jobs stop at the next chunk and return LLK_ERR_ABORTED
+ * until llk_pool_clear_abort. */
+void llk_pool_abort(llk_pool *pool);
+void llk_pool_clear_abort(llk_pool *pool);
+int llk_pool_aborted(const llk_pool *pool);
+/* Per-thread busy time (ns spent inside jobs) and chunks done, since the pool started. */
+uint64_t llk_pool_busy_ns(const llk_pool *pool, int ith);
+uint64_t llk_pool_chunks(const llk_pool *pool, int ith);
+uint64_t llk_pool_jobs(const llk_pool *pool);
+/* Spin iterations before a waiting worker sleeps (default suits decode steps). */
+void llk_pool_set_spin(llk_pool *pool, int spin_iters);
+/* Test job: n_items items in chunks of `chunk`; each item burns `work` units of arithmetic and
+ * adds 1 to counts[item] (counts may be NULL). Proves that every item runs exactly once. */
+llk_status llk_pool_test_job(llk_pool *pool, int64_t n_items, int64_t chunk, int64_t work,
+                             int32_t *counts);
+
+/* --- matrix products ----------------------------------------------------------------------- */
+
+/* y[r] = dot(W row r, x) for r in [0, n_rows): W is n_rows x n_cols of `type`, rows row_stride
+ * bytes apart (>= llk_row_bytes). x is float32[n_cols]. Rows split among the pool's threads. */
+llk_status llk_matvec(llk_pool *pool, int isa, int type, const void *w, size_t row_stride,
+                      int64_t n_rows, int64_t n_cols, const float *x, float *y);
+/* Y (n_tok x n_rows, row stride ldy floats) = X (n_tok x n_cols, stride ldx) * W^T. */
+llk_status llk_matmul(llk_pool *pool, int isa, int type, const void *w, size_t row_stride,
+                      int64_t n_rows, int64_t n_cols, const float *x, int64_t ldx,
+                      int64_t n_tok, float *y, int64_t ldy);
+/* The thread parts: what one of nth threads computes (rows ith*n/nth ..), activations already
+ * quantized into a (n_tok rows of llk_act_row_bytes each). Useful to callers with their own pool. */
+llk_status llk_matmul_part(int isa, int type, const void *w, size_t row_stride, int64_t n_rows,
+                           int64_t n_cols, const void *a, int64_t n_tok, float *y, int64_t ldy,
+                           int ith, int nth);
+
+/* --- decoder operations (float32 unless said; in place allowed where y == x) --------------- */
+
+/* y = x / sqrt(mean(x^2) + eps) * w   (w may be NULL) over rows of n. */
+llk_status llk_rms_norm(const float *x, const float *w, float *y, int64_t n_rows, int64_t n,
+                        float eps);
+/* y = (x - mean) / sqrt(var + eps) * w + b   (w, b may be NULL). */
+llk_status llk_layer_norm(const float *x, const float *w, const float *b, float *y,
+                          int64_t n_rows, int64_t n, float eps);
+void llk_softmax(float *x, int64_t n);                   /* in place, one row */
+void llk_silu(const float *x, float *y, int64_t n);      /* y = x * sigmoid(x) */
+void llk_gelu(const float *x, float *y, int64_t n);      /* tanh approximation */
+void llk_gelu_erf(const float *x, float *y, int64_t n);  /* exact (erf) GELU */
+/* Gated: y = act(g) * u   (SwiGLU with act = SiLU, GeGLU with act = GELU). */
+void llk_swiglu(const float *g, const float *u, float *y, int64_t n);
+void llk_geglu(const float *g, const float *u, float *y, int64_t n);
+void llk_add(const float *a, const float *b, float *y, int64_t n);
+void llk_mul(const float *a, const float *b, float *y, int64_t n);
+void llk_scale(const float *a, float s, float *y, int64_t n);
+
+/* RoPE scaling kinds. */
+typedef enum { LLK_ROPE_SCALING_NONE = 0, LLK_ROPE_SCALING_LINEAR = 1, LLK_ROPE_SCALING_YARN = 2,
+               LLK_ROPE_SCALING_LLAMA3 = 3 } llk_rope_scaling;
+
+typedef struct {
+    int head_dim;             /* elements per head */
+    int n_rot;                /* rotated dims (<= head_dim, even); the rest pass through */
+    int neox;                 /* 0: rotate pairs (2i, 2i+1); 1: rotate (i, i + n_rot/2) */
+    float freq_base;          /* theta, e.g. 10000 */
+    int scaling;              /* an llk_rope_scaling */
+    float freq_scale;         /* linear/YaRN: 1 / factor */
+    int n_ctx_orig;           /* YaRN / Llama-3: original training context */
+    float ext_factor;         /* YaRN: ramp mix (0 = pure linear, 1 = full YaRN); < 0 = auto */
+    float attn_factor;        /* YaRN: magnitude scale (1 unless the model says otherwise) */
+    float beta_fast;          /* YaRN: 32 */
+    float beta_slow;          /* YaRN: 1 */
+    float low_freq_factor;    /* Llama-3: 1 */
+    float high_freq_factor;   /* Llama-3: 4 */
+    float factor;             /* Llama-3 scaling factor, e.g. 8 */
+} llk_rope_params;
+
+void llk_rope_params_default(llk_rope_params *p, int head_dim);
+/* x: n_tok x n_head x head_dim, rotated in place; token t sits at position pos[t]. */
+llk_status llk_rope(const llk_rope_params *p, float *x, int64_t n_tok, int64_t n_head,
+                    const int32_t *pos);
+
+typedef struct {
+    int n_head;               /* query heads */
+    int n_head_kv;            /* key/value heads (n_head % n_head_kv == 0) */
+    int head_dim;
+    int kv_f16;               /* 1: K and V caches hold float16; 0: float32 */
+    float scale;              /* logit scale, usually 1/sqrt(head_dim) */
+    float softcap;            /* > 0: logits = softcap * tanh(logits / softcap) */
+    int window;               /* > 0: key j is visible to a query at pos p only if p - j < window */
+    int causal;               /* 1: key j visible only if j <= p */
+} llk_attn_params;
+
+/* q: n_tok x n_head x head_dim (float32) at positions pos[t]; k, v: n_kv x n_head_kv x head_dim
+ * caches (position j in row j); out: n_tok x n_head x head_dim. Run across the pool by
+ * (token, head). Scratch: n_kv floats per thread, allocated per call. */
+llk_status llk_attention(llk_pool *pool, const llk_attn_params *p, const float *q,
+                         const void *k, const void *v, int64_t n_kv, int64_t n_tok,
+                         const int32_t *pos, float *out);
+
+/* --- conversions and measurement ------------------------------------------------------------ */
+
+void llk_fp32_to_fp16(const float *x, uint16_t *y, int64_t n);
+void llk_fp16_to_fp32(const uint16_t *x, float *y, int64_t n);
+/* Read `bytes` of buf (>= 64-byte multiple) `reps` times across the pool; returns seconds. */
+double llk_read_bandwidth_probe(llk_pool *pool, const void *buf, size_t bytes, int reps);
+double llk_now_seconds(void);
+
+/* LLK_CDEF_END */
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* LLK_H */

@@ -1,0 +1,122 @@
+/* llk_internal.h — what the kernel files share and callers never see: the weight block layouts
+ * of the GGUF types, scalar float16/bfloat16 conversions, and the per-ISA kernel table.
+ *
+ * The block layouts are facts of the GGUF format (they must match byte for byte); see the
+ * comment on each struct for the order of elements inside a block.
+ */
+#ifndef LLK_INTERNAL_H
+#define LLK_INTERNAL_H
+
+#include <stdint.h>
+#include <string.h>
+#include <math.h>
+#include "llk.h"
+
+#define LLK_QK 32     /* elements per block of the legacy types and IQ4_NL */
+#define LLK_QKK 256   /* elements per super-block of the K-quants and IQ4_XS */
+
+typedef uint16_t llk_half; /* IEEE binary16 bits */
+
+/* Q4_0: x = d * (q - 8); qs[j] low nibble is element j, high nibble element j + 16. */
+typedef struct { llk_half d; uint8_t qs[16]; } blk_q4_0;
+/* Q4_1: x = d * q + m; nibble order as Q4_0. */
+typedef struct { llk_half d, m; uint8_t qs[16]; } blk_q4_1;
+/* Q5_0: x = d * (q - 16); q = nibble | (bit j of qh) << 4, nibble order as Q4_0. */
+typedef struct { llk_half d; uint8_t qh[4]; uint8_t qs[16]; } blk_q5_0;
+/* Q5_1: x = d * q + m. */
+typedef struct { llk_half d, m; uint8_t qh[4]; uint8_t qs[16]; } blk_q5_1;
+/* Q8_0: x = d * q. */
+typedef struct { llk_half d; int8_t qs[32]; } blk_q8_0;
+/* Q2_K: 16 groups of 16; scales[g] = scale (low 4 bits) | min (high 4 bits);
+ * element i = 128h + 32s + l (h < 2, s < 4, l < 32) is (qs[32h + l] >> 2s) & 3;
+ * x = d * sc * q - dmin * mn. */
+typedef struct { uint8_t scales[16]; uint8_t qs[64]; llk_half d, dmin; } blk_q2_K;
+/* Q3_K: 16 groups of 16 with signed 6-bit scales (minus 32) packed in 12 bytes; low 2 bits of
+ * element i as Q2_K, high bit = bit (i / 32) of hmask[i % 32]; q = low - (high ? 0 : 4). */
+typedef struct { uint8_t hmask[32]; uint8_t qs[64]; uint8_t scales[12]; llk_half d; } blk_q3_K;
+/* Q4_K: 8 groups of 32, 6-bit scale and min per group packed in 12 bytes;
+ * group 2c uses the low nibbles of qs[32c .. 32c+31], group 2c+1 the high nibbles;
+ * x = d * sc * q - dmin * mn. */
+typedef struct { llk_half d, dmin; uint8_t scales[12]; uint8_t qs[128]; } blk_q4_K;
+/* Q5_K: as Q4_K plus a fifth bit: bit g of qh[l] for element l of group g. */
+typedef struct { llk_half d, dmin; uint8_t scales[12]; uint8_t qh[32]; uint8_t qs[128]; } blk_q5_K;
+/* Q6_K: 16 groups of 16, int8 scales; element i = 128h + 32s + l:
+ * low 4 bits = (ql[64h + l + 32(s & 1)] >> 4(s >> 1)) & 15, high 2 = (qh[32h + l] >> 2s) & 3;
+ * x = d * scales[i / 16] * (q - 32). */
+typedef struct { uint8_t ql[128]; uint8_t qh[64]; int8_t scales[16]; llk_half d; } blk_q6_K;
+/* IQ4_NL: x = d * kvalues[nibble]; nibble order as Q4_0. */
+typedef struct { llk_half d; uint8_t qs[16]; } blk_iq4_nl;
+/* IQ4_XS: 8 groups of 32; 6-bit scale (minus 32) = low 4 bits from scales_l, high 2 from
+ * scales_h; group g: low nibbles of qs[16g ..] then high nibbles; x = d * ls * kvalues[n]. */
+typedef struct { llk_half d; uint16_t scales_h; uint8_t scales_l[4]; uint8_t qs[128]; } blk_iq4_xs;
+
+/* The 16 levels of the IQ4 non-linear grid (a format constant). */
+extern const int8_t llk_iq4_values[16];
+
+/* --- scalar float16 / bfloat16 (exact, handle subnormals, inf and NaN) --------------------- */
+
+static inline float llk_bits_f32(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+static inline uint32_t llk_f32_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+
+static inline float llk_h2f(llk_half h) {
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+    uint32_t exp = (h >> 10) & 0x1f, man = h & 0x3ffu;
+    if (exp == 0x1f) return llk_bits_f32(sign | 0x7f800000u | (man << 13));
+    if (exp == 0) { /* zero or subnormal: man * 2^-24 */
+        float v = (float)man * 5.9604644775390625e-8f;
+        return sign ? -v : v;
+    }
+    return llk_bits_f32(sign | ((exp + 112u) << 23) | (man << 13));
+}
+
+static inline llk_half llk_f2h(float f) { /* round to nearest even */
+    uint32_t u = llk_f32_bits(f);
+    uint32_t sign = (u >> 16) & 0x8000u;
+    uint32_t a = u & 0x7fffffffu;
+    if (a >= 0x7f800000u) return (llk_half)(sign | 0x7c00u | (a > 0x7f800000u ? 0x200u : 0u));
+    if (a >= 0x477ff000u) return (llk_half)(sign | 0x7c00u); /* rounds to >= 65520: inf */
+    if (a < 0x38800000u) { /* result subnormal or zero: value / 2^-24 rounded to even */
+        float v = llk_bits_f32(a) * 16777216.0f;
+        uint32_t m = (uint32_t)nearbyintf(v);
+        return (llk_half)(sign | m);
+    }
+    uint32_t r = a + 0xfffu + ((a >> 13) & 1u);
+    return (llk_half)(sign | ((r - 0x38000000u) >> 13));
+}
+
+static inline float llk_bf2f(uint16_t b) { return llk_bits_f32((uint32_t)b << 16); }
+
+/* --- kernel table ---------------------------------------------------------------------------- */
+
+#define LLK_N_TYPES 31
+
+typedef void (*llk_dequant_fn)(const void *x, float *y, int64_t n);
+typedef void (*llk_quant_fn)(const float *x, void *a, int64_t n);
+typedef float (*llk_dot_fn)(const void *w, const void *a, int64_t n);
+
+typedef struct {
+    llk_dequant_fn dequant[LLK_N_TYPES];
+    llk_dot_fn dot[LLK_N_TYPES];
+    llk_quant_fn quant_q8_32;
+    llk_quant_fn quant_q8_256;
+} llk_kernels;
+
+/* Each ISA file fills a table from the one below it, then overwrites what it accelerates. */
+void llk_fill_ref(llk_kernels *k);
+void llk_fill_avx2(llk_kernels *k);
+void llk_fill_avx512(llk_kernels *k);      /* AVX-512 F/BW/VL without VNNI */
+void llk_fill_avx512vnni(llk_kernels *k);  /* the same file built with VNNI */
+int llk_have_avx2_build(void);
+int llk_have_avx512_build(void);
+
+/* The table for a level (LLK_ISA_DEFAULT: the chosen one); NULL if the level is unavailable. */
+const llk_kernels *llk_kernels_for(int isa);
+
+/* Activations of one row in the format `act`, with table k. */
+void llk_quantize_act_k(const llk_kernels *k, int act, const float *x, void *a, int64_t n);
+
+/* Traits */
+typedef struct { int block_size, block_bytes, act; } llk_traits;
+const llk_traits *llk_traits_of(int type);
+
+#endif /* LLK_INTERNAL_H */

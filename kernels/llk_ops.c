@@ -1,0 +1,411 @@
+/* llk_ops.c — the operations built on the per-row kernels: matrix x vector and matrix x matrix
+ * (threaded by the pool), and the element-wise, normalization, RoPE and attention steps of a
+ * decoder. Plain C: these loops are either memory-bound on the weights (the matrix products,
+ * whose inner dot kernels are the per-ISA ones) or a small share of the time.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <math.h>
+#include "llk_internal.h"
+#include "llk_threads.h"
+#include "llk_pool.h"
+
+#define ROWS_PER_CHUNK 16   /* rows of W per pool chunk: small enough to balance 2..64 threads */
+#define TOK_BLOCK 8         /* tokens per pass over a chunk of W rows in matmul */
+
+static void *aligned_alloc64(size_t bytes) {
+    if (bytes == 0) bytes = 64;
+    bytes = (bytes + 63) & ~(size_t)63;
+#if defined(_WIN32)
+    return _aligned_malloc(bytes, 64);
+#else
+    void *p = NULL;
+    return posix_memalign(&p, 64, bytes) ? NULL : p;
+#endif
+}
+static void aligned_free64(void *p) {
+#if defined(_WIN32)
+    _aligned_free(p);
+#else
+    free(p);
+#endif
+}
+
+/* --- matrix products ------------------------------------------------------------------------- */
+
+typedef struct {
+    const llk_kernels *k;
+    llk_dot_fn dot;
+    const uint8_t *w;       /* n_rows x row_stride bytes */
+    size_t row_stride;
+    const uint8_t *a;       /* n_tok x act_bytes: quantized activations */
+    size_t act_bytes;
+    int64_t n_cols, n_tok, ldy;
+    float *y;               /* n_tok x ldy */
+} mm_job;
+
+/* Rows [r0, r1) of W against all tokens: W rows stay in L1 while token blocks stream past. */
+static void mm_rows(const mm_job *j, int64_t r0, int64_t r1) {
+    if (j->n_tok == 1) {
+        for (int64_t r = r0; r < r1; r++)
+            j->y[r] = j->dot(j->w + (size_t)r * j->row_stride, j->a, j->n_cols);
+        return;
+    }
+    for (int64_t t0 = 0; t0 < j->n_tok; t0 += TOK_BLOCK) {
+        int64_t t1 = t0 + TOK_BLOCK < j->n_tok ? t0 + TOK_BLOCK : j->n_tok;
+        for (int64_t r = r0; r < r1; r++) {
+            const uint8_t *wr = j->w + (size_t)r * j->row_stride;
+            for (int64_t t = t0; t < t1; t++)
+                j->y[t * j->ldy + r] = j->dot(wr, j->a + (size_t)t * j->act_bytes, j->n_cols);
+        }
+    }
+}
+
+typedef struct { mm_job *mm; int64_t n_rows; } mm_outer;
+
+static void mm_chunk_fn(void *arg, int64_t b, int64_t e, int ith) {
+    (void)ith;
+    const mm_outer *o = (const mm_outer *)arg;
+    int64_t r0 = b * ROWS_PER_CHUNK, r1 = e * ROWS_PER_CHUNK;
+    if (r1 > o->n_rows) r1 = o->n_rows;
+    mm_rows(o->mm, r0, r1);
+}
+
+static llk_status mm_check(int isa, int type, const void *w, size_t row_stride, int64_t n_rows,
+                           int64_t n_cols, const llk_kernels **k, const llk_traits **t) {
+    *t = llk_traits_of(type);
+    if (!*t) return LLK_ERR_TYPE;
+    *k = llk_kernels_for(isa);
+    if (!*k) return LLK_ERR_ISA;
+    if (n_rows < 0 || n_cols <= 0 || n_cols % (*t)->block_size) return LLK_ERR_ARG;
+    if (n_rows > 0 && (!w || row_stride < llk_row_bytes(type, n_cols))) return LLK_ERR_ARG;
+    return LLK_OK;
+}
+
+llk_status llk_matmul(llk_pool *pool, int isa, int type, const void *w, size_t row_stride,
+                      int64_t n_rows, int64_t n_cols, const float *x, int64_t ldx,
+                      int64_t n_tok, float *y, int64_t ldy) {
+    const llk_kernels *k; const llk_traits *t;
+    llk_status st = mm_check(isa, type, w, row_stride, n_rows, n_cols, &k, &t);
+    if (st) return st;
+    if (n_tok < 0 || (n_tok > 0 && (!x || !y || ldx < n_cols || ldy < n_rows))) return LLK_ERR_ARG;
+    if (n_tok == 0 || n_rows == 0) return LLK_OK;
+    size_t act_bytes = llk_act_row_bytes(type, n_cols);
+    uint8_t *a = (uint8_t *)aligned_alloc64(act_bytes * (size_t)n_tok);
+    if (!a) return LLK_ERR_NOMEM;
+    for (int64_t tk = 0; tk < n_tok; tk++)
+        llk_quantize_act_k(k, t->act, x + tk * ldx, a + (size_t)tk * act_bytes, n_cols);
+    mm_job j = {k, k->dot[type], (const uint8_t *)w, row_stride, a, act_bytes, n_cols, n_tok,
+                ldy, y};
+    mm_outer o = {&j, n_rows};
+    int64_t n_chunks = (n_rows + ROWS_PER_CHUNK - 1) / ROWS_PER_CHUNK;
+    st = llk_pool_run(pool, n_chunks, 1, mm_chunk_fn, &o);
+    aligned_free64(a);
+    return st;
+}
+
+llk_status llk_matvec(llk_pool *pool, int isa, int type, const void *w, size_t row_stride,
+                      int64_t n_rows, int64_t n_cols, const float *x, float *y) {
+    return llk_matmul(pool, isa, type, w, row_stride, n_rows, n_cols, x, n_cols, 1, y, n_rows);
+}
+
+llk_status llk_matmul_part(int isa, int type, const void *w, size_t row_stride, int64_t n_rows,
+                           int64_t n_cols, const void *a, int64_t n_tok, float *y, int64_t ldy,
+                           int ith, int nth) {
+    const llk_kernels *k; const llk_traits *t;
+    llk_status st = mm_check(isa, type, w, row_stride, n_rows, n_cols, &k, &t);
+    if (st) return st;
+    if (nth < 1 || ith < 0 || ith >= nth || n_tok < 0) return LLK_ERR_ARG;
+    if (n_tok > 0 && (!a || !y || ldy < n_rows)) return LLK_ERR_ARG;
+    mm_job j = {k, k->dot[type], (const uint8_t *)w, row_stride, (const uint8_t *)a,
+                llk_act_row_bytes(type, n_cols), n_cols, n_tok, ldy, y};
+    int64_t r0 = n_rows * ith / nth, r1 = n_rows * (ith + 1) / nth;
+    if (n_tok > 0) mm_rows(&j, r0, r1);
+    return LLK_OK;
+}
+
+/* --- normalization and element-wise ----------------------------------------------------------- */
+
+llk_status llk_rms_norm(const float *x, const float *w, float *y, int64_t n_rows, int64_t n,
+                        float eps) {
+    if (n <= 0 || n_rows < 0 || !x || !y) return LLK_ERR_ARG;
+    for (int64_t r = 0; r < n_rows; r++, x += n, y += n) {
+        double ss = 0.0;
+        for (int64_t i = 0; i < n; i++) ss += (double)x[i] * x[i];
+        float inv = (float)(1.0 / sqrt(ss / (double)n + (double)eps));
+        for (int64_t i = 0; i < n; i++) y[i] = x[i] * inv * (w ? w[i] : 1.0f);
+    }
+    return LLK_OK;
+}
+
+llk_status llk_layer_norm(const float *x, const float *w, const float *b, float *y,
+                          int64_t n_rows, int64_t n, float eps) {
+    if (n <= 0 || n_rows < 0 || !x || !y) return LLK_ERR_ARG;
+    for (int64_t r = 0; r < n_rows; r++, x += n, y += n) {
+        double s = 0.0, ss = 0.0;
+        for (int64_t i = 0; i < n; i++) s += x[i];
+        double mean = s / (double)n;
+        for (int64_t i = 0; i < n; i++) { double d = x[i] - mean; ss += d * d; }
+        float inv = (float)(1.0 / sqrt(ss / (double)n + (double)eps));
+        float m = (float)mean;
+        for (int64_t i = 0; i < n; i++)
+            y[i] = (x[i] - m) * inv * (w ? w[i] : 1.0f) + (b ? b[i] : 0.0f);
+    }
+    return LLK_OK;
+}
+
+void llk_softmax(float *x, int64_t n) {
+    if (n <= 0) return;
+    float mx = -INFINITY;
+    for (int64_t i = 0; i < n; i++) mx = x[i] > mx ? x[i] : mx;
+    if (mx == -INFINITY) { for (int64_t i = 0; i < n; i++) x[i] = 0.0f; return; }
+    double s = 0.0;
+    for (int64_t i = 0; i < n; i++) { x[i] = expf(x[i] - mx); s += x[i]; }
+    float inv = (float)(1.0 / s);
+    for (int64_t i = 0; i < n; i++) x[i] *= inv;
+}
+
+static inline float silu1(float v) { return v / (1.0f + expf(-v)); }
+static inline float gelu1(float v) {
+    const float c = 0.7978845608028654f; /* sqrt(2/pi) */
+    return 0.5f * v * (1.0f + tanhf(c * (v + 0.044715f * v * v * v)));
+}
+static inline float gelu_erf1(float v) { return 0.5f * v * (1.0f + erff(v * 0.7071067811865476f)); }
+
+void llk_silu(const float *x, float *y, int64_t n) { for (int64_t i = 0; i < n; i++) y[i] = silu1(x[i]); }
+void llk_gelu(const float *x, float *y, int64_t n) { for (int64_t i = 0; i < n; i++) y[i] = gelu1(x[i]); }
+void llk_gelu_erf(const float *x, float *y, int64_t n) { for (int64_t i = 0; i < n; i++) y[i] = gelu_erf1(x[i]); }
+void llk_swiglu(const float *g, const float *u, float *y, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] = silu1(g[i]) * u[i];
+}
+void llk_geglu(const float *g, const float *u, float *y, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] = gelu1(g[i]) * u[i];
+}
+void llk_add(const float *a, const float *b, float *y, int64_t n) { for (int64_t i = 0; i < n; i++) y[i] = a[i] + b[i]; }
+void llk_mul(const float *a, const float *b, float *y, int64_t n) { for (int64_t i = 0; i < n; i++) y[i] = a[i] * b[i]; }
+void llk_scale(const float *a, float s, float *y, int64_t n) { for (int64_t i = 0; i < n; i++) y[i] = a[i] * s; }
+
+void llk_fp32_to_fp16(const float *x, uint16_t *y, int64_t n) { for (int64_t i = 0; i < n; i++) y[i] = llk_f2h(x[i]); }
+void llk_fp16_to_fp32(const uint16_t *x, float *y, int64_t n) { for (int64_t i = 0; i < n; i++) y[i] = llk_h2f(x[i]); }
+
+/* --- RoPE ----------------------------------------------------------------------------------- */
+
+void llk_rope_params_default(llk_rope_params *p, int head_dim) {
+    memset(p, 0, sizeof *p);
+    p->head_dim = head_dim;
+    p->n_rot = head_dim;
+    p->freq_base = 10000.0f;
+    p->scaling = LLK_ROPE_SCALING_NONE;
+    p->freq_scale = 1.0f;
+    p->n_ctx_orig = 0;
+    p->ext_factor = -1.0f;
+    p->attn_factor = 1.0f;
+    p->beta_fast = 32.0f;
+    p->beta_slow = 1.0f;
+    p->low_freq_factor = 1.0f;
+    p->high_freq_factor = 4.0f;
+    p->factor = 8.0f;
+}
+
+/* YaRN: the rotary dimension index at which a frequency turns n_rot_turns times over the
+ * original context. */
+static double yarn_corr_dim(int n_rot, int n_ctx_orig, double turns, double base) {
+    return n_rot * log((double)n_ctx_orig / (turns * 2.0 * 3.14159265358979323846)) / (2.0 * log(base));
+}
+
+/* Angle multipliers (theta_i = pos * inv_freq[i]) and the magnitude scale, per pair i. */
+static llk_status rope_freqs(const llk_rope_params *p, double *inv_freq, double *mix,
+                             double *interp, double *mscale) {
+    int half = p->n_rot / 2;
+    double base = p->freq_base;
+    *mscale = 1.0;
+    for (int i = 0; i < half; i++) {
+        inv_freq[i] = pow(base, -2.0 * i / p->n_rot);
+        mix[i] = 1.0; interp[i] = 1.0;
+    }
+    switch (p->scaling) {
+    case LLK_ROPE_SCALING_NONE:
+        break;
+    case LLK_ROPE_SCALING_LINEAR:
+        for (int i = 0; i < half; i++) inv_freq[i] *= p->freq_scale;
+        break;
+    case LLK_ROPE_SCALING_YARN: {
+        if (p->n_ctx_orig <= 0 || p->freq_scale <= 0.0f) return LLK_ERR_ARG;
+        double ext = p->ext_factor < 0.0f ? 1.0 : p->ext_factor;
+        double lo = floor(yarn_corr_dim(p->n_rot, p->n_ctx_orig, p->beta_fast, base));
+        double hi = ceil(yarn_corr_dim(p->n_rot, p->n_ctx_orig, p->beta_slow, base));
+        if (lo < 0) lo = 0;
+        if (hi > p->n_rot - 1) hi = p->n_rot - 1;
+        for (int i = 0; i < half; i++) {
+            /* ramp: 1 below lo (keep the original, high frequencies), 0 above hi (interpolate) */
+            double y = ((double)i - lo) / fmax(0.001, hi - lo);
+            double ramp = 1.0 - fmin(1.0, fmax(0.0, y));
+            mix[i] = ramp * ext;             /* share of the extrapolated angle */
+            interp[i] = p->freq_scale;       /* the interpolated angle's factor */
+        }
+        if (ext != 0.0) *mscale = 1.0 + 0.1 * log(1.0 / p->freq_scale);
+        break;
+    }
+    case LLK_ROPE_SCALING_LLAMA3: {
+        if (p->n_ctx_orig <= 0 || p->factor <= 0.0f || p->high_freq_factor <= p->low_freq_factor)
+            return LLK_ERR_ARG;
+        double lo_wl = p->n_ctx_orig / p->low_freq_factor, hi_wl = p->n_ctx_orig / p->high_freq_factor;
+        for (int i = 0; i < half; i++) {
+            double wl = 2.0 * 3.14159265358979323846 / inv_freq[i];
+            if (wl < hi_wl) continue;
+            if (wl > lo_wl) { inv_freq[i] /= p->factor; continue; }
+            double smooth = (p->n_ctx_orig / wl - p->low_freq_factor) /
+                            (p->high_freq_factor - p->low_freq_factor);
+            inv_freq[i] = (1.0 - smooth) * inv_freq[i] / p->factor + smooth * inv_freq[i];
+        }
+        break;
+    }
+    default:
+        return LLK_ERR_ARG;
+    }
+    *mscale *= p->attn_factor;
+    return LLK_OK;
+}
+
+llk_status llk_rope(const llk_rope_params *p, float *x, int64_t n_tok, int64_t n_head,
+                    const int32_t *pos) {
+    if (!p || !x || !pos || n_tok < 0 || n_head < 0) return LLK_ERR_ARG;
+    if (p->head_dim <= 0 || p->n_rot <= 0 || p->n_rot > p->head_dim || p->n_rot % 2 ||
+        !(p->freq_base > 0.0f))
+        return LLK_ERR_ARG;
+    int half = p->n_rot / 2;
+    double *buf = (double *)malloc(sizeof(double) * 3 * (size_t)half);
+    float *cs = (float *)malloc(sizeof(float) * 2 * (size_t)half);
+    if (!buf || !cs) { free(buf); free(cs); return LLK_ERR_NOMEM; }
+    double *inv_freq = buf, *mix = buf + half, *interp = buf + 2 * half, mscale;
+    llk_status st = rope_freqs(p, inv_freq, mix, interp, &mscale);
+    if (st) { free(buf); free(cs); return st; }
+    for (int64_t t = 0; t < n_tok; t++) {
+        for (int i = 0; i < half; i++) {
+            double th_ext = (double)pos[t] * inv_freq[i];
+            double th = p->scaling == LLK_ROPE_SCALING_YARN
+                            ? th_ext * interp[i] * (1.0 - mix[i]) + th_ext * mix[i]
+                            : th_ext;
+            cs[2 * i] = (float)(cos(th) * mscale);
+            cs[2 * i + 1] = (float)(sin(th) * mscale);
+        }
+        for (int64_t h = 0; h < n_head; h++) {
+            float *v = x + (t * n_head + h) * p->head_dim;
+            for (int i = 0; i < half; i++) {
+                int i0 = p->neox ? i : 2 * i, i1 = p->neox ? i + half : 2 * i + 1;
+                float a = v[i0], b = v[i1], c = cs[2 * i], s = cs[2 * i + 1];
+                v[i0] = a * c - b * s;
+                v[i1] = a * s + b * c;
+            }
+        }
+    }
+    free(buf); free(cs);
+    return LLK_OK;
+}
+
+/* --- attention ------------------------------------------------------------------------------ */
+
+typedef struct {
+    const llk_attn_params *p;
+    const llk_kernels *k;
+    const float *q;
+    const uint8_t *kc, *vc;     /* n_kv x n_head_kv x head_dim, elem bytes each */
+    size_t elem;
+    int64_t n_kv;
+    const int32_t *pos;
+    float *out;
+    float *scratch;             /* per thread: n_kv + head_dim floats */
+    int64_t scratch_stride;
+} attn_job;
+
+static void attn_fn(void *arg, int64_t b, int64_t e, int ith) {
+    const attn_job *j = (const attn_job *)arg;
+    const llk_attn_params *p = j->p;
+    const int hd = p->head_dim, group = p->n_head / p->n_head_kv;
+    const int vtype = p->kv_f16 ? LLK_TYPE_F16 : LLK_TYPE_F32;
+    float *sc = j->scratch + (size_t)ith * j->scratch_stride;
+    float *vrow = sc + j->n_kv;
+    for (int64_t it = b; it < e; it++) {
+        int64_t t = it / p->n_head, h = it % p->n_head, hk = h / group;
+        const float *qv = j->q + it * hd;
+        float *o = j->out + it * hd;
+        int64_t pos = j->pos[t];
+        int64_t hi = p->causal ? (pos + 1 < j->n_kv ? pos + 1 : j->n_kv) : j->n_kv;
+        int64_t lo = 0;
+        if (p->window > 0 && pos - p->window + 1 > lo) lo = pos - p->window + 1;
+        for (int d = 0; d < hd; d++) o[d] = 0.0f;
+        if (hi <= lo) continue;
+        size_t row = (size_t)p->n_head_kv * hd * j->elem;
+        float mx = -INFINITY;
+        for (int64_t kv = lo; kv < hi; kv++) {
+            float s = j->k->dot[vtype](j->kc + kv * row + (size_t)hk * hd * j->elem, qv, hd) * p->scale;
+            if (p->softcap > 0.0f) s = p->softcap * tanhf(s / p->softcap);
+            sc[kv] = s;
+            mx = s > mx ? s : mx;
+        }
+        double sum = 0.0;
+        for (int64_t kv = lo; kv < hi; kv++) { sc[kv] = expf(sc[kv] - mx); sum += sc[kv]; }
+        float inv = (float)(1.0 / sum);
+        for (int64_t kv = lo; kv < hi; kv++) {
+            j->k->dequant[vtype](j->vc + kv * row + (size_t)hk * hd * j->elem, vrow, hd);
+            float w = sc[kv] * inv;
+            for (int d = 0; d < hd; d++) o[d] += w * vrow[d];
+        }
+    }
+}
+
+llk_status llk_attention(llk_pool *pool, const llk_attn_params *p, const float *q,
+                         const void *k, const void *v, int64_t n_kv, int64_t n_tok,
+                         const int32_t *pos, float *out) {
+    if (!p || p->n_head <= 0 || p->n_head_kv <= 0 || p->head_dim <= 0 ||
+        p->n_head % p->n_head_kv || n_kv < 0 || n_tok < 0)
+        return LLK_ERR_ARG;
+    if (n_tok == 0) return LLK_OK;
+    if (!q || !out || !pos || (n_kv > 0 && (!k || !v))) return LLK_ERR_ARG;
+    const llk_kernels *kt = llk_kernels_for(LLK_ISA_DEFAULT);
+    int nth = pool ? llk_pool_size(pool) : 1;
+    int64_t stride = ((n_kv + p->head_dim + 15) / 16) * 16;
+    float *scratch = (float *)aligned_alloc64(sizeof(float) * (size_t)stride * (size_t)nth);
+    if (!scratch) return LLK_ERR_NOMEM;
+    attn_job j = {p, kt, q, (const uint8_t *)k, (const uint8_t *)v, p->kv_f16 ? 2u : 4u, n_kv, pos,
+                  out, scratch, stride};
+    llk_status st = llk_pool_run(pool, n_tok * p->n_head, 1, attn_fn, &j);
+    aligned_free64(scratch);
+    return st;
+}
+
+/* --- read bandwidth --------------------------------------------------------------------------- */
+
+typedef struct { const uint8_t *buf; size_t bytes; uint64_t sink[64 * 8]; } bw_job;
+
+#define BW_CHUNK (256 * 1024)
+
+static void bw_fn(void *arg, int64_t b, int64_t e, int ith) {
+    bw_job *j = (bw_job *)arg;
+    uint64_t a0 = 0, a1 = 0, a2 = 0, a3 = 0, a4 = 0, a5 = 0, a6 = 0, a7 = 0;
+    for (int64_t c = b; c < e; c++) {
+        size_t lo = (size_t)c * BW_CHUNK, hi = lo + BW_CHUNK < j->bytes ? lo + BW_CHUNK : j->bytes;
+        const uint64_t *p = (const uint64_t *)(j->buf + lo);
+        for (size_t i = 0; i < (hi - lo) / 8; i += 8) {
+            a0 ^= p[i]; a1 ^= p[i + 1]; a2 ^= p[i + 2]; a3 ^= p[i + 3];
+            a4 ^= p[i + 4]; a5 ^= p[i + 5]; a6 ^= p[i + 6]; a7 ^= p[i + 7];
+        }
+    }
+    j->sink[(ith % 64) * 8] ^= a0 ^ a1 ^ a2 ^ a3 ^ a4 ^ a5 ^ a6 ^ a7;
+}
+
+double llk_read_bandwidth_probe(llk_pool *pool, const void *buf, size_t bytes, int reps) {
+    if (!buf || bytes < 64 || reps < 1) return -1.0;
+    bytes &= ~(size_t)63;
+    bw_job *j = (bw_job *)calloc(1, sizeof *j);
+    if (!j) return -1.0;
+    j->buf = (const uint8_t *)buf; j->bytes = bytes;
+    int64_t n_chunks = (int64_t)((bytes + BW_CHUNK - 1) / BW_CHUNK);
+    double t0 = llk_now_seconds();
+    for (int r = 0; r < reps; r++) llk_pool_run(pool, n_chunks, 4, bw_fn, j);
+    double dt = llk_now_seconds() - t0;
+    volatile uint64_t keep = j->sink[0];
+    (void)keep;
+    free(j);
+    return dt;
+}

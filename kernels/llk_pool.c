@@ -1,0 +1,288 @@
+/* llk_pool.c — the persistent thread pool: n-1 workers plus the calling thread.
+ *
+ * A job is a function over item ranges; threads take chunks of items from one atomic counter
+ * until none are left, so uneven chunks balance themselves. Between jobs workers spin for
+ * spin_ns, then sleep on a condition variable: an idle pool burns no CPU. One thread drives a
+ * pool at a time (the engine's worker); llk_pool_abort may be called from any thread.
+ * Not here: the kernels themselves (llk_ops.c), which only see (begin, end, ith).
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <stdatomic.h>
+#include "llk_internal.h"
+#include "llk_threads.h"
+#include "llk_pool.h"
+
+#if defined(__linux__)
+#include <sched.h>
+#include <stdio.h>
+#include <unistd.h>
+#elif defined(__APPLE__)
+#include <sys/sysctl.h>
+#include <unistd.h>
+#elif !defined(_WIN32)
+#include <unistd.h>
+#endif
+
+#define CACHE_LINE 64
+#define MAX_THREADS 512
+
+typedef struct {
+    _Alignas(CACHE_LINE) atomic_uint_fast64_t busy_ns;  /* time inside jobs */
+    atomic_uint_fast64_t chunks;                         /* chunks done */
+} thread_slot;
+
+struct llk_pool {
+    int n;                          /* threads including the caller */
+    llk_thread *threads;            /* n - 1 workers */
+    thread_slot *slots;             /* n, one cache line each */
+    llk_mutex mu;
+    llk_cond wake;
+    int spin_ns;
+    /* the job; written by the driver before gen is bumped */
+    llk_job_fn fn;
+    void *arg;
+    int64_t n_items, chunk;
+    _Alignas(CACHE_LINE) atomic_int gen;        /* job generation */
+    _Alignas(CACHE_LINE) atomic_int done;       /* workers finished with this generation */
+    _Alignas(CACHE_LINE) atomic_int_fast64_t next;  /* next item to hand out */
+    _Alignas(CACHE_LINE) atomic_int abort_flag;
+    atomic_int stop;
+    atomic_int n_sleeping;
+    atomic_uint_fast64_t jobs;
+};
+
+typedef struct { llk_pool *pool; int ith; } worker_arg;
+
+/* --- CPU counts ------------------------------------------------------------------------------ */
+
+int llk_cpu_count_allowed(void) {
+#if defined(__linux__)
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) {
+        int c = CPU_COUNT(&set);
+        if (c > 0) return c;
+    }
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+#elif defined(_WIN32)
+    DWORD_PTR proc, sys;
+    if (GetProcessAffinityMask(GetCurrentProcess(), &proc, &sys)) {
+        int c = 0;
+        for (; proc; proc >>= 1) c += (int)(proc & 1);
+        if (c > 0) return c;
+    }
+    SYSTEM_INFO si; GetSystemInfo(&si);
+    return si.dwNumberOfProcessors > 0 ? (int)si.dwNumberOfProcessors : 1;
+#else
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+#endif
+}
+
+#if defined(__linux__)
+static int read_int_file(const char *path, int *out) {
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    int ok = fscanf(f, "%d", out) == 1;
+    fclose(f);
+    return ok ? 0 : -1;
+}
+#endif
+
+int llk_cpu_count_physical(void) {
+    int allowed = llk_cpu_count_allowed();
+#if defined(__linux__)
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) != 0) return allowed;
+    int keys[1024], nk = 0;
+    for (int cpu = 0; cpu < CPU_SETSIZE && nk < 1024; cpu++) {
+        if (!CPU_ISSET(cpu, &set)) continue;
+        char path[128]; int core, pkg;
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu%d/topology/core_id", cpu);
+        if (read_int_file(path, &core)) return allowed;
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu%d/topology/physical_package_id", cpu);
+        if (read_int_file(path, &pkg)) pkg = 0;
+        int key = pkg * 65536 + core, seen = 0;
+        for (int i = 0; i < nk; i++) if (keys[i] == key) { seen = 1; break; }
+        if (!seen) keys[nk++] = key;
+    }
+    return nk > 0 && nk <= allowed ? nk : allowed;
+#elif defined(__APPLE__)
+    int v = 0; size_t len = sizeof v;
+    if (sysctlbyname("hw.physicalcpu", &v, &len, NULL, 0) == 0 && v > 0 && v <= allowed) return v;
+    return allowed;
+#else
+    return allowed;
+#endif
+}
+
+/* --- the pool --------------------------------------------------------------------------------- */
+
+static void run_chunks(llk_pool *p, int ith) {
+    uint64_t t0 = llk_now_ns(), nch = 0;
+    for (;;) {
+        if (atomic_load_explicit(&p->abort_flag, memory_order_relaxed)) break;
+        int64_t b = atomic_fetch_add(&p->next, p->chunk);
+        if (b >= p->n_items) break;
+        int64_t e = b + p->chunk < p->n_items ? b + p->chunk : p->n_items;
+        p->fn(p->arg, b, e, ith);
+        nch++;
+    }
+    atomic_fetch_add_explicit(&p->slots[ith].busy_ns, llk_now_ns() - t0, memory_order_relaxed);
+    atomic_fetch_add_explicit(&p->slots[ith].chunks, nch, memory_order_relaxed);
+}
+
+static void worker_main(void *varg) {
+    worker_arg wa = *(worker_arg *)varg;
+    free(varg);
+    llk_pool *p = wa.pool;
+    int seen = 0;
+    for (;;) {
+        int g = atomic_load(&p->gen);
+        if (g == seen && !atomic_load(&p->stop)) {
+            uint64_t t0 = llk_now_ns();
+            for (unsigned it = 1;; it++) {
+                llk_pause();
+                g = atomic_load(&p->gen);
+                if (g != seen || atomic_load(&p->stop)) break;
+                if ((it & 63) == 0 && llk_now_ns() - t0 > (uint64_t)p->spin_ns) break;
+            }
+        }
+        if (g == seen && !atomic_load(&p->stop)) {
+            llk_mutex_lock(&p->mu);
+            atomic_fetch_add(&p->n_sleeping, 1);
+            while ((g = atomic_load(&p->gen)) == seen && !atomic_load(&p->stop))
+                llk_cond_wait(&p->wake, &p->mu);
+            atomic_fetch_sub(&p->n_sleeping, 1);
+            llk_mutex_unlock(&p->mu);
+        }
+        if (atomic_load(&p->stop)) break;
+        seen = g;
+        run_chunks(p, wa.ith);
+        atomic_fetch_add(&p->done, 1);
+    }
+}
+
+static void wake_all(llk_pool *p) {
+    if (atomic_load(&p->n_sleeping) > 0) {
+        llk_mutex_lock(&p->mu);
+        llk_cond_broadcast(&p->wake);
+        llk_mutex_unlock(&p->mu);
+    }
+}
+
+llk_status llk_pool_new(int n_threads, llk_pool **out) {
+    if (!out) return LLK_ERR_ARG;
+    *out = NULL;
+    int allowed = llk_cpu_count_allowed();
+    int n = n_threads > 0 ? n_threads : llk_cpu_count_physical();
+    if (n > allowed) n = allowed;
+    if (n > MAX_THREADS) n = MAX_THREADS;
+    if (n < 1) n = 1;
+    llk_pool *p = (llk_pool *)calloc(1, sizeof *p);
+    if (!p) return LLK_ERR_NOMEM;
+    p->n = n;
+    p->spin_ns = 200000;
+    p->slots = (thread_slot *)calloc((size_t)n, sizeof(thread_slot));
+    p->threads = (llk_thread *)calloc((size_t)n, sizeof(llk_thread));
+    if (!p->slots || !p->threads) { free(p->slots); free(p->threads); free(p); return LLK_ERR_NOMEM; }
+    if (llk_mutex_init(&p->mu)) { free(p->slots); free(p->threads); free(p); return LLK_ERR_THREAD; }
+    if (llk_cond_init(&p->wake)) {
+        llk_mutex_destroy(&p->mu); free(p->slots); free(p->threads); free(p); return LLK_ERR_THREAD;
+    }
+    for (int i = 1; i < n; i++) {
+        worker_arg *wa = (worker_arg *)malloc(sizeof *wa);
+        if (!wa || llk_thread_create(&p->threads[i], worker_main, wa ? (wa->pool = p, wa->ith = i, wa) : NULL)) {
+            free(wa);
+            p->n = i;           /* only threads 1..i-1 exist: stop those */
+            llk_pool_free(p);
+            return LLK_ERR_THREAD;
+        }
+    }
+    *out = p;
+    return LLK_OK;
+}
+
+void llk_pool_free(llk_pool *p) {
+    if (!p) return;
+    llk_mutex_lock(&p->mu);
+    atomic_store(&p->stop, 1);
+    llk_cond_broadcast(&p->wake);
+    llk_mutex_unlock(&p->mu);
+    for (int i = 1; i < p->n; i++) llk_thread_join(p->threads[i]);
+    llk_cond_destroy(&p->wake);
+    llk_mutex_destroy(&p->mu);
+    free(p->threads);
+    free(p->slots);
+    free(p);
+}
+
+int llk_pool_size(const llk_pool *p) { return p ? p->n : 0; }
+void llk_pool_abort(llk_pool *p) { if (p) atomic_store(&p->abort_flag, 1); }
+void llk_pool_clear_abort(llk_pool *p) { if (p) atomic_store(&p->abort_flag, 0); }
+int llk_pool_aborted(const llk_pool *p) {
+    return p ? atomic_load(&((llk_pool *)p)->abort_flag) : 0;
+}
+uint64_t llk_pool_busy_ns(const llk_pool *p, int ith) {
+    if (!p || ith < 0 || ith >= p->n) return 0;
+    return atomic_load(&((llk_pool *)p)->slots[ith].busy_ns);
+}
+uint64_t llk_pool_chunks(const llk_pool *p, int ith) {
+    if (!p || ith < 0 || ith >= p->n) return 0;
+    return atomic_load(&((llk_pool *)p)->slots[ith].chunks);
+}
+uint64_t llk_pool_jobs(const llk_pool *p) { return p ? atomic_load(&((llk_pool *)p)->jobs) : 0; }
+void llk_pool_set_spin(llk_pool *p, int spin_iters) {
+    /* one "iteration" ~ 1 µs of spinning; 0 sleeps at once */
+    if (p) p->spin_ns = spin_iters < 0 ? 0 : spin_iters * 1000;
+}
+
+llk_status llk_pool_run(llk_pool *p, int64_t n_items, int64_t chunk, llk_job_fn fn, void *arg) {
+    if (!fn || n_items < 0) return LLK_ERR_ARG;
+    if (chunk < 1) chunk = 1;
+    if (!p) { /* no pool: run on the caller */
+        for (int64_t b = 0; b < n_items; b += chunk) fn(arg, b, b + chunk < n_items ? b + chunk : n_items, 0);
+        return LLK_OK;
+    }
+    if (atomic_load(&p->abort_flag)) return LLK_ERR_ABORTED;
+    if (n_items == 0) return LLK_OK;
+    atomic_fetch_add_explicit(&p->jobs, 1, memory_order_relaxed);
+    p->fn = fn; p->arg = arg; p->n_items = n_items; p->chunk = chunk;
+    atomic_store(&p->next, 0);
+    if (p->n == 1 || n_items <= chunk) { /* one chunk: no need to wake anyone */
+        run_chunks(p, 0);
+        return atomic_load(&p->abort_flag) ? LLK_ERR_ABORTED : LLK_OK;
+    }
+    atomic_store(&p->done, 0);
+    atomic_fetch_add(&p->gen, 1);     /* publishes the job (seq_cst) */
+    wake_all(p);
+    run_chunks(p, 0);
+    for (unsigned it = 1; atomic_load(&p->done) < p->n - 1; it++) {
+        llk_pause();
+        if ((it & 1023) == 0) llk_yield();
+    }
+    return atomic_load(&p->abort_flag) ? LLK_ERR_ABORTED : LLK_OK;
+}
+
+/* --- a job for the tests: proves each item runs once, lets a job be long or short ------------ */
+
+typedef struct { int64_t work; int32_t *counts; } test_job;
+
+static void test_job_fn(void *varg, int64_t b, int64_t e, int ith) {
+    (void)ith;
+    test_job *j = (test_job *)varg;
+    for (int64_t i = b; i < e; i++) {
+        volatile float x = 1.0f;
+        for (int64_t w = 0; w < j->work; w++) x = x * 0.999999f + 1e-7f;
+        if (j->counts) atomic_fetch_add_explicit((_Atomic int32_t *)&j->counts[i], 1, memory_order_relaxed);
+    }
+}
+
+llk_status llk_pool_test_job(llk_pool *pool, int64_t n_items, int64_t chunk, int64_t work,
+                             int32_t *counts) {
+    test_job j = {work, counts};
+    return llk_pool_run(pool, n_items, chunk, test_job_fn, &j);
+}
+
+double llk_now_seconds(void) { return (double)llk_now_ns() * 1e-9; }

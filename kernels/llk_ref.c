@@ -1,0 +1,427 @@
+/* llk_ref.c — the reference kernels: plain C, one per tensor type, the spec for every SIMD twin.
+ *
+ * Each type has a row dequantizer (blocks -> float) and a dot product against the activation
+ * format it consumes (float32, q8_32 or q8_256). Written for clarity, not speed; the SIMD files
+ * must agree with these within the tolerances named in tests/kernels.
+ * Lengths are already checked by the caller (a multiple of the type's block size).
+ */
+#include "llk_internal.h"
+
+const int8_t llk_iq4_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                   1, 13, 25, 38, 53, 69, 89, 113};
+
+/* --- activations ------------------------------------------------------------------------------ */
+
+/* Rounding: nearbyintf (ties to even), the same rule the SIMD converts use, so twins agree bit
+ * for bit on the quantized activations. */
+static void quant_q8_32_ref(const float *x, void *out, int64_t n) {
+    llk_block_q8_32 *a = (llk_block_q8_32 *)out;
+    for (int64_t b = 0; b < n / LLK_QK; b++, x += LLK_QK) {
+        float amax = 0.0f;
+        for (int i = 0; i < LLK_QK; i++) amax = fmaxf(amax, fabsf(x[i]));
+        float d = amax / 127.0f, id = amax > 0.0f ? 127.0f / amax : 0.0f;
+        int sum = 0;
+        for (int i = 0; i < LLK_QK; i++) {
+            int q = (int)nearbyintf(x[i] * id);
+            a[b].qs[i] = (int8_t)q;
+            sum += q;
+        }
+        a[b].d = d;
+        a[b].s = d * (float)sum;
+    }
+}
+
+static void quant_q8_256_ref(const float *x, void *out, int64_t n) {
+    llk_block_q8_256 *a = (llk_block_q8_256 *)out;
+    for (int64_t b = 0; b < n / LLK_QKK; b++, x += LLK_QKK) {
+        float amax = 0.0f;
+        for (int i = 0; i < LLK_QKK; i++) amax = fmaxf(amax, fabsf(x[i]));
+        float d = amax / 127.0f, id = amax > 0.0f ? 127.0f / amax : 0.0f;
+        for (int i = 0; i < LLK_QKK; i++) a[b].qs[i] = (int8_t)nearbyintf(x[i] * id);
+        for (int g = 0; g < 16; g++) {
+            int s = 0;
+            for (int i = 0; i < 16; i++) s += a[b].qs[16 * g + i];
+            a[b].bsums[g] = (int16_t)s;
+        }
+        a[b].d = d;
+    }
+}
+
+/* --- float types ---------------------------------------------------------------------------- */
+
+static void deq_f32(const void *x, float *y, int64_t n) { memcpy(y, x, (size_t)n * 4); }
+static void deq_f16(const void *x, float *y, int64_t n) {
+    const uint8_t *p = (const uint8_t *)x;
+    for (int64_t i = 0; i < n; i++) { llk_half h; memcpy(&h, p + 2 * i, 2); y[i] = llk_h2f(h); }
+}
+static void deq_bf16(const void *x, float *y, int64_t n) {
+    const uint8_t *p = (const uint8_t *)x;
+    for (int64_t i = 0; i < n; i++) { uint16_t h; memcpy(&h, p + 2 * i, 2); y[i] = llk_bf2f(h); }
+}
+
+/* Float dots accumulate in double: the reference is the oracle, so it should be the exact one. */
+static float dot_f32(const void *w, const void *a, int64_t n) {
+    const uint8_t *p = (const uint8_t *)w; const float *x = (const float *)a;
+    double s = 0.0;
+    for (int64_t i = 0; i < n; i++) { float v; memcpy(&v, p + 4 * i, 4); s += (double)v * x[i]; }
+    return (float)s;
+}
+static float dot_f16(const void *w, const void *a, int64_t n) {
+    const uint8_t *p = (const uint8_t *)w; const float *x = (const float *)a;
+    double s = 0.0;
+    for (int64_t i = 0; i < n; i++) { llk_half h; memcpy(&h, p + 2 * i, 2); s += (double)llk_h2f(h) * x[i]; }
+    return (float)s;
+}
+static float dot_bf16(const void *w, const void *a, int64_t n) {
+    const uint8_t *p = (const uint8_t *)w; const float *x = (const float *)a;
+    double s = 0.0;
+    for (int64_t i = 0; i < n; i++) { uint16_t h; memcpy(&h, p + 2 * i, 2); s += (double)llk_bf2f(h) * x[i]; }
+    return (float)s;
+}
+
+/* --- legacy 32-blocks: unpack to integer levels, then the shared dequant / dot shapes -------- */
+
+/* Level of element i (0..31) of a 4-bit block: low nibbles first, then high. */
+static inline int nib(const uint8_t *qs, int i) { return i < 16 ? (qs[i] & 15) : (qs[i - 16] >> 4); }
+static inline int hbit(const uint8_t qh[4], int i) { return (qh[i >> 3] >> (i & 7)) & 1; }
+
+#define BLOCKS(T, x) const T *blk = (const T *)(x); const int64_t nb = n / LLK_QK
+#define ABLOCKS(a) const llk_block_q8_32 *ab = (const llk_block_q8_32 *)(a)
+
+static void deq_q4_0(const void *x, float *y, int64_t n) {
+    BLOCKS(blk_q4_0, x);
+    for (int64_t b = 0; b < nb; b++) {
+        float d = llk_h2f(blk[b].d);
+        for (int i = 0; i < 32; i++) y[32 * b + i] = d * (float)(nib(blk[b].qs, i) - 8);
+    }
+}
+static float dot_q4_0(const void *w, const void *a, int64_t n) {
+    BLOCKS(blk_q4_0, w); ABLOCKS(a);
+    float s = 0.0f;
+    for (int64_t b = 0; b < nb; b++) {
+        int acc = 0;
+        for (int i = 0; i < 32; i++) acc += (nib(blk[b].qs, i) - 8) * ab[b].qs[i];
+        s += llk_h2f(blk[b].d) * ab[b].d * (float)acc;
+    }
+    return s;
+}
+
+static void deq_q4_1(const void *x, float *y, int64_t n) {
+    BLOCKS(blk_q4_1, x);
+    for (int64_t b = 0; b < nb; b++) {
+        float d = llk_h2f(blk[b].d), m = llk_h2f(blk[b].m);
+        for (int i = 0; i < 32; i++) y[32 * b + i] = d * (float)nib(blk[b].qs, i) + m;
+    }
+}
+static float dot_q4_1(const void *w, const void *a, int64_t n) {
+    BLOCKS(blk_q4_1, w); ABLOCKS(a);
+    float s = 0.0f;
+    for (int64_t b = 0; b < nb; b++) {
+        int acc = 0;
+        for (int i = 0; i < 32; i++) acc += nib(blk[b].qs, i) * ab[b].qs[i];
+        s += llk_h2f(blk[b].d) * ab[b].d * (float)acc + llk_h2f(blk[b].m) * ab[b].s;
+    }
+    return s;
+}
+
+static void deq_q5_0(const void *x, float *y, int64_t n) {
+    BLOCKS(blk_q5_0, x);
+    for (int64_t b = 0; b < nb; b++) {
+        float d = llk_h2f(blk[b].d);
+        for (int i = 0; i < 32; i++)
+            y[32 * b + i] = d * (float)((nib(blk[b].qs, i) | hbit(blk[b].qh, i) << 4) - 16);
+    }
+}
+static float dot_q5_0(const void *w, const void *a, int64_t n) {
+    BLOCKS(blk_q5_0, w); ABLOCKS(a);
+    float s = 0.0f;
+    for (int64_t b = 0; b < nb; b++) {
+        int acc = 0;
+        for (int i = 0; i < 32; i++)
+            acc += ((nib(blk[b].qs, i) | hbit(blk[b].qh, i) << 4) - 16) * ab[b].qs[i];
+        s += llk_h2f(blk[b].d) * ab[b].d * (float)acc;
+    }
+    return s;
+}
+
+static void deq_q5_1(const void *x, float *y, int64_t n) {
+    BLOCKS(blk_q5_1, x);
+    for (int64_t b = 0; b < nb; b++) {
+        float d = llk_h2f(blk[b].d), m = llk_h2f(blk[b].m);
+        for (int i = 0; i < 32; i++)
+            y[32 * b + i] = d * (float)(nib(blk[b].qs, i) | hbit(blk[b].qh, i) << 4) + m;
+    }
+}
+static float dot_q5_1(const void *w, const void *a, int64_t n) {
+    BLOCKS(blk_q5_1, w); ABLOCKS(a);
+    float s = 0.0f;
+    for (int64_t b = 0; b < nb; b++) {
+        int acc = 0;
+        for (int i = 0; i < 32; i++)
+            acc += (nib(blk[b].qs, i) | hbit(blk[b].qh, i) << 4) * ab[b].qs[i];
+        s += llk_h2f(blk[b].d) * ab[b].d * (float)acc + llk_h2f(blk[b].m) * ab[b].s;
+    }
+    return s;
+}
+
+static void deq_q8_0(const void *x, float *y, int64_t n) {
+    BLOCKS(blk_q8_0, x);
+    for (int64_t b = 0; b < nb; b++) {
+        float d = llk_h2f(blk[b].d);
+        for (int i = 0; i < 32; i++) y[32 * b + i] = d * (float)blk[b].qs[i];
+    }
+}
+static float dot_q8_0(const void *w, const void *a, int64_t n) {
+    BLOCKS(blk_q8_0, w); ABLOCKS(a);
+    float s = 0.0f;
+    for (int64_t b = 0; b < nb; b++) {
+        int acc = 0;
+        for (int i = 0; i < 32; i++) acc += blk[b].qs[i] * ab[b].qs[i];
+        s += llk_h2f(blk[b].d) * ab[b].d * (float)acc;
+    }
+    return s;
+}
+
+static void deq_iq4_nl(const void *x, float *y, int64_t n) {
+    BLOCKS(blk_iq4_nl, x);
+    for (int64_t b = 0; b < nb; b++) {
+        float d = llk_h2f(blk[b].d);
+        for (int i = 0; i < 32; i++) y[32 * b + i] = d * (float)llk_iq4_values[nib(blk[b].qs, i)];
+    }
+}
+static float dot_iq4_nl(const void *w, const void *a, int64_t n) {
+    BLOCKS(blk_iq4_nl, w); ABLOCKS(a);
+    float s = 0.0f;
+    for (int64_t b = 0; b < nb; b++) {
+        int acc = 0;
+        for (int i = 0; i < 32; i++) acc += llk_iq4_values[nib(blk[b].qs, i)] * ab[b].qs[i];
+        s += llk_h2f(blk[b].d) * ab[b].d * (float)acc;
+    }
+    return s;
+}
+
+/* --- K-quants: each super-block is unpacked to 256 integer levels plus per-group scale/min ---- */
+
+#define KBLOCKS(T, x) const T *blk = (const T *)(x); const int64_t nb = n / LLK_QKK
+#define KABLOCKS(a) const llk_block_q8_256 *ab = (const llk_block_q8_256 *)(a)
+
+/* Q4_K / Q5_K scale and min of group j (0..7) from the 12 packed bytes. */
+static inline void k4_scale_min(const uint8_t *s, int j, int *sc, int *mn) {
+    if (j < 4) { *sc = s[j] & 63; *mn = s[j + 4] & 63; }
+    else {
+        *sc = (s[j + 4] & 15) | ((s[j - 4] >> 6) << 4);
+        *mn = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+    }
+}
+
+/* Q3_K signed scale of group g (0..15). */
+static inline int k3_scale(const uint8_t *s, int g) {
+    int lo = g < 8 ? (s[g] & 15) : (s[g - 8] >> 4);
+    int hi = (s[8 + (g & 3)] >> (2 * (g >> 2))) & 3;
+    return (lo | hi << 4) - 32;
+}
+
+static inline int q2k_level(const blk_q2_K *b, int i) {
+    return (b->qs[32 * (i >> 7) + (i & 31)] >> (2 * ((i >> 5) & 3))) & 3;
+}
+static inline int q3k_level(const blk_q3_K *b, int i) {
+    int lo = (b->qs[32 * (i >> 7) + (i & 31)] >> (2 * ((i >> 5) & 3))) & 3;
+    int hi = (b->hmask[i & 31] >> (i >> 5)) & 1;
+    return lo - (hi ? 0 : 4);
+}
+static inline int q4k_level(const blk_q4_K *b, int i) {
+    int g = i >> 5, l = i & 31;
+    return (b->qs[32 * (g >> 1) + l] >> (4 * (g & 1))) & 15;
+}
+static inline int q5k_level(const blk_q5_K *b, int i) {
+    int g = i >> 5, l = i & 31;
+    return ((b->qs[32 * (g >> 1) + l] >> (4 * (g & 1))) & 15) | (((b->qh[l] >> g) & 1) << 4);
+}
+static inline int q6k_level(const blk_q6_K *b, int i) {
+    int h = i >> 7, s = (i >> 5) & 3, l = i & 31;
+    int lo = (b->ql[64 * h + l + 32 * (s & 1)] >> (4 * (s >> 1))) & 15;
+    int hi = (b->qh[32 * h + l] >> (2 * s)) & 3;
+    return (lo | hi << 4) - 32;
+}
+static inline int iq4xs_scale(const blk_iq4_xs *b, int g) {
+    int lo = (b->scales_l[g >> 1] >> (4 * (g & 1))) & 15;
+    int hi = (b->scales_h >> (2 * g)) & 3;
+    return (lo | hi << 4) - 32;
+}
+static inline int iq4xs_level(const blk_iq4_xs *b, int i) {
+    int g = i >> 5, l = i & 31;
+    int q = l < 16 ? (b->qs[16 * g + l] & 15) : (b->qs[16 * g + l - 16] >> 4);
+    return llk_iq4_values[q];
+}
+
+static void deq_q2_K(const void *x, float *y, int64_t n) {
+    KBLOCKS(blk_q2_K, x);
+    for (int64_t b = 0; b < nb; b++) {
+        float d = llk_h2f(blk[b].d), dm = llk_h2f(blk[b].dmin);
+        for (int i = 0; i < 256; i++) {
+            uint8_t sc = blk[b].scales[i >> 4];
+            y[256 * b + i] = d * (float)(sc & 15) * (float)q2k_level(&blk[b], i) - dm * (float)(sc >> 4);
+        }
+    }
+}
+static float dot_q2_K(const void *w, const void *a, int64_t n) {
+    KBLOCKS(blk_q2_K, w); KABLOCKS(a);
+    float s = 0.0f;
+    for (int64_t b = 0; b < nb; b++) {
+        int acc = 0, accm = 0;
+        for (int g = 0; g < 16; g++) {
+            int t = 0;
+            for (int i = 16 * g; i < 16 * g + 16; i++) t += q2k_level(&blk[b], i) * ab[b].qs[i];
+            acc += (blk[b].scales[g] & 15) * t;
+            accm += (blk[b].scales[g] >> 4) * ab[b].bsums[g];
+        }
+        s += ab[b].d * (llk_h2f(blk[b].d) * (float)acc - llk_h2f(blk[b].dmin) * (float)accm);
+    }
+    return s;
+}
+
+static void deq_q3_K(const void *x, float *y, int64_t n) {
+    KBLOCKS(blk_q3_K, x);
+    for (int64_t b = 0; b < nb; b++) {
+        float d = llk_h2f(blk[b].d);
+        for (int i = 0; i < 256; i++)
+            y[256 * b + i] = d * (float)k3_scale(blk[b].scales, i >> 4) * (float)q3k_level(&blk[b], i);
+    }
+}
+static float dot_q3_K(const void *w, const void *a, int64_t n) {
+    KBLOCKS(blk_q3_K, w); KABLOCKS(a);
+    float s = 0.0f;
+    for (int64_t b = 0; b < nb; b++) {
+        int acc = 0;
+        for (int g = 0; g < 16; g++) {
+            int t = 0;
+            for (int i = 16 * g; i < 16 * g + 16; i++) t += q3k_level(&blk[b], i) * ab[b].qs[i];
+            acc += k3_scale(blk[b].scales, g) * t;
+        }
+        s += ab[b].d * llk_h2f(blk[b].d) * (float)acc;
+    }
+    return s;
+}
+
+static void deq_q4_K(const void *x, float *y, int64_t n) {
+    KBLOCKS(blk_q4_K, x);
+    for (int64_t b = 0; b < nb; b++) {
+        float d = llk_h2f(blk[b].d), dm = llk_h2f(blk[b].dmin);
+        for (int g = 0; g < 8; g++) {
+            int sc, mn; k4_scale_min(blk[b].scales, g, &sc, &mn);
+            for (int i = 32 * g; i < 32 * g + 32; i++)
+                y[256 * b + i] = d * (float)sc * (float)q4k_level(&blk[b], i) - dm * (float)mn;
+        }
+    }
+}
+static float dot_q4_K(const void *w, const void *a, int64_t n) {
+    KBLOCKS(blk_q4_K, w); KABLOCKS(a);
+    float s = 0.0f;
+    for (int64_t b = 0; b < nb; b++) {
+        int acc = 0, accm = 0;
+        for (int g = 0; g < 8; g++) {
+            int sc, mn, t = 0; k4_scale_min(blk[b].scales, g, &sc, &mn);
+            for (int i = 32 * g; i < 32 * g + 32; i++) t += q4k_level(&blk[b], i) * ab[b].qs[i];
+            acc += sc * t;
+            accm += mn * (ab[b].bsums[2 * g] + ab[b].bsums[2 * g + 1]);
+        }
+        s += ab[b].d * (llk_h2f(blk[b].d) * (float)acc - llk_h2f(blk[b].dmin) * (float)accm);
+    }
+    return s;
+}
+
+static void deq_q5_K(const void *x, float *y, int64_t n) {
+    KBLOCKS(blk_q5_K, x);
+    for (int64_t b = 0; b < nb; b++) {
+        float d = llk_h2f(blk[b].d), dm = llk_h2f(blk[b].dmin);
+        for (int g = 0; g < 8; g++) {
+            int sc, mn; k4_scale_min(blk[b].scales, g, &sc, &mn);
+            for (int i = 32 * g; i < 32 * g + 32; i++)
+                y[256 * b + i] = d * (float)sc * (float)q5k_level(&blk[b], i) - dm * (float)mn;
+        }
+    }
+}
+static float dot_q5_K(const void *w, const void *a, int64_t n) {
+    KBLOCKS(blk_q5_K, w); KABLOCKS(a);
+    float s = 0.0f;
+    for (int64_t b = 0; b < nb; b++) {
+        int acc = 0, accm = 0;
+        for (int g = 0; g < 8; g++) {
+            int sc, mn, t = 0; k4_scale_min(blk[b].scales, g, &sc, &mn);
+            for (int i = 32 * g; i < 32 * g + 32; i++) t += q5k_level(&blk[b], i) * ab[b].qs[i];
+            acc += sc * t;
+            accm += mn * (ab[b].bsums[2 * g] + ab[b].bsums[2 * g + 1]);
+        }
+        s += ab[b].d * (llk_h2f(blk[b].d) * (float)acc - llk_h2f(blk[b].dmin) * (float)accm);
+    }
+    return s;
+}
+
+static void deq_q6_K(const void *x, float *y, int64_t n) {
+    KBLOCKS(blk_q6_K, x);
+    for (int64_t b = 0; b < nb; b++) {
+        float d = llk_h2f(blk[b].d);
+        for (int i = 0; i < 256; i++)
+            y[256 * b + i] = d * (float)blk[b].scales[i >> 4] * (float)q6k_level(&blk[b], i);
+    }
+}
+static float dot_q6_K(const void *w, const void *a, int64_t n) {
+    KBLOCKS(blk_q6_K, w); KABLOCKS(a);
+    float s = 0.0f;
+    for (int64_t b = 0; b < nb; b++) {
+        int acc = 0;
+        for (int g = 0; g < 16; g++) {
+            int t = 0;
+            for (int i = 16 * g; i < 16 * g + 16; i++) t += q6k_level(&blk[b], i) * ab[b].qs[i];
+            acc += blk[b].scales[g] * t;
+        }
+        s += ab[b].d * llk_h2f(blk[b].d) * (float)acc;
+    }
+    return s;
+}
+
+static void deq_iq4_xs(const void *x, float *y, int64_t n) {
+    KBLOCKS(blk_iq4_xs, x);
+    for (int64_t b = 0; b < nb; b++) {
+        float d = llk_h2f(blk[b].d);
+        for (int i = 0; i < 256; i++)
+            y[256 * b + i] = d * (float)iq4xs_scale(&blk[b], i >> 5) * (float)iq4xs_level(&blk[b], i);
+    }
+}
+static float dot_iq4_xs(const void *w, const void *a, int64_t n) {
+    KBLOCKS(blk_iq4_xs, w); KABLOCKS(a);
+    float s = 0.0f;
+    for (int64_t b = 0; b < nb; b++) {
+        int acc = 0;
+        for (int g = 0; g < 8; g++) {
+            int t = 0;
+            for (int i = 32 * g; i < 32 * g + 32; i++) t += iq4xs_level(&blk[b], i) * ab[b].qs[i];
+            acc += iq4xs_scale(&blk[b], g) * t;
+        }
+        s += ab[b].d * llk_h2f(blk[b].d) * (float)acc;
+    }
+    return s;
+}
+
+void llk_fill_ref(llk_kernels *k) {
+    memset(k, 0, sizeof *k);
+    k->quant_q8_32 = quant_q8_32_ref;
+    k->quant_q8_256 = quant_q8_256_ref;
+#define SET(T, dq, dt) k->dequant[T] = dq; k->dot[T] = dt
+    SET(LLK_TYPE_F32, deq_f32, dot_f32);
+    SET(LLK_TYPE_F16, deq_f16, dot_f16);
+    SET(LLK_TYPE_BF16, deq_bf16, dot_bf16);
+    SET(LLK_TYPE_Q4_0, deq_q4_0, dot_q4_0);
+    SET(LLK_TYPE_Q4_1, deq_q4_1, dot_q4_1);
+    SET(LLK_TYPE_Q5_0, deq_q5_0, dot_q5_0);
+    SET(LLK_TYPE_Q5_1, deq_q5_1, dot_q5_1);
+    SET(LLK_TYPE_Q8_0, deq_q8_0, dot_q8_0);
+    SET(LLK_TYPE_Q2_K, deq_q2_K, dot_q2_K);
+    SET(LLK_TYPE_Q3_K, deq_q3_K, dot_q3_K);
+    SET(LLK_TYPE_Q4_K, deq_q4_K, dot_q4_K);
+    SET(LLK_TYPE_Q5_K, deq_q5_K, dot_q5_K);
+    SET(LLK_TYPE_Q6_K, deq_q6_K, dot_q6_K);
+    SET(LLK_TYPE_IQ4_NL, deq_iq4_nl, dot_iq4_nl);
+    SET(LLK_TYPE_IQ4_XS, deq_iq4_xs, dot_iq4_xs);
+#undef SET
+}

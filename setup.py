@@ -1,0 +1,60 @@
+"""Build hook of the llambda package: compiles the kernel library into `app._llk` (cffi, API mode).
+
+Metadata lives in pyproject.toml; this file only wires kernels/build_ffi.py in through
+`cffi_modules` and compiles each C file of kernels/ with its own flags (the instruction-set files
+with theirs, the reference and shared files with none), warnings on.
+"""
+import os
+import platform
+import sys
+
+from setuptools import setup
+from setuptools.command.build_ext import build_ext
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "kernels"))
+import build_ffi  # noqa: E402  (kernels/build_ffi.py)
+
+KERNELS = os.path.join(HERE, "kernels")
+
+
+def _is_x86() -> bool:
+    m = platform.machine().lower()
+    return m in ("x86_64", "amd64", "i386", "i686", "x86")
+
+
+class BuildKernels(build_ext):
+    """build_ext that first compiles kernels/*.c into objects linked into app._llk."""
+
+    def build_extension(self, ext):
+        if ext.name == "app._llk":
+            msvc = self.compiler.compiler_type == "msvc"
+            common = build_ffi.MSVC_COMMON if msvc else build_ffi.GCC_COMMON
+            objects = []
+            for i, (src, macros, gcc_flags, msvc_flags) in enumerate(build_ffi.SOURCES):
+                flags = msvc_flags if msvc else gcc_flags
+                if not _is_x86():
+                    flags = []
+                    if "avx" in src:
+                        macros = macros + [("LLK_NO_SIMD", "1")]
+                out_dir = os.path.join(self.build_temp, "llk", str(i))
+                objects += self.compiler.compile(
+                    [os.path.join(KERNELS, src)],
+                    output_dir=out_dir,
+                    macros=macros,
+                    include_dirs=[KERNELS],
+                    extra_postargs=common + flags,
+                    debug=self.debug,
+                    depends=[os.path.join(KERNELS, h) for h in os.listdir(KERNELS) if h.endswith(".h")],
+                )
+            ext.extra_objects = list(ext.extra_objects or []) + objects
+            ext.depends = list(ext.depends or []) + [
+                os.path.join(KERNELS, f) for f in os.listdir(KERNELS) if f.endswith((".c", ".h"))
+            ]
+        super().build_extension(ext)
+
+
+setup(
+    cffi_modules=["kernels/build_ffi.py:ffi"],
+    cmdclass={"build_ext": BuildKernels},
+)
