@@ -59,6 +59,21 @@ def run_inspect(args: argparse.Namespace) -> int:
     return EXIT_OK if info["verdict"]["supported"] else EXIT_UNSUPPORTED
 
 
+# --- models ------------------------------------------------------------------------------------
+
+def _models_args(p: argparse.ArgumentParser) -> None:
+    from app.library.cli import configure_parser
+
+    configure_parser(p)
+
+
+@subcommand("models", "list, import or remove models in the library")(_models_args)
+def run_models(args: argparse.Namespace) -> int:
+    from app.library.cli import run_models as run
+
+    return run(args)
+
+
 # --- entry point -------------------------------------------------------------------------------
 
 def build_parser() -> argparse.ArgumentParser:
