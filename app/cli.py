@@ -94,7 +94,11 @@ def _open_window(argv: Sequence[str]) -> int:
     p = argparse.ArgumentParser(prog="llambda", description="Open the Llambda window.")
     p.add_argument("--version", action="version", version=version_line())
     p.add_argument("file", nargs="?", help="a GGUF model to open")
+    p.add_argument("--starter", action="store_true",
+                   help="fetch the small SmolLM2-135M-Instruct model into the library and open it")
     args = p.parse_args(argv)
+    if args.starter and not args.file:
+        args.file = str(_fetch_starter_with_progress())
     try:
         from app.ui.main import run_window
     except ImportError:
@@ -102,6 +106,22 @@ def _open_window(argv: Sequence[str]) -> int:
               "use a subcommand (llambda --help)", file=sys.stderr)
         return 1
     return run_window(args)
+
+
+def _fetch_starter_with_progress():
+    from app.library import ModelLibrary
+    from app.starter import fetch_starter
+
+    shown = {"stage": None, "pct": -1}
+
+    def progress(stage: str, done: int, total: int) -> None:
+        pct = done * 100 // total if total else 0
+        if (stage, pct // 10) != (shown["stage"], shown["pct"] // 10):
+            shown["stage"], shown["pct"] = stage, pct
+            print(f"starter model: {stage} {pct}%", file=sys.stderr)
+
+    name = fetch_starter(progress)
+    return ModelLibrary().resolve(name)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
