@@ -132,3 +132,96 @@ def write_tiny_model(path: str | Path, spec: TinySpec = TinySpec(), seed: int = 
     w.write_tensors_to_file()
     w.close()
     return path
+
+
+# ---- SentencePiece-style vocabularies (tokenizer.ggml.model == "llama") -----------------------
+
+SPM_VOCAB_JSON = Path(__file__).resolve().parent / "data" / "text" / "spm_vocab.json"
+LLAMA2_TEMPLATE = (
+    "{{ bos_token }}{% for message in messages %}{% if message['role'] == 'user' %}"
+    "{{ '[INST] ' + message['content'] + ' [/INST]' }}{% elif message['role'] == 'assistant' %}"
+    "{{ ' ' + message['content'] + eos_token }}{% endif %}{% endfor %}"
+)
+
+
+def spm_vocab() -> tuple[list[str], list[float], list[int]]:
+    """(tokens, scores, token types) of the committed synthetic SentencePiece vocabulary."""
+    import json
+
+    d = json.loads(SPM_VOCAB_JSON.read_text())
+    return d["tokens"], d["scores"], d["types"]
+
+
+def write_tiny_spm_model(path: str | Path, add_space_prefix: bool | None = True, add_bos: bool = True,
+                         chat_template: str | None = LLAMA2_TEMPLATE, seed: int = 0,
+                         extra_metadata: dict | None = None, spec: TinySpec = TinySpec()) -> Path:
+    """A tiny random-weight llama model with the synthetic SentencePiece vocabulary.
+
+    `add_space_prefix=None` leaves the key out (llama.cpp then defaults to true for "llama")."""
+    import gguf
+
+    rng = np.random.default_rng(seed)
+    path = Path(path)
+    tokens, scores, types = spm_vocab()
+    n_vocab = len(tokens)
+    w = gguf.GGUFWriter(str(path), spec.arch)
+    w.add_name(f"tiny-spm-{spec.arch}-seed{seed}")
+    w.add_context_length(spec.n_ctx)
+    w.add_embedding_length(spec.n_embd)
+    w.add_block_count(spec.n_layer)
+    w.add_feed_forward_length(spec.n_ff)
+    w.add_head_count(spec.n_head)
+    w.add_head_count_kv(spec.n_head_kv)
+    w.add_rope_freq_base(spec.rope_base)
+    w.add_layer_norm_rms_eps(spec.eps)
+    w.add_rope_dimension_count(spec.n_embd // spec.n_head)
+    w.add_vocab_size(n_vocab)
+    w.add_file_type(0)
+    w.add_tokenizer_model("llama")
+    w.add_token_list(tokens)
+    w.add_token_scores(scores)
+    w.add_token_types(types)
+    w.add_bos_token_id(1)
+    w.add_eos_token_id(2)
+    w.add_unk_token_id(0)
+    w.add_add_bos_token(add_bos)
+    w.add_add_eos_token(False)
+    if add_space_prefix is not None:
+        w.add_add_space_prefix(add_space_prefix)
+    if chat_template is not None:
+        w.add_chat_template(chat_template)
+    for k, v in (extra_metadata or {}).items():
+        if isinstance(v, str):
+            w.add_string(k, v)
+        elif isinstance(v, bool):
+            w.add_bool(k, v)
+        elif isinstance(v, int):
+            w.add_uint32(k, v)
+        else:
+            w.add_array(k, v)
+    head_dim = spec.n_embd // spec.n_head
+
+    def t(name: str, *shape: int, scale: float = 0.02, ones: bool = False) -> None:
+        data = np.ones(shape, np.float32) if ones else (rng.standard_normal(shape) * scale).astype(np.float32)
+        w.add_tensor(name, data)
+
+    t("token_embd.weight", n_vocab, spec.n_embd, scale=1.0)
+    for i in range(spec.n_layer):
+        p = f"blk.{i}"
+        t(f"{p}.attn_norm.weight", spec.n_embd, ones=True)
+        t(f"{p}.attn_q.weight", spec.n_head * head_dim, spec.n_embd, scale=0.2)
+        t(f"{p}.attn_k.weight", spec.n_head_kv * head_dim, spec.n_embd, scale=0.2)
+        t(f"{p}.attn_v.weight", spec.n_head_kv * head_dim, spec.n_embd, scale=0.2)
+        t(f"{p}.attn_output.weight", spec.n_embd, spec.n_head * head_dim, scale=0.2)
+        t(f"{p}.ffn_norm.weight", spec.n_embd, ones=True)
+        t(f"{p}.ffn_gate.weight", spec.n_ff, spec.n_embd, scale=0.2)
+        t(f"{p}.ffn_up.weight", spec.n_ff, spec.n_embd, scale=0.2)
+        t(f"{p}.ffn_down.weight", spec.n_embd, spec.n_ff, scale=0.2)
+    t("output_norm.weight", spec.n_embd, ones=True)
+    if not spec.tied_output:
+        t("output.weight", n_vocab, spec.n_embd, scale=0.2)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path

@@ -1,0 +1,277 @@
+"""Tokenizers built from a GGUF vocabulary: `load_tokenizer(gguf_file) -> Tokenizer`.
+
+Two families, chosen by `tokenizer.ggml.model`:
+- `llama`: SentencePiece-style BPE over scores, through the `sentencepiece` library (app.text.spm);
+- `gpt2`: byte-level BPE over merges, through the `tokenizers` library, with the split
+  expressions that `tokenizer.ggml.pre` names (app.text.pretokenize).
+Both follow llama.cpp's rules: special tokens are cut out of the raw text first, longest first
+(user-defined always, control and unknown only with `parse_special`), and the model runs only
+on the text between them. Ids match llama.cpp's tokenizer; the tests hold them to golden files.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from app.errors import TokenizerError
+from app.text.pretokenize import IGNORE_MERGES, split_expressions
+from app.text.vocab import (ATTR_BYTE, ATTR_CONTROL, ATTR_LSTRIP, ATTR_NORMAL, ATTR_RSTRIP, ATTR_UNKNOWN,
+                            ATTR_USER_DEFINED, Vocab, warn_once)
+
+_SPACE = " "
+_ESCAPED_SPACE = "\u2581"
+_C_SPACES = " \t\n\v\f\r"  # what C's isspace() accepts, for the strip attributes
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def byte_to_unicode() -> dict[int, str]:
+    """GPT-2's reversible map from bytes to printable characters (a published fact of the format)."""
+    keep = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
+    mapping, extra = {}, 0
+    for b in range(256):
+        if b in keep:
+            mapping[b] = chr(b)
+        else:
+            mapping[b] = chr(256 + extra)
+            extra += 1
+    return mapping
+
+
+_UNICODE_TO_BYTE = {c: b for b, c in byte_to_unicode().items()}
+
+
+class _ByteLevelBPE:
+    """Byte-level BPE through `tokenizers`: split expressions, then GPT-2 byte mapping, then merges."""
+
+    def __init__(self, vocab: Vocab):
+        from tokenizers import Regex, Tokenizer, pre_tokenizers
+        from tokenizers.models import BPE
+
+        exprs, known = split_expressions(vocab.pre)
+        if not known:
+            warn_once(f"unknown pre-tokenizer {vocab.pre!r}: using the default split; "
+                      "token ids may differ from the model's own tokenizer")
+        elif not vocab.pre:
+            warn_once("the model names no pre-tokenizer (tokenizer.ggml.pre): using the default split")
+        merges = []
+        table = vocab.token_to_id
+        for m in vocab.merges:
+            cut = m.find(" ", 1)
+            if cut < 0:
+                continue
+            a, b = m[:cut], m[cut + 1:]
+            if a in table and b in table and a + b in table:  # llama.cpp could never emit anything else
+                merges.append((a, b))
+        try:
+            model = BPE(table, merges, ignore_merges=vocab.pre in IGNORE_MERGES)
+            self._tok = Tokenizer(model)
+            self._tok.pre_tokenizer = pre_tokenizers.Sequence(
+                [pre_tokenizers.Split(Regex(e), behavior="isolated") for e in exprs]
+                + [pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+        except Exception as e:  # the library raises plain Exception subclasses
+            raise TokenizerError(f"the byte-level BPE vocabulary could not be built: {e}") from e
+
+    def encode(self, text: str) -> list[int]:
+        return self._tok.encode(text, add_special_tokens=False).ids
+
+
+class Tokenizer:
+    """Text ↔ token ids for one model. Build with `load_tokenizer` or `Tokenizer(vocab)`."""
+
+    def __init__(self, vocab: Vocab):
+        self.vocab = vocab
+        self.kind = "spm" if vocab.model == "llama" else "bpe"
+        self._backend = _SentencePiece(vocab) if self.kind == "spm" else _ByteLevelBPE(vocab)
+        attrs = vocab.attrs
+        special = np.flatnonzero(attrs & (ATTR_CONTROL | ATTR_USER_DEFINED | ATTR_UNKNOWN))
+        # Longest text first; ties keep id order (deterministic).
+        self._special = sorted((int(i) for i in special), key=lambda i: -len(vocab.tokens[i].encode()))
+        self._pieces: list[bytes | None] = [None] * vocab.n_vocab   # lazily filled piece cache
+        self._user_defined_only = [i for i in self._special if not attrs[i] & (ATTR_CONTROL | ATTR_UNKNOWN)]
+
+    # ---- properties ---------------------------------------------------------------------------
+    @property
+    def n_vocab(self) -> int:
+        return self.vocab.n_vocab
+
+    @property
+    def bos_id(self) -> int | None:
+        return self.vocab.ids["bos"]
+
+    @property
+    def eos_id(self) -> int | None:
+        return self.vocab.ids["eos"]
+
+    @property
+    def eot_id(self) -> int | None:
+        return self.vocab.ids["eot"]
+
+    @property
+    def eog_ids(self) -> frozenset[int]:
+        return self.vocab.eog_ids
+
+    @property
+    def add_bos(self) -> bool:
+        return self.vocab.add_bos
+
+    @property
+    def add_eos(self) -> bool:
+        return self.vocab.add_eos
+
+    def is_eog(self, token: int) -> bool:
+        return token in self.vocab.eog_ids
+
+    def token_text(self, token: int) -> str:
+        """The token's text as the vocabulary spells it (e.g. 'ĠHello', '▁Hello', '<0x0A>')."""
+        return self.vocab.tokens[self._check(token)]
+
+    def token_id(self, text: str) -> int | None:
+        """The id of the token spelled exactly `text`, or None."""
+        return self.vocab.token_to_id.get(text)
+
+    # ---- encoding -----------------------------------------------------------------------------
+    def encode(self, text: str, add_special: bool = True, parse_special: bool = False) -> list[int]:
+        """Token ids of `text`; `add_special` adds BOS/EOS as the model asks; `parse_special` lets
+        control-token strings in `text` become control tokens (only for template output)."""
+        if not isinstance(text, str):
+            raise TypeError(f"encode() takes str, not {type(text).__name__}")
+        if _SURROGATE.search(text):  # lone surrogates cannot be UTF-8: they become U+FFFD
+            text = _SURROGATE.sub("\ufffd", text)
+        v = self.vocab
+        fragments = self._partition(text, parse_special)
+        out: list[int] = []
+        if add_special and v.add_bos:
+            out.append(v.ids["bos"])
+        if self.kind == "spm":
+            prev_special = True
+            for frag in fragments:
+                if isinstance(frag, int):
+                    out.append(frag)
+                    prev_special = True
+                    continue
+                if v.add_space_prefix and prev_special:
+                    frag = _SPACE + frag
+                out.extend(self._backend.encode(frag.replace(_SPACE, _ESCAPED_SPACE)))
+                prev_special = False
+        else:
+            for frag in fragments:
+                if isinstance(frag, int):
+                    out.append(frag)
+                else:
+                    out.extend(self._backend.encode(frag))
+        if add_special and v.add_eos:
+            out.append(v.ids["eos"])
+        return out
+
+    def _partition(self, text: str, parse_special: bool) -> list[str | int]:
+        """Cut special tokens out of `text`, longest first: a list of raw strings and token ids."""
+        if not text:
+            return []
+        tokens, attrs = self.vocab.tokens, self.vocab.attrs
+        candidates = self._special if parse_special else self._user_defined_only
+        frags: list[str | int] = [text]
+        for tid in candidates:
+            needle = tokens[tid]
+            if needle not in text:
+                continue
+            a = int(attrs[tid])
+            nxt: list[str | int] = []
+            for frag in frags:
+                if isinstance(frag, int) or needle not in frag:
+                    nxt.append(frag)
+                    continue
+                pos = 0
+                while True:
+                    hit = frag.find(needle, pos)
+                    if hit < 0:
+                        break
+                    left = frag[pos:hit]
+                    if a & ATTR_LSTRIP:
+                        left = left.rstrip(_C_SPACES)
+                    if left:
+                        nxt.append(left)
+                    nxt.append(tid)
+                    pos = hit + len(needle)
+                    if a & ATTR_RSTRIP:
+                        while pos < len(frag) and frag[pos] in _C_SPACES:
+                            pos += 1
+                if pos < len(frag):
+                    nxt.append(frag[pos:])
+            frags = nxt
+        return frags
+
+    # ---- decoding -----------------------------------------------------------------------------
+    def _check(self, token: int) -> int:
+        if not 0 <= token < self.vocab.n_vocab:
+            raise TokenizerError(f"token id {token} is outside the vocabulary of {self.vocab.n_vocab}")
+        return token
+
+    def token_to_piece(self, token: int, special: bool = False) -> bytes:
+        """The bytes token `token` stands for. Control and unknown tokens are empty unless
+        `special`; a piece may be part of a UTF-8 character (byte tokens, split emoji)."""
+        self._check(token)
+        a = int(self.vocab.attrs[token])
+        if a & (ATTR_CONTROL | ATTR_UNKNOWN):
+            return self.vocab.tokens[token].encode() if special else b""
+        piece = self._pieces[token]
+        if piece is None:
+            piece = self._pieces[token] = self._make_piece(token, a)
+        return piece
+
+    def _make_piece(self, token: int, a: int) -> bytes:
+        text = self.vocab.tokens[token]
+        if a & ATTR_USER_DEFINED:
+            return text.encode()
+        if a & ATTR_NORMAL:
+            if self.kind == "spm":
+                return text.replace(_ESCAPED_SPACE, _SPACE).encode()
+            out = bytearray()
+            for ch in text:
+                b = _UNICODE_TO_BYTE.get(ch)
+                if b is None:  # not a byte-level character: shown, marked, as llama.cpp does
+                    out += b"[UNK_BYTE_0x" + ch.encode().hex().encode() + text.encode() + b"]"
+                else:
+                    out.append(b)
+            return bytes(out)
+        if a & ATTR_BYTE:
+            try:
+                return bytes((int(text[3:5], 16),))
+            except ValueError:
+                return b""
+        return b""  # unused and undefined tokens show nothing
+
+    def decode_bytes(self, ids, special: bool = False) -> bytes:
+        """The bytes of `ids` joined, as llama.cpp's detokenizer gives them (no space clean-up):
+        with a space prefix, the first token loses one leading space."""
+        out = bytearray()
+        strip = self.vocab.add_space_prefix
+        for i, t in enumerate(ids):
+            piece = self.token_to_piece(int(t), special)
+            if i == 0 and strip and piece.startswith(b" "):
+                piece = piece[1:]
+            out += piece
+        return bytes(out)
+
+    def decode(self, ids, special: bool = False) -> str:
+        """Text of `ids`; bytes that are not valid UTF-8 become U+FFFD."""
+        return self.decode_bytes(ids, special).decode("utf-8", errors="replace")
+
+
+class _SentencePiece:
+    def __init__(self, vocab: Vocab):
+        from app.text.spm import SentencePieceMerger
+
+        self._merger = SentencePieceMerger(vocab)
+
+    def encode(self, escaped: str) -> list[int]:
+        return self._merger.encode(escaped)
+
+
+def load_tokenizer(gguf_file, where: str | None = None) -> Tokenizer:
+    """The tokenizer of an open GGUF file (`with open_gguf(path) as f: load_tokenizer(f)`)."""
+    md = gguf_file.metadata if hasattr(gguf_file, "metadata") else gguf_file
+    if where is None:
+        where = str(getattr(gguf_file, "path", "model"))
+    return Tokenizer(Vocab.from_metadata(md, where))

@@ -1,0 +1,85 @@
+"""Token ids, pieces and end-of-generation ids against golden files made by llama.cpp.
+
+The golden files (tests/data/text/golden_*.json) come from tests/data/text/make_golden.py;
+each holds the corpus (corpus.json, 256 strings in 11 categories) plus 150 seeded random strings.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+
+from tests.text.conftest import golden
+
+NAMES = ["smollm2", "spm_prefix", "spm_noprefix"]
+
+
+def _mismatches(tok, cases, **kw):
+    key = "ids_special" if kw.get("parse_special") else "ids"
+    bad = []
+    for c in cases:
+        got = tok.encode(c["text"], **kw)
+        if got != c[key]:
+            bad.append(f"{c['category']}: {c['text']!r}: want {c[key]} got {got}")
+    return bad
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_ids_match_llama_cpp(name, tokenizers_by_name):
+    g = golden(name)
+    bad = _mismatches(tokenizers_by_name[name], g["cases"])
+    assert not bad, f"{len(bad)} of {len(g['cases'])} differ:\n" + "\n".join(bad[:10])
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_ids_with_special_parsing_match_llama_cpp(name, tokenizers_by_name):
+    g = golden(name)
+    bad = _mismatches(tokenizers_by_name[name], g["cases"], add_special=False, parse_special=True)
+    assert not bad, f"{len(bad)} of {len(g['cases'])} differ:\n" + "\n".join(bad[:10])
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_decode_matches_llama_cpp(name, tokenizers_by_name):
+    tok = tokenizers_by_name[name]
+    bad = []
+    for c in golden(name)["cases"]:
+        want = bytes.fromhex(c["decoded_hex"])
+        got = tok.decode_bytes(c["ids"])
+        if got != want:
+            bad.append(f"{c['text']!r}: want {want!r} got {got!r}")
+    assert not bad, "\n".join(bad[:10])
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("special", [False, True])
+def test_every_piece_matches_llama_cpp(name, special, tokenizers_by_name):
+    tok = tokenizers_by_name[name]
+    g = golden(name)
+    assert tok.n_vocab == g["n_vocab"]
+    h = hashlib.sha256()
+    for t in range(tok.n_vocab):
+        p = tok.token_to_piece(t, special=special)
+        h.update(len(p).to_bytes(4, "little") + p)
+    assert h.hexdigest() == g["pieces_special_sha256" if special else "pieces_sha256"]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_special_and_eog_ids_match_llama_cpp(name, tokenizers_by_name):
+    tok = tokenizers_by_name[name]
+    g = golden(name)
+    assert sorted(tok.eog_ids) == g["eog_ids"]
+    assert tok.bos_id == g["special_ids"]["bos"]
+    assert tok.eos_id == g["special_ids"]["eos"]
+    # Which of several end-of-turn texts llama.cpp picks as "the" EOT follows its hash-map order;
+    # only membership matters for stopping.
+    assert (tok.eot_id is None) == (g["special_ids"]["eot"] is None)
+    assert tok.eot_id is None or tok.eot_id in tok.eog_ids
+
+
+def test_corpus_is_large_and_covers_every_category():
+    cases = golden("smollm2")["cases"]
+    corpus = [c for c in cases if c["category"] != "random"]
+    assert len(corpus) >= 200
+    assert {c["category"] for c in corpus} >= {"prose", "code", "whitespace", "cjk", "emoji", "accents", "rtl",
+                                                 "control", "digits", "special"}
