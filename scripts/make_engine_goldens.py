@@ -1,0 +1,153 @@
+"""Make the engine's golden files with llama.cpp (llama-cpp-python), the oracle of the decoder.
+
+Run with an interpreter that has llama_cpp, numpy and gguf (not the app's venv):
+
+    /work/llvenv/bin/python scripts/make_engine_goldens.py synth      # tests/data/engine/synth_logits.json
+    /work/llvenv/bin/python scripts/make_engine_goldens.py smollm2 [MODEL.gguf]
+
+synth: tiny seeded F32 llama models (tests/synth.py) and every position's logits of a fixed token
+sequence, KV cache in float32. smollm2: for fixed prompts (raw and chat-templated, tokenized by
+llama.cpp itself), the greedy continuation of 64 tokens with the gap between the top two logits at
+each step, plus the top logits of every prompt position of one prompt. The test suite reads these
+files and never needs llama.cpp.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+OUT = os.path.join(ROOT, "tests", "data", "engine")
+SMOLLM2 = "/root/.cache/llambda-test/SmolLM2-135M-Instruct.Q4_1.gguf"
+
+# (name, TinySpec keyword arguments, seed): each exercises a different switch of the decoder
+SYNTH_MODELS = [
+    ("gqa", dict(), 1),
+    ("tied_mha_base5e5", dict(n_head_kv=4, tied_output=True, rope_base=500000.0), 2),
+    ("wide_mqa_3layers", dict(n_embd=128, n_head=4, n_head_kv=1, n_ff=256, n_layer=3), 3),
+]
+SYNTH_TOKENS = 20
+
+RAW_PROMPTS = [
+    "The capital of France is",
+    "Once upon a time, in a small village,",
+    "def fibonacci(n):\n",
+    "The three primary colors are",
+    "Water boils at a temperature of",
+    "In 1969, the first human to walk on the Moon was",
+    "1, 2, 3, 4, 5,",
+]
+CHAT_PROMPTS = [
+    (None, "What is the capital of Germany?"),
+    (None, "Write a haiku about the sea."),
+    ("You are a terse assistant.", "Explain what a CPU does in one sentence."),
+    (None, "List three fruits."),
+    (None, "Translate 'good morning' into French."),
+]
+N_GEN = 64
+
+
+def _llama(path: str, logits_all: bool, f32_kv: bool = False):
+    from llama_cpp import Llama
+
+    kw = dict(type_k=0, type_v=0) if f32_kv else {}
+    return Llama(model_path=path, n_ctx=512, n_batch=512, logits_all=logits_all, n_threads=2,
+                 seed=0, verbose=False, **kw)
+
+
+def make_synth() -> None:
+    from tests.synth import TinySpec, write_tiny_model
+
+    out = {"tokens_seed": 1234, "n_tokens": SYNTH_TOKENS, "kv": "f32", "models": []}
+    with tempfile.TemporaryDirectory() as d:
+        for name, kw, seed in SYNTH_MODELS:
+            path = write_tiny_model(os.path.join(d, name + ".gguf"), TinySpec(**kw), seed=seed)
+            llm = _llama(str(path), logits_all=True, f32_kv=True)
+            rng = np.random.default_rng(1234)
+            tokens = [int(t) for t in rng.integers(3, llm.n_vocab(), SYNTH_TOKENS)]
+            llm.eval(tokens)
+            logits = np.array(llm.scores[:SYNTH_TOKENS], dtype=np.float32)
+            out["models"].append({"name": name, "spec": kw, "seed": seed, "tokens": tokens,
+                                  "logits": np.round(logits, 5).tolist()})
+            del llm
+    _write("synth_logits.json", out)
+
+
+def _render_chat(template: str, system, user: str, bos: str, eos: str) -> str:
+    import jinja2
+
+    env = jinja2.Environment(trim_blocks=False, lstrip_blocks=False)
+    messages = ([{"role": "system", "content": system}] if system else []) + \
+               [{"role": "user", "content": user}]
+    return env.from_string(template).render(messages=messages, add_generation_prompt=True,
+                                            bos_token=bos, eos_token=eos)
+
+
+def _greedy(llm, prompt_ids: list[int]) -> tuple[list[int], list[float]]:
+    llm.reset()
+    llm.eval(prompt_ids)
+    ids, gaps = [], []
+    for _ in range(N_GEN):
+        logits = np.array(llm.scores[llm.n_tokens - 1], dtype=np.float32)
+        top2 = np.argpartition(-logits, 2)[:2]
+        top2 = top2[np.argsort(-logits[top2])]
+        ids.append(int(top2[0]))
+        gaps.append(round(float(logits[top2[0]] - logits[top2[1]]), 4))
+        llm.eval([int(top2[0])])
+    return ids, gaps
+
+
+def make_smollm2(path: str) -> None:
+    from llama_cpp import llama_token_to_piece  # noqa: F401  (import check only)
+
+    llm = _llama(path, logits_all=True)
+    md = llm.metadata
+    template = md["tokenizer.chat_template"]
+    bos = llm._model.token_get_text(llm.token_bos())
+    eos = llm._model.token_get_text(llm.token_eos())
+    add_bos = md.get("tokenizer.ggml.add_bos_token", "false") == "true"
+    cases = []
+    for text in RAW_PROMPTS:
+        ids = llm.tokenize(text.encode("utf-8"), add_bos=add_bos, special=False)
+        cases.append({"kind": "raw", "text": text, "prompt_ids": ids})
+    for system, user in CHAT_PROMPTS:
+        text = _render_chat(template, system, user, bos, eos)
+        ids = llm.tokenize(text.encode("utf-8"), add_bos=False, special=True)
+        cases.append({"kind": "chat", "system": system, "user": user, "text": text,
+                      "prompt_ids": ids})
+    for c in cases:
+        c["ids"], c["gaps"] = _greedy(llm, c["prompt_ids"])
+        c["completion"] = llm.detokenize(c["ids"]).decode("utf-8", "replace")
+        print(f"{c['kind']}: {c['text']!r} -> {c['completion']!r}", file=sys.stderr)
+    # top logits at every prompt position of the first chat prompt (oracle of the numpy reference)
+    first = cases[len(RAW_PROMPTS)]["prompt_ids"]
+    llm.reset()
+    llm.eval(first)
+    top = []
+    for p in range(len(first)):
+        logits = np.array(llm.scores[p], dtype=np.float32)
+        idx = np.argsort(-logits)[:8]
+        top.append({"ids": [int(i) for i in idx], "logits": [round(float(logits[i]), 4) for i in idx]})
+    out = {"model": os.path.basename(path), "n_gen": N_GEN, "kv": "f16", "cases": cases,
+           "top_logits": {"prompt_ids": first, "positions": top}}
+    _write("smollm2_q4_1_greedy.json", out)
+
+
+def _write(name: str, obj) -> None:
+    os.makedirs(OUT, exist_ok=True)
+    with open(os.path.join(OUT, name), "w", encoding="utf-8") as f:
+        json.dump(obj, f, separators=(",", ":"))
+    print(f"wrote {os.path.join(OUT, name)}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    what = sys.argv[1] if len(sys.argv) > 1 else "all"
+    if what in ("synth", "all"):
+        make_synth()
+    if what in ("smollm2", "all"):
+        make_smollm2(sys.argv[2] if len(sys.argv) > 2 else SMOLLM2)

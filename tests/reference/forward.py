@@ -1,0 +1,104 @@
+"""Plain numpy float32 forward pass of a llama-family decoder, from dequantized GGUF weights.
+
+The oracle of the C decoder on synthetic models (and, for a few positions, on SmolLM2). It is
+written to be read, not to be fast: every weight is dequantized once with `gguf.quants.dequantize`
+(the dequantization oracle), and a sequence is run from position 0 with full causal attention.
+Covers: RMSNorm, RoPE (normal or NeoX pair order, base, rotated dims), grouped-query attention,
+SwiGLU, tied or separate output. Not covered: biases, QK-norm, post-norms, soft-caps, scaling.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from app.gguf import open_gguf
+from app.model import DecoderConfig, config_from_gguf
+
+
+def dequantize_tensor(f, name: str) -> np.ndarray:
+    """A GGUF tensor as float32 (n_rows, row_length), through gguf.quants.dequantize."""
+    import gguf
+
+    info = f.tensors[name]
+    raw = np.ascontiguousarray(f.tensor_bytes(name))
+    qtype = gguf.GGMLQuantizationType(info.type.id)
+    out = gguf.quants.dequantize(raw.reshape(-1), qtype).astype(np.float32)
+    return out.reshape(info.n_rows, info.dims[0]) if len(info.dims) > 1 else out.reshape(-1)
+
+
+def rms_norm(x: np.ndarray, w: np.ndarray, eps: float) -> np.ndarray:
+    """x: (T, C) -> x / sqrt(mean(x^2) + eps) * w."""
+    ms = np.mean(x.astype(np.float64) ** 2, axis=-1, keepdims=True)
+    return (x / np.sqrt(ms + eps)).astype(np.float32) * w
+
+
+def rope(x: np.ndarray, pos: np.ndarray, n_rot: int, base: float, neox: bool) -> np.ndarray:
+    """x: (T, H, D) rotated at positions pos (T,). Normal order rotates pairs (2i, 2i+1), NeoX
+    order pairs (i, i + n_rot/2); dims past n_rot pass through."""
+    half = n_rot // 2
+    inv_freq = base ** (-2.0 * np.arange(half, dtype=np.float64) / n_rot)
+    theta = pos[:, None].astype(np.float64) * inv_freq[None, :]            # (T, half)
+    cos = np.cos(theta)[:, None, :].astype(np.float32)
+    sin = np.sin(theta)[:, None, :].astype(np.float32)
+    y = x.copy()
+    if neox:
+        a, b = x[..., :half], x[..., half:n_rot]
+        y[..., :half] = a * cos - b * sin
+        y[..., half:n_rot] = a * sin + b * cos
+    else:
+        a, b = x[..., 0:n_rot:2], x[..., 1:n_rot:2]
+        y[..., 0:n_rot:2] = a * cos - b * sin
+        y[..., 1:n_rot:2] = a * sin + b * cos
+    return y
+
+
+def silu(x: np.ndarray) -> np.ndarray:
+    return x / (1.0 + np.exp(-x))
+
+
+class ReferenceModel:
+    """All weights of a GGUF file dequantized to float32; `forward(tokens)` -> (T, n_vocab) logits."""
+
+    def __init__(self, path, kv_f16: bool = False):
+        self.path = str(path)
+        self.kv_f16 = kv_f16      # round K and V through float16, as a float16 KV cache does
+        with open_gguf(path) as f:
+            self.cfg: DecoderConfig = config_from_gguf(f)
+            self.w = {name: dequantize_tensor(f, name) for name in f.tensors}
+        if self.cfg.spec.rope_kind not in ("normal", "neox") or self.cfg.spec.qkv_bias \
+                or self.cfg.spec.qk_norm or self.cfg.spec.post_norms:
+            raise NotImplementedError(f"reference covers the llama family only, not {self.cfg.arch}")
+
+    def forward(self, tokens) -> np.ndarray:
+        c, w = self.cfg, self.w
+        tokens = np.asarray(tokens, dtype=np.int64)
+        T, hd = len(tokens), c.head_dim
+        pos = np.arange(T)
+        x = w["token_embd.weight"][tokens].astype(np.float32)              # (T, C)
+        mask = np.triu(np.full((T, T), -np.inf, np.float32), k=1)          # (T, T) causal
+        for il in range(c.n_layer):
+            p = f"blk.{il}."
+            h = rms_norm(x, w[p + "attn_norm.weight"], c.norm_eps)
+            q = (h @ w[p + "attn_q.weight"].T).reshape(T, c.n_head, hd)
+            k = (h @ w[p + "attn_k.weight"].T).reshape(T, c.n_head_kv, hd)
+            v = (h @ w[p + "attn_v.weight"].T).reshape(T, c.n_head_kv, hd)
+            neox = c.spec.rope_kind == "neox"
+            q = rope(q, pos, c.rope_dim, c.rope_base, neox)
+            k = rope(k, pos, c.rope_dim, c.rope_base, neox)
+            if self.kv_f16:
+                k = k.astype(np.float16).astype(np.float32)
+                v = v.astype(np.float16).astype(np.float32)
+            att = np.empty((T, c.n_head, hd), np.float32)
+            for hh in range(c.n_head):
+                kh = hh // c.n_gqa
+                s = (q[:, hh, :] @ k[:, kh, :].T) / np.float32(np.sqrt(hd)) + mask   # (T, T)
+                s = np.exp(s - s.max(axis=-1, keepdims=True))
+                s /= s.sum(axis=-1, keepdims=True)
+                att[:, hh, :] = s @ v[:, kh, :]
+            x = x + att.reshape(T, -1) @ w[p + "attn_output.weight"].T
+            h = rms_norm(x, w[p + "ffn_norm.weight"], c.norm_eps)
+            g = h @ w[p + "ffn_gate.weight"].T
+            u = h @ w[p + "ffn_up.weight"].T
+            x = x + (silu(g) * u) @ w[p + "ffn_down.weight"].T
+        x = rms_norm(x, w["output_norm.weight"], c.norm_eps)
+        out = w["token_embd.weight"] if c.tied_output else w["output.weight"]
+        return (x @ out.T).astype(np.float32)
