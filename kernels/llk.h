@@ -201,6 +201,61 @@ void llk_fp16_to_fp32(const uint16_t *x, float *y, int64_t n);
 double llk_read_bandwidth_probe(llk_pool *pool, const void *buf, size_t bytes, int reps);
 double llk_now_seconds(void);
 
+/* --- the generic decoder (llk_decode.c) ------------------------------------------------------ */
+
+typedef enum { LLK_NORM_RMS = 0, LLK_NORM_LAYER = 1 } llk_norm_kind;
+typedef enum { LLK_FFN_SILU = 0, LLK_FFN_GELU = 1, LLK_FFN_GELU_ERF = 2 } llk_ffn_act;
+
+/* One weight matrix (n_rows x n_cols of `type`, rows row_stride bytes apart) or float32 vector
+ * (n_rows = 1, type F32). data == NULL: absent. Borrowed: the caller keeps it mapped. */
+typedef struct { const void *data; int type; int64_t n_rows; int64_t n_cols; size_t row_stride; } llk_tensor;
+
+typedef struct {
+    llk_tensor attn_norm, attn_norm_b;          /* E */
+    llk_tensor wq, wk, wv;                      /* (H*D) x E, (Hkv*D) x E, (Hkv*D) x E */
+    llk_tensor bq, bk, bv;                      /* optional biases */
+    llk_tensor q_norm, k_norm;                  /* D: QK-norm weights (optional) */
+    llk_tensor wo, bo;                          /* E x (H*D) */
+    llk_tensor attn_post_norm;                  /* E (optional) */
+    llk_tensor ffn_norm, ffn_norm_b;            /* E */
+    llk_tensor ffn_gate, ffn_up, ffn_down;      /* F x E, F x E, E x F */
+    llk_tensor ffn_post_norm;                   /* E (optional) */
+    int window;                                 /* sliding window of this layer; 0 = full */
+} llk_layer;
+
+typedef struct {
+    int n_vocab, n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff;
+    int n_ctx;                /* KV cache positions */
+    int n_batch;              /* tokens per pass; longer inputs are split */
+    int kv_f16;               /* 1: float16 K/V cache; 0: float32 */
+    int norm_kind;            /* an llk_norm_kind */
+    float norm_eps;
+    float norm_weight_offset; /* norm weight used as (w + offset) */
+    int ffn_act;              /* an llk_ffn_act: the gated feed-forward's activation */
+    int qkv_bias, qk_norm, post_norms, tied_output;
+    float embd_scale;         /* embeddings are multiplied by this (1: none) */
+    float attn_scale;         /* <= 0: 1/sqrt(head_dim) */
+    float attn_softcap, final_softcap;   /* > 0: cap * tanh(x / cap) */
+    llk_rope_params rope;     /* n_rot == 0: no RoPE */
+    int isa;                  /* an llk_isa_level for the matrix products */
+} llk_decoder_config;
+
+typedef struct llk_decoder llk_decoder;
+
+void llk_decoder_config_default(llk_decoder_config *c);
+/* Checks every shape against the config; allocates the KV cache and scratch for n_batch tokens.
+ * output is ignored when tied_output (the embedding matrix is used). */
+llk_status llk_decoder_new(const llk_decoder_config *cfg, const llk_tensor *tok_embd,
+                           const llk_tensor *output_norm, const llk_tensor *output_norm_b,
+                           const llk_tensor *output, const llk_layer *layers, llk_pool *pool,
+                           llk_decoder **out);
+void llk_decoder_free(llk_decoder *d);
+size_t llk_decoder_kv_bytes(const llk_decoder *d);
+/* tokens[0..n_tok) at positions start_pos.. (start_pos + n_tok <= n_ctx): fills the KV cache and
+ * writes logits: n_tok x n_vocab if all_logits, else n_vocab (the last position). */
+llk_status llk_decode(llk_decoder *d, const int32_t *tokens, int64_t n_tok, int64_t start_pos,
+                      int all_logits, float *logits);
+
 /* LLK_CDEF_END */
 
 #ifdef __cplusplus

@@ -1,0 +1,265 @@
+/* llk_decode.c — the generic decoder-only transformer: one llk_decode call takes a batch of
+ * tokens at consecutive positions through embedding, every layer and the output projection, and
+ * writes logits (of the last position, or of every position). KV cache in float16 or float32,
+ * allocated once for n_ctx positions.
+ *
+ * Generic over llk_decoder_config: norm kind (RMS / layer), gated activation (SiLU / GELU),
+ * QKV biases, QK-norm, post-norms, RoPE (any llk_rope_params), per-layer sliding window,
+ * embedding scale, tied output, attention and final logit soft-caps. Architectures differ by data:
+ * absent tensors have data == NULL. Not here: sampling, tokens, policy (Python owns those).
+ *
+ * Dimension legend: T tokens in the batch, E = n_embd, H = n_head, Hkv = n_head_kv, D = head_dim,
+ * F = n_ff, V = n_vocab, N = n_ctx (KV positions).
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <math.h>
+#include "llk_internal.h"
+#include "llk_pool.h"
+
+struct llk_decoder {
+    llk_decoder_config c;
+    llk_pool *pool;                 /* borrowed */
+    llk_tensor tok_embd, output_norm, output_norm_b, output;
+    llk_layer *layers;              /* n_layer, copied */
+    void *k_cache, *v_cache;        /* n_layer x N x Hkv x D, f16 or f32 */
+    size_t kv_layer_bytes;
+    float *x;                       /* n_batch x E: the residual stream */
+    float *xb, *xb2;                /* n_batch x E: normed input, sub-layer output */
+    float *q, *att;                 /* n_batch x H x D */
+    float *k, *v;                   /* n_batch x Hkv x D */
+    float *g, *u;                   /* n_batch x F */
+    int32_t *pos;                   /* n_batch */
+};
+
+static int tensor_ok(const llk_tensor *t, int64_t rows, int64_t cols) {
+    if (!t->data) return 0;
+    if (t->n_rows != rows || t->n_cols != cols) return 0;
+    if (!llk_type_supported(t->type)) return 0;
+    return t->row_stride >= llk_row_bytes(t->type, cols);
+}
+static int vec_ok(const llk_tensor *t, int64_t n) {  /* optional 1-D float32 vector */
+    return !t->data || (t->type == LLK_TYPE_F32 && t->n_cols == n && t->n_rows == 1);
+}
+
+void llk_decoder_config_default(llk_decoder_config *c) {
+    memset(c, 0, sizeof *c);
+    c->n_batch = 512;
+    c->kv_f16 = 1;
+    c->norm_kind = LLK_NORM_RMS;
+    c->norm_eps = 1e-5f;
+    c->ffn_act = LLK_FFN_SILU;
+    c->embd_scale = 1.0f;
+    c->isa = LLK_ISA_DEFAULT;
+    llk_rope_params_default(&c->rope, 0);
+}
+
+void llk_decoder_free(llk_decoder *d) {
+    if (!d) return;
+    free(d->layers); free(d->k_cache); free(d->v_cache);
+    free(d->x); free(d->xb); free(d->xb2); free(d->q); free(d->att);
+    free(d->k); free(d->v); free(d->g); free(d->u); free(d->pos);
+    free(d);
+}
+
+llk_status llk_decoder_new(const llk_decoder_config *cfg, const llk_tensor *tok_embd,
+                           const llk_tensor *output_norm, const llk_tensor *output_norm_b,
+                           const llk_tensor *output, const llk_layer *layers, llk_pool *pool,
+                           llk_decoder **out) {
+    if (!cfg || !tok_embd || !output_norm || !layers || !out) return LLK_ERR_ARG;
+    *out = NULL;
+    const llk_decoder_config *c = cfg;
+    if (c->n_vocab <= 0 || c->n_embd <= 0 || c->n_layer <= 0 || c->n_head <= 0 ||
+        c->n_head_kv <= 0 || c->head_dim <= 0 || c->n_ff <= 0 || c->n_ctx <= 0 ||
+        c->n_batch <= 0 || c->n_head % c->n_head_kv || !(c->norm_eps > 0.0f))
+        return LLK_ERR_ARG;
+    if (c->isa != LLK_ISA_DEFAULT && !llk_kernels_for(c->isa)) return LLK_ERR_ISA;
+    if (c->rope.n_rot > 0 && (c->rope.head_dim != c->head_dim || c->rope.n_rot > c->head_dim))
+        return LLK_ERR_ARG;
+    const int64_t E = c->n_embd, HD = (int64_t)c->n_head * c->head_dim,
+                  KD = (int64_t)c->n_head_kv * c->head_dim, F = c->n_ff, V = c->n_vocab;
+    if (!tensor_ok(tok_embd, V, E)) return LLK_ERR_ARG;
+    const llk_tensor *outw = c->tied_output ? tok_embd : output;
+    if (!outw || !tensor_ok(outw, V, E)) return LLK_ERR_ARG;
+    if (!output_norm->data || !vec_ok(output_norm, E) || (output_norm_b && !vec_ok(output_norm_b, E)))
+        return LLK_ERR_ARG;
+    for (int il = 0; il < c->n_layer; il++) {
+        const llk_layer *L = &layers[il];
+        if (!tensor_ok(&L->wq, HD, E) || !tensor_ok(&L->wk, KD, E) || !tensor_ok(&L->wv, KD, E) ||
+            !tensor_ok(&L->wo, E, HD) || !tensor_ok(&L->ffn_gate, F, E) ||
+            !tensor_ok(&L->ffn_up, F, E) || !tensor_ok(&L->ffn_down, E, F))
+            return LLK_ERR_ARG;
+        if (!L->attn_norm.data || !L->ffn_norm.data) return LLK_ERR_ARG;
+        if (!vec_ok(&L->attn_norm, E) || !vec_ok(&L->attn_norm_b, E) || !vec_ok(&L->ffn_norm, E) ||
+            !vec_ok(&L->ffn_norm_b, E) || !vec_ok(&L->bq, HD) || !vec_ok(&L->bk, KD) ||
+            !vec_ok(&L->bv, KD) || !vec_ok(&L->bo, E) || !vec_ok(&L->q_norm, c->head_dim) ||
+            !vec_ok(&L->k_norm, c->head_dim) || !vec_ok(&L->attn_post_norm, E) ||
+            !vec_ok(&L->ffn_post_norm, E))
+            return LLK_ERR_ARG;
+        if (c->qkv_bias && (!L->bq.data || !L->bk.data || !L->bv.data)) return LLK_ERR_ARG;
+        if (c->qk_norm && (!L->q_norm.data || !L->k_norm.data)) return LLK_ERR_ARG;
+        if (c->post_norms && (!L->attn_post_norm.data || !L->ffn_post_norm.data)) return LLK_ERR_ARG;
+        if (L->window < 0) return LLK_ERR_ARG;
+    }
+    llk_decoder *d = (llk_decoder *)calloc(1, sizeof *d);
+    if (!d) return LLK_ERR_NOMEM;
+    d->c = *c;
+    d->pool = pool;
+    d->tok_embd = *tok_embd;
+    d->output_norm = *output_norm;
+    if (output_norm_b) d->output_norm_b = *output_norm_b;
+    d->output = *outw;
+    size_t B = (size_t)c->n_batch, elem = c->kv_f16 ? 2 : 4;
+    d->kv_layer_bytes = (size_t)c->n_ctx * (size_t)KD * elem;
+    d->layers = (llk_layer *)malloc(sizeof(llk_layer) * (size_t)c->n_layer);
+    d->k_cache = calloc((size_t)c->n_layer, d->kv_layer_bytes);
+    d->v_cache = calloc((size_t)c->n_layer, d->kv_layer_bytes);
+    d->x = (float *)malloc(sizeof(float) * B * E);
+    d->xb = (float *)malloc(sizeof(float) * B * E);
+    d->xb2 = (float *)malloc(sizeof(float) * B * E);
+    d->q = (float *)malloc(sizeof(float) * B * HD);
+    d->att = (float *)malloc(sizeof(float) * B * HD);
+    d->k = (float *)malloc(sizeof(float) * B * KD);
+    d->v = (float *)malloc(sizeof(float) * B * KD);
+    d->g = (float *)malloc(sizeof(float) * B * F);
+    d->u = (float *)malloc(sizeof(float) * B * F);
+    d->pos = (int32_t *)malloc(sizeof(int32_t) * B);
+    if (!d->layers || !d->k_cache || !d->v_cache || !d->x || !d->xb || !d->xb2 || !d->q ||
+        !d->att || !d->k || !d->v || !d->g || !d->u || !d->pos) {
+        llk_decoder_free(d);
+        return LLK_ERR_NOMEM;
+    }
+    memcpy(d->layers, layers, sizeof(llk_layer) * (size_t)c->n_layer);
+    *out = d;
+    return LLK_OK;
+}
+
+size_t llk_decoder_kv_bytes(const llk_decoder *d) {
+    return d ? 2 * d->kv_layer_bytes * (size_t)d->c.n_layer : 0;
+}
+
+/* --- steps ------------------------------------------------------------------------------------ */
+
+/* y (T x n) = norm(x) * (w + offset) + b, rows of n. */
+static llk_status norm_rows(const llk_decoder *d, const float *x, const llk_tensor *w,
+                            const llk_tensor *b, float *y, int64_t T, int64_t n) {
+    const float *wv = (const float *)w->data, *bv = b ? (const float *)b->data : NULL;
+    llk_status st = d->c.norm_kind == LLK_NORM_LAYER
+                        ? llk_layer_norm(x, NULL, NULL, y, T, n, d->c.norm_eps)
+                        : llk_rms_norm(x, NULL, y, T, n, d->c.norm_eps);
+    if (st) return st;
+    const float off = d->c.norm_weight_offset;
+    for (int64_t t = 0; t < T; t++) {
+        float *r = y + t * n;
+        if (wv) for (int64_t i = 0; i < n; i++) r[i] *= wv[i] + off;
+        if (bv) for (int64_t i = 0; i < n; i++) r[i] += bv[i];
+    }
+    return LLK_OK;
+}
+
+/* Y (T x rows) = X (T x cols) W^T (+ bias). */
+static llk_status linear(const llk_decoder *d, const llk_tensor *w, const llk_tensor *bias,
+                         const float *x, int64_t T, float *y) {
+    llk_status st = llk_matmul(d->pool, d->c.isa, w->type, w->data, w->row_stride, w->n_rows,
+                               w->n_cols, x, w->n_cols, T, y, w->n_rows);
+    if (st || !bias || !bias->data) return st;
+    const float *b = (const float *)bias->data;
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t i = 0; i < w->n_rows; i++) y[t * w->n_rows + i] += b[i];
+    return LLK_OK;
+}
+
+static void softcap(float *x, int64_t n, float cap) {
+    for (int64_t i = 0; i < n; i++) x[i] = cap * tanhf(x[i] / cap);
+}
+
+/* One batch of T <= n_batch tokens at positions p0 .. p0+T-1 through every layer. */
+static llk_status decode_batch(llk_decoder *d, const int32_t *tokens, int64_t T, int64_t p0,
+                               int all_logits, float *logits) {
+    const llk_decoder_config *c = &d->c;
+    const int64_t E = c->n_embd, D = c->head_dim, KD = (int64_t)c->n_head_kv * D, F = c->n_ff;
+    const size_t elem = c->kv_f16 ? 2 : 4;
+    llk_status st;
+    for (int64_t t = 0; t < T; t++) {
+        d->pos[t] = (int32_t)(p0 + t);
+        const uint8_t *row = (const uint8_t *)d->tok_embd.data + (size_t)tokens[t] * d->tok_embd.row_stride;
+        st = llk_dequantize_row(c->isa, d->tok_embd.type, row, d->x + t * E, E);
+        if (st) return st;
+        if (c->embd_scale != 1.0f) llk_scale(d->x + t * E, c->embd_scale, d->x + t * E, E);
+    }
+    llk_rope_params rope = c->rope;
+    for (int il = 0; il < c->n_layer; il++) {
+        const llk_layer *L = &d->layers[il];
+        /* attention: xb = norm(x); q, k, v = xb W^T; rope; cache; att = softmax(q k^T) v */
+        if ((st = norm_rows(d, d->x, &L->attn_norm, &L->attn_norm_b, d->xb, T, E))) return st;
+        if ((st = linear(d, &L->wq, &L->bq, d->xb, T, d->q))) return st;
+        if ((st = linear(d, &L->wk, &L->bk, d->xb, T, d->k))) return st;
+        if ((st = linear(d, &L->wv, &L->bv, d->xb, T, d->v))) return st;
+        if (c->qk_norm) {
+            if ((st = llk_rms_norm(d->q, (const float *)L->q_norm.data, d->q, T * c->n_head, D, c->norm_eps))) return st;
+            if ((st = llk_rms_norm(d->k, (const float *)L->k_norm.data, d->k, T * c->n_head_kv, D, c->norm_eps))) return st;
+        }
+        if (rope.n_rot > 0) {
+            if ((st = llk_rope(&rope, d->q, T, c->n_head, d->pos))) return st;
+            if ((st = llk_rope(&rope, d->k, T, c->n_head_kv, d->pos))) return st;
+        }
+        uint8_t *kc = (uint8_t *)d->k_cache + (size_t)il * d->kv_layer_bytes;
+        uint8_t *vc = (uint8_t *)d->v_cache + (size_t)il * d->kv_layer_bytes;
+        size_t at = (size_t)p0 * (size_t)KD * elem;
+        if (c->kv_f16) {
+            llk_fp32_to_fp16(d->k, (uint16_t *)(kc + at), T * KD);
+            llk_fp32_to_fp16(d->v, (uint16_t *)(vc + at), T * KD);
+        } else {
+            memcpy(kc + at, d->k, sizeof(float) * (size_t)(T * KD));
+            memcpy(vc + at, d->v, sizeof(float) * (size_t)(T * KD));
+        }
+        llk_attn_params ap;
+        ap.n_head = c->n_head; ap.n_head_kv = c->n_head_kv; ap.head_dim = c->head_dim;
+        ap.kv_f16 = c->kv_f16;
+        ap.scale = c->attn_scale > 0.0f ? c->attn_scale : 1.0f / sqrtf((float)D);
+        ap.softcap = c->attn_softcap; ap.window = L->window; ap.causal = 1;
+        if ((st = llk_attention(d->pool, &ap, d->q, kc, vc, p0 + T, T, d->pos, d->att))) return st;
+        if ((st = linear(d, &L->wo, &L->bo, d->att, T, d->xb2))) return st;
+        if (c->post_norms && (st = norm_rows(d, d->xb2, &L->attn_post_norm, NULL, d->xb2, T, E))) return st;
+        llk_add(d->x, d->xb2, d->x, T * E);
+        /* feed-forward: x += down(act(gate(xb)) * up(xb)), xb = norm(x) */
+        if ((st = norm_rows(d, d->x, &L->ffn_norm, &L->ffn_norm_b, d->xb, T, E))) return st;
+        if ((st = linear(d, &L->ffn_gate, NULL, d->xb, T, d->g))) return st;
+        if ((st = linear(d, &L->ffn_up, NULL, d->xb, T, d->u))) return st;
+        if (c->ffn_act == LLK_FFN_GELU) llk_geglu(d->g, d->u, d->g, T * F);
+        else if (c->ffn_act == LLK_FFN_GELU_ERF) {
+            llk_gelu_erf(d->g, d->g, T * F);
+            llk_mul(d->g, d->u, d->g, T * F);
+        } else llk_swiglu(d->g, d->u, d->g, T * F);
+        if ((st = linear(d, &L->ffn_down, NULL, d->g, T, d->xb2))) return st;
+        if (c->post_norms && (st = norm_rows(d, d->xb2, &L->ffn_post_norm, NULL, d->xb2, T, E))) return st;
+        llk_add(d->x, d->xb2, d->x, T * E);
+    }
+    /* output: logits of every position, or of the last one only */
+    const float *xs = all_logits ? d->x : d->x + (T - 1) * E;
+    int64_t n_out = all_logits ? T : 1;
+    if ((st = norm_rows(d, xs, &d->output_norm, d->output_norm_b.data ? &d->output_norm_b : NULL,
+                        d->xb, n_out, E)))
+        return st;
+    if ((st = linear(d, &d->output, NULL, d->xb, n_out, logits))) return st;
+    if (c->final_softcap > 0.0f) softcap(logits, n_out * c->n_vocab, c->final_softcap);
+    return LLK_OK;
+}
+
+llk_status llk_decode(llk_decoder *d, const int32_t *tokens, int64_t n_tok, int64_t start_pos,
+                      int all_logits, float *logits) {
+    if (!d || !tokens || !logits || n_tok <= 0 || start_pos < 0 ||
+        start_pos + n_tok > d->c.n_ctx)
+        return LLK_ERR_ARG;
+    for (int64_t t = 0; t < n_tok; t++)
+        if (tokens[t] < 0 || tokens[t] >= d->c.n_vocab) return LLK_ERR_ARG;
+    for (int64_t b = 0; b < n_tok; b += d->c.n_batch) {
+        int64_t T = n_tok - b < d->c.n_batch ? n_tok - b : d->c.n_batch;
+        /* a middle batch of a long prompt only fills the cache; its last-row logits are
+         * overwritten by the next batch's */
+        float *out = all_logits ? logits + b * d->c.n_vocab : logits;
+        llk_status st = decode_batch(d, tokens + b, T, start_pos + b, all_logits, out);
+        if (st) return st;
+    }
+    return LLK_OK;
+}
