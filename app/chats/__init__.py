@@ -5,7 +5,9 @@ conversation to Markdown or JSON; `app.chats.settings` loads and saves the setti
 """
 
 from app.chats.export import conversation_to_dict, conversation_to_markdown, export_json, export_markdown
+from app.chats.settings import SamplingDefaults, Settings, load_settings, save_settings, update_settings
 from app.chats.store import ChatStore, Conversation, Message, SearchHit
 
 __all__ = ["ChatStore", "Conversation", "Message", "SearchHit", "conversation_to_dict",
-           "conversation_to_markdown", "export_json", "export_markdown"]
+           "conversation_to_markdown", "export_json", "export_markdown", "Settings",
+           "SamplingDefaults", "load_settings", "save_settings", "update_settings"]
