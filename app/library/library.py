@@ -258,6 +258,14 @@ class ModelLibrary:
                 save_index(self.folder, entries)
             return path
 
+    def verify(self, name_or_hash: str, progress: Progress | None = None, cancel=None) -> bool:
+        """Re-hash a model's file: True when its bytes are still the ones imported."""
+        e = self.get(name_or_hash)
+        path = e.file_path(self.folder)
+        if self.status(e) == "missing":
+            return False
+        return _hash_file(path, _Meter(max(1, e.size), progress, cancel)) == e.sha256
+
     def remove(self, name_or_hash: str) -> ModelEntry:
         """Forget a model and delete our copy (a kept-in-place original is never touched)."""
         with self._lock():

@@ -251,3 +251,47 @@ def test_real_model_import(lib, smollm2_path):
     assert (e.architecture, e.quantization) == ("llama", "Q4_1")
     assert 100e6 < e.n_params < 200e6
     assert e.sha256 == "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
+
+
+def test_verify_rehashes(lib, tiny):
+    e = lib.import_model(tiny)
+    assert lib.verify(e.name)
+    copy = lib.folder / e.path
+    data = bytearray(copy.read_bytes())
+    data[-1] ^= 0xFF
+    copy.write_bytes(bytes(data))
+    assert not lib.verify(e.name)
+
+
+KILLED_IMPORTER = """
+import sys, time
+from app.library import library as libmod
+libmod.CHUNK_BYTES = 16 << 10
+def slow(done, total):
+    if done == 16 << 10:
+        print("copying", flush=True)
+    time.sleep(0.002)
+libmod.ModelLibrary().import_model(sys.argv[1], progress=slow)
+print("imported", flush=True)
+"""
+
+
+def test_sigkill_during_import_leaves_nothing_behind(lib, tiny):
+    import signal
+    import subprocess
+    import sys
+
+    if not hasattr(signal, "SIGKILL"):
+        pytest.skip("needs SIGKILL")
+    repo = Path(__file__).resolve().parents[2]
+    for _ in range(3):
+        proc = subprocess.Popen([sys.executable, "-c", KILLED_IMPORTER, str(tiny)], cwd=repo,
+                                stdout=subprocess.PIPE, text=True, env=dict(os.environ))
+        assert proc.stdout.readline().strip() == "copying"
+        assert any(n.endswith(".part") for n in os.listdir(lib.folder))   # killed mid-copy
+        proc.kill()
+        proc.wait(30)
+        assert lib.list() == []                          # the dead importer's temp file is swept
+        assert leftovers(lib.folder) == []
+    e = lib.import_model(tiny)                           # and a fresh import works
+    assert lib.verify(e.name)

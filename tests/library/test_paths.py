@@ -62,3 +62,18 @@ def test_atomic_write_replaces_whole_file_and_leaves_no_temp(tmp_path, monkeypat
         pass
     assert target.read_text() == "old"
     assert os.listdir(target.parent) == ["f.json"]
+
+
+def test_real_user_folders_are_never_touched(tmp_path):
+    from app.chats import ChatStore, save_settings, Settings
+    from app.library import ModelLibrary
+    from tests.synth import write_tiny_model
+
+    real = [Path(f(paths.APP_NAME, appauthor=False)) for f in
+            (platformdirs.user_cache_dir, platformdirs.user_data_dir, platformdirs.user_log_dir)]
+    before = {p: sorted(os.listdir(p)) if p.exists() else None for p in real}
+    ModelLibrary().import_model(write_tiny_model(tmp_path / "m.gguf"))
+    with ChatStore() as s:
+        s.add_message(s.create_conversation("x"), "user", "hi")
+    save_settings(Settings())
+    assert {p: sorted(os.listdir(p)) if p.exists() else None for p in real} == before
