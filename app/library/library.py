@@ -60,7 +60,9 @@ class ModelInfo:
 
 
 def describe_model(path: str | os.PathLike) -> ModelInfo:
-    """Read a GGUF header with the strict reader. Raises ModelFormatError for a bad file."""
+    """Read a GGUF header with the strict reader. Raises ModelFormatError for a bad file.
+
+    `name` is general.name, or the file name without `.gguf` when the file has none."""
     with open_gguf(path) as f:
         md = f.metadata
         arch = md.get("general.architecture")
@@ -81,6 +83,13 @@ def describe_model(path: str | os.PathLike) -> ModelInfo:
             n_params=int(f.n_params),
             quantization=quant,
         )
+
+
+def _file_stem(path: Path) -> str:
+    """The default name of an imported model: its file name without `.gguf`, which is what the
+    person downloaded and usually names the quantization too (general.name often does not)."""
+    n = path.name
+    return (n[:-5] if n.lower().endswith(".gguf") else n).strip() or n
 
 
 def _cancelled(cancel) -> bool:
@@ -341,7 +350,7 @@ class ModelLibrary:
                    storage: str, path: str, mtime_ns: int, src: Path) -> ModelEntry:
         taken = {e.name for e in entries}
         return ModelEntry(
-            name=_unique_name((name or info.name).strip() or info.name, taken), sha256=digest,
+            name=_unique_name((name or "").strip() or _file_stem(src), taken), sha256=digest,
             architecture=info.architecture, n_params=info.n_params,
             quantization=info.quantization, size=size, added=time.time(), storage=storage,
             path=path, mtime_ns=mtime_ns, source=str(src))

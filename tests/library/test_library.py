@@ -55,7 +55,7 @@ def test_import_copies_verifies_and_indexes(lib, tiny, small_chunks):
     e = lib.import_model(tiny, progress=lambda done, total: seen.append((done, total)))
     digest = sha(tiny)
     assert e.sha256 == digest
-    assert e.name == "tiny-llama-seed1"
+    assert e.name == "tiny"
     assert (e.architecture, e.quantization, e.storage) == ("llama", "F32", "copy")
     assert e.size == tiny.stat().st_size
     assert e.n_params > 0 and e.added > 0 and e.last_used is None
@@ -77,7 +77,7 @@ def test_duplicate_import_copies_nothing(lib, tiny, tmp_path):
     elsewhere = tmp_path / "other-name.gguf"
     shutil.copyfile(tiny, elsewhere)
     for src in (tiny, elsewhere):
-        with pytest.raises(DuplicateModelError, match="already in your library as tiny-llama-seed1") as ei:
+        with pytest.raises(DuplicateModelError, match="already in your library as tiny") as ei:
             lib.import_model(src)
         assert ei.value.entry.sha256 == first.sha256
     assert len(lib.list()) == 1
@@ -198,7 +198,7 @@ def test_resolve_by_name_or_hash_marks_last_use(lib, tiny, tmp_path):
     other = lib.import_model(write_tiny_model(tmp_path / "two.gguf", seed=2))
     p = lib.resolve(e.sha256[:10])
     assert p == lib.folder / f"{e.sha256}.gguf"
-    assert lib.resolve("TINY-LLAMA-SEED1") == p
+    assert lib.resolve("TINY") == p
     assert lib.get(e.name).last_used is not None
     assert lib.get(other.name).last_used is None
     with pytest.raises(LibraryError, match="no model named"):
