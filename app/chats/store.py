@@ -68,6 +68,15 @@ class SearchHit:
     snippet: str
 
 
+def auto_title(text: str, limit: int = 60) -> str:
+    """A title from a first message: its first non-empty line, cut at a word near `limit`."""
+    line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+    if len(line) <= limit:
+        return line
+    cut = line[:limit].rsplit(" ", 1)[0] if " " in line[:limit] else line[:limit]
+    return cut.rstrip(" ,.;:") + "…"
+
+
 def _decode(b: bytes) -> str:
     return b.decode("utf-8", "replace")
 
@@ -311,7 +320,8 @@ class ChatStore:
     def add_message(self, conv_id: int, role: str, content: str, *, model: str | None = None,
                     prompt_tokens: int | None = None, completion_tokens: int | None = None,
                     timings: Mapping | None = None) -> int:
-        """Append a complete message, committed before this returns."""
+        """Append a complete message, committed before this returns. The first user message of
+        an untitled conversation gives it its title (`auto_title`)."""
         if role not in ROLES:
             raise ValueError(f"role must be one of {ROLES}, not {role!r}")
         now = time.time()
@@ -325,6 +335,9 @@ class ChatStore:
             except sqlite3.IntegrityError:
                 raise StoreError(f"no conversation {conv_id}") from None
             self._touch(c, conv_id, now)
+            if role == "user":   # an untitled conversation is named after its first question
+                c.execute("UPDATE conversations SET title = ? WHERE id = ? AND title = ''",
+                          (auto_title(content), conv_id))
             return int(cur.lastrowid)
 
     def _message_from_row(self, row: tuple) -> Message:

@@ -276,3 +276,18 @@ def test_a_corrupted_page_hides_only_its_own_conversation(tmp_path):
     assert [m.content for m in s.messages(ids[2])] == [f"hello {ids[2]}"]
     assert s.integrity_check() != []                   # and the damage is reported, not hidden
     s.close()
+
+
+def test_untitled_conversation_is_named_after_its_first_question(store):
+    from app.chats.store import auto_title
+
+    cid = store.create_conversation()
+    store.add_message(cid, "system", "ignored for titles")
+    store.add_message(cid, "user", "\n  How do I make bread at home without a mixer, step by step please?\nThanks")
+    store.add_message(cid, "user", "second question")
+    assert store.get_conversation(cid).title == "How do I make bread at home without a mixer, step by step…"
+    named = store.create_conversation("Mine")
+    store.add_message(named, "user", "hello")
+    assert store.get_conversation(named).title == "Mine"
+    assert auto_title("short") == "short" and auto_title("") == ""
+    assert len(auto_title("x" * 500)) == 61
