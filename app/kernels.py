@@ -500,3 +500,126 @@ def attention(pool: ThreadPool | None, cfg: AttentionConfig, q, k_cache, v_cache
                              ffi.from_buffer(vc), kc.shape[0], qf.shape[0],
                              ffi.from_buffer("int32_t[]", pos), _fp(out)), "attention")
     return out
+
+
+# --- measurement ----------------------------------------------------------------------------------
+
+# Where each type keeps its float16 scale fields inside a block (byte offsets): the benchmark fills
+# random blocks and makes these sane so no NaN or infinity reaches the arithmetic.
+_SCALE_OFFSETS = {2: (0,), 3: (0, 2), 6: (0,), 7: (0, 2), 8: (0,), 10: (80, 82), 11: (108,),
+                  12: (0, 2), 13: (0, 2), 14: (208,), 20: (0,), 23: (0,)}
+
+
+def random_weights(type_id: int, n_rows: int, n_cols: int, seed: int = 0) -> np.ndarray:
+    """(n_rows, row_bytes) uint8: random rows of the type with finite scales (for timing, tests)."""
+    t = _type(type_id)
+    rng = np.random.default_rng(seed)
+    rb = row_bytes(t, n_cols)
+    if t in (0, 1, 30):
+        v = rng.standard_normal((n_rows, n_cols), dtype=np.float32)
+        if t == 1:
+            v = v.astype(np.float16)
+        elif t == 30:
+            v = (v.view(np.uint32) >> 16).astype(np.uint16)
+        return np.ascontiguousarray(v).view(np.uint8).reshape(n_rows, rb)
+    w = rng.integers(0, 256, size=(n_rows, rb), dtype=np.uint8)
+    bb = int(lib.llk_type_block_bytes(t))
+    blocks = w.reshape(n_rows, rb // bb, bb)
+    scale = np.frombuffer(np.float16(1.0 / 64).tobytes(), dtype=np.uint8)
+    for off in _SCALE_OFFSETS[t]:
+        blocks[:, :, off:off + 2] = scale
+    return w
+
+
+def read_bandwidth(pool: ThreadPool | None, n_bytes: int = 256 << 20, reps: int = 3) -> float:
+    """Read bandwidth in bytes/s: the best of `reps` passes over an n_bytes buffer."""
+    buf = np.ones(max(64, n_bytes) // 8, dtype=np.uint64)
+    ptr = ffi.from_buffer(buf)
+    lib.llk_read_bandwidth_probe(_pool_ptr(pool), ptr, buf.nbytes, 1)  # page in, warm up
+    best = float("inf")
+    for _ in range(max(1, reps)):
+        dt = lib.llk_read_bandwidth_probe(_pool_ptr(pool), ptr, buf.nbytes, 1)
+        if dt < 0:
+            raise KernelError("read_bandwidth: probe failed")
+        best = min(best, dt)
+    return buf.nbytes / best
+
+
+BENCH_TYPES = (2, 3, 8, 12, 13, 14, 6, 7, 10, 11, 20, 23, 1, 30, 0)
+
+
+def bench_kernels(threads: Sequence[int] = (1, 2), types: Iterable[int] | None = None,
+                  n_bytes: int = 128 << 20, n_cols: int = 4096, reps: int = 5,
+                  isa: int | str | None = None) -> list[dict]:
+    """Matrix x vector weight bytes/s per type and thread count, next to the read bandwidth.
+
+    The matrix has about n_bytes of weights (default 128 MiB: larger than any desktop L3), so the
+    product streams from memory as in decoding. Each figure is the best of `reps` runs.
+    One dict per (type, threads): type, type_id, threads, isa, n_rows, n_cols, bytes, seconds,
+    bytes_per_s, bandwidth_bytes_per_s, fraction (of bandwidth).
+    """
+    types = list(BENCH_TYPES if types is None else types)
+    level = _isa(isa)
+    rows: list[dict] = []
+    pools = {n: ThreadPool(n) for n in threads}
+    try:
+        bandwidth = {n: read_bandwidth(p, n_bytes, reps) for n, p in pools.items()}
+        x = np.random.default_rng(1).standard_normal(n_cols, dtype=np.float32)
+        for t in types:
+            if t not in SUPPORTED_TYPES:
+                continue
+            rb = row_bytes(t, n_cols)
+            n_rows = max(1, n_bytes // rb)
+            w = random_weights(t, n_rows, n_cols, seed=t)
+            y = np.empty(n_rows, dtype=np.float32)
+            for n, pool in pools.items():
+                matvec(pool, t, w, n_cols, x, isa=level, out=y)  # warm up
+                best = float("inf")
+                for _ in range(max(1, reps)):
+                    t0 = time.perf_counter()
+                    matvec(pool, t, w, n_cols, x, isa=level, out=y)
+                    best = min(best, time.perf_counter() - t0)
+                bps = w.nbytes / best
+                rows.append(dict(type=TYPE_NAMES[t], type_id=t, threads=pool.size,
+                                 isa=isa_name(level if level >= 0 else None), n_rows=n_rows,
+                                 n_cols=n_cols, bytes=int(w.nbytes), seconds=best, bytes_per_s=bps,
+                                 bandwidth_bytes_per_s=bandwidth[n], fraction=bps / bandwidth[n]))
+            del w
+    finally:
+        for p in pools.values():
+            p.close()
+    return rows
+
+
+def format_bench(rows: list[dict]) -> str:
+    """A plain-text table of bench_kernels() results."""
+    lines = [f"{'type':<7} {'thr':>3} {'isa':<12} {'MiB':>6} {'ms':>8} {'GB/s':>7} {'read GB/s':>9} {'of bw':>6}"]
+    for r in rows:
+        lines.append(f"{r['type']:<7} {r['threads']:>3} {r['isa']:<12} {r['bytes'] / 2**20:>6.0f} "
+                     f"{r['seconds'] * 1e3:>8.2f} {r['bytes_per_s'] / 1e9:>7.2f} "
+                     f"{r['bandwidth_bytes_per_s'] / 1e9:>9.2f} {100 * r['fraction']:>5.0f}%")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:  # python -m app.kernels [--types Q4_0,...]
+    import argparse
+    import json
+    ap = argparse.ArgumentParser(prog="python -m app.kernels", description="kernel benchmark")
+    ap.add_argument("--threads", default="1,2")
+    ap.add_argument("--types", default=None, help="comma-separated type names (default: all)")
+    ap.add_argument("--mib", type=int, default=128)
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--isa", default=None)
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args(argv)
+    by_name = {v: k for k, v in TYPE_NAMES.items()}
+    types = None if not args.types else [by_name[s.strip().upper()] for s in args.types.split(",")]
+    rows = bench_kernels([int(s) for s in args.threads.split(",")], types, args.mib << 20,
+                         reps=args.reps, isa=args.isa)
+    print(json.dumps(rows, indent=1) if args.json else
+          f"kernels {version()}, isa {isa_name()}, {cpu_count_physical()} cores\n" + format_bench(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -166,24 +166,26 @@ static void deq_f16(const void *x, float *y, int64_t n) {
                const int64_t nb = n / 32
 #define XQ(b) _mm256_loadu_si256((const __m256i *)ab[b].qs)
 
+/* Q4_0 / Q5_0 offsets are not unpacked per element: with s = dx * sum(qx),
+ * dot = sum_b dw_b * (dx_b * <q, qx> - offset * s_b); the second sum is one scalar FMA a block. */
 static float dot_q4_0(const void *w, const void *a, int64_t n) {
     LEG(blk_q4_0);
-    const __m256i eight = _mm256_set1_epi8(8), ones = _mm256_set1_epi16(1);
     __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    float corr = 0.0f;
     int64_t b = 0;
     for (; b + 2 <= nb; b += 2) {
-        __m256i x0 = XQ(b), x1 = XQ(b + 1);
-        __m256i p0 = _mm256_sub_epi16(_mm256_maddubs_epi16(nib32(blk[b].qs), x0), _mm256_maddubs_epi16(eight, x0));
-        __m256i p1 = _mm256_sub_epi16(_mm256_maddubs_epi16(nib32(blk[b + 1].qs), x1), _mm256_maddubs_epi16(eight, x1));
-        acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(p0, ones)), _mm256_set1_ps(h2f(blk[b].d) * ab[b].d), acc0);
-        acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(p1, ones)), _mm256_set1_ps(h2f(blk[b + 1].d) * ab[b + 1].d), acc1);
+        __m256i d0 = dot_us(nib32(blk[b].qs), XQ(b)), d1 = dot_us(nib32(blk[b + 1].qs), XQ(b + 1));
+        float w0 = h2f(blk[b].d), w1 = h2f(blk[b + 1].d);
+        acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d0), _mm256_set1_ps(w0 * ab[b].d), acc0);
+        acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d1), _mm256_set1_ps(w1 * ab[b + 1].d), acc1);
+        corr += w0 * ab[b].s + w1 * ab[b + 1].s;
     }
     for (; b < nb; b++) {
-        __m256i x0 = XQ(b);
-        __m256i p0 = _mm256_sub_epi16(_mm256_maddubs_epi16(nib32(blk[b].qs), x0), _mm256_maddubs_epi16(eight, x0));
-        acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(p0, ones)), _mm256_set1_ps(h2f(blk[b].d) * ab[b].d), acc0);
+        float w0 = h2f(blk[b].d);
+        acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot_us(nib32(blk[b].qs), XQ(b))), _mm256_set1_ps(w0 * ab[b].d), acc0);
+        corr += w0 * ab[b].s;
     }
-    return hsum8(_mm256_add_ps(acc0, acc1));
+    return hsum8(_mm256_add_ps(acc0, acc1)) - 8.0f * corr;
 }
 
 static float dot_q4_1(const void *w, const void *a, int64_t n) {
@@ -206,15 +208,15 @@ static float dot_q4_1(const void *w, const void *a, int64_t n) {
 
 static float dot_q5_0(const void *w, const void *a, int64_t n) {
     LEG(blk_q5_0);
-    const __m256i sixteen = _mm256_set1_epi8(16), ones = _mm256_set1_epi16(1);
     __m256 acc = _mm256_setzero_ps();
+    float corr = 0.0f;
     for (int64_t b = 0; b < nb; b++) {
         __m256i q = _mm256_or_si256(nib32(blk[b].qs), bits32_x16(blk[b].qh));
-        __m256i x = XQ(b);
-        __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(q, x), _mm256_maddubs_epi16(sixteen, x));
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(p, ones)), _mm256_set1_ps(h2f(blk[b].d) * ab[b].d), acc);
+        float w0 = h2f(blk[b].d);
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot_us(q, XQ(b))), _mm256_set1_ps(w0 * ab[b].d), acc);
+        corr += w0 * ab[b].s;
     }
-    return hsum8(acc);
+    return hsum8(acc) - 16.0f * corr;
 }
 
 static float dot_q5_1(const void *w, const void *a, int64_t n) {

@@ -65,9 +65,9 @@ static cpu_features detect(void) {
     cpuid(7, 0, r);
     unsigned ebx7 = r[1], ecx7 = r[2];
     int avx2 = (ebx7 >> 5) & 1, avx512f = (ebx7 >> 16) & 1, avx512bw = (ebx7 >> 30) & 1,
-        avx512vl = (ebx7 >> 31) & 1, vnni = (ecx7 >> 11) & 1;
+        avx512vl = (ebx7 >> 31) & 1, avx512dq = (ebx7 >> 17) & 1, vnni = (ecx7 >> 11) & 1;
     f.avx2 = os_avx && avx2 && fma && f16c;
-    f.avx512 = f.avx2 && os_avx512 && avx512f && avx512bw && avx512vl;
+    f.avx512 = f.avx2 && os_avx512 && avx512f && avx512bw && avx512vl && avx512dq;
     f.vnni = f.avx512 && vnni;
 #endif
     return f;
