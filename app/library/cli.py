@@ -17,9 +17,6 @@ from app.errors import LlambdaError, exit_code_for
 from app.library.library import DuplicateModelError, ModelLibrary
 from app.library.preflight import format_bytes
 
-DEFAULT_N_CTX = 4096
-
-
 def configure_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="models_command", metavar="{list,import,remove}")
     sub.required = True
@@ -30,8 +27,8 @@ def configure_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser
     p.add_argument("--keep-in-place", action="store_true",
                    help="do not copy: hard-link the file, or refer to it where it is")
     p.add_argument("--name", help="name in the library (default: the model's own name)")
-    p.add_argument("--ctx", type=int, default=DEFAULT_N_CTX,
-                   help=f"context length for the pre-flight memory check (default {DEFAULT_N_CTX})")
+    p.add_argument("--ctx", type=int, default=None,
+                   help="context length for the pre-flight memory check (default: the one in settings)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p = sub.add_parser("remove", help="remove a model (an original kept in place is never deleted)")
     p.add_argument("model", help="name or hash (a prefix of 6+ hex digits)")
@@ -103,6 +100,10 @@ def _import(lib: ModelLibrary, ns, out, err) -> int:
         if show:
             err.write("\r\033[K")
     report = None
+    if ns.ctx is None:
+        from app.chats.settings import load_settings
+
+        ns.ctx = load_settings().n_ctx
     try:
         from app.library.preflight import preflight
 

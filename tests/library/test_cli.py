@@ -63,3 +63,11 @@ def test_usage_error_exits_2():
     with pytest.raises(SystemExit) as e:
         cli.main(["frobnicate"])
     assert e.value.code == 2
+
+
+def test_preflight_context_defaults_to_the_settings(tmp_path):
+    from app.chats.settings import update_settings
+
+    update_settings(n_ctx=512)
+    code, out, _ = run("import", str(write_tiny_model(tmp_path / "s.gguf", seed=8)), "--json")
+    assert code == 0 and json.loads(out)["preflight"]["n_ctx"] == 512
