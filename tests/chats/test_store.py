@@ -291,3 +291,33 @@ def test_untitled_conversation_is_named_after_its_first_question(store):
     assert store.get_conversation(named).title == "Mine"
     assert auto_title("short") == "short" and auto_title("") == ""
     assert len(auto_title("x" * 500)) == 61
+
+
+def test_threads_and_two_connections_share_the_store(tmp_path):
+    import threading
+
+    p = tmp_path / "c.db"
+    a, b = ChatStore(p, reply_flush_interval=0), ChatStore(p)     # e.g. the window and the CLI
+    cid = a.create_conversation("shared")
+    errors = []
+
+    def writer(store, tag):
+        try:
+            for i in range(30):
+                store.add_message(cid, "user", f"{tag} {i}")
+        except Exception as e:          # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=writer, args=(s, t)) for s, t in ((a, "a"), (a, "a2"), (b, "b"))]
+    for t in threads:
+        t.start()
+    rid = a.begin_reply(cid)
+    for k in range(20):
+        a.update_reply(rid, "x" * k)
+        b.list_conversations()
+    a.finish_reply(rid)
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert len(b.messages(cid)) == 91
+    a.close(), b.close()
