@@ -225,3 +225,93 @@ def write_tiny_spm_model(path: str | Path, add_space_prefix: bool | None = True,
     w.write_tensors_to_file()
     w.close()
     return path
+
+
+# ---- byte-level BPE vocabularies with any pre-tokenizer name ----------------------------------
+
+def write_tiny_bpe_model(path: str | Path, tokens: list[str], types: list[int], merges: list[str],
+                         pre: str | None = "default", bos_id: int | None = None, eos_id: int | None = None,
+                         add_bos: bool | None = False, chat_template: str | None = None, seed: int = 0,
+                         extra_metadata: dict | None = None,
+                         spec: TinySpec = TinySpec(n_embd=8, n_head=2, n_head_kv=1, n_ff=16, n_layer=1,
+                                                   tied_output=True)) -> Path:
+    """A tiny random-weight llama model with a given byte-level BPE vocabulary (for example one
+    copied from a real model) and any `tokenizer.ggml.pre` (None leaves the key out)."""
+    import gguf
+
+    rng = np.random.default_rng(seed)
+    path = Path(path)
+    n_vocab = len(tokens)
+    w = gguf.GGUFWriter(str(path), spec.arch)
+    w.add_name(f"tiny-bpe-{pre}-seed{seed}")
+    w.add_context_length(spec.n_ctx)
+    w.add_embedding_length(spec.n_embd)
+    w.add_block_count(spec.n_layer)
+    w.add_feed_forward_length(spec.n_ff)
+    w.add_head_count(spec.n_head)
+    w.add_head_count_kv(spec.n_head_kv)
+    w.add_rope_freq_base(spec.rope_base)
+    w.add_layer_norm_rms_eps(spec.eps)
+    w.add_rope_dimension_count(spec.n_embd // spec.n_head)
+    w.add_vocab_size(n_vocab)
+    w.add_file_type(0)
+    w.add_tokenizer_model("gpt2")
+    if pre is not None:
+        w.add_tokenizer_pre(pre)
+    w.add_token_list(tokens)
+    w.add_token_types(types)
+    w.add_token_merges(merges)
+    if bos_id is not None:
+        w.add_bos_token_id(bos_id)
+    if eos_id is not None:
+        w.add_eos_token_id(eos_id)
+    if add_bos is not None:
+        w.add_add_bos_token(add_bos)
+    if chat_template is not None:
+        w.add_chat_template(chat_template)
+    for k, v in (extra_metadata or {}).items():
+        if isinstance(v, str):
+            w.add_string(k, v)
+        elif isinstance(v, bool):
+            w.add_bool(k, v)
+        elif isinstance(v, int):
+            w.add_uint32(k, v)
+        else:
+            w.add_array(k, v)
+    head_dim = spec.n_embd // spec.n_head
+
+    def t(name: str, *shape: int, scale: float = 0.02, ones: bool = False) -> None:
+        data = np.ones(shape, np.float32) if ones else (rng.standard_normal(shape) * scale).astype(np.float32)
+        w.add_tensor(name, data)
+
+    t("token_embd.weight", n_vocab, spec.n_embd, scale=1.0)
+    for i in range(spec.n_layer):
+        p = f"blk.{i}"
+        t(f"{p}.attn_norm.weight", spec.n_embd, ones=True)
+        t(f"{p}.attn_q.weight", spec.n_head * head_dim, spec.n_embd, scale=0.2)
+        t(f"{p}.attn_k.weight", spec.n_head_kv * head_dim, spec.n_embd, scale=0.2)
+        t(f"{p}.attn_v.weight", spec.n_head_kv * head_dim, spec.n_embd, scale=0.2)
+        t(f"{p}.attn_output.weight", spec.n_embd, spec.n_head * head_dim, scale=0.2)
+        t(f"{p}.ffn_norm.weight", spec.n_embd, ones=True)
+        t(f"{p}.ffn_gate.weight", spec.n_ff, spec.n_embd, scale=0.2)
+        t(f"{p}.ffn_up.weight", spec.n_ff, spec.n_embd, scale=0.2)
+        t(f"{p}.ffn_down.weight", spec.n_embd, spec.n_ff, scale=0.2)
+    t("output_norm.weight", spec.n_embd, ones=True)
+    if not spec.tied_output:
+        t("output.weight", n_vocab, spec.n_embd, scale=0.2)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+def smollm2_vocab(path: str | Path) -> tuple[list[str], list[int], list[str]]:
+    """(tokens, token types, merges) read from the SmolLM2 file, to reuse with other pre names."""
+    from app.gguf import open_gguf
+
+    with open_gguf(path) as f:
+        md = f.metadata
+        return (md.string_array("tokenizer.ggml.tokens"),
+                [int(x) for x in md.numeric_array("tokenizer.ggml.token_type", "int")],
+                md.string_array("tokenizer.ggml.merges"))

@@ -64,6 +64,15 @@ class _ByteLevelBPE:
             a, b = m[:cut], m[cut + 1:]
             if a in table and b in table and a + b in table:  # llama.cpp could never emit anything else
                 merges.append((a, b))
+        # A byte character missing from the vocabulary still takes part in merging (it blocks its
+        # neighbours from merging across it) and is dropped afterwards, as llama.cpp does: give it
+        # a placeholder id past the vocabulary and filter those ids out.
+        self._n_vocab = vocab.n_vocab
+        missing = [c for c in _UNICODE_TO_BYTE if c not in table]
+        if missing:
+            table = dict(table)
+            for k, c in enumerate(missing):
+                table[c] = vocab.n_vocab + k
         try:
             model = BPE(table, merges, ignore_merges=vocab.pre in IGNORE_MERGES)
             self._tok = Tokenizer(model)
@@ -74,7 +83,9 @@ class _ByteLevelBPE:
             raise TokenizerError(f"the byte-level BPE vocabulary could not be built: {e}") from e
 
     def encode(self, text: str) -> list[int]:
-        return self._tok.encode(text, add_special_tokens=False).ids
+        ids = self._tok.encode(text, add_special_tokens=False).ids
+        n = self._n_vocab
+        return ids if all(i < n for i in ids) else [i for i in ids if i < n]
 
 
 class Tokenizer:

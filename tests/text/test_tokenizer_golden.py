@@ -83,3 +83,36 @@ def test_corpus_is_large_and_covers_every_category():
     assert len(corpus) >= 200
     assert {c["category"] for c in corpus} >= {"prose", "code", "whitespace", "cjk", "emoji", "accents", "rtl",
                                                  "control", "digits", "special"}
+
+
+def test_every_pre_tokenizer_matches_llama_cpp(smollm2_path, tmp_path):
+    """SmolLM2's byte-level vocabulary under 26 `tokenizer.ggml.pre` names, corpus ids from llama.cpp."""
+    from app.gguf import open_gguf
+    from app.text import load_tokenizer
+    from tests.synth import smollm2_vocab, write_tiny_bpe_model
+
+    g = golden("bpe_pre")
+    tokens, types, merges = smollm2_vocab(smollm2_path)
+    bad = []
+    for pre, want_all in g["ids"].items():
+        path = write_tiny_bpe_model(tmp_path / f"{pre}.gguf", tokens, types, merges, pre=pre, bos_id=1, eos_id=2)
+        with open_gguf(path) as f:
+            tok = load_tokenizer(f)
+        path.unlink()
+        for text, want in zip(g["texts"], want_all):
+            got = tok.encode(text, add_special=False)
+            if got != want:
+                bad.append(f"{pre}: {text!r}: want {want} got {got}")
+    assert not bad, f"{len(bad)} differ:\n" + "\n".join(bad[:10])
+
+
+def test_unknown_pre_tokenizer_falls_back_with_a_warning(smollm2_path, tmp_path):
+    from app.gguf import open_gguf
+    from app.text import load_tokenizer
+    from tests.synth import smollm2_vocab, write_tiny_bpe_model
+
+    tokens, types, merges = smollm2_vocab(smollm2_path)
+    path = write_tiny_bpe_model(tmp_path / "odd.gguf", tokens, types, merges, pre="no-such-pre", bos_id=1, eos_id=2)
+    with open_gguf(path) as f, pytest.warns(UserWarning, match="unknown pre-tokenizer 'no-such-pre'"):
+        tok = load_tokenizer(f)
+    assert tok.decode(tok.encode("Hello world", add_special=False)) == "Hello world"

@@ -25,13 +25,19 @@ sys.path.insert(0, str(ROOT))
 import llama_cpp  # noqa: E402
 
 from tests.models import require_smollm2  # noqa: E402
-from tests.synth import write_tiny_spm_model  # noqa: E402
+from tests.synth import smollm2_vocab, write_tiny_bpe_model, write_tiny_spm_model  # noqa: E402
 
 # Synthetic SentencePiece variants: name -> keyword arguments of write_tiny_spm_model.
 SPM_VARIANTS = {
     "spm_prefix": {"add_space_prefix": True, "add_bos": True},
     "spm_noprefix": {"add_space_prefix": False, "add_bos": False},
 }
+
+
+# Pre-tokenizer names checked with SmolLM2's byte-level vocabulary under each name.
+BPE_PRES = ["default", "gpt-2", "llama3", "llama-bpe", "qwen2", "qwen35", "deepseek-llm", "deepseek-coder",
+            "deepseek-v3", "starcoder", "smollm", "falcon", "bloom", "gpt-4o", "tekken", "chameleon", "seed-coder",
+            "superbpe", "minicpm5", "bailingmoe", "viking", "command-r", "dbrx", "stablelm2", "olmo", "mpt"]
 
 
 def random_strings(seed: int = 1234, n: int = 150) -> list[str]:
@@ -137,6 +143,18 @@ def main() -> None:
             g["variant"] = kwargs
             (HERE / f"golden_{name}.json").write_text(json.dumps(g, ensure_ascii=True, indent=0) + "\n")
             print(f"golden_{name}.json: {n} strings")
+        tokens, types, merges = smollm2_vocab(require_smollm2())
+        texts = [t for v in corpus.values() for t in v]
+        by_pre = {}
+        for pre in BPE_PRES:
+            path = write_tiny_bpe_model(Path(tmp) / f"bpe_{pre}.gguf", tokens, types, merges, pre=pre,
+                                        bos_id=1, eos_id=2)
+            o = Oracle(path)
+            by_pre[pre] = [o.tokenize(t, False, False) for t in texts]
+        g = {"vocab": "SmolLM2-135M-Instruct.Q4_1.gguf tokens, types and merges",
+             "oracle": f"llama-cpp-python {llama_cpp.__version__}", "texts": texts, "ids": by_pre}
+        (HERE / "golden_bpe_pre.json").write_text(json.dumps(g, ensure_ascii=True, separators=(",", ":")) + "\n")
+        print(f"golden_bpe_pre.json: {len(texts)} strings x {len(BPE_PRES)} pre-tokenizers")
 
 
 if __name__ == "__main__":
