@@ -93,7 +93,11 @@ def load_index(folder: Path) -> tuple[list[ModelEntry], bool]:
 
 def save_index(folder: Path, entries: list[ModelEntry]) -> None:
     doc = {"version": INDEX_VERSION, "models": [e.to_json() for e in entries]}
-    atomic_write_text(folder / INDEX_NAME, json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
+    try:
+        atomic_write_text(folder / INDEX_NAME, json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
+    except OSError as e:
+        raise LibraryError(f"{folder / INDEX_NAME}: cannot write the model index: "
+                           f"{e.strerror or e}; it was left as it was") from None
 
 
 class IndexLock:

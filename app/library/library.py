@@ -306,10 +306,15 @@ class ModelLibrary:
 
     # -- import --------------------------------------------------------------------------------
 
-    def _duplicate(self, entries: list[ModelEntry], digest: str, src: Path) -> None:
+    def _duplicate(self, entries: list[ModelEntry], digest: str, src: Path) -> ModelEntry | None:
+        """Raise DuplicateModelError when these bytes are already here and healthy; return the
+        entry of a copy that went missing or changed, which the new import replaces."""
         for e in entries:
             if e.sha256 == digest:
-                raise DuplicateModelError(f"{src.name} is already in your library as {e.name}", e)
+                if self.status(e) == "ok":
+                    raise DuplicateModelError(f"{src.name} is already in your library as {e.name}", e)
+                return e
+        return None
 
     def import_model(self, path: str | os.PathLike, *, keep_in_place: bool = False,
                      name: str | None = None, progress: Progress | None = None,
@@ -347,8 +352,11 @@ class ModelLibrary:
         return entry
 
     def _new_entry(self, entries, info: ModelInfo, name: str | None, digest: str, size: int,
-                   storage: str, path: str, mtime_ns: int, src: Path) -> ModelEntry:
-        taken = {e.name for e in entries}
+                   storage: str, path: str, mtime_ns: int, src: Path,
+                   stale: ModelEntry | None = None) -> ModelEntry:
+        if stale is not None and not name:
+            name = stale.name
+        taken = {e.name for e in entries if e.sha256 != digest}
         return ModelEntry(
             name=_unique_name((name or "").strip() or _file_stem(src), taken), sha256=digest,
             architecture=info.architecture, n_params=info.n_params,
@@ -360,18 +368,23 @@ class ModelLibrary:
         final = self.folder / f"{digest}.gguf"
         with self._lock():
             entries = self._reconcile()
-            self._duplicate(entries, digest, src)
+            stale = self._duplicate(entries, digest, src)
             after = src.stat()
             if not _same_file_state(before, after):
                 raise LibraryError(f"{src}: the file changed while it was being imported")
+            if stale is not None and stale.storage != "reference":
+                try:
+                    final.unlink()
+                except OSError:
+                    pass
             try:
                 os.link(src, final)
                 storage, where, st = "link", final.name, final.stat()
             except OSError:
                 storage, where, st = "reference", str(src), after
             entry = self._new_entry(entries, info, name, digest, st.st_size, storage, where,
-                                    st.st_mtime_ns, src)
-            save_index(self.folder, entries + [entry])
+                                    st.st_mtime_ns, src, stale)
+            save_index(self.folder, [x for x in entries if x.sha256 != digest] + [entry])
             return entry
 
     def _copy_in(self, src: Path, before: os.stat_result, digest: str | None, info: ModelInfo,
@@ -400,13 +413,13 @@ class ModelLibrary:
             final = self.folder / f"{copied}.gguf"
             with self._lock():
                 entries = self._reconcile()
-                self._duplicate(entries, copied, src)
+                stale = self._duplicate(entries, copied, src)
                 os.replace(tmp, final)
                 kept = True
                 fsync_dir(self.folder)
                 entry = self._new_entry(entries, info, name, copied, size, "copy", final.name,
-                                        final.stat().st_mtime_ns, src)
-                save_index(self.folder, entries + [entry])
+                                        final.stat().st_mtime_ns, src, stale)
+                save_index(self.folder, [x for x in entries if x.sha256 != copied] + [entry])
                 return entry
         finally:
             if not kept:

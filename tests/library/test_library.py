@@ -295,3 +295,19 @@ def test_sigkill_during_import_leaves_nothing_behind(lib, tiny):
         assert leftovers(lib.folder) == []
     e = lib.import_model(tiny)                           # and a fresh import works
     assert lib.verify(e.name)
+
+
+def test_a_copy_gone_from_the_cache_can_be_imported_again(lib, tiny):
+    e = lib.import_model(tiny, name="keep this name")
+    (lib.folder / e.path).unlink()                     # the cache was wiped behind our back
+    again = lib.import_model(tiny)
+    assert (again.name, again.sha256) == ("keep this name", e.sha256)
+    assert [m.sha256 for m in lib.list()] == [e.sha256] and lib.status(again) == "ok"
+    data = bytearray((lib.folder / e.path).read_bytes())
+    data[-1] ^= 1
+    (lib.folder / e.path).write_bytes(bytes(data))     # or damaged in place
+    os.utime(lib.folder / e.path, ns=(1, 1))
+    assert lib.status(lib.get(e.name)) == "changed"
+    lib.import_model(tiny, keep_in_place=True)
+    [m] = lib.list()
+    assert m.storage == "link" and lib.status(m) == "ok" and lib.verify(m.name)
