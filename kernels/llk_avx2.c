@@ -88,7 +88,7 @@ static void quant_q8_32(const float *x, void *out, int64_t n) {
         __m256 m = _mm256_setzero_ps();
         for (int i = 0; i < 32; i += 8) m = absmax8(m, _mm256_loadu_ps(x + i));
         float amax = hmax8(m);
-        float d = amax / 127.0f, id = amax > 0.0f ? 127.0f / amax : 0.0f;
+        float d = amax >= LLK_ACT_TINY ? amax / 127.0f : 0.0f, id = amax >= LLK_ACT_TINY ? 127.0f / amax : 0.0f;
         int sum = hsum8i(q8_32(x, id, a[b].qs));
         a[b].d = d;
         a[b].s = d * (float)sum;
@@ -101,7 +101,7 @@ static void quant_q8_256(const float *x, void *out, int64_t n) {
         __m256 m = _mm256_setzero_ps();
         for (int i = 0; i < 256; i += 8) m = absmax8(m, _mm256_loadu_ps(x + i));
         float amax = hmax8(m);
-        float id = amax > 0.0f ? 127.0f / amax : 0.0f;
+        float id = amax >= LLK_ACT_TINY ? 127.0f / amax : 0.0f;
         for (int j = 0; j < 8; j++) q8_32(x + 32 * j, id, a[b].qs + 32 * j);
         for (int g = 0; g < 16; g++) {
             __m128i v = _mm_loadu_si128((const __m128i *)(a[b].qs + 16 * g));
@@ -109,7 +109,7 @@ static void quant_q8_256(const float *x, void *out, int64_t n) {
             __m256i s = _mm256_madd_epi16(w, _mm256_set1_epi16(1));
             a[b].bsums[g] = (int16_t)hsum8i(s);
         }
-        a[b].d = amax / 127.0f;
+        a[b].d = amax >= LLK_ACT_TINY ? amax / 127.0f : 0.0f;
     }
 }
 

@@ -15,6 +15,10 @@
 #define LLK_QK 32     /* elements per block of the legacy types and IQ4_NL */
 #define LLK_QKK 256   /* elements per super-block of the K-quants and IQ4_XS */
 
+/* An activation block whose absolute maximum is below this is stored as zeros: 127 / amax would
+ * overflow to infinity for such values, and they are far below anything a model computes. */
+#define LLK_ACT_TINY 1e-30f
+
 typedef uint16_t llk_half; /* IEEE binary16 bits */
 
 /* Q4_0: x = d * (q - 8); qs[j] low nibble is element j, high nibble element j + 16. */

@@ -19,7 +19,7 @@ static void quant_q8_32_ref(const float *x, void *out, int64_t n) {
     for (int64_t b = 0; b < n / LLK_QK; b++, x += LLK_QK) {
         float amax = 0.0f;
         for (int i = 0; i < LLK_QK; i++) amax = fmaxf(amax, fabsf(x[i]));
-        float d = amax / 127.0f, id = amax > 0.0f ? 127.0f / amax : 0.0f;
+        float d = amax >= LLK_ACT_TINY ? amax / 127.0f : 0.0f, id = amax >= LLK_ACT_TINY ? 127.0f / amax : 0.0f;
         int sum = 0;
         for (int i = 0; i < LLK_QK; i++) {
             int q = (int)nearbyintf(x[i] * id);
@@ -36,7 +36,7 @@ static void quant_q8_256_ref(const float *x, void *out, int64_t n) {
     for (int64_t b = 0; b < n / LLK_QKK; b++, x += LLK_QKK) {
         float amax = 0.0f;
         for (int i = 0; i < LLK_QKK; i++) amax = fmaxf(amax, fabsf(x[i]));
-        float d = amax / 127.0f, id = amax > 0.0f ? 127.0f / amax : 0.0f;
+        float d = amax >= LLK_ACT_TINY ? amax / 127.0f : 0.0f, id = amax >= LLK_ACT_TINY ? 127.0f / amax : 0.0f;
         for (int i = 0; i < LLK_QKK; i++) a[b].qs[i] = (int8_t)nearbyintf(x[i] * id);
         for (int g = 0; g < 16; g++) {
             int s = 0;
