@@ -2,7 +2,8 @@
 conditions, and chat templates rendered in a sandbox.
 """
 
+from app.text.stream import Detokenizer, StopMatcher, StreamStep, TextStream
 from app.text.tokenizer import Tokenizer, load_tokenizer
 from app.text.vocab import Vocab
 
-__all__ = ["Tokenizer", "Vocab", "load_tokenizer"]
+__all__ = ["Detokenizer", "StopMatcher", "StreamStep", "TextStream", "Tokenizer", "Vocab", "load_tokenizer"]
