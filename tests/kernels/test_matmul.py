@@ -1,0 +1,63 @@
+"""Matrix x vector and matrix x matrix at every ISA level and thread count, against the float64
+product of the gguf-dequantized weights (NMSE) and against each other (bit for bit)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import app.kernels as K
+from tests.kernels.helpers import ALL_TYPES, LEVELS, MATMUL_NMSE, name, oracle_dequant
+
+
+def _nmse(y: np.ndarray, want: np.ndarray) -> float:
+    return float(np.mean((y - want) ** 2) / max(np.mean(want ** 2), 1e-30))
+
+
+@pytest.fixture(scope="module")
+def pools():
+    with K.ThreadPool(1) as p1, K.ThreadPool(2) as p2:
+        yield {1: p1, 2: p2}
+
+
+@pytest.mark.parametrize("isa", LEVELS)
+@pytest.mark.parametrize("t", ALL_TYPES, ids=name)
+def test_matvec_and_matmul(t, isa, pools):
+    n_cols = 2 * max(K.block_size(t), 128)
+    n_rows, n_tok = 37, 11                    # odd: chunks and token blocks do not divide them
+    w = K.random_weights(t, n_rows, n_cols, seed=t)
+    wf = np.stack([oracle_dequant(t, r, n_cols) for r in w])
+    rng = np.random.default_rng(t)
+    x = rng.standard_normal((n_tok, n_cols)).astype(np.float32)
+    want = x.astype(np.float64) @ wf.T
+    y1 = K.matmul(pools[1], t, w, n_cols, x, isa=isa)
+    y2 = K.matmul(pools[2], t, w, n_cols, x, isa=isa)
+    np.testing.assert_array_equal(y1, y2)     # each row is computed by one thread: no reordering
+    assert _nmse(y1, want) < MATMUL_NMSE
+    for i in (0, 5, n_tok - 1):
+        v = K.matvec(pools[2], t, w, n_cols, x[i], isa=isa)
+        np.testing.assert_array_equal(v, y1[i])
+    assert K.matvec(None, t, w, n_cols, x[0], isa=isa).tolist() == y1[0].tolist()
+
+
+def test_matvec_row_stride_and_big_matrix(pools):
+    """Rows with padding between them (a view), and enough rows for many chunks."""
+    t, n_cols = 3, 576
+    w = K.random_weights(t, 1000, n_cols, seed=3)
+    padded = np.zeros((1000, w.shape[1] + 40), np.uint8)
+    padded[:, :w.shape[1]] = w
+    x = np.random.default_rng(0).standard_normal(n_cols).astype(np.float32)
+    np.testing.assert_array_equal(K.matvec(pools[2], t, padded, n_cols, x),
+                                  K.matvec(pools[2], t, w, n_cols, x))
+
+
+def test_matmul_abort(pools):
+    p = pools[2]
+    t, n_cols = 2, 4096
+    w = K.random_weights(t, 64, n_cols)
+    p.abort()
+    try:
+        with pytest.raises(K.KernelAborted):
+            K.matvec(p, t, w, n_cols, np.ones(n_cols, np.float32))
+    finally:
+        p.clear_abort()
+    K.matvec(p, t, w, n_cols, np.ones(n_cols, np.float32))

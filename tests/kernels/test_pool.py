@@ -1,0 +1,103 @@
+"""The thread pool: sizes, every item exactly once under many tiny and a few huge jobs, abort
+mid-job from another thread, the GIL released during calls, an idle pool using no CPU."""
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import psutil
+import pytest
+
+import app.kernels as K
+
+IDLE_CPU_FRACTION = 0.05   # an idle pool may use at most 5% of one core
+
+
+def test_size_is_physical_cores_and_never_above_allowed():
+    with K.ThreadPool() as p:
+        assert p.size == min(K.cpu_count_physical(), K.cpu_count_allowed())
+    with K.ThreadPool(10_000) as p:
+        assert p.size == K.cpu_count_allowed()
+    with K.ThreadPool(1) as p:
+        assert p.size == 1
+
+
+def test_many_tiny_jobs():
+    with K.ThreadPool(2) as p:
+        counts = np.zeros(7, np.int32)
+        for _ in range(2000):
+            p.test_job(7, 1, 0, counts)
+        assert (counts == 2000).all()
+        assert p.jobs == 2000
+
+
+def test_few_huge_jobs_are_shared():
+    with K.ThreadPool(2) as p:
+        for chunk in (1, 5, 1000):
+            counts = np.zeros(3001, np.int32)
+            p.test_job(3001, chunk, 2000, counts)
+            assert (counts == 1).all()
+        busy = p.busy_ns()
+        assert len(busy) == p.size and all(b > 0 for b in busy)
+        if p.size > 1:
+            assert sum(p.chunks()[1:]) > 0     # the workers took part
+
+
+def test_abort_mid_job_from_another_thread():
+    with K.ThreadPool(2) as p:
+        counts = np.zeros(4000, np.int32)
+        threading.Timer(0.05, p.abort).start()
+        t0 = time.perf_counter()
+        with pytest.raises(K.KernelAborted):
+            p.test_job(4000, 1, 200_000, counts)    # seconds of work if not aborted
+        assert time.perf_counter() - t0 < 2.0
+        assert 0 < counts.sum() < 4000
+        assert counts.max() == 1
+        assert p.aborted
+        with pytest.raises(K.KernelAborted):        # sticky until cleared
+            p.test_job(10, 1, 0)
+        p.clear_abort()
+        counts[:] = 0
+        p.test_job(100, 1, 0, counts)
+        assert (counts[:100] == 1).all() and counts[100:].sum() == 0
+
+
+def test_kernel_calls_release_the_gil():
+    with K.ThreadPool(1) as p:
+        ticks = 0
+        done = threading.Event()
+
+        def long_job():
+            p.test_job(200, 1, 100_000)
+            done.set()
+
+        th = threading.Thread(target=long_job)
+        th.start()
+        while not done.is_set():
+            ticks += 1
+            time.sleep(0)
+        th.join()
+        assert ticks > 10
+
+
+def test_idle_pool_uses_no_cpu():
+    proc = psutil.Process()
+    with K.ThreadPool(2) as p:
+        p.test_job(1000, 10, 100)
+        time.sleep(0.2)                       # past the spin window: workers now sleep
+        c0 = proc.cpu_times()
+        time.sleep(0.5)
+        c1 = proc.cpu_times()
+        used = (c1.user - c0.user) + (c1.system - c0.system)
+        assert used < IDLE_CPU_FRACTION * 0.5, f"idle pool used {used:.3f} s of CPU in 0.5 s"
+        counts = np.zeros(50, np.int32)       # and wakes up again
+        p.test_job(50, 1, 0, counts)
+        assert (counts == 1).all()
+
+
+def test_closed_pool_raises():
+    p = K.ThreadPool(2)
+    p.close()
+    with pytest.raises(K.KernelError):
+        p.test_job(1)
