@@ -104,8 +104,15 @@ class DecoderConfig:
                 f"{self.arch}: {self.n_head} query heads cannot be shared by {self.n_head_kv} KV heads")
         if self.rope_dim % 2:
             raise ModelFormatError(f"{self.arch}.rope.dimension_count {self.rope_dim} is odd")
+        for name, value in (("rope.freq_base", self.rope_base), ("rope.scaling.factor", self.rope_scale)):
+            if not (0 < value < 1e12):  # also refuses NaN
+                raise ModelFormatError(f"{self.arch}.{name} is {value}, not a positive finite number")
+        for name, value in (("attn_logit_softcapping", self.attn_softcap),
+                            ("final_logit_softcapping", self.final_softcap)):
+            if not (0 <= value < 1e12):
+                raise ModelFormatError(f"{self.arch}.{name} is {value}, not a non-negative finite number")
         if not (self.norm_eps > 0 and self.norm_eps < 1):
-            raise ModelFormatError(f"{self.arch}: norm epsilon {self.norm_eps} is not in (0, 1)")
+            raise ModelFormatError(f"{self.arch}.attention.layer_norm_rms_epsilon is {self.norm_eps}, not in (0, 1)")
 
     @property
     def n_gqa(self) -> int:

@@ -237,3 +237,14 @@ def test_tensor_views_are_read_only(tmp_path):
         with pytest.raises(ValueError):
             v[0] = 1
         assert np.shares_memory(v, f.tensor_bytes("a.weight"))
+
+
+@pytest.mark.parametrize("key, value", [
+    ("llama.rope.freq_base", float("nan")), ("llama.rope.freq_base", -1.0),
+    ("llama.rope.scaling.factor", 0.0), ("llama.attention.layer_norm_rms_epsilon", float("inf")),
+    ("llama.final_logit_softcapping", float("nan")),
+])
+def test_case12_non_finite_hyperparameters(tmp_path, key, value):
+    p = _tiny(tmp_path, **{key: (value, gguf.GGUFValueType.FLOAT32)})
+    with open_gguf(p) as f, pytest.raises(ModelFormatError, match=key.split(".", 1)[1]):
+        config_from_gguf(f)
