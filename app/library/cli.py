@@ -15,7 +15,7 @@ import time
 
 from app.errors import LlambdaError, exit_code_for
 from app.library.library import DuplicateModelError, ModelLibrary
-from app.library.preflight import format_bytes
+from app.model.memory import format_bytes
 
 def configure_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="models_command", metavar="{list,import,remove}")
@@ -109,7 +109,7 @@ def _import(lib: ModelLibrary, ns, out, err) -> int:
 
         report = preflight(e.file_path(lib.folder), ns.ctx)
     except LlambdaError as x:  # the import stands; say why there is no verdict
-        err.write(f"llambda: pre-flight check failed: {x}\n")
+        err.write(f"llambda: warning: pre-flight check failed: {x}\n")
     if ns.json:
         json.dump({"status": "imported", "model": _entry_json(lib, e),
                    "preflight": report.to_json() if report else None}, out, indent=1)
@@ -145,13 +145,13 @@ def run_models(ns: argparse.Namespace, out=None, err=None) -> int:
             return _import(lib, ns, out, err)
         if ns.models_command == "remove":
             return _remove(lib, ns, out)
-        err.write(f"llambda: unknown models command {ns.models_command!r}\n")
+        err.write(f"llambda: error: unknown models command {ns.models_command!r}\n")
         return 2
     except LlambdaError as e:
-        err.write(f"llambda: {e}\n")
+        err.write(f"llambda: error: {e}\n")
         return exit_code_for(e)
     except OSError as e:
-        err.write(f"llambda: {e.strerror or e}: {e.filename or ''}\n".replace(": \n", "\n"))
+        err.write(f"llambda: error: {e.strerror or e}: {e.filename or ''}\n".replace(": \n", "\n"))
         return 1
 
 

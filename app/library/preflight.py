@@ -15,18 +15,11 @@ from dataclasses import dataclass, field
 
 from app.errors import LlambdaError
 from app.gguf import GGUFFile, open_gguf
+from app.model.memory import format_bytes
 
 OK, WARN, REFUSE = "ok", "warn", "refuse"
 OK_FRACTION_OF_AVAILABLE = 0.80
 MAX_FRACTION_OF_TOTAL = 0.90
-
-
-def format_bytes(n: float) -> str:
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if abs(n) < 1024 or unit == "TB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} TB"
 
 
 def memory_verdict(needed: int, available: int, total: int) -> tuple[str, str]:
