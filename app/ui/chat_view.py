@@ -1,0 +1,326 @@
+"""The chat: a scrolling column of messages. User text is plain text; assistant replies are
+rendered with the safe Markdown renderer, code blocks in a monospace box with a copy button.
+
+The view holds no state of its own beyond widgets: the window tells it what to show. While a
+reply streams, text arrives in batches and is drawn at most every `RENDER_EVERY_MS`.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtGui import QFontDatabase, QGuiApplication, QTextOption
+from PySide6.QtWidgets import (
+    QFrame, QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QScrollArea, QSizePolicy,
+    QVBoxLayout, QWidget,
+)
+
+from app.ui.markdown import CodeSegment, TextSegment, render
+
+RENDER_EVERY_MS = 60
+CODE_MAX_LINES = 24
+
+EMPTY_TEXT = (
+    "Drop a GGUF model file anywhere on this window to start.\n\n"
+    "Llambda checks the file, copies it into your model library and loads it; then type below "
+    "and press Enter. Everything runs on this computer, offline.\n\n"
+    "You can also use File → Open model… (Ctrl+O), or pick a model you imported before from "
+    "the list at the top."
+)
+
+
+def _plain_label(text: str, name: str) -> QLabel:
+    label = QLabel()
+    label.setTextFormat(Qt.PlainText)          # never interpreted as HTML
+    label.setText(text)
+    label.setWordWrap(True)
+    label.setTextInteractionFlags(Qt.TextSelectableByMouse | Qt.TextSelectableByKeyboard)
+    label.setAccessibleName(name)
+    label.setAcceptDrops(False)
+    return label
+
+
+class CodeBlock(QFrame):
+    """A fenced code block: language, copy button, monospace text."""
+
+    def __init__(self, segment: CodeSegment, parent=None):
+        super().__init__(parent)
+        self.setObjectName("codeBlock")
+        self.code = ""
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(6, 4, 6, 6)
+        lay.setSpacing(2)
+        head = QHBoxLayout()
+        self.language = QLabel()
+        self.language.setTextFormat(Qt.PlainText)
+        self.language.setObjectName("codeLanguage")
+        self.copy_button = QPushButton("Copy code")
+        self.copy_button.setObjectName("copyCode")
+        self.copy_button.setAccessibleName("Copy code block")
+        self.copy_button.setCursor(Qt.PointingHandCursor)
+        self.copy_button.clicked.connect(self.on_copy_button_clicked)
+        head.addWidget(self.language)
+        head.addStretch(1)
+        head.addWidget(self.copy_button)
+        lay.addLayout(head)
+        self.editor = QPlainTextEdit()
+        self.editor.setReadOnly(True)
+        self.editor.setAcceptDrops(False)
+        self.editor.setObjectName("codeText")
+        self.editor.setAccessibleName("Code")
+        self.editor.setWordWrapMode(QTextOption.NoWrap)
+        self.editor.setFont(QFontDatabase.systemFont(QFontDatabase.FixedFont))
+        self.editor.setVerticalScrollBarPolicy(Qt.ScrollBarAsNeeded)
+        self.editor.setSizePolicy(QSizePolicy.Expanding, QSizePolicy.Fixed)
+        lay.addWidget(self.editor)
+        self.set_segment(segment)
+
+    def set_segment(self, segment: CodeSegment) -> None:
+        self.language.setText(segment.language or "code")
+        if segment.code != self.code:
+            self.code = segment.code
+            self.editor.setPlainText(segment.code)
+            lines = min(CODE_MAX_LINES, max(1, segment.code.count("\n") + 1))
+            fm = self.editor.fontMetrics()
+            extra = self.editor.horizontalScrollBar().sizeHint().height()
+            self.editor.setFixedHeight(lines * fm.lineSpacing() + 2 * int(self.editor.document().documentMargin()) + extra + 4)
+
+    def on_copy_button_clicked(self) -> None:
+        QGuiApplication.clipboard().setText(self.code)
+        self.copy_button.setText("Copied")
+        QTimer.singleShot(1200, lambda: self.copy_button.setText("Copy code"))
+
+
+class MessageWidget(QFrame):
+    """One message: who, its actions, and its body."""
+
+    edit_requested = Signal(int)               # message id
+
+    def __init__(self, message_id: int, role: str, text: str, status: str = "complete", parent=None):
+        super().__init__(parent)
+        self.message_id = message_id
+        self.role = role
+        self.text = text
+        self.status = status
+        self.setObjectName("userMessage" if role == "user" else "assistantMessage")
+        self.setAccessibleName(f"{role} message")
+        self.setAcceptDrops(False)
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(12, 8, 12, 10)
+        lay.setSpacing(4)
+        head = QHBoxLayout()
+        head.setSpacing(6)
+        who = QLabel("You" if role == "user" else ("Llambda" if role == "assistant" else role.title()))
+        who.setObjectName("messageRole")
+        head.addWidget(who)
+        self.status_label = QLabel()
+        self.status_label.setObjectName("messageStatus")
+        self.status_label.setTextFormat(Qt.PlainText)
+        head.addWidget(self.status_label)
+        head.addStretch(1)
+        if role == "user":
+            self.edit_button = QPushButton("Edit")
+            self.edit_button.setObjectName("messageAction")
+            self.edit_button.setAccessibleName("Edit and resend this message")
+            self.edit_button.clicked.connect(lambda: self.edit_requested.emit(self.message_id))
+            head.addWidget(self.edit_button)
+        self.copy_button = QPushButton("Copy")
+        self.copy_button.setObjectName("messageAction")
+        self.copy_button.setAccessibleName(f"Copy this {role} message")
+        self.copy_button.clicked.connect(self.on_copy_button_clicked)
+        head.addWidget(self.copy_button)
+        lay.addLayout(head)
+        self.body = QVBoxLayout()
+        self.body.setSpacing(6)
+        lay.addLayout(self.body)
+        self.parts: list[QWidget] = []
+        if role == "user":
+            self.parts.append(_plain_label(text, "Message text"))
+            self.body.addWidget(self.parts[0])
+        else:
+            self.set_text(text)
+        self.set_status(status)
+
+    def set_status(self, status: str) -> None:
+        self.status = status
+        self.status_label.setText({"streaming": "…", "interrupted": "(stopped)", "error": "(failed)"}.get(status, ""))
+
+    def set_text(self, text: str) -> None:
+        """Re-render an assistant message; widgets are reused where the structure is unchanged."""
+        self.text = text
+        if self.role == "user":
+            self.parts[0].setText(text)
+            return
+        segments = render(text) if text else [TextSegment("")]
+        for i, seg in enumerate(segments):
+            widget = self.parts[i] if i < len(self.parts) else None
+            wants_code = isinstance(seg, CodeSegment)
+            if widget is not None and isinstance(widget, CodeBlock) != wants_code:
+                for w in self.parts[i:]:
+                    w.setParent(None)
+                    w.deleteLater()
+                del self.parts[i:]
+                widget = None
+            if widget is None:
+                widget = CodeBlock(seg) if wants_code else self._text_label()
+                self.parts.append(widget)
+                self.body.addWidget(widget)
+            if wants_code:
+                widget.set_segment(seg)
+            elif widget.text() != seg.html:
+                widget.setText(seg.html)
+        for w in self.parts[len(segments):]:
+            w.setParent(None)
+            w.deleteLater()
+        del self.parts[len(segments):]
+
+    def _text_label(self) -> QLabel:
+        label = QLabel()
+        label.setTextFormat(Qt.RichText)       # produced by app.ui.markdown: every input char escaped
+        label.setWordWrap(True)
+        label.setOpenExternalLinks(False)
+        label.setTextInteractionFlags(Qt.TextSelectableByMouse | Qt.TextSelectableByKeyboard)
+        label.setAccessibleName("Reply text")
+        label.setAcceptDrops(False)
+        return label
+
+    def on_copy_button_clicked(self) -> None:
+        QGuiApplication.clipboard().setText(self.text)
+
+
+class ChatView(QScrollArea):
+    """The column of messages, the empty state, and the reply being streamed."""
+
+    edit_requested = Signal(int)
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.setObjectName("chatView")
+        self.setAccessibleName("Conversation")
+        self.setWidgetResizable(True)
+        self.setFrameShape(QFrame.NoFrame)
+        self.setAcceptDrops(False)
+        self.inner = QWidget()
+        self.inner.setObjectName("chatInner")
+        self.column = QVBoxLayout(self.inner)
+        self.column.setContentsMargins(16, 16, 16, 16)
+        self.column.setSpacing(10)
+        self.empty = QLabel(EMPTY_TEXT)
+        self.empty.setObjectName("emptyState")
+        self.empty.setAccessibleName("How to start")
+        self.empty.setTextFormat(Qt.PlainText)
+        self.empty.setWordWrap(True)
+        self.empty.setAlignment(Qt.AlignCenter)
+        self.column.addStretch(1)
+        self.column.addWidget(self.empty)
+        self.column.addStretch(1)
+        self.setWidget(self.inner)
+        self.messages: list[MessageWidget] = []
+        self.streaming: MessageWidget | None = None
+        self._pending_text: str | None = None
+        self._render_timer = QTimer(self)
+        self._render_timer.setInterval(RENDER_EVERY_MS)
+        self._render_timer.timeout.connect(self.on_render_timer_timeout)
+        self._stick_to_bottom = True
+        self.verticalScrollBar().rangeChanged.connect(self.on_scrollbar_range_changed)
+        self.verticalScrollBar().valueChanged.connect(self.on_scrollbar_value_changed)
+
+    # -- content ---------------------------------------------------------------------------------
+
+    def clear(self) -> None:
+        self._render_timer.stop()
+        self.streaming = None
+        self._pending_text = None
+        for w in self.messages:
+            w.setParent(None)
+            w.deleteLater()
+        self.messages = []
+        while self.column.count() > 3:                      # keep stretch, empty label, stretch
+            item = self.column.takeAt(2)
+            if item.widget() is not None:
+                item.widget().setParent(None)
+                item.widget().deleteLater()
+
+    def set_empty_text(self, text: str | None) -> None:
+        self.empty.setVisible(text is not None)
+        if text is not None:
+            self.empty.setText(text)
+
+    def show_messages(self, messages) -> None:
+        """Replace the column with these messages (objects with id, role, content, status, timings)."""
+        self.clear()
+        for m in messages:
+            w = self._add(m.id, m.role, m.content, m.status)
+            shifts = (m.timings or {}).get("context_shifts") if hasattr(m, "timings") else None
+            if shifts:
+                self._insert_marker_before(w, f"Context full: older messages were dropped "
+                                              f"({(m.timings or {}).get('context_dropped', 0)} tokens)")
+        self._stick_to_bottom = True
+        self.scroll_to_bottom()
+
+    def _add(self, message_id: int, role: str, text: str, status: str) -> MessageWidget:
+        self.set_empty_text(None)
+        w = MessageWidget(message_id, role, text, status)
+        w.edit_requested.connect(self.edit_requested)
+        self.messages.append(w)
+        self.column.insertWidget(self.column.count() - 1, w)
+        return w
+
+    def add_message(self, message_id: int, role: str, text: str, status: str = "complete") -> MessageWidget:
+        w = self._add(message_id, role, text, status)
+        self._stick_to_bottom = True
+        return w
+
+    def _insert_marker_before(self, widget: QWidget | None, text: str) -> QLabel:
+        marker = QLabel(text)
+        marker.setObjectName("shiftMarker")
+        marker.setAccessibleName("Context shift")
+        marker.setTextFormat(Qt.PlainText)
+        marker.setAlignment(Qt.AlignCenter)
+        index = self.column.indexOf(widget) if widget is not None else self.column.count() - 1
+        self.column.insertWidget(index, marker)
+        return marker
+
+    def begin_reply(self, message_id: int) -> MessageWidget:
+        self.streaming = self.add_message(message_id, "assistant", "", "streaming")
+        return self.streaming
+
+    def update_reply(self, text: str) -> None:
+        """The whole reply so far; drawn on the next render tick."""
+        self._pending_text = text
+        if not self._render_timer.isActive():
+            self._render_timer.start()
+
+    def mark_context_shift(self, dropped: int) -> None:
+        self._insert_marker_before(self.streaming, f"Context full: {dropped} older tokens were dropped here")
+
+    def finish_reply(self, text: str, status: str) -> None:
+        if self.streaming is not None:
+            self._pending_text = None
+            self._render_timer.stop()
+            self.streaming.set_text(text)
+            self.streaming.set_status(status)
+            self.streaming = None
+            self.scroll_to_bottom()
+
+    def on_render_timer_timeout(self) -> None:
+        if self._pending_text is None or self.streaming is None:
+            self._render_timer.stop()
+            return
+        self.streaming.set_text(self._pending_text)
+        self._pending_text = None
+
+    # -- scrolling -------------------------------------------------------------------------------
+
+    def scroll_to_bottom(self) -> None:
+        bar = self.verticalScrollBar()
+        bar.setValue(bar.maximum())
+
+    def on_scrollbar_range_changed(self, _lo: int, hi: int) -> None:
+        if self._stick_to_bottom:
+            self.verticalScrollBar().setValue(hi)
+
+    def on_scrollbar_value_changed(self, value: int) -> None:
+        self._stick_to_bottom = value >= self.verticalScrollBar().maximum() - 24
+
+
+__all__ = ["ChatView", "MessageWidget", "CodeBlock", "EMPTY_TEXT"]

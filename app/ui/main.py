@@ -1,0 +1,51 @@
+"""Start the window: `run_window(args)` is what `llambda [FILE.gguf]` calls (args.file optional).
+
+Creates the QApplication, follows the system's light/dark scheme, opens the window, and either
+opens args.file (pre-flight, import, load) or loads the model used last time.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from PySide6.QtCore import QTimer
+from PySide6.QtWidgets import QApplication
+
+from app.errors import LlambdaError
+
+
+def make_app(argv: list[str] | None = None) -> QApplication:
+    app = QApplication.instance()
+    if app is None:
+        app = QApplication(argv if argv is not None else [sys.argv[0]])
+    app.setApplicationName("Llambda")
+    app.setApplicationDisplayName("Llambda")
+    app.setOrganizationName("Llambda")
+    app.setDesktopFileName("llambda")
+    from app.ui.theme import app_icon, follow_system_theme
+
+    app.setWindowIcon(app_icon())
+    follow_system_theme(app)
+    return app
+
+
+def run_window(args) -> int:
+    """Open the window (on `args.file` when given) and run until it closes; returns the exit code."""
+    app = make_app()
+    from app.ui.window import MainWindow
+
+    try:
+        window = MainWindow()
+    except LlambdaError as e:
+        print(f"llambda: error: {e}", file=sys.stderr)
+        return 1
+    window.show()
+    path = getattr(args, "file", None)
+    if path:
+        QTimer.singleShot(0, lambda: window.open_model_file(str(path)))
+    else:
+        QTimer.singleShot(0, window.load_last_used)
+    return int(app.exec())
+
+
+__all__ = ["run_window", "make_app"]

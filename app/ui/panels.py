@@ -1,0 +1,214 @@
+"""Side panels of the window: the conversation list (new, rename in place, delete with undo,
+search) and the model-info panel. Views only: they show what they are given and emit requests.
+"""
+
+from __future__ import annotations
+
+import os
+
+from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtWidgets import (
+    QFormLayout, QFrame, QHBoxLayout, QLabel, QLineEdit, QListWidget, QListWidgetItem, QPushButton,
+    QVBoxLayout, QAbstractItemView,
+)
+
+UNDO_SECONDS = 10
+
+
+class ConversationPanel(QFrame):
+    new_requested = Signal()
+    selected = Signal(int)                    # conversation id
+    rename_requested = Signal(int, str)
+    delete_requested = Signal(int)
+    undo_requested = Signal()
+    search_changed = Signal(str)
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.setObjectName("conversationPanel")
+        self.setAccessibleName("Conversations")
+        self.setAcceptDrops(False)
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(8, 8, 8, 8)
+        lay.setSpacing(6)
+        self.new_button = QPushButton("+  New chat")
+        self.new_button.setObjectName("newChat")
+        self.new_button.setAccessibleName("New chat")
+        self.new_button.setToolTip("New chat (Ctrl+N)")
+        self.new_button.clicked.connect(self.new_requested)
+        lay.addWidget(self.new_button)
+        self.search = QLineEdit()
+        self.search.setObjectName("search")
+        self.search.setPlaceholderText("Search chats (Ctrl+F)")
+        self.search.setAccessibleName("Search conversations")
+        self.search.setClearButtonEnabled(True)
+        self.search.textChanged.connect(self.search_changed)
+        lay.addWidget(self.search)
+        self.list = QListWidget()
+        self.list.setObjectName("conversationList")
+        self.list.setAccessibleName("Conversation list")
+        self.list.setEditTriggers(QAbstractItemView.DoubleClicked | QAbstractItemView.EditKeyPressed)
+        self.list.setAcceptDrops(False)
+        self.list.currentItemChanged.connect(self.on_list_current_item_changed)
+        self.list.itemChanged.connect(self.on_list_item_changed)
+        lay.addWidget(self.list, 1)
+        row = QHBoxLayout()
+        self.rename_button = QPushButton("Rename")
+        self.rename_button.setAccessibleName("Rename the selected conversation")
+        self.rename_button.setToolTip("Rename (F2)")
+        self.rename_button.clicked.connect(self.on_rename_button_clicked)
+        self.delete_button = QPushButton("Delete")
+        self.delete_button.setAccessibleName("Delete the selected conversation")
+        self.delete_button.clicked.connect(self.on_delete_button_clicked)
+        row.addWidget(self.rename_button)
+        row.addWidget(self.delete_button)
+        lay.addLayout(row)
+        self.undo_bar = QFrame()
+        self.undo_bar.setObjectName("undoBar")
+        ub = QHBoxLayout(self.undo_bar)
+        ub.setContentsMargins(6, 4, 6, 4)
+        self.undo_label = QLabel()
+        self.undo_label.setTextFormat(Qt.PlainText)
+        self.undo_label.setWordWrap(True)
+        self.undo_button = QPushButton("Undo")
+        self.undo_button.setAccessibleName("Undo delete")
+        self.undo_button.clicked.connect(self.on_undo_button_clicked)
+        ub.addWidget(self.undo_label, 1)
+        ub.addWidget(self.undo_button)
+        self.undo_bar.hide()
+        lay.addWidget(self.undo_bar)
+        self.undo_timer = QTimer(self)
+        self.undo_timer.setSingleShot(True)
+        self.undo_timer.timeout.connect(self.undo_bar.hide)
+        self._filling = False
+
+    def show_conversations(self, conversations, current_id: int | None) -> None:
+        self._filling = True
+        try:
+            self.list.clear()
+            for c in conversations:
+                item = QListWidgetItem(c.title or "Untitled")
+                item.setData(Qt.UserRole, c.id)
+                item.setFlags(item.flags() | Qt.ItemIsEditable)
+                item.setToolTip(c.title)
+                self.list.addItem(item)
+                if c.id == current_id:
+                    self.list.setCurrentItem(item)
+        finally:
+            self._filling = False
+
+    def current_id(self) -> int | None:
+        item = self.list.currentItem()
+        return None if item is None else int(item.data(Qt.UserRole))
+
+    def item_for(self, conv_id: int) -> QListWidgetItem | None:
+        for i in range(self.list.count()):
+            if int(self.list.item(i).data(Qt.UserRole)) == conv_id:
+                return self.list.item(i)
+        return None
+
+    def show_undo(self, title: str) -> None:
+        self.undo_label.setText(f"Deleted “{title}”")
+        self.undo_bar.show()
+        self.undo_timer.start(UNDO_SECONDS * 1000)
+
+    def on_list_current_item_changed(self, current, _previous) -> None:
+        if not self._filling and current is not None:
+            self.selected.emit(int(current.data(Qt.UserRole)))
+
+    def on_list_item_changed(self, item) -> None:
+        if not self._filling:
+            self.rename_requested.emit(int(item.data(Qt.UserRole)), item.text())
+
+    def on_rename_button_clicked(self) -> None:
+        item = self.list.currentItem()
+        if item is not None:
+            self.list.editItem(item)
+
+    def on_delete_button_clicked(self) -> None:
+        conv_id = self.current_id()
+        if conv_id is not None:
+            self.delete_requested.emit(conv_id)
+
+    def on_undo_button_clicked(self) -> None:
+        self.undo_bar.hide()
+        self.undo_requested.emit()
+
+
+def _count(n) -> str:
+    if not isinstance(n, (int, float)) or n <= 0:
+        return "–"
+    for unit, div in (("B", 1e9), ("M", 1e6), ("K", 1e3)):
+        if n >= div:
+            return f"{n / div:.1f} {unit}"
+    return str(int(n))
+
+
+def _bytes(n) -> str:
+    if not isinstance(n, (int, float)) or n <= 0:
+        return "–"
+    return f"{n / 2**30:.2f} GB" if n >= 2**30 else f"{n / 2**20:.1f} MB"
+
+
+class ModelInfoPanel(QFrame):
+    ROWS = ("Model", "Architecture", "Parameters", "Quantization", "Context", "File", "Size",
+            "Chat template", "Kernels")
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.setObjectName("modelInfo")
+        self.setAccessibleName("Model information")
+        self.setAcceptDrops(False)
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(10, 10, 10, 10)
+        title = QLabel("Model")
+        title.setObjectName("panelTitle")
+        lay.addWidget(title)
+        form = QFormLayout()
+        form.setLabelAlignment(Qt.AlignLeft)
+        self.values: dict[str, QLabel] = {}
+        for row in self.ROWS:
+            v = QLabel("–")
+            v.setTextFormat(Qt.PlainText)
+            v.setWordWrap(True)
+            v.setTextInteractionFlags(Qt.TextSelectableByMouse)
+            v.setAccessibleName(row)
+            self.values[row] = v
+            form.addRow(row, v)
+        lay.addLayout(form)
+        self.notes = QLabel()
+        self.notes.setObjectName("modelNotes")
+        self.notes.setTextFormat(Qt.PlainText)
+        self.notes.setWordWrap(True)
+        lay.addWidget(self.notes)
+        lay.addStretch(1)
+
+    def show_info(self, info: dict | None) -> None:
+        info = info or {}
+        path = info.get("path") or ""
+        ctx_train = info.get("context_length")
+        n_ctx = info.get("n_ctx")
+        ctx = f"{n_ctx} in use" if n_ctx else "–"
+        if ctx_train:
+            ctx += f" (trained for {ctx_train})"
+        template = info.get("template_status") or ("present" if info.get("chat_template") else
+                                                   ("none: a fallback is used" if info else "–"))
+        vals = {
+            "Model": info.get("name") or (os.path.basename(path) if path else "none loaded"),
+            "Architecture": info.get("architecture") or "–",
+            "Parameters": _count(info.get("parameters")),
+            "Quantization": info.get("file_type") or info.get("quantization") or "–",
+            "Context": ctx,
+            "File": path or "–",
+            "Size": _bytes(info.get("file_size")),
+            "Chat template": template,
+            "Kernels": info.get("kernels") or "–",
+        }
+        for k, v in vals.items():
+            self.values[k].setText(str(v))
+        verdict = info.get("verdict") or {}
+        reasons = verdict.get("reasons") if isinstance(verdict, dict) else None
+        self.notes.setText("\n".join(str(r) for r in reasons) if reasons else "")
+
+
+__all__ = ["ConversationPanel", "ModelInfoPanel"]

@@ -1,0 +1,207 @@
+"""The window's state without widgets: conversations, the current one, the reply being streamed,
+and settings, all kept in the conversation store (`app.chats`) as they change.
+
+No Qt here, so the rules (what is sent to the model, what regenerate and edit remove) are
+testable on their own. The view reads from this object and calls its methods.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from app.chats.store import COMPLETE, ERROR, INTERRUPTED, ChatStore, Conversation, Message
+
+NEW_TITLE = "New chat"
+TITLE_CHARS = 48
+
+SAMPLING_DEFAULTS = {
+    "temperature": 0.7, "top_k": 40, "top_p": 0.95, "min_p": 0.05, "repeat_penalty": 1.1,
+    "seed": -1, "max_tokens": 512,
+}
+ENGINE_DEFAULTS = {"n_ctx": 2048, "threads": 0, "overflow": "shift"}   # threads 0 = automatic
+OVERFLOW_POLICIES = ("shift", "truncate", "stop")
+
+
+def title_from(text: str) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= TITLE_CHARS else line[:TITLE_CHARS - 1].rstrip() + "…"
+
+
+@dataclass
+class Reply:
+    """The assistant reply being streamed."""
+
+    request_id: int
+    conversation_id: int
+    message_id: int
+    text: str = ""
+    shifts: list[int] = field(default_factory=list)
+
+
+class ChatState:
+    def __init__(self, store: ChatStore | None = None):
+        self.store = store if store is not None else ChatStore()
+        self.current_id: int | None = None
+        self.reply: Reply | None = None
+        self._next_request = 1
+        self.last_deleted: int | None = None
+
+    def close(self) -> None:
+        self.store.close()
+
+    # -- conversations -------------------------------------------------------------------------
+
+    def conversations(self, query: str = "") -> list[Conversation]:
+        convs = self.store.list_conversations()
+        q = query.strip().casefold()
+        if not q:
+            return convs
+        hits = {h.conversation_id for h in self.store.search(query)}
+        return [c for c in convs if q in c.title.casefold() or c.id in hits]
+
+    def current(self) -> Conversation | None:
+        if self.current_id is None:
+            return None
+        try:
+            return self.store.get_conversation(self.current_id)
+        except Exception:
+            return None
+
+    def new_conversation(self, model: str | None = None) -> int:
+        defaults = dict(SAMPLING_DEFAULTS)
+        defaults.update(self.store.get_setting("sampling_defaults", {}) or {})
+        system = self.store.get_setting("system_prompt_default", "") or ""
+        self.current_id = self.store.create_conversation(NEW_TITLE, model=model, system_prompt=system,
+                                                         sampling=defaults)
+        return self.current_id
+
+    def select(self, conv_id: int | None) -> None:
+        self.current_id = conv_id
+
+    def rename(self, conv_id: int, title: str) -> None:
+        title = " ".join(title.split())
+        if title:
+            self.store.rename_conversation(conv_id, title)
+
+    def delete(self, conv_id: int) -> None:
+        self.store.delete_conversation(conv_id)
+        self.last_deleted = conv_id
+        if self.current_id == conv_id:
+            self.current_id = None
+
+    def undo_delete(self) -> int | None:
+        conv_id, self.last_deleted = self.last_deleted, None
+        if conv_id is not None:
+            self.store.restore_conversation(conv_id)
+            self.current_id = conv_id
+        return conv_id
+
+    def messages(self, conv_id: int | None = None) -> list[Message]:
+        conv_id = self.current_id if conv_id is None else conv_id
+        return [] if conv_id is None else self.store.messages(conv_id)
+
+    # -- settings ------------------------------------------------------------------------------
+
+    def sampling(self, conv_id: int | None = None) -> dict:
+        s = dict(SAMPLING_DEFAULTS)
+        s.update(self.store.get_setting("sampling_defaults", {}) or {})
+        conv = self.current() if conv_id is None else self.store.get_conversation(conv_id)
+        if conv is not None:
+            s.update({k: v for k, v in conv.sampling.items() if k in SAMPLING_DEFAULTS})
+        return s
+
+    def engine_settings(self) -> dict:
+        s = dict(ENGINE_DEFAULTS)
+        s.update({k: v for k, v in (self.store.get_setting("engine", {}) or {}).items() if k in ENGINE_DEFAULTS})
+        return s
+
+    def save_settings(self, system_prompt: str, sampling: dict, engine: dict) -> None:
+        sampling = {k: sampling[k] for k in SAMPLING_DEFAULTS if k in sampling}
+        if self.current_id is not None:
+            self.store.update_conversation(self.current_id, system_prompt=system_prompt, sampling=sampling)
+        self.store.set_setting("sampling_defaults", sampling)
+        self.store.set_setting("engine", {k: engine[k] for k in ENGINE_DEFAULTS if k in engine})
+
+    def get(self, key: str, default=None):
+        return self.store.get_setting(key, default)
+
+    def put(self, key: str, value) -> None:
+        self.store.set_setting(key, value)
+
+    # -- turns -----------------------------------------------------------------------------------
+
+    def prompt_messages(self, conv_id: int) -> list[dict]:
+        """What the model sees: the system prompt, then every readable turn in order."""
+        conv = self.store.get_conversation(conv_id)
+        out = [{"role": "system", "content": conv.system_prompt}] if conv.system_prompt.strip() else []
+        for m in self.store.messages(conv_id):
+            if m.damaged or m.role not in ("user", "assistant"):
+                continue
+            if m.role == "assistant" and (m.status == ERROR or not m.content):
+                continue
+            out.append({"role": m.role, "content": m.content})
+        return out
+
+    def add_user_message(self, text: str, model: str | None = None) -> int:
+        if self.current_id is None:
+            self.new_conversation(model)
+        conv = self.store.get_conversation(self.current_id)
+        if conv.title in ("", NEW_TITLE) and not self.store.messages(self.current_id):
+            self.store.rename_conversation(self.current_id, title_from(text) or NEW_TITLE)
+        return self.store.add_message(self.current_id, "user", text, model=model)
+
+    def begin_reply(self, model: str | None = None) -> Reply:
+        msg_id = self.store.begin_reply(self.current_id, model=model)
+        self.reply = Reply(self._next_request, self.current_id, msg_id)
+        self._next_request += 1
+        return self.reply
+
+    def append_reply(self, request_id: int, text: str) -> Reply | None:
+        r = self.reply
+        if r is None or r.request_id != request_id:
+            return None
+        r.text += text
+        self.store.update_reply(r.message_id, r.text)
+        return r
+
+    def mark_shift(self, request_id: int, dropped: int) -> None:
+        r = self.reply
+        if r is not None and r.request_id == request_id:
+            r.shifts.append(dropped)
+
+    def finish_reply(self, request_id: int, stats: dict, error: str | None = None) -> Reply | None:
+        r = self.reply
+        if r is None or r.request_id != request_id:
+            return None
+        self.reply = None
+        timings = {k: v for k, v in stats.items() if isinstance(v, (int, float, str, bool))}
+        if r.shifts:
+            timings["context_shifts"] = len(r.shifts)
+            timings["context_dropped"] = sum(r.shifts)
+        if error is not None:
+            timings["error"] = error
+            status = ERROR
+        else:
+            status = INTERRUPTED if stats.get("stopped") else COMPLETE
+        self.store.finish_reply(r.message_id, timings, text=r.text, status=status)
+        return r
+
+    def truncate_from(self, message_id: int) -> None:
+        """Remove a message and everything after it in the current conversation."""
+        for m in self.store.messages(self.current_id):
+            if m.id >= message_id:
+                self.store.delete_message(m.id)
+
+    def last_assistant(self) -> Message | None:
+        msgs = self.messages()
+        return msgs[-1] if msgs and msgs[-1].role == "assistant" else None
+
+    def last_user(self) -> Message | None:
+        for m in reversed(self.messages()):
+            if m.role == "user":
+                return m
+        return None
+
+
+__all__ = ["ChatState", "Reply", "SAMPLING_DEFAULTS", "ENGINE_DEFAULTS", "OVERFLOW_POLICIES", "title_from"]

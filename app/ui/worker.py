@@ -1,0 +1,368 @@
+"""The inference worker: a QObject living in its own QThread that owns the engine.
+
+The window only sends requests (queued signals into the `on_window_*` slots) and receives
+plain-data signals back. Every exception becomes a `*_failed` signal with a one-line reason.
+`cancel()` is the one method the UI thread calls directly: it sets a flag the loops poll and
+asks the engine to abort its current step.
+
+The engine is anything with the small interface `EngineLike` (the real adapter is in
+`app.ui.engine_adapter`). Tokens are batched: at most one `token_generated` every
+`TOKEN_BATCH_S` seconds, so drawing never slows generation.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from typing import Callable, Iterator, Protocol
+
+from PySide6.QtCore import QObject, QThread, Signal, Slot
+
+from app.errors import LlambdaError, one_line
+
+TOKEN_BATCH_S = 0.05           # one view update per 50 ms at most
+STATS_EVERY_S = 0.25           # live figures four times a second while generating
+PROGRESS_EVERY_S = 0.05
+
+
+class EngineLike(Protocol):
+    """What the worker needs from an engine. Events are plain dicts:
+
+    {"type": "prompt", "prompt_tokens": n, "prompt_seconds": s}   prompt processed
+    {"type": "token", "text": piece}                               a piece of the reply
+    {"type": "context_shift", "dropped": n}                        old tokens dropped
+    {"type": "done", "stats": {...}}                               last event
+    """
+
+    def load(self, path: str, n_ctx: int, n_threads: int,
+             progress: Callable[[float], None]) -> dict: ...
+    def generate(self, messages: list[dict], settings: dict) -> Iterator[dict]: ...
+    def cancel(self) -> None: ...
+    def pool_counters(self) -> tuple[int, list[int]]: ...   # (pool size, busy ns per thread)
+    def context_used(self) -> tuple[int, int]: ...          # (tokens in the cache, n_ctx)
+    def close(self) -> None: ...
+
+
+EngineFactory = Callable[[], EngineLike]
+
+
+def default_engine_factory() -> EngineLike:
+    """The real engine (app.engine through its adapter)."""
+    from app.ui.engine_adapter import RealEngine
+
+    return RealEngine()
+
+
+def _reason(e: BaseException) -> str:
+    if isinstance(e, LlambdaError):
+        return str(e)
+    text = str(e) or type(e).__name__
+    return one_line(f"{type(e).__name__}: {text}" if not isinstance(e, (OSError, ValueError)) else text)
+
+
+class ThreadMeter:
+    """Average number of pool threads busy between two samples, from busy-ns counters."""
+
+    def __init__(self):
+        self._last: tuple[float, list[int]] | None = None
+
+    def sample(self, size: int, busy_ns: list[int]) -> float:
+        now = time.monotonic_ns()
+        busy = 0.0
+        if self._last is not None and now > self._last[0]:
+            then, before = self._last
+            if len(before) == len(busy_ns):
+                busy = sum(max(0, b - a) for a, b in zip(before, busy_ns)) / (now - then)
+        self._last = (now, list(busy_ns))
+        return min(float(size), busy)
+
+
+class EngineWorker(QObject):
+    """Owns the engine; lives in an EngineThread. Slots run in the worker thread."""
+
+    # model file: pre-flight -> import -> load
+    preflight_done = Signal(dict)              # {"path", "verdict", "summary", "messages", ...}
+    import_progress = Signal(int, int)         # bytes done, bytes total
+    import_finished = Signal(dict)             # library entry as plain data (+ "duplicate")
+    import_failed = Signal(str)                # one-line reason
+    load_started = Signal(dict)                # {"path", "name"}
+    load_progress = Signal(float)              # 0..1
+    model_loaded = Signal(dict)                # model info (describe) + engine facts
+    load_failed = Signal(str)
+    # generation
+    generation_started = Signal(int)           # request id
+    token_generated = Signal(int, str)         # request id, batched text
+    context_shifted = Signal(int, int)         # request id, tokens dropped
+    stats_updated = Signal(dict)               # live figures
+    generation_finished = Signal(int, dict)    # request id, final stats ("stopped": bool)
+    generation_failed = Signal(int, str)       # request id, one-line reason
+
+    def __init__(self, engine_factory: EngineFactory | None = None, library=None):
+        super().__init__()
+        self._engine_factory = engine_factory or default_engine_factory
+        self._engine: EngineLike | None = None
+        self._library = library
+        self._cancel = threading.Event()
+        self._meter = ThreadMeter()
+        self.loaded_path: str | None = None
+
+    # -- called from the UI thread -------------------------------------------------------------
+
+    def cancel(self) -> None:
+        """Stop the import or generation in progress (thread-safe)."""
+        self._cancel.set()
+        engine = self._engine
+        if engine is not None:
+            try:
+                engine.cancel()
+            except Exception:
+                pass
+
+    # -- helpers ---------------------------------------------------------------------------------
+
+    def library(self):
+        if self._library is None:
+            from app.library import ModelLibrary
+
+            self._library = ModelLibrary()
+        return self._library
+
+    def engine(self) -> EngineLike:
+        if self._engine is None:
+            self._engine = self._engine_factory()
+        return self._engine
+
+    def live_counters(self) -> dict:
+        out: dict = {}
+        if self._engine is None:
+            return out
+        try:
+            size, busy = self._engine.pool_counters()
+            out["pool_size"] = size
+            out["threads_busy"] = self._meter.sample(size, busy)
+        except Exception:
+            pass
+        try:
+            used, total = self._engine.context_used()
+            out["n_ctx_used"], out["n_ctx"] = used, total
+        except Exception:
+            pass
+        return out
+
+    # -- model files -----------------------------------------------------------------------------
+
+    @Slot(str, dict)
+    def on_window_open_requested(self, path: str, options: dict) -> None:
+        """Pre-flight, import into the library (or find it there), then load."""
+        self._cancel.clear()
+        try:
+            from app.library.preflight import REFUSE, preflight
+
+            report = preflight(path, options.get("n_ctx") or None)
+        except Exception as e:
+            self.import_failed.emit(_reason(e))
+            return
+        facts = _preflight_facts(path, report)
+        self.preflight_done.emit(facts)
+        if report.verdict == REFUSE:
+            reasons = [m for m in report.messages if "not supported" in m or "does not have enough" in m]
+            self.import_failed.emit(one_line(reasons[0] if reasons else report.summary()))
+            return
+        from app.library import DuplicateModelError
+
+        last = [0.0]
+
+        def progress(done: int, total: int) -> None:
+            now = time.monotonic()
+            if now - last[0] >= PROGRESS_EVERY_S or done >= total:
+                last[0] = now
+                self.import_progress.emit(int(done), int(total))
+
+        try:
+            entry = self.library().import_model(path, progress=progress, cancel=self._cancel)
+            duplicate = False
+        except DuplicateModelError as e:
+            entry, duplicate = e.entry, True
+        except Exception as e:
+            self.import_failed.emit(_reason(e))
+            return
+        data = entry.to_json()
+        data["duplicate"] = duplicate
+        data["file"] = str(entry.file_path(self.library().folder))
+        self.import_finished.emit(data)
+        self.on_window_load_requested(data["file"], options)
+
+    @Slot(str, dict)
+    def on_window_load_requested(self, path: str, options: dict) -> None:
+        self._cancel.clear()
+        self.load_started.emit({"path": path, "name": os.path.basename(path)})
+        try:
+            from app.model.inspect import describe
+
+            info = describe(path)
+            engine = self.engine()
+            last = [0.0]
+
+            def progress(fraction: float) -> None:
+                now = time.monotonic()
+                if now - last[0] >= PROGRESS_EVERY_S or fraction >= 1.0:
+                    last[0] = now
+                    self.load_progress.emit(float(fraction))
+
+            n_ctx = int(options.get("n_ctx") or 0) or min(int(info.get("context_length") or 2048), 4096)
+            facts = engine.load(path, n_ctx, int(options.get("threads") or 0), progress)
+        except Exception as e:
+            self.loaded_path = None
+            self.load_failed.emit(_reason(e))
+            return
+        info = {**info, **dict(facts or {})}
+        info.setdefault("n_ctx", n_ctx)
+        self.loaded_path = path
+        self.model_loaded.emit(_plain(info))
+        self.stats_updated.emit(self.live_counters())
+
+    # -- generation ------------------------------------------------------------------------------
+
+    @Slot(int, list, dict)
+    def on_window_generate_requested(self, request_id: int, messages: list, settings: dict) -> None:
+        self._cancel.clear()
+        if self._engine is None or self.loaded_path is None:
+            self.generation_failed.emit(request_id, "no model is loaded; drop a GGUF file on the window")
+            return
+        self.generation_started.emit(request_id)
+        t0 = time.monotonic()
+        stats: dict = {"prompt_tokens": 0, "completion_tokens": 0}
+        buffer: list[str] = []
+        last_flush = last_stats = t0
+        first_token_at = None
+        gen_start = None
+        stopped = False
+
+        def live() -> dict:
+            now = time.monotonic()
+            d = dict(stats)
+            n = d["completion_tokens"]
+            if gen_start is not None and n > 1 and now > gen_start:
+                d["gen_tok_s"] = (n - 1) / (now - gen_start)
+            if first_token_at is not None:
+                d["ttft_s"] = first_token_at - t0
+            d.update(self.live_counters())
+            return d
+
+        try:
+            for ev in self._engine.generate([dict(m) for m in messages], dict(settings)):
+                kind = ev.get("type")
+                now = time.monotonic()
+                if kind == "token":
+                    if first_token_at is None:
+                        first_token_at = gen_start = now
+                    stats["completion_tokens"] += 1
+                    buffer.append(ev.get("text", ""))
+                elif kind == "prompt":
+                    stats["prompt_tokens"] = int(ev.get("prompt_tokens", 0))
+                    ps = float(ev.get("prompt_seconds", 0.0))
+                    if ps > 0:
+                        stats["prompt_tok_s"] = stats["prompt_tokens"] / ps
+                elif kind == "context_shift":
+                    if buffer:
+                        self.token_generated.emit(request_id, "".join(buffer))
+                        buffer.clear()
+                    self.context_shifted.emit(request_id, int(ev.get("dropped", 0)))
+                elif kind == "done":
+                    for k, v in dict(ev.get("stats") or {}).items():
+                        if isinstance(v, (int, float, str, bool)) or v is None:
+                            stats[k] = v
+                if buffer and now - last_flush >= TOKEN_BATCH_S:
+                    self.token_generated.emit(request_id, "".join(buffer))
+                    buffer.clear()
+                    last_flush = now
+                if now - last_stats >= STATS_EVERY_S:
+                    self.stats_updated.emit(live())
+                    last_stats = now
+                if self._cancel.is_set():
+                    stopped = True
+                    break
+        except Exception as e:
+            if buffer:
+                self.token_generated.emit(request_id, "".join(buffer))
+            if self._cancel.is_set():
+                stopped = True
+            else:
+                self.generation_failed.emit(request_id, _reason(e))
+                return
+        if buffer:
+            self.token_generated.emit(request_id, "".join(buffer))
+        final = live()
+        final["stopped"] = stopped or bool(final.get("stopped"))
+        final["seconds"] = time.monotonic() - t0
+        final["threads_busy"] = 0.0
+        self.stats_updated.emit(final)
+        self.generation_finished.emit(request_id, final)
+
+    @Slot()
+    def on_window_closing(self) -> None:
+        if self._engine is not None:
+            try:
+                self._engine.close()
+            except Exception:
+                pass
+            self._engine = None
+
+
+def _preflight_facts(path: str, report) -> dict:
+    d = {"path": path, "name": os.path.basename(path)}
+    d.update(report.to_json())
+    try:
+        from app.library import describe_model
+
+        m = describe_model(path)
+        d.update({"model_name": m.name, "architecture": m.architecture, "n_params": m.n_params,
+                  "quantization": m.quantization})
+    except Exception:
+        pass
+    try:
+        d["file_size"] = os.path.getsize(path)
+    except OSError:
+        pass
+    return _plain(d)
+
+
+def _plain(d: dict) -> dict:
+    """Only plain data crosses threads."""
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, (str, int, float, bool)) or v is None:
+            out[k] = v
+        elif isinstance(v, (list, tuple)):
+            out[k] = [x if isinstance(x, (str, int, float, bool)) else str(x) for x in v]
+        elif isinstance(v, dict):
+            out[k] = _plain(v)
+        else:
+            out[k] = str(v)
+    return out
+
+
+class EngineThread(QThread):
+    """The QThread hosting an EngineWorker; `stop()` cancels, closes the engine and joins."""
+
+    def __init__(self, worker: EngineWorker, parent: QObject | None = None):
+        super().__init__(parent)
+        self.setObjectName("llambda-engine")
+        self.worker = worker
+        worker.moveToThread(self)
+
+    def stop(self, timeout_ms: int = 5000) -> None:
+        self.worker.cancel()
+        self.quit()
+        if not self.wait(timeout_ms):
+            self.terminate()
+            self.wait(1000)
+        try:
+            self.worker.on_window_closing()
+        except Exception:
+            pass
+
+
+__all__ = ["EngineLike", "EngineWorker", "EngineThread", "ThreadMeter", "default_engine_factory",
+           "TOKEN_BATCH_S"]

@@ -1,0 +1,239 @@
+"""The window with a scripted engine double: the whole chat flow without waiting for a real model.
+
+The same flows run against the real engine and SmolLM2 in test_window_real.py once it is there.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt
+
+from app.ui.chat_view import EMPTY_TEXT, CodeBlock
+from tests.ui.conftest import drop_file
+from tests.ui.fake_engine import FakeEngine
+
+
+def loaded(qtbot, make_window, smollm2_path, engine=None):
+    engine = engine or FakeEngine()
+    w = make_window(lambda: engine)
+    assert drop_file(w.chat.viewport(), smollm2_path)
+    qtbot.waitUntil(lambda: w.model_info is not None, timeout=20000)
+    return w, engine
+
+
+def send(qtbot, w, text):
+    w.input.setPlainText(text)
+    qtbot.keyClick(w.input, Qt.Key_Return)
+    qtbot.waitUntil(lambda: not w.generating, timeout=20000)
+
+
+def test_first_run_shows_how_to_start(make_window):
+    w = make_window(FakeEngine)
+    assert w.windowTitle() == "Llambda"
+    assert w.chat.empty.isVisible() and w.chat.empty.text() == EMPTY_TEXT
+    assert "Drop a GGUF" in w.chat.empty.text()
+    assert not w.send_button.isEnabled()
+    assert w.model_picker.count() == 1
+
+
+def test_drop_imports_then_loads_then_ready(qtbot, make_window, smollm2_path):
+    w, _ = loaded(qtbot, make_window, smollm2_path)
+    assert w.preflight_label.text().startswith(("OK", "WARN"))
+    assert "llama" in w.preflight_label.text()
+    assert w.model_picker.count() == 2 and w.model_picker.currentIndex() == 1
+    assert w.info_panel.values["Architecture"].text() == "llama"
+    assert w.info_panel.values["Quantization"].text() == "Q4_1"
+    assert w.send_button.isEnabled() and "Ready" in w.chat.empty.text()
+    assert w.library().list()[0].quantization == "Q4_1"
+
+
+def test_dropping_a_file_already_in_the_library_selects_it(qtbot, make_window, smollm2_path):
+    w, _ = loaded(qtbot, make_window, smollm2_path)
+    w.model_info = None
+    assert drop_file(w, smollm2_path)
+    qtbot.waitUntil(lambda: w.model_info is not None, timeout=20000)
+    assert "already in your library" in w.notice.text()
+    assert len(w.library().list()) == 1 and w.model_picker.currentIndex() == 1
+
+
+def test_damaged_file_gives_a_dialog_and_the_window_stays_usable(qtbot, make_window, tmp_path, smollm2_path):
+    bad = tmp_path / "broken.gguf"
+    bad.write_bytes(open(smollm2_path, "rb").read(5000))
+    w = make_window(FakeEngine)
+    assert drop_file(w.input, bad)
+    qtbot.waitUntil(lambda: w.error_dialog is not None and w.error_dialog.isVisible(), timeout=10000)
+    reason = w.error_dialog.text()
+    assert "\n" not in reason and "broken.gguf" in reason
+    assert not w.model_busy and w.open_button.isEnabled()
+    w.error_dialog.accept()
+    not_gguf = tmp_path / "notes.gguf"
+    not_gguf.write_text("hello")
+    assert drop_file(w, not_gguf)
+    qtbot.waitUntil(lambda: len(w.errors) == 2, timeout=10000)
+    assert w.library().list() == []
+
+
+def test_send_streams_markdown_and_keeps_text_literal(qtbot, make_window, smollm2_path):
+    w, engine = loaded(qtbot, make_window, smollm2_path)
+    batches = []
+    w.worker.token_generated.connect(lambda rid, t: batches.append(t))
+    send(qtbot, w, "Hello <b>there</b>\nsecond line")
+    assert 1 < len(batches) < 70                            # batched, not one signal per token
+    user, reply = w.chat.messages
+    assert user.parts[0].textFormat() == Qt.PlainText and user.parts[0].text() == "Hello <b>there</b>\nsecond line"
+    assert reply.text == engine.reply and reply.status == "complete"
+    assert any(isinstance(p, CodeBlock) and p.code == "print('<b>hi</b>')" for p in reply.parts)
+    html = "".join(p.text() for p in reply.parts if not isinstance(p, CodeBlock))
+    assert "<b>bold</b>" in html and "&lt;script&gt;" in html and "<script>" not in html
+    msgs = w.state.messages()
+    assert [m.role for m in msgs] == ["user", "assistant"] and msgs[1].content == engine.reply
+    assert w.state.current().title == "Hello <b>there</b> second line"
+    assert engine.calls[0][0] == [{"role": "user", "content": "Hello <b>there</b>\nsecond line"}]
+
+
+def test_shift_enter_adds_a_line(qtbot, make_window, smollm2_path):
+    w, engine = loaded(qtbot, make_window, smollm2_path)
+    qtbot.keyClicks(w.input, "a")
+    qtbot.keyClick(w.input, Qt.Key_Return, Qt.ShiftModifier)
+    qtbot.keyClicks(w.input, "b")
+    assert w.input.toPlainText() == "a\nb" and not engine.calls
+
+
+def test_stop_regenerate_edit(qtbot, make_window, smollm2_path):
+    w, engine = loaded(qtbot, make_window, smollm2_path, FakeEngine(delay=0.02))
+    w.input.setPlainText("first")
+    w.send()
+    qtbot.waitUntil(lambda: len(w.state.reply.text if w.state.reply else "") > 10, timeout=10000)
+    qtbot.keyClick(w, Qt.Key_Escape)
+    qtbot.waitUntil(lambda: not w.generating, timeout=10000)
+    stopped = w.state.messages()[-1]
+    assert stopped.status == "interrupted" and 0 < len(stopped.content) < len(engine.reply)
+    assert w.chat.messages[-1].status_label.text() == "(stopped)"
+
+    engine.delay = 0.0
+    w.regenerate()
+    qtbot.waitUntil(lambda: not w.generating, timeout=10000)
+    msgs = w.state.messages()
+    assert [m.role for m in msgs] == ["user", "assistant"] and msgs[1].content == engine.reply
+    assert len(engine.calls) == 2 and engine.calls[1][0] == engine.calls[0][0]
+
+    w.chat.messages[0].edit_button.click()
+    assert w.input.toPlainText() == "first" and w.edit_banner.isVisible()
+    w.input.setPlainText("first, edited")
+    w.send()
+    qtbot.waitUntil(lambda: not w.generating, timeout=10000)
+    msgs = w.state.messages()
+    assert [(m.role, m.content) for m in msgs] == [("user", "first, edited"), ("assistant", engine.reply)]
+    assert engine.calls[-1][0] == [{"role": "user", "content": "first, edited"}]
+
+
+def test_conversations_switch_rename_delete_undo_search(qtbot, make_window, smollm2_path):
+    w, engine = loaded(qtbot, make_window, smollm2_path)
+    send(qtbot, w, "apples are red")
+    first = w.state.current_id
+    qtbot.keyClick(w, Qt.Key_N, Qt.ControlModifier)
+    assert w.state.current_id != first and w.chat.messages == []
+    send(qtbot, w, "bananas are yellow")
+    second = w.state.current_id
+    assert w.conversations.list.count() == 2
+    w.conversations.list.setCurrentItem(w.conversations.item_for(first))
+    assert w.state.current_id == first and w.chat.messages[0].text == "apples are red"
+    w.conversations.item_for(first).setText("Fruit")
+    assert w.state.store.get_conversation(first).title == "Fruit"
+    qtbot.keyClick(w, Qt.Key_F, Qt.ControlModifier)
+    qtbot.keyClicks(w.conversations.search, "banan")
+    assert w.conversations.list.count() == 1 and w.conversations.current_id() in (None, second)
+    w.conversations.search.clear()
+    w.conversations.list.setCurrentItem(w.conversations.item_for(second))
+    w.conversations.delete_button.click()
+    assert w.conversations.list.count() == 1 and w.conversations.undo_bar.isVisible()
+    w.conversations.undo_button.click()
+    assert w.conversations.list.count() == 2 and w.state.current_id == second
+    assert w.chat.messages[0].text == "bananas are yellow"
+
+
+def test_restart_finds_history_settings_and_geometry(qtbot, make_window, smollm2_path):
+    w, engine = loaded(qtbot, make_window, smollm2_path)
+    send(qtbot, w, "remember me")
+    dlg = w.open_settings()
+    dlg.system_prompt.setPlainText("You are terse.")
+    dlg.temperature.setValue(0.3)
+    dlg.seed.setValue(42)
+    dlg.threads.setValue(1)
+    dlg.overflow.setCurrentIndex(2)
+    dlg.accept()
+    qtbot.waitUntil(lambda: w.model_info is not None and not w.model_busy, timeout=10000)
+    w.resize(798, 520)   # the offscreen screen is 800 wide
+    conv = w.state.current_id
+    w.close()
+
+    w2 = make_window(lambda: FakeEngine())
+    assert (w2.size().width(), w2.size().height()) == (798, 520)
+    assert w2.conversations.list.count() == 1
+    w2.conversations.list.setCurrentItem(w2.conversations.item_for(conv))
+    assert [m.text for m in w2.chat.messages] == ["remember me", engine.reply]
+    assert w2.state.current().system_prompt == "You are terse."
+    assert w2.state.sampling()["temperature"] == 0.3 and w2.state.sampling()["seed"] == 42
+    assert w2.state.engine_settings() == {"n_ctx": 2048, "threads": 1, "overflow": "stop"}
+    assert w2.load_last_used()
+    qtbot.waitUntil(lambda: w2.model_info is not None, timeout=10000)
+    e2 = w2.worker._engine
+    send(qtbot, w2, "again")
+    sent, settings = e2.calls[0]
+    assert sent[0] == {"role": "system", "content": "You are terse."}
+    assert sent[1:] == [{"role": "user", "content": "remember me"},
+                        {"role": "assistant", "content": engine.reply}, {"role": "user", "content": "again"}]
+    assert settings["temperature"] == 0.3 and settings["overflow"] == "stop"
+
+
+def test_context_shift_is_marked(qtbot, make_window, smollm2_path):
+    w, engine = loaded(qtbot, make_window, smollm2_path, FakeEngine(shift_after=5))
+    send(qtbot, w, "long")
+    markers = w.chat.findChildren(type(w.chat.empty), "shiftMarker")
+    assert len(markers) == 1 and "17" in markers[0].text()
+    assert w.state.messages()[-1].timings["context_shifts"] == 1
+    w.on_conversations_new_requested()
+    w.conversations.list.setCurrentItem(w.conversations.item_for(w.state.store.list_conversations()[-1].id))
+    assert len(w.chat.findChildren(type(w.chat.empty), "shiftMarker")) == 1
+
+
+def test_stats_bar_moves_during_generation(qtbot, make_window, smollm2_path):
+    w, engine = loaded(qtbot, make_window, smollm2_path, FakeEngine(delay=0.01))
+    seen = []
+    w.worker.stats_updated.connect(lambda d: seen.append(d))
+    start = w.stats.updates
+    send(qtbot, w, "go")
+    assert len(seen) >= 2 and w.stats.updates - start >= 3
+    text = w.stats.text()
+    assert "gen " in text and "tok/s" in text and "first token" in text and "context " in text
+    assert "RAM" in text and "model 9" in text and "threads" in text and "/2" in text
+    assert any(d.get("threads_busy", 0) > 0 for d in seen)
+
+
+def test_load_failure_dialog(qtbot, make_window, smollm2_path):
+    w = make_window(lambda: FakeEngine(fail_load="cannot map the weights"))
+    drop_file(w, smollm2_path)
+    qtbot.waitUntil(lambda: w.error_dialog is not None and w.error_dialog.isVisible(), timeout=20000)
+    assert w.error_dialog.text() == "cannot map the weights" and w.model_info is None
+    assert w.chat.empty.text() == EMPTY_TEXT
+
+
+def test_every_control_has_an_accessible_name(make_window):
+    from PySide6.QtWidgets import QAbstractButton, QComboBox, QLineEdit, QPlainTextEdit, QProgressBar
+
+    w = make_window(FakeEngine)
+    missing = [c.objectName() or c.text() if hasattr(c, "text") else c.objectName()
+               for kind in (QAbstractButton, QComboBox, QLineEdit, QPlainTextEdit, QProgressBar)
+               for c in w.findChildren(kind) if not c.accessibleName() and c.isVisibleTo(w)
+               and c.parent() is not None and type(c.parent()).__name__ != "QLineEdit"]
+    assert missing == []
+
+
+def test_stalls_stay_under_50ms(qtbot, make_window, smollm2_path, stall_probe):
+    w = make_window(lambda: FakeEngine(delay=0.002, load_seconds=0.3))
+    stall_probe.start()
+    drop_file(w, smollm2_path)
+    qtbot.waitUntil(lambda: w.model_info is not None, timeout=20000)
+    send(qtbot, w, "measure")
+    stall_probe.stop()
+    assert len(stall_probe.gaps) > 50
+    assert stall_probe.worst_ms < 50, sorted(stall_probe.gaps)[-5:]
