@@ -28,15 +28,21 @@ def subcommand(name: str, help: str):
 
 
 def isa_description() -> str:
+    """Which kernels run: the instruction-set level, and a warning when it is the slow path."""
     try:
-        from app.kernels import isa_name
+        from app.kernels import best_isa_level, isa_level, isa_name
     except ImportError:
-        return "kernels not built"
-    return f"kernels: {isa_name()}"
+        return "not built (reinstall Llambda)"
+    name = isa_name()
+    if isa_level() == 0:
+        if best_isa_level() == 0:
+            return f"{name} (this CPU has no AVX2: the portable kernels run, much slower)"
+        return f"{name} (forced by LLAMBDA_ISA)"
+    return name
 
 
 def version_line() -> str:
-    return f"llambda {__version__} ({isa_description()})"
+    return f"llambda {__version__} (kernels: {isa_description()})"
 
 
 def positive_int(text: str) -> int:

@@ -5,16 +5,14 @@ from __future__ import annotations
 import os
 from collections import Counter
 
-from app.errors import ModelFormatError, UnsupportedModelError
 from app.gguf import FILE_TYPES, open_gguf
-from app.model.config import config_from_gguf
-from app.model.memory import estimate_memory, format_bytes
-from app.model.support import support_verdict
+from app.model.memory import format_bytes
 
 
 def describe(path: str | os.PathLike, n_ctx: int | None = None) -> dict:
     """Plain-data description of a GGUF file. Raises ModelFormatError for a malformed file."""
     from app.cli import isa_description
+    from app.library.preflight import preflight
 
     with open_gguf(path) as f:
         md = f.metadata
@@ -26,7 +24,7 @@ def describe(path: str | os.PathLike, n_ctx: int | None = None) -> dict:
         arch = md.string("general.architecture", None)
         p = f"{arch}."
         ft = md.integer("general.file_type", None)
-        verdict = support_verdict(f)
+        report = preflight(f, n_ctx)
         info = {
             "path": os.path.abspath(f.path),
             "file_size": f.file_size,
@@ -46,23 +44,18 @@ def describe(path: str | os.PathLike, n_ctx: int | None = None) -> dict:
             "tokenizer_pre": md.string("tokenizer.ggml.pre", None),
             "vocab_size": md.array_length("tokenizer.ggml.tokens"),
             "chat_template": "tokenizer.chat_template" in md,
-            "verdict": {"supported": verdict.supported, "reasons": verdict.reasons},
+            "chat_template_status": report.template_status,
+            "verdict": {"supported": report.supported, "reasons": list(report.support_reasons)},
             "kernels": isa_description(),
             "memory": None,
         }
         if info["head_count_kv"] is not None and not isinstance(info["head_count_kv"], int):
             info["head_count_kv"] = [int(v) for v in info["head_count_kv"]]
-        try:
-            cfg = config_from_gguf(f)
-        except UnsupportedModelError:
-            cfg = None
-        if cfg is not None:
-            ctx = cfg.n_ctx_train if n_ctx is None else n_ctx
-            if not 1 <= ctx <= cfg.n_ctx_train * 4:
-                raise ModelFormatError(f"context length {ctx} is outside 1..{cfg.n_ctx_train * 4}")
-            est = estimate_memory(f, ctx, cfg=cfg)
-            info["memory"] = {"n_ctx": ctx, "weights": est.weights_bytes, "kv_cache": est.kv_cache_bytes,
-                              "scratch": est.scratch_bytes, "total": est.total_bytes}
+        if report.memory_verdict != "unknown":
+            info["memory"] = {"n_ctx": report.n_ctx, "weights": report.weights_bytes,
+                              "kv_cache": report.kv_cache_bytes, "scratch": report.scratch_bytes,
+                              "total": report.needed_bytes, "available": report.available_bytes,
+                              "verdict": report.memory_verdict}
     return info
 
 
@@ -82,13 +75,15 @@ def format_description(info: dict) -> str:
            row("heads", f"{info['head_count']} (KV {info['head_count_kv']})"),
            row("tokenizer", f"{info['tokenizer_model']} ({info['tokenizer_pre'] or '-'}), "
                             f"{info['vocab_size']} tokens"),
-           row("chat template", "present" if info["chat_template"] else "absent (a fallback will be used)"),
+           row("chat template", {"ok": "present", "missing": "absent (a fallback will be used)",
+                                "invalid": "does not compile (a fallback will be used)"}[info["chat_template_status"]]),
            row("tensors", info["tensor_count"])]
     for name, t in info["tensor_types"].items():
         out.append(f"  {'':<18}  {name:<8}{t['count']:>5} tensors {format_bytes(t['bytes']):>10}")
     m = info["memory"]
     if m:
-        out.append(row("memory", f"{format_bytes(m['total'])} at context {m['n_ctx']} "
+        out.append(row("memory", f"{m['verdict']}: {format_bytes(m['total'])} at context {m['n_ctx']}, "
+                                 f"{format_bytes(m['available'])} available "
                                  f"(weights {format_bytes(m['weights'])}, KV cache {format_bytes(m['kv_cache'])}, "
                                  f"scratch {format_bytes(m['scratch'])})"))
     out.append(row("kernels", info["kernels"]))
