@@ -2,8 +2,11 @@
 conditions, and chat templates rendered in a sandbox.
 """
 
+from app.text.chat import (ChatTemplate, chat_prompt_tokens, chat_template_names, load_chat_template,
+                           render_chat)
 from app.text.stream import Detokenizer, StopMatcher, StreamStep, TextStream
 from app.text.tokenizer import Tokenizer, load_tokenizer
 from app.text.vocab import Vocab
 
-__all__ = ["Detokenizer", "StopMatcher", "StreamStep", "TextStream", "Tokenizer", "Vocab", "load_tokenizer"]
+__all__ = ["ChatTemplate", "chat_prompt_tokens", "chat_template_names", "load_chat_template", "render_chat",
+           "Detokenizer", "StopMatcher", "StreamStep", "TextStream", "Tokenizer", "Vocab", "load_tokenizer"]

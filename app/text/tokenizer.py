@@ -101,6 +101,7 @@ class Tokenizer:
         self._special = sorted((int(i) for i in special), key=lambda i: -len(vocab.tokens[i].encode()))
         self._pieces: list[bytes | None] = [None] * vocab.n_vocab   # lazily filled piece cache
         self._user_defined_only = [i for i in self._special if not attrs[i] & (ATTR_CONTROL | ATTR_UNKNOWN)]
+        self._user_defined_set = frozenset(self._user_defined_only)
 
     # ---- properties ---------------------------------------------------------------------------
     @property
@@ -138,20 +139,28 @@ class Tokenizer:
         """The token's text as the vocabulary spells it (e.g. 'ĠHello', '▁Hello', '<0x0A>')."""
         return self.vocab.tokens[self._check(token)]
 
+    def contains_control_text(self, text: str) -> bool:
+        """Whether `text` spells a control (or unknown) token, e.g. "<|im_end|>"."""
+        tokens = self.vocab.tokens
+        return any(tokens[i] in text for i in self._special if i not in self._user_defined_set)
+
     def token_id(self, text: str) -> int | None:
         """The id of the token spelled exactly `text`, or None."""
         return self.vocab.token_to_id.get(text)
 
     # ---- encoding -----------------------------------------------------------------------------
-    def encode(self, text: str, add_special: bool = True, parse_special: bool = False) -> list[int]:
+    def encode(self, text: str, add_special: bool = True, parse_special: bool = False,
+               plain_spans: list[tuple[int, int]] | None = None) -> list[int]:
         """Token ids of `text`; `add_special` adds BOS/EOS as the model asks; `parse_special` lets
-        control-token strings in `text` become control tokens (only for template output)."""
+        control-token strings in `text` become control tokens (only for template output).
+        `plain_spans` [(start, end), ...] are character ranges where control tokens are never
+        recognised even with `parse_special` (user text inside a rendered chat template)."""
         if not isinstance(text, str):
             raise TypeError(f"encode() takes str, not {type(text).__name__}")
         if _SURROGATE.search(text):  # lone surrogates cannot be UTF-8: they become U+FFFD
             text = _SURROGATE.sub("\ufffd", text)
         v = self.vocab
-        fragments = self._partition(text, parse_special)
+        fragments = self._partition(text, parse_special, plain_spans or ())
         out: list[int] = []
         if add_special and v.add_bos:
             out.append(v.ids["bos"])
@@ -176,42 +185,52 @@ class Tokenizer:
             out.append(v.ids["eos"])
         return out
 
-    def _partition(self, text: str, parse_special: bool) -> list[str | int]:
+    def _partition(self, text: str, parse_special: bool, plain_spans=()) -> list[str | int]:
         """Cut special tokens out of `text`, longest first: a list of raw strings and token ids."""
         if not text:
             return []
         tokens, attrs = self.vocab.tokens, self.vocab.attrs
         candidates = self._special if parse_special else self._user_defined_only
-        frags: list[str | int] = [text]
+        # Fragments as (start, end) ranges of `text`, or token ids.
+        frags: list[tuple[int, int] | int] = [(0, len(text))]
         for tid in candidates:
             needle = tokens[tid]
             if needle not in text:
                 continue
             a = int(attrs[tid])
-            nxt: list[str | int] = []
+            guarded = bool(plain_spans) and bool(a & (ATTR_CONTROL | ATTR_UNKNOWN))
+            nxt: list[tuple[int, int] | int] = []
             for frag in frags:
-                if isinstance(frag, int) or needle not in frag:
+                if isinstance(frag, int):
                     nxt.append(frag)
                     continue
-                pos = 0
+                start, end = frag
+                pos = start
+                search = start
                 while True:
-                    hit = frag.find(needle, pos)
+                    hit = text.find(needle, search, end)
                     if hit < 0:
                         break
-                    left = frag[pos:hit]
+                    stop = hit + len(needle)
+                    if guarded and any(s < stop and hit < e for s, e in plain_spans):
+                        search = hit + 1
+                        continue
+                    left_end = hit
                     if a & ATTR_LSTRIP:
-                        left = left.rstrip(_C_SPACES)
-                    if left:
-                        nxt.append(left)
+                        while left_end > pos and text[left_end - 1] in _C_SPACES:
+                            left_end -= 1
+                    if left_end > pos:
+                        nxt.append((pos, left_end))
                     nxt.append(tid)
-                    pos = hit + len(needle)
+                    pos = stop
                     if a & ATTR_RSTRIP:
-                        while pos < len(frag) and frag[pos] in _C_SPACES:
+                        while pos < end and text[pos] in _C_SPACES:
                             pos += 1
-                if pos < len(frag):
-                    nxt.append(frag[pos:])
+                    search = pos
+                if pos < end:
+                    nxt.append((pos, end))
             frags = nxt
-        return frags
+        return [f if isinstance(f, int) else text[f[0]:f[1]] for f in frags]
 
     # ---- decoding -----------------------------------------------------------------------------
     def _check(self, token: int) -> int:
