@@ -81,7 +81,8 @@ class CodeBlock(QFrame):
             self.editor.setPlainText(segment.code)
             lines = min(CODE_MAX_LINES, max(1, segment.code.count("\n") + 1))
             fm = self.editor.fontMetrics()
-            extra = self.editor.horizontalScrollBar().sizeHint().height()
+            widest = max((fm.horizontalAdvance(line) for line in segment.code.split("\n")), default=0)
+            extra = self.editor.horizontalScrollBar().sizeHint().height() if widest > 560 else 0
             self.editor.setFixedHeight(lines * fm.lineSpacing() + 2 * int(self.editor.document().documentMargin()) + extra + 4)
 
     def on_copy_button_clicked(self) -> None:
@@ -210,9 +211,8 @@ class ChatView(QScrollArea):
         self.empty.setTextFormat(Qt.PlainText)
         self.empty.setWordWrap(True)
         self.empty.setAlignment(Qt.AlignCenter)
-        self.column.addStretch(1)
-        self.column.addWidget(self.empty)
-        self.column.addStretch(1)
+        self.column.addWidget(self.empty, 1)       # centred while shown; messages go below it
+        self.column.addStretch(0)
         self.setWidget(self.inner)
         self.messages: list[MessageWidget] = []
         self.streaming: MessageWidget | None = None
@@ -234,8 +234,8 @@ class ChatView(QScrollArea):
             w.setParent(None)
             w.deleteLater()
         self.messages = []
-        while self.column.count() > 3:                      # keep stretch, empty label, stretch
-            item = self.column.takeAt(2)
+        while self.column.count() > 2:                      # keep the empty label and the end stretch
+            item = self.column.takeAt(1)
             if item.widget() is not None:
                 item.widget().setParent(None)
                 item.widget().deleteLater()

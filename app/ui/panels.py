@@ -28,6 +28,8 @@ class ConversationPanel(QFrame):
         self.setObjectName("conversationPanel")
         self.setAccessibleName("Conversations")
         self.setAcceptDrops(False)
+        self.setMinimumWidth(140)
+        self.setMaximumWidth(320)
         lay = QVBoxLayout(self)
         lay.setContentsMargins(8, 8, 8, 8)
         lay.setSpacing(6)
@@ -49,6 +51,9 @@ class ConversationPanel(QFrame):
         self.list.setAccessibleName("Conversation list")
         self.list.setEditTriggers(QAbstractItemView.DoubleClicked | QAbstractItemView.EditKeyPressed)
         self.list.setAcceptDrops(False)
+        self.list.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
+        self.list.setTextElideMode(Qt.ElideRight)
+        self.list.setUniformItemSizes(True)
         self.list.currentItemChanged.connect(self.on_list_current_item_changed)
         self.list.itemChanged.connect(self.on_list_item_changed)
         lay.addWidget(self.list, 1)
@@ -144,6 +149,14 @@ def _count(n) -> str:
     return str(int(n))
 
 
+def _elide(text: str, limit: int = 34) -> str:
+    """Long unbreakable values (paths, hashes) cut in the middle; the tooltip has them whole."""
+    if len(text) <= limit:
+        return text
+    head = limit // 2 - 1
+    return text[:head] + "…" + text[-(limit - head - 1):]
+
+
 def _bytes(n) -> str:
     if not isinstance(n, (int, float)) or n <= 0:
         return "–"
@@ -157,6 +170,8 @@ class ModelInfoPanel(QFrame):
     def __init__(self, parent=None):
         super().__init__(parent)
         self.setObjectName("modelInfo")
+        self.setMinimumWidth(140)
+        self.setMaximumWidth(360)
         self.setAccessibleName("Model information")
         self.setAcceptDrops(False)
         lay = QVBoxLayout(self)
@@ -205,7 +220,8 @@ class ModelInfoPanel(QFrame):
             "Kernels": info.get("kernels") or "–",
         }
         for k, v in vals.items():
-            self.values[k].setText(str(v))
+            self.values[k].setText(_elide(str(v)))
+            self.values[k].setToolTip(str(v))
         verdict = info.get("verdict") or {}
         reasons = verdict.get("reasons") if isinstance(verdict, dict) else None
         self.notes.setText("\n".join(str(r) for r in reasons) if reasons else "")
