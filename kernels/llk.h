@@ -53,12 +53,14 @@ typedef enum {
 /* Activation formats a weight type's dot product consumes. */
 typedef enum {
     LLK_ACT_F32 = 0,          /* plain float32 (weights F32, F16, BF16) */
-    LLK_ACT_Q8_32 = 1,        /* llk_block_q8_32: 8-bit per 32 with scale and scaled sum */
+    LLK_ACT_Q8_32 = 1,        /* llk_block_q8_32x8: 8-bit per 32 with scale and scaled sum */
     LLK_ACT_Q8_256 = 2        /* llk_block_q8_256: 8-bit per 256 with scale and 16 block sums */
 } llk_act_format;
 
-/* One block of 32 activations: x[i] ~= d * qs[i]; s = d * sum(qs). 40 bytes. */
-typedef struct { float d; float s; int8_t qs[32]; } llk_block_q8_32;
+/* Eight blocks of 32 activations, scales first so SIMD kernels load 8 at once: block j holds
+ * x[i] ~= d[j] * qs[j][i], and s[j] = d[j] * sum(qs[j]). 320 bytes; a row's last group is
+ * zero-padded. */
+typedef struct { float d[8]; float s[8]; int8_t qs[8][32]; } llk_block_q8_32x8;
 /* One block of 256 activations: x[i] ~= d * qs[i]; bsums[j] = sum(qs[16j .. 16j+15]). 292 bytes. */
 typedef struct { float d; int8_t qs[256]; int16_t bsums[16]; } llk_block_q8_256;
 

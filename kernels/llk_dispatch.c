@@ -172,7 +172,7 @@ size_t llk_act_row_bytes(int type, int64_t n) {
     const llk_traits *t = llk_traits_of(type);
     if (!t || n < 0 || n % t->block_size) return 0;
     switch (t->act) {
-    case LLK_ACT_Q8_32: return (size_t)(n / 32) * sizeof(llk_block_q8_32);
+    case LLK_ACT_Q8_32: return (size_t)((n / 32 + 7) / 8) * sizeof(llk_block_q8_32x8);
     case LLK_ACT_Q8_256: return (size_t)(n / 256) * sizeof(llk_block_q8_256);
     default: return (size_t)n * sizeof(float);
     }

@@ -54,6 +54,11 @@ typedef struct { llk_half d; uint8_t qs[16]; } blk_iq4_nl;
  * scales_h; group g: low nibbles of qs[16g ..] then high nibbles; x = d * ls * kvalues[n]. */
 typedef struct { llk_half d; uint16_t scales_h; uint8_t scales_l[4]; uint8_t qs[128]; } blk_iq4_xs;
 
+/* Block j of a q8_32 activation row (groups of 8, see llk_block_q8_32x8). */
+#define ACT_D(g, j) ((g)[(j) >> 3].d[(j) & 7])
+#define ACT_S(g, j) ((g)[(j) >> 3].s[(j) & 7])
+#define ACT_Q(g, j) ((g)[(j) >> 3].qs[(j) & 7])
+
 /* The 16 levels of the IQ4 non-linear grid (a format constant). */
 extern const int8_t llk_iq4_values[16];
 

@@ -15,19 +15,21 @@ const int8_t llk_iq4_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
 /* Rounding: nearbyintf (ties to even), the same rule the SIMD converts use, so twins agree bit
  * for bit on the quantized activations. */
 static void quant_q8_32_ref(const float *x, void *out, int64_t n) {
-    llk_block_q8_32 *a = (llk_block_q8_32 *)out;
-    for (int64_t b = 0; b < n / LLK_QK; b++, x += LLK_QK) {
+    llk_block_q8_32x8 *a = (llk_block_q8_32x8 *)out;
+    const int64_t nb = n / LLK_QK;
+    memset(&a[(nb + 7) / 8 - 1], 0, sizeof *a);   /* the last group's unused blocks stay zero */
+    for (int64_t b = 0; b < nb; b++, x += LLK_QK) {
         float amax = 0.0f;
         for (int i = 0; i < LLK_QK; i++) amax = fmaxf(amax, fabsf(x[i]));
         float d = amax >= LLK_ACT_TINY ? amax / 127.0f : 0.0f, id = amax >= LLK_ACT_TINY ? 127.0f / amax : 0.0f;
         int sum = 0;
         for (int i = 0; i < LLK_QK; i++) {
             int q = (int)nearbyintf(x[i] * id);
-            a[b].qs[i] = (int8_t)q;
+            ACT_Q(a, b)[i] = (int8_t)q;
             sum += q;
         }
-        a[b].d = d;
-        a[b].s = d * (float)sum;
+        ACT_D(a, b) = d;
+        ACT_S(a, b) = d * (float)sum;
     }
 }
 
@@ -86,7 +88,7 @@ static inline int nib(const uint8_t *qs, int i) { return i < 16 ? (qs[i] & 15) :
 static inline int hbit(const uint8_t qh[4], int i) { return (qh[i >> 3] >> (i & 7)) & 1; }
 
 #define BLOCKS(T, x) const T *blk = (const T *)(x); const int64_t nb = n / LLK_QK
-#define ABLOCKS(a) const llk_block_q8_32 *ab = (const llk_block_q8_32 *)(a)
+#define ABLOCKS(a) const llk_block_q8_32x8 *ab = (const llk_block_q8_32x8 *)(a)
 
 static void deq_q4_0(const void *x, float *y, int64_t n) {
     BLOCKS(blk_q4_0, x);
@@ -100,8 +102,8 @@ static float dot_q4_0(const void *w, const void *a, int64_t n) {
     float s = 0.0f;
     for (int64_t b = 0; b < nb; b++) {
         int acc = 0;
-        for (int i = 0; i < 32; i++) acc += (nib(blk[b].qs, i) - 8) * ab[b].qs[i];
-        s += llk_h2f(blk[b].d) * ab[b].d * (float)acc;
+        for (int i = 0; i < 32; i++) acc += (nib(blk[b].qs, i) - 8) * ACT_Q(ab, b)[i];
+        s += llk_h2f(blk[b].d) * ACT_D(ab, b) * (float)acc;
     }
     return s;
 }
@@ -118,8 +120,8 @@ static float dot_q4_1(const void *w, const void *a, int64_t n) {
     float s = 0.0f;
     for (int64_t b = 0; b < nb; b++) {
         int acc = 0;
-        for (int i = 0; i < 32; i++) acc += nib(blk[b].qs, i) * ab[b].qs[i];
-        s += llk_h2f(blk[b].d) * ab[b].d * (float)acc + llk_h2f(blk[b].m) * ab[b].s;
+        for (int i = 0; i < 32; i++) acc += nib(blk[b].qs, i) * ACT_Q(ab, b)[i];
+        s += llk_h2f(blk[b].d) * ACT_D(ab, b) * (float)acc + llk_h2f(blk[b].m) * ACT_S(ab, b);
     }
     return s;
 }
@@ -138,8 +140,8 @@ static float dot_q5_0(const void *w, const void *a, int64_t n) {
     for (int64_t b = 0; b < nb; b++) {
         int acc = 0;
         for (int i = 0; i < 32; i++)
-            acc += ((nib(blk[b].qs, i) | hbit(blk[b].qh, i) << 4) - 16) * ab[b].qs[i];
-        s += llk_h2f(blk[b].d) * ab[b].d * (float)acc;
+            acc += ((nib(blk[b].qs, i) | hbit(blk[b].qh, i) << 4) - 16) * ACT_Q(ab, b)[i];
+        s += llk_h2f(blk[b].d) * ACT_D(ab, b) * (float)acc;
     }
     return s;
 }
@@ -158,8 +160,8 @@ static float dot_q5_1(const void *w, const void *a, int64_t n) {
     for (int64_t b = 0; b < nb; b++) {
         int acc = 0;
         for (int i = 0; i < 32; i++)
-            acc += (nib(blk[b].qs, i) | hbit(blk[b].qh, i) << 4) * ab[b].qs[i];
-        s += llk_h2f(blk[b].d) * ab[b].d * (float)acc + llk_h2f(blk[b].m) * ab[b].s;
+            acc += (nib(blk[b].qs, i) | hbit(blk[b].qh, i) << 4) * ACT_Q(ab, b)[i];
+        s += llk_h2f(blk[b].d) * ACT_D(ab, b) * (float)acc + llk_h2f(blk[b].m) * ACT_S(ab, b);
     }
     return s;
 }
@@ -176,8 +178,8 @@ static float dot_q8_0(const void *w, const void *a, int64_t n) {
     float s = 0.0f;
     for (int64_t b = 0; b < nb; b++) {
         int acc = 0;
-        for (int i = 0; i < 32; i++) acc += blk[b].qs[i] * ab[b].qs[i];
-        s += llk_h2f(blk[b].d) * ab[b].d * (float)acc;
+        for (int i = 0; i < 32; i++) acc += blk[b].qs[i] * ACT_Q(ab, b)[i];
+        s += llk_h2f(blk[b].d) * ACT_D(ab, b) * (float)acc;
     }
     return s;
 }
@@ -194,8 +196,8 @@ static float dot_iq4_nl(const void *w, const void *a, int64_t n) {
     float s = 0.0f;
     for (int64_t b = 0; b < nb; b++) {
         int acc = 0;
-        for (int i = 0; i < 32; i++) acc += llk_iq4_values[nib(blk[b].qs, i)] * ab[b].qs[i];
-        s += llk_h2f(blk[b].d) * ab[b].d * (float)acc;
+        for (int i = 0; i < 32; i++) acc += llk_iq4_values[nib(blk[b].qs, i)] * ACT_Q(ab, b)[i];
+        s += llk_h2f(blk[b].d) * ACT_D(ab, b) * (float)acc;
     }
     return s;
 }

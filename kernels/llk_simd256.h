@@ -1,0 +1,465 @@
+/* llk_simd256.h — the 256-bit kernels, written once and compiled twice: by llk_avx2.c (AVX2 +
+ * FMA + F16C) and by llk_avx512.c (AVX-512 VL, where the includer's dot_us() is VNNI's vpdpbusd
+ * and the compiler may use 32 registers). The includer defines, before including:
+ *   dot_us(u, s)    8 x i32: sums of 4 adjacent u8 x s8 products (no saturation at our ranges)
+ *   bits32_x16(qh)  32 bytes: 0x10 where bit i of the 4 bytes qh is set
+ * Each kernel matches its twin in llk_ref.c; integer sums are exact, float order differs.
+ *
+ * Shape of a quantized dot: unpack a block's levels to bytes, multiply with the signed activation
+ * bytes (maddubs u8 x s8 -> i16 pairs, or dot_us), widen with madd (by ones or by the group's
+ * integer scale), then one float FMA per block with the product of the two block scales.
+ */
+#ifndef LLK_SIMD256_H
+#define LLK_SIMD256_H
+
+/* --- helpers ---------------------------------------------------------------------------------- */
+
+static inline float hsum8(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+static inline int hsum8i(__m256i v) {
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+    return _mm_cvtsi128_si32(s);
+}
+static inline float h2f(llk_half h) { return _cvtsh_ss(h); }
+
+/* 16 packed bytes -> 32 levels 0..15 in element order (low nibbles, then high nibbles). */
+static inline __m256i nib32(const uint8_t *qs) {
+    __m128i v = _mm_loadu_si128((const __m128i *)qs);
+    __m256i w = _mm256_set_m128i(_mm_srli_epi16(v, 4), v);
+    return _mm256_and_si256(w, _mm256_set1_epi8(15));
+}
+/* s8 x s8 -> 8 x i32 (sign moved onto the activations) */
+static inline __m256i dot_ss(__m256i w, __m256i x) {
+    return dot_us(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
+}
+
+/* --- activations ------------------------------------------------------------------------------ */
+
+static inline __m256 absmax8(__m256 m, __m256 v) {
+    return _mm256_max_ps(m, _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v));
+}
+static inline float hmax8(__m256 v) {
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_max_ss(m, _mm_movehdup_ps(m));
+    return _mm_cvtss_f32(m);
+}
+/* 32 floats -> 32 int8 = round(x * id), ties to even; returns the 8 x i32 partial sums. */
+static inline __m256i q8_32(const float *x, float id, int8_t *out) {
+    __m256 vid = _mm256_set1_ps(id);
+    __m256i i0 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x), vid));
+    __m256i i1 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 8), vid));
+    __m256i i2 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 16), vid));
+    __m256i i3 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 24), vid));
+    __m256i sum = _mm256_add_epi32(_mm256_add_epi32(i0, i1), _mm256_add_epi32(i2, i3));
+    __m256i p01 = _mm256_packs_epi32(i0, i1), p23 = _mm256_packs_epi32(i2, i3);
+    __m256i b = _mm256_packs_epi16(p01, p23);
+    /* packs work per 128-bit lane: order is 0-3,8-11,16-19,24-27,4-7,12-15,20-23,28-31 */
+    b = _mm256_permutevar8x32_epi32(b, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    _mm256_storeu_si256((__m256i *)out, b);
+    return sum;
+}
+
+static void quant_q8_32(const float *x, void *out, int64_t n) {
+    llk_block_q8_32x8 *a = (llk_block_q8_32x8 *)out;
+    const int64_t nb = n / 32;
+    memset(&a[(nb + 7) / 8 - 1], 0, sizeof *a);   /* the last group's unused blocks stay zero */
+    for (int64_t b = 0; b < nb; b++, x += 32) {
+        __m256 m = _mm256_setzero_ps();
+        for (int i = 0; i < 32; i += 8) m = absmax8(m, _mm256_loadu_ps(x + i));
+        float amax = hmax8(m);
+        float d = amax >= LLK_ACT_TINY ? amax / 127.0f : 0.0f, id = amax >= LLK_ACT_TINY ? 127.0f / amax : 0.0f;
+        int sum = hsum8i(q8_32(x, id, ACT_Q(a, b)));
+        ACT_D(a, b) = d;
+        ACT_S(a, b) = d * (float)sum;
+    }
+}
+
+static void quant_q8_256(const float *x, void *out, int64_t n) {
+    llk_block_q8_256 *a = (llk_block_q8_256 *)out;
+    for (int64_t b = 0; b < n / 256; b++, x += 256) {
+        __m256 m = _mm256_setzero_ps();
+        for (int i = 0; i < 256; i += 8) m = absmax8(m, _mm256_loadu_ps(x + i));
+        float amax = hmax8(m);
+        float id = amax >= LLK_ACT_TINY ? 127.0f / amax : 0.0f;
+        for (int j = 0; j < 8; j++) q8_32(x + 32 * j, id, a[b].qs + 32 * j);
+        for (int g = 0; g < 16; g++) {
+            __m128i v = _mm_loadu_si128((const __m128i *)(a[b].qs + 16 * g));
+            __m256i w = _mm256_cvtepi8_epi16(v);
+            __m256i s = _mm256_madd_epi16(w, _mm256_set1_epi16(1));
+            a[b].bsums[g] = (int16_t)hsum8i(s);
+        }
+        a[b].d = amax >= LLK_ACT_TINY ? amax / 127.0f : 0.0f;
+    }
+}
+
+/* --- float types ------------------------------------------------------------------------------ */
+
+static float dot_f32(const void *w, const void *a, int64_t n) {
+    const float *p = (const float *)w, *x = (const float *)a;
+    __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(p + i), _mm256_loadu_ps(x + i), s0);
+        s1 = _mm256_fmadd_ps(_mm256_loadu_ps(p + i + 8), _mm256_loadu_ps(x + i + 8), s1);
+    }
+    float s = hsum8(_mm256_add_ps(s0, s1));
+    for (; i < n; i++) { float v; memcpy(&v, p + i, 4); s += v * x[i]; }
+    return s;
+}
+static float dot_f16(const void *w, const void *a, int64_t n) {
+    const uint16_t *p = (const uint16_t *)w; const float *x = (const float *)a;
+    __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m256 w0 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + i)));
+        __m256 w1 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + i + 8)));
+        s0 = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x + i), s0);
+        s1 = _mm256_fmadd_ps(w1, _mm256_loadu_ps(x + i + 8), s1);
+    }
+    float s = hsum8(_mm256_add_ps(s0, s1));
+    for (; i < n; i++) { llk_half h; memcpy(&h, p + i, 2); s += llk_h2f(h) * x[i]; }
+    return s;
+}
+static float dot_bf16(const void *w, const void *a, int64_t n) {
+    const uint16_t *p = (const uint16_t *)w; const float *x = (const float *)a;
+    __m256 s0 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(p + i)));
+        s0 = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_slli_epi32(v, 16)), _mm256_loadu_ps(x + i), s0);
+    }
+    float s = hsum8(s0);
+    for (; i < n; i++) { uint16_t h; memcpy(&h, p + i, 2); s += llk_bf2f(h) * x[i]; }
+    return s;
+}
+static void deq_f16(const void *x, float *y, int64_t n) {
+    const uint16_t *p = (const uint16_t *)x;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + i))));
+    for (; i < n; i++) { llk_half h; memcpy(&h, p + i, 2); y[i] = llk_h2f(h); }
+}
+
+/* --- legacy 32-blocks -------------------------------------------------------------------------
+ * Eight blocks at a time, matching the activation groups: the eight products of block scales
+ * dw * dx come from one vector multiply (dw gathered from the weight blocks, dx one load), and the
+ * per-block terms that are not integer dots (Q4_1's m * s; the offsets -8 / -16, written as
+ * offset * dw * s with s = dx * sum(qx)) from one vector FMA. Per block there remain the level
+ * unpacking, the integer dot, a lane broadcast of its scale and an FMA into one of four
+ * accumulators (the FMA latency would bound a single chain). */
+
+/* 8 float16 fields `stride` bytes apart -> 8 floats (cnt < 8: the rest are 0) */
+static inline __m256 gather_h8(const uint8_t *p, size_t stride, int cnt) {
+    if (cnt == 8) {
+        uint64_t lo = 0, hi = 0;
+        for (int i = 0; i < 4; i++) {
+            uint16_t h0, h1;
+            memcpy(&h0, p + i * stride, 2); memcpy(&h1, p + (i + 4) * stride, 2);
+            lo |= (uint64_t)h0 << (16 * i); hi |= (uint64_t)h1 << (16 * i);
+        }
+        return _mm256_cvtph_ps(_mm_set_epi64x((long long)hi, (long long)lo));
+    }
+    uint16_t h[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int i = 0; i < cnt; i++) memcpy(&h[i], p + i * stride, 2);
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)h));
+}
+
+static inline __m256 lane(__m256 v, int i) { return _mm256_permutevar8x32_ps(v, _mm256_set1_epi32(i)); }
+
+#define LEG_STEP(LEVELS, acc, i) \
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(LEVELS(&B[i], _mm256_loadu_si256((const __m256i *)G->qs[i]))), lane(S, i), acc);
+
+/* EXTRA(B, G, dw, cnt, accx): adds the group's non-dot terms to the vector accx */
+#define LEGACY_DOT(NAME, T, LEVELS, EXTRA)                                                       \
+    static float NAME(const void *w, const void *a, int64_t n) {                                 \
+        const T *blk = (const T *)w;                                                             \
+        const llk_block_q8_32x8 *ag = (const llk_block_q8_32x8 *)a;                              \
+        const int64_t nb = n / 32;                                                               \
+        __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0, acc2 = acc0, acc3 = acc0, accx = acc0;   \
+        for (int64_t g = 0; 8 * g < nb; g++) {                                                   \
+            const T *B = blk + 8 * g;                                                            \
+            const llk_block_q8_32x8 *G = ag + g;                                                 \
+            const int cnt = nb - 8 * g < 8 ? (int)(nb - 8 * g) : 8;                              \
+            __m256 dw = gather_h8((const uint8_t *)&B->d, sizeof(T), cnt);                      \
+            __m256 S = _mm256_mul_ps(dw, _mm256_loadu_ps(G->d));                                 \
+            accx = EXTRA(B, G, dw, cnt, accx);                                                   \
+            if (cnt == 8) {                                                                      \
+                LEG_STEP(LEVELS, acc0, 0) LEG_STEP(LEVELS, acc1, 1)                              \
+                LEG_STEP(LEVELS, acc2, 2) LEG_STEP(LEVELS, acc3, 3)                              \
+                LEG_STEP(LEVELS, acc0, 4) LEG_STEP(LEVELS, acc1, 5)                              \
+                LEG_STEP(LEVELS, acc2, 6) LEG_STEP(LEVELS, acc3, 7)                              \
+            } else {                                                                             \
+                for (int i = 0; i < cnt; i++) LEG_STEP(LEVELS, acc0, i)                          \
+            }                                                                                    \
+        }                                                                                        \
+        return hsum8(_mm256_add_ps(_mm256_add_ps(_mm256_add_ps(acc0, acc1),                      \
+                                                 _mm256_add_ps(acc2, acc3)), accx));             \
+    }
+
+static inline __m256i iq4_lut(void) {
+    __m128i t = _mm_loadu_si128((const __m128i *)llk_iq4_values);
+    return _mm256_set_m128i(t, t);
+}
+
+static inline __m256i lv_q4_0(const blk_q4_0 *B, __m256i x) { return dot_us(nib32(B->qs), x); }
+static inline __m256i lv_q4_1(const blk_q4_1 *B, __m256i x) { return dot_us(nib32(B->qs), x); }
+static inline __m256i lv_q5_0(const blk_q5_0 *B, __m256i x) {
+    return dot_us(_mm256_or_si256(nib32(B->qs), bits32_x16(B->qh)), x);
+}
+static inline __m256i lv_q5_1(const blk_q5_1 *B, __m256i x) {
+    return dot_us(_mm256_or_si256(nib32(B->qs), bits32_x16(B->qh)), x);
+}
+static inline __m256i lv_q8_0(const blk_q8_0 *B, __m256i x) {
+    return dot_ss(_mm256_loadu_si256((const __m256i *)B->qs), x);
+}
+static inline __m256i lv_iq4_nl(const blk_iq4_nl *B, __m256i x) {
+    return dot_ss(_mm256_shuffle_epi8(iq4_lut(), nib32(B->qs)), x);
+}
+
+/* -offset * dw * s  (blocks past cnt have s = 0 and dw = 0) */
+#define EX_OFFSET(OFF) (void)B; (void)cnt; return _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(-(OFF))), _mm256_loadu_ps(G->s), accx);
+static inline __m256 ex_q4_0(const blk_q4_0 *B, const llk_block_q8_32x8 *G, __m256 dw, int cnt, __m256 accx) { EX_OFFSET(8.0f) }
+static inline __m256 ex_q5_0(const blk_q5_0 *B, const llk_block_q8_32x8 *G, __m256 dw, int cnt, __m256 accx) { EX_OFFSET(16.0f) }
+/* + m * s */
+static inline __m256 ex_q4_1(const blk_q4_1 *B, const llk_block_q8_32x8 *G, __m256 dw, int cnt, __m256 accx) {
+    (void)dw;
+    return _mm256_fmadd_ps(gather_h8((const uint8_t *)&B->m, sizeof *B, cnt), _mm256_loadu_ps(G->s), accx);
+}
+static inline __m256 ex_q5_1(const blk_q5_1 *B, const llk_block_q8_32x8 *G, __m256 dw, int cnt, __m256 accx) {
+    (void)dw;
+    return _mm256_fmadd_ps(gather_h8((const uint8_t *)&B->m, sizeof *B, cnt), _mm256_loadu_ps(G->s), accx);
+}
+#define EX_NONE (void)B; (void)G; (void)dw; (void)cnt; return accx;
+static inline __m256 ex_q8_0(const blk_q8_0 *B, const llk_block_q8_32x8 *G, __m256 dw, int cnt, __m256 accx) { EX_NONE }
+static inline __m256 ex_iq4_nl(const blk_iq4_nl *B, const llk_block_q8_32x8 *G, __m256 dw, int cnt, __m256 accx) { EX_NONE }
+
+LEGACY_DOT(dot_q4_0, blk_q4_0, lv_q4_0, ex_q4_0)
+LEGACY_DOT(dot_q4_1, blk_q4_1, lv_q4_1, ex_q4_1)
+LEGACY_DOT(dot_q5_0, blk_q5_0, lv_q5_0, ex_q5_0)
+LEGACY_DOT(dot_q5_1, blk_q5_1, lv_q5_1, ex_q5_1)
+LEGACY_DOT(dot_q8_0, blk_q8_0, lv_q8_0, ex_q8_0)
+LEGACY_DOT(dot_iq4_nl, blk_iq4_nl, lv_iq4_nl, ex_iq4_nl)
+
+/* --- K-quants ----------------------------------------------------------------------------------- */
+
+#define KQ(T) const T *blk = (const T *)w; const llk_block_q8_256 *ab = (const llk_block_q8_256 *)a; \
+              const int64_t nb = n / 256
+#define XK(b, off) _mm256_loadu_si256((const __m256i *)(ab[b].qs + (off)))
+
+/* Q4_K / Q5_K: the 12 packed bytes -> 8 scales (sc) and 8 mins (mn), one byte each, as words:
+ * groups 0-3 are the low 6 bits of bytes 0-3 (scales) and 4-7 (mins); groups 4-7 take their low
+ * 4 bits from bytes 8-11 and their top 2 bits from the top of bytes 0-3 / 4-7. */
+static inline void k4_unpack(const uint8_t *s, uint32_t sc[2], uint32_t mn[2]) {
+    uint32_t a0, a1, a2;
+    memcpy(&a0, s, 4); memcpy(&a1, s + 4, 4); memcpy(&a2, s + 8, 4);
+    sc[0] = a0 & 0x3f3f3f3fu;
+    mn[0] = a1 & 0x3f3f3f3fu;
+    sc[1] = (a2 & 0x0f0f0f0fu) | (((a0 >> 6) & 0x03030303u) << 4);
+    mn[1] = ((a2 >> 4) & 0x0f0f0f0fu) | (((a1 >> 6) & 0x03030303u) << 4);
+}
+/* sum_g mn[g] * (bsums[2g] + bsums[2g+1]) as 8 x i32 (one madd with the mins doubled) */
+static inline __m256i k4_min_dot(const uint32_t mn[2], const int16_t *bsums) {
+    __m128i m8 = _mm_set_epi32(0, 0, (int)mn[1], (int)mn[0]);
+    __m256i m16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8));
+    return _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)bsums), m16);
+}
+/* broadcast i16 word j (0..7) of v (both 128-bit lanes hold the 8 words) */
+static inline __m256i bcast_w(__m256i v, int j) {
+    return _mm256_shuffle_epi8(v, _mm256_set1_epi16((short)(0x0100 + 0x0202 * j)));
+}
+/* i16 pair sums -> i32, low 128 bits weighted by s0, high by s1 */
+static inline __m256i scale2(__m256i p16, int s0, int s1) {
+    return _mm256_madd_epi16(p16, _mm256_set_m128i(_mm_set1_epi16((short)s1), _mm_set1_epi16((short)s0)));
+}
+
+static float dot_q4_K(const void *w, const void *a, int64_t n) {
+    KQ(blk_q4_K);
+    const __m256i m4 = _mm256_set1_epi8(15);
+    __m256 acc = _mm256_setzero_ps(), accm = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        uint32_t sc[2], mn[2];
+        k4_unpack(blk[b].scales, sc, mn);
+        __m128i s16 = _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)sc[1], (int)sc[0]));
+        __m256i scv = _mm256_set_m128i(s16, s16);
+        __m256i i0 = _mm256_setzero_si256(), i1 = _mm256_setzero_si256();
+        for (int c = 0; c < 4; c++) {
+            __m256i v = _mm256_loadu_si256((const __m256i *)(blk[b].qs + 32 * c));
+            __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+            __m256i plo = _mm256_maddubs_epi16(lo, XK(b, 64 * c));
+            __m256i phi = _mm256_maddubs_epi16(hi, XK(b, 64 * c + 32));
+            i0 = _mm256_add_epi32(i0, _mm256_madd_epi16(plo, bcast_w(scv, 2 * c)));
+            i1 = _mm256_add_epi32(i1, _mm256_madd_epi16(phi, bcast_w(scv, 2 * c + 1)));
+        }
+        float dx = ab[b].d;
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(i0, i1)), _mm256_set1_ps(h2f(blk[b].d) * dx), acc);
+        accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(k4_min_dot(mn, ab[b].bsums)), _mm256_set1_ps(h2f(blk[b].dmin) * dx), accm);
+    }
+    return hsum8(_mm256_sub_ps(acc, accm));
+}
+
+static float dot_q5_K(const void *w, const void *a, int64_t n) {
+    KQ(blk_q5_K);
+    const __m256i m4 = _mm256_set1_epi8(15), b4 = _mm256_set1_epi8(16);
+    __m256 acc = _mm256_setzero_ps(), accm = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        uint32_t sc[2], mn[2];
+        k4_unpack(blk[b].scales, sc, mn);
+        __m128i s16 = _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)sc[1], (int)sc[0]));
+        __m256i scv = _mm256_set_m128i(s16, s16);
+        __m256i qh = _mm256_loadu_si256((const __m256i *)blk[b].qh);
+        __m256i i0 = _mm256_setzero_si256(), i1 = _mm256_setzero_si256();
+        for (int c = 0; c < 4; c++) {
+            __m256i v = _mm256_loadu_si256((const __m256i *)(blk[b].qs + 32 * c));
+            /* bit 2c of qh moved to bit 4, bit 2c + 1 likewise */
+            __m256i hlo = _mm256_and_si256(c < 2 ? _mm256_slli_epi16(qh, 4 - 2 * c) : _mm256_srli_epi16(qh, 2 * c - 4), b4);
+            __m256i hhi = _mm256_and_si256(c < 2 ? _mm256_slli_epi16(qh, 3 - 2 * c) : _mm256_srli_epi16(qh, 2 * c - 3), b4);
+            __m256i lo = _mm256_or_si256(_mm256_and_si256(v, m4), hlo);
+            __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4), hhi);
+            __m256i plo = _mm256_maddubs_epi16(lo, XK(b, 64 * c));
+            __m256i phi = _mm256_maddubs_epi16(hi, XK(b, 64 * c + 32));
+            i0 = _mm256_add_epi32(i0, _mm256_madd_epi16(plo, bcast_w(scv, 2 * c)));
+            i1 = _mm256_add_epi32(i1, _mm256_madd_epi16(phi, bcast_w(scv, 2 * c + 1)));
+        }
+        float dx = ab[b].d;
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(i0, i1)), _mm256_set1_ps(h2f(blk[b].d) * dx), acc);
+        accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(k4_min_dot(mn, ab[b].bsums)), _mm256_set1_ps(h2f(blk[b].dmin) * dx), accm);
+    }
+    return hsum8(_mm256_sub_ps(acc, accm));
+}
+
+static float dot_q6_K(const void *w, const void *a, int64_t n) {
+    KQ(blk_q6_K);
+    const __m256i m4 = _mm256_set1_epi8(15), m2 = _mm256_set1_epi8(3 << 4);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const int8_t *sc = blk[b].scales;
+        __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)sc));
+        /* the -32 offset: 32 * sum_g sc[g] * bsums[g], one madd */
+        __m256i off = _mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i *)ab[b].bsums));
+        __m256i i0 = _mm256_setzero_si256(), i1 = _mm256_setzero_si256();
+        for (int h = 0; h < 2; h++) {
+            __m256i l0 = _mm256_loadu_si256((const __m256i *)(blk[b].ql + 64 * h));
+            __m256i l1 = _mm256_loadu_si256((const __m256i *)(blk[b].ql + 64 * h + 32));
+            __m256i qh = _mm256_loadu_si256((const __m256i *)(blk[b].qh + 32 * h));
+            __m256i q0 = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m2));
+            __m256i q1 = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m2));
+            __m256i q2 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(qh, m2));
+            __m256i q3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), _mm256_and_si256(_mm256_srli_epi16(qh, 2), m2));
+            const int g = 8 * h;
+            i0 = _mm256_add_epi32(i0, scale2(_mm256_maddubs_epi16(q0, XK(b, 128 * h)), sc[g], sc[g + 1]));
+            i1 = _mm256_add_epi32(i1, scale2(_mm256_maddubs_epi16(q1, XK(b, 128 * h + 32)), sc[g + 2], sc[g + 3]));
+            i0 = _mm256_add_epi32(i0, scale2(_mm256_maddubs_epi16(q2, XK(b, 128 * h + 64)), sc[g + 4], sc[g + 5]));
+            i1 = _mm256_add_epi32(i1, scale2(_mm256_maddubs_epi16(q3, XK(b, 128 * h + 96)), sc[g + 6], sc[g + 7]));
+        }
+        __m256i isum = _mm256_sub_epi32(_mm256_add_epi32(i0, i1), _mm256_slli_epi32(off, 5));
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(h2f(blk[b].d) * ab[b].d), acc);
+    }
+    return hsum8(acc);
+}
+
+static float dot_q2_K(const void *w, const void *a, int64_t n) {
+    KQ(blk_q2_K);
+    const __m256i m2 = _mm256_set1_epi8(3);
+    __m256 acc = _mm256_setzero_ps();
+    float accm = 0.0f;
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *sc = blk[b].scales;
+        __m256i isum = _mm256_setzero_si256();
+        for (int h = 0; h < 2; h++) {
+            __m256i v = _mm256_loadu_si256((const __m256i *)(blk[b].qs + 32 * h));
+            for (int s = 0; s < 4; s++) {
+                __m256i q = _mm256_and_si256(_mm256_srli_epi16(v, 2 * s), m2);
+                __m256i p = _mm256_maddubs_epi16(q, XK(b, 128 * h + 32 * s));
+                isum = _mm256_add_epi32(isum, scale2(p, sc[8 * h + 2 * s] & 15, sc[8 * h + 2 * s + 1] & 15));
+            }
+        }
+        int m = 0;
+        for (int g = 0; g < 16; g++) m += (sc[g] >> 4) * ab[b].bsums[g];
+        float dx = ab[b].d;
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(h2f(blk[b].d) * dx), acc);
+        accm += h2f(blk[b].dmin) * dx * (float)m;
+    }
+    return hsum8(acc) - accm;
+}
+
+static float dot_q3_K(const void *w, const void *a, int64_t n) {
+    KQ(blk_q3_K);
+    const __m256i m2 = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *s = blk[b].scales;
+        int sc[16];
+        for (int g = 0; g < 16; g++) {
+            int lo = g < 8 ? (s[g] & 15) : (s[g - 8] >> 4);
+            int hi = (s[8 + (g & 3)] >> (2 * (g >> 2))) & 3;
+            sc[g] = (lo | hi << 4) - 32;
+        }
+        __m256i hm = _mm256_loadu_si256((const __m256i *)blk[b].hmask);
+        __m256i isum = _mm256_setzero_si256();
+        for (int h = 0; h < 2; h++) {
+            __m256i v = _mm256_loadu_si256((const __m256i *)(blk[b].qs + 32 * h));
+            for (int j = 0; j < 4; j++) {
+                __m256i hb = _mm256_and_si256(_mm256_srli_epi16(hm, 4 * h + j), one);
+                /* level + 4 = low2 + 4 * high bit: 0..7 */
+                __m256i q = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 2 * j), m2),
+                                            _mm256_slli_epi16(hb, 2));
+                __m256i p = _mm256_maddubs_epi16(q, XK(b, 128 * h + 32 * j));
+                isum = _mm256_add_epi32(isum, scale2(p, sc[8 * h + 2 * j], sc[8 * h + 2 * j + 1]));
+            }
+        }
+        int off = 0;
+        for (int g = 0; g < 16; g++) off += sc[g] * ab[b].bsums[g];
+        isum = _mm256_sub_epi32(isum, _mm256_setr_epi32(4 * off, 0, 0, 0, 0, 0, 0, 0));
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(h2f(blk[b].d) * ab[b].d), acc);
+    }
+    return hsum8(acc);
+}
+
+static float dot_iq4_xs(const void *w, const void *a, int64_t n) {
+    KQ(blk_iq4_xs);
+    const __m256i lut = iq4_lut();
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        __m256i isum = _mm256_setzero_si256();
+        for (int g = 0; g < 8; g++) {
+            int lo = (blk[b].scales_l[g >> 1] >> (4 * (g & 1))) & 15;
+            int hi = (blk[b].scales_h >> (2 * g)) & 3;
+            int ls = (lo | hi << 4) - 32;
+            __m256i q = _mm256_shuffle_epi8(lut, nib32(blk[b].qs + 16 * g));
+            __m256i x = XK(b, 32 * g);
+            __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(q, q), _mm256_sign_epi8(x, q));
+            isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, _mm256_set1_epi16((short)ls)));
+        }
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(h2f(blk[b].d) * ab[b].d), acc);
+    }
+    return hsum8(acc);
+}
+
+static void llk_fill_256(llk_kernels *k) {
+    k->quant_q8_32 = quant_q8_32;
+    k->quant_q8_256 = quant_q8_256;
+    k->dot[LLK_TYPE_F32] = dot_f32;
+    k->dot[LLK_TYPE_F16] = dot_f16;
+    k->dequant[LLK_TYPE_F16] = deq_f16;
+    k->dot[LLK_TYPE_BF16] = dot_bf16;
+    k->dot[LLK_TYPE_Q4_0] = dot_q4_0;
+    k->dot[LLK_TYPE_Q4_1] = dot_q4_1;
+    k->dot[LLK_TYPE_Q5_0] = dot_q5_0;
+    k->dot[LLK_TYPE_Q5_1] = dot_q5_1;
+    k->dot[LLK_TYPE_Q8_0] = dot_q8_0;
+    k->dot[LLK_TYPE_IQ4_NL] = dot_iq4_nl;
+    k->dot[LLK_TYPE_Q2_K] = dot_q2_K;
+    k->dot[LLK_TYPE_Q3_K] = dot_q3_K;
+    k->dot[LLK_TYPE_Q4_K] = dot_q4_K;
+    k->dot[LLK_TYPE_Q5_K] = dot_q5_K;
+    k->dot[LLK_TYPE_Q6_K] = dot_q6_K;
+    k->dot[LLK_TYPE_IQ4_XS] = dot_iq4_xs;
+}
+
+#endif /* LLK_SIMD256_H */
