@@ -105,6 +105,15 @@ class Vocab:
             raise TokenizerError(f"{where}: bad tokenizer metadata: {e}") from e
 
 
+def _check_array(md, key: str, allowed: tuple[str, ...], where: str) -> None:
+    """Refuse an array of the wrong element type, as llama.cpp does (it would misread it)."""
+    info = md.array_info(key)
+    if info is None:
+        raise TokenizerError(f"{where}: {key} is not an array")
+    if info.elem_type.name not in allowed:
+        raise TokenizerError(f"{where}: {key} holds {info.elem_type.name} values; expected {' or '.join(allowed)}")
+
+
 def _read_vocab(md, where: str) -> Vocab:
     model = md.string("tokenizer.ggml.model", None)
     if model is None:
@@ -115,6 +124,7 @@ def _read_vocab(md, where: str) -> Vocab:
     pre = md.string("tokenizer.ggml.pre", "") if model == "gpt2" else ""
     if "tokenizer.ggml.tokens" not in md:
         raise TokenizerError(f"{where}: no tokenizer.ggml.tokens in the file")
+    _check_array(md, "tokenizer.ggml.tokens", ("STRING",), where)
     tokens = md.string_array("tokenizer.ggml.tokens")
     n = len(tokens)
     if n == 0:
@@ -123,6 +133,7 @@ def _read_vocab(md, where: str) -> Vocab:
         if not t:
             tokens[i] = f"[EMPTY_{i}]"
     if "tokenizer.ggml.token_type" in md:
+        _check_array(md, "tokenizer.ggml.token_type", ("INT32",), where)
         types = np.asarray(md.numeric_array("tokenizer.ggml.token_type", "int"), dtype=np.int64)
         if len(types) < n:
             raise TokenizerError(f"{where}: {len(types)} token types for {n} tokens")
@@ -134,6 +145,7 @@ def _read_vocab(md, where: str) -> Vocab:
         attrs[types == t] = a
     scores = None
     if "tokenizer.ggml.scores" in md:
+        _check_array(md, "tokenizer.ggml.scores", ("FLOAT32", "INT32"), where)
         scores = np.asarray(md.numeric_array("tokenizer.ggml.scores", "float"), dtype=np.float32)
         if len(scores) < n:
             raise TokenizerError(f"{where}: {len(scores)} token scores for {n} tokens")
@@ -142,6 +154,7 @@ def _read_vocab(md, where: str) -> Vocab:
     if model == "gpt2":
         if "tokenizer.ggml.merges" not in md:
             raise TokenizerError(f"{where}: byte-level BPE vocabulary without tokenizer.ggml.merges")
+        _check_array(md, "tokenizer.ggml.merges", ("STRING",), where)
         merges = md.string_array("tokenizer.ggml.merges")
 
     token_to_id = {t: i for i, t in enumerate(tokens)}
