@@ -88,18 +88,34 @@ def _render_chat(template: str, system, user: str, bos: str, eos: str) -> str:
                                             bos_token=bos, eos_token=eos)
 
 
-def _greedy(llm, prompt_ids: list[int]) -> tuple[list[int], list[float]]:
+def _greedy(llm, prompt_ids: list[int]) -> dict:
+    """Greedy continuation, one token per eval (as generation runs), with the top-8 logits and
+    the top-two gap of every step."""
     llm.reset()
     llm.eval(prompt_ids)
-    ids, gaps = [], []
+    ids, gaps, top_ids, top_logits = [], [], [], []
     for _ in range(N_GEN):
         logits = np.array(llm.scores[llm.n_tokens - 1], dtype=np.float32)
-        top2 = np.argpartition(-logits, 2)[:2]
-        top2 = top2[np.argsort(-logits[top2])]
-        ids.append(int(top2[0]))
-        gaps.append(round(float(logits[top2[0]] - logits[top2[1]]), 4))
-        llm.eval([int(top2[0])])
-    return ids, gaps
+        top = np.argpartition(-logits, 8)[:8]
+        top = top[np.argsort(-logits[top])]
+        ids.append(int(top[0]))
+        gaps.append(round(float(logits[top[0]] - logits[top[1]]), 4))
+        top_ids.append([int(i) for i in top])
+        top_logits.append([round(float(logits[i]), 3) for i in top])
+        llm.eval([int(top[0])])
+    return {"ids": ids, "gaps": gaps, "top_ids": top_ids, "top_logits": top_logits}
+
+
+def _self_divergence(llm, case: dict) -> list[list[float]]:
+    """llama.cpp against itself: the same sequence as ONE batch (teacher-forced); the steps whose
+    arg-max differs from the one-token-at-a-time golden, as [step, golden gap]. This measures how
+    far summation order alone moves a Q4_1 model's logits: the noise floor of any comparison."""
+    seq = case["prompt_ids"] + case["ids"][:-1]
+    p = len(case["prompt_ids"])
+    llm.reset()
+    llm.eval(seq)
+    am = np.array(llm.scores[p - 1:len(seq)], dtype=np.float32).argmax(-1)
+    return [[i, case["gaps"][i]] for i in range(N_GEN) if int(am[i]) != case["ids"][i]]
 
 
 def make_smollm2(path: str) -> None:
@@ -121,7 +137,8 @@ def make_smollm2(path: str) -> None:
         cases.append({"kind": "chat", "system": system, "user": user, "text": text,
                       "prompt_ids": ids})
     for c in cases:
-        c["ids"], c["gaps"] = _greedy(llm, c["prompt_ids"])
+        c.update(_greedy(llm, c["prompt_ids"]))
+        c["llamacpp_batch_divergence"] = _self_divergence(llm, c)
         c["completion"] = llm.detokenize(c["ids"]).decode("utf-8", "replace")
         print(f"{c['kind']}: {c['text']!r} -> {c['completion']!r}", file=sys.stderr)
     # top logits at every prompt position of the first chat prompt (oracle of the numpy reference)

@@ -1,0 +1,240 @@
+"""The decoder interface and its C implementation: tokens in, logits out, KV cache inside.
+
+`Decoder.decode(tokens, start_pos, all_logits=False)` runs a batch of tokens at positions
+start_pos.. through the whole model in one call into the C library (`llk_decode`) and returns the
+logits of the last position (n_vocab,) or of every position (n_tok, n_vocab). Weights stay in the
+GGUF file's memory map; this module only binds tensor names to the C structs.
+Not here: which tokens to feed, sampling, stopping (see session.py and generate.py).
+"""
+from __future__ import annotations
+
+from typing import Protocol, Sequence
+
+import numpy as np
+
+from app import kernels
+from app.errors import KernelError, UnsupportedModelError
+from app.gguf import GGUFFile
+from app.kernels import KernelAborted, ThreadPool, ffi, lib
+from app.model import DecoderConfig
+
+__all__ = ["Decoder", "CDecoder", "DecodeCancelled", "KV_TYPES"]
+
+KV_TYPES = ("f16", "f32")
+# every n-th layer attends to the whole context, the others to the sliding window
+_SWA_PATTERN = {"gemma2": 2, "gemma3": 6}
+_ROPE_SCALING = {"none": 0, "linear": 1, "yarn": 2, "llama3": 3}
+_FFN_ACT = {"silu": 0, "gelu": 1, "gelu_erf": 2}
+_NORM = {"rms": 0, "layer": 1}
+
+
+class DecodeCancelled(KernelAborted):
+    """decode() stopped because abort() was called from another thread."""
+
+
+class Decoder(Protocol):
+    """What the session needs from a decoder (the C one, or a test double)."""
+
+    n_ctx: int
+    n_vocab: int
+
+    def decode(self, tokens: Sequence[int], start_pos: int, all_logits: bool = False) -> np.ndarray:
+        """Logits (n_vocab,) of the last token, or (n_tok, n_vocab) of each; fills the KV cache
+        at positions start_pos .. start_pos + n_tok - 1 (later positions become stale)."""
+
+    def abort(self) -> None:
+        """From any thread: the running (or next) decode raises DecodeCancelled."""
+
+    def clear_abort(self) -> None: ...
+
+
+def layer_window(cfg: DecoderConfig, il: int) -> int:
+    """The sliding window of layer il (0 = attends to the whole context)."""
+    if cfg.sliding_window <= 0:
+        return 0
+    pattern = _SWA_PATTERN.get(cfg.arch, 0)
+    if pattern and il % pattern == pattern - 1:
+        return 0
+    return cfg.sliding_window
+
+
+class CDecoder:
+    """`llk_decode` over the tensors of an open GGUF file (kept open while the decoder lives).
+
+    n_threads <= 0: one per physical core. kv_type: "f16" (default) or "f32". isa: None for the
+    dispatched level, or "ref" / "avx2" / "avx512" for the matrix products (tests pin levels).
+    """
+
+    def __init__(self, f: GGUFFile, cfg: DecoderConfig, n_ctx: int, *, kv_type: str = "f16",
+                 n_threads: int = 0, n_batch: int = 512, isa: int | str | None = None,
+                 pool: ThreadPool | None = None):
+        if kv_type not in KV_TYPES:
+            raise ValueError(f"kv_type must be one of {KV_TYPES}, not {kv_type!r}")
+        if not 1 <= n_ctx <= max(cfg.n_ctx_train, 1) * 64:
+            raise ValueError(f"n_ctx {n_ctx} out of range for a model trained on {cfg.n_ctx_train}")
+        if cfg.spec.activation not in _FFN_ACT or cfg.spec.norm_kind not in _NORM:
+            raise UnsupportedModelError(f"{cfg.arch}: activation {cfg.spec.activation!r} / "
+                                        f"norm {cfg.spec.norm_kind!r} not supported by the decoder")
+        self.config = cfg
+        self.n_ctx = int(n_ctx)
+        self.n_vocab = cfg.n_vocab
+        self.kv_type = kv_type
+        self._file = f
+        self._keep: list = []            # numpy views and cdata the C structs point into
+        self._own_pool = pool is None
+        self.pool = ThreadPool(n_threads) if pool is None else pool
+        self.n_threads = self.pool.size
+        c = ffi.new("llk_decoder_config *")
+        lib.llk_decoder_config_default(c)
+        c.n_vocab, c.n_embd, c.n_layer = cfg.n_vocab, cfg.n_embd, cfg.n_layer
+        c.n_head, c.n_head_kv, c.head_dim, c.n_ff = cfg.n_head, cfg.n_head_kv, cfg.head_dim, cfg.n_ff
+        c.n_ctx, c.n_batch, c.kv_f16 = self.n_ctx, int(n_batch), int(kv_type == "f16")
+        c.norm_kind, c.norm_eps = _NORM[cfg.spec.norm_kind], cfg.norm_eps
+        c.norm_weight_offset = cfg.spec.norm_weight_offset
+        c.ffn_act = _FFN_ACT[cfg.spec.activation]
+        c.qkv_bias, c.qk_norm = int(cfg.spec.qkv_bias), int(cfg.spec.qk_norm)
+        c.post_norms, c.tied_output = int(cfg.spec.post_norms), int(cfg.tied_output)
+        c.embd_scale = float(np.sqrt(cfg.n_embd)) if cfg.spec.embd_scale_sqrt else 1.0
+        c.attn_softcap, c.final_softcap = cfg.attn_softcap, cfg.final_softcap
+        self._fill_rope(ffi.addressof(c, "rope"), cfg)
+        c.isa = kernels._isa(isa)
+        self.isa = kernels.isa_name(c.isa if c.isa >= 0 else None)
+        layers = ffi.new("llk_layer[]", cfg.n_layer)
+        for il in range(cfg.n_layer):
+            self._bind_layer(layers[il], il)
+        tok_embd = self._matrix("token_embd.weight")
+        out_norm = self._vector("output_norm.weight")
+        out_norm_b = self._vector("output_norm.bias", required=False)
+        output = tok_embd if cfg.tied_output else self._matrix("output.weight")
+        out = ffi.new("llk_decoder **")
+        st = lib.llk_decoder_new(c, tok_embd, out_norm, out_norm_b, output, layers,
+                                 self.pool.ptr, out)
+        if st:
+            self.close()
+            kernels._check(st, f"{f.path}: decoder")
+        self._ptr = out[0]
+        self._cfg_c = c
+        self.kv_bytes = int(lib.llk_decoder_kv_bytes(self._ptr))
+        self._logits_last = np.empty(cfg.n_vocab, np.float32)
+
+    # -- binding -----------------------------------------------------------------------------
+
+    @staticmethod
+    def _fill_rope(r, cfg: DecoderConfig) -> None:
+        lib.llk_rope_params_default(r, cfg.head_dim)
+        r.n_rot = cfg.rope_dim
+        r.neox = int(cfg.spec.rope_kind == "neox")
+        r.freq_base = cfg.rope_base
+        r.scaling = _ROPE_SCALING[cfg.rope_scaling]
+        if cfg.rope_scaling in ("linear", "yarn") and cfg.rope_scale > 0:
+            r.freq_scale = 1.0 / cfg.rope_scale
+        if cfg.rope_scaling == "llama3":
+            r.factor = cfg.rope_scale if cfg.rope_scale > 1 else 8.0
+            r.n_ctx_orig = cfg.rope_orig_ctx or 8192
+        else:
+            r.n_ctx_orig = cfg.rope_orig_ctx or cfg.n_ctx_train
+
+    def _matrix(self, name: str, required: bool = True):
+        t = ffi.new("llk_tensor *")
+        info = self._file.tensors.get(name)
+        if info is None:
+            if required:
+                raise UnsupportedModelError(f"{self._file.path}: tensor {name} is missing")
+            return t
+        if info.type.id not in kernels.SUPPORTED_TYPES:
+            raise UnsupportedModelError(
+                f"{self._file.path}: tensor {name} has type {info.type.name}, which the engine cannot run")
+        raw = self._file.tensor_bytes(name)
+        self._keep.append(raw)
+        t.data = ffi.cast("const void *", raw.ctypes.data)
+        t.type, t.n_rows, t.n_cols, t.row_stride = info.type.id, info.n_rows, info.dims[0], info.row_bytes
+        return t
+
+    def _vector(self, name: str, required: bool = True):
+        t = ffi.new("llk_tensor *")
+        info = self._file.tensors.get(name)
+        if info is None:
+            if required:
+                raise UnsupportedModelError(f"{self._file.path}: tensor {name} is missing")
+            return t
+        n = info.n_elements
+        if info.type.name == "F32":
+            arr = np.ascontiguousarray(self._file.tensor_array(name).reshape(-1))
+        else:
+            arr = kernels.dequantize_row(info.type.id, self._file.tensor_bytes(name).reshape(-1), n)
+        arr = np.ascontiguousarray(arr, dtype=np.float32)
+        self._keep.append(arr)
+        t.data = ffi.cast("const void *", arr.ctypes.data)
+        t.type, t.n_rows, t.n_cols, t.row_stride = 0, 1, n, 4 * n
+        return t
+
+    def _bind_layer(self, L, il: int) -> None:
+        p = f"blk.{il}."
+        cfg = self.config
+        for field, name in [("wq", "attn_q"), ("wk", "attn_k"), ("wv", "attn_v"),
+                            ("wo", "attn_output"), ("ffn_gate", "ffn_gate"), ("ffn_up", "ffn_up"),
+                            ("ffn_down", "ffn_down")]:
+            setattr(L, field, self._matrix(p + name + ".weight")[0])
+        optional = [("attn_norm_b", "attn_norm.bias"), ("bq", "attn_q.bias"), ("bk", "attn_k.bias"),
+                    ("bv", "attn_v.bias"), ("bo", "attn_output.bias"),
+                    ("q_norm", "attn_q_norm.weight"), ("k_norm", "attn_k_norm.weight"),
+                    ("attn_post_norm", "post_attention_norm.weight"),
+                    ("ffn_norm_b", "ffn_norm.bias"), ("ffn_post_norm", "post_ffw_norm.weight")]
+        L.attn_norm = self._vector(p + "attn_norm.weight")[0]
+        L.ffn_norm = self._vector(p + "ffn_norm.weight")[0]
+        for field, name in optional:
+            setattr(L, field, self._vector(p + name, required=False)[0])
+        L.window = layer_window(cfg, il)
+
+    # -- running -----------------------------------------------------------------------------
+
+    def decode(self, tokens: Sequence[int], start_pos: int, all_logits: bool = False) -> np.ndarray:
+        ids = np.ascontiguousarray(tokens, dtype=np.int32).reshape(-1)
+        n = ids.size
+        if n == 0:
+            raise ValueError("decode: no tokens")
+        if start_pos < 0 or start_pos + n > self.n_ctx:
+            raise ValueError(f"decode: positions {start_pos}..{start_pos + n - 1} outside the "
+                             f"context of {self.n_ctx}")
+        if ids.min() < 0 or ids.max() >= self.n_vocab:
+            raise ValueError(f"decode: token id outside 0..{self.n_vocab - 1}")
+        out = np.empty((n, self.n_vocab) if all_logits else self.n_vocab, np.float32)
+        st = lib.llk_decode(self.ptr, ffi.from_buffer("int32_t[]", ids), n, int(start_pos),
+                            int(bool(all_logits)), ffi.from_buffer("float[]", out))
+        if st == 4:
+            raise DecodeCancelled("decode cancelled")
+        kernels._check(st, "decode")
+        return out
+
+    def abort(self) -> None:
+        self.pool.abort()
+
+    def clear_abort(self) -> None:
+        self.pool.clear_abort()
+
+    @property
+    def ptr(self):
+        if getattr(self, "_ptr", None) is None:
+            raise KernelError("decoder is closed")
+        return self._ptr
+
+    def close(self) -> None:
+        if getattr(self, "_ptr", None) is not None:
+            lib.llk_decoder_free(self._ptr)
+            self._ptr = None
+        if getattr(self, "_own_pool", False) and getattr(self, "pool", None) is not None:
+            self.pool.close()
+            self.pool = None
+        self._keep = []
+
+    def __enter__(self) -> "CDecoder":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
