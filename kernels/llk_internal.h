@@ -102,10 +102,13 @@ static inline float llk_bf2f(uint16_t b) { return llk_bits_f32((uint32_t)b << 16
 typedef void (*llk_dequant_fn)(const void *x, float *y, int64_t n);
 typedef void (*llk_quant_fn)(const float *x, void *a, int64_t n);
 typedef float (*llk_dot_fn)(const void *w, const void *a, int64_t n);
+/* out[t] = dot(w, activation row t), t < 4, rows `as` bytes apart (register-blocked matmul) */
+typedef void (*llk_dot4_fn)(const void *w, const void *a, size_t as, int64_t n, float *out);
 
 typedef struct {
     llk_dequant_fn dequant[LLK_N_TYPES];
     llk_dot_fn dot[LLK_N_TYPES];
+    llk_dot4_fn dot4[LLK_N_TYPES];    /* NULL: the driver calls dot four times */
     llk_quant_fn quant_q8_32;
     llk_quant_fn quant_q8_256;
 } llk_kernels;

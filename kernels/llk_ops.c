@@ -11,7 +11,7 @@
 #include "llk_pool.h"
 
 #define ROWS_PER_CHUNK 16   /* rows of W per pool chunk: small enough to balance 2..64 threads */
-#define TOK_BLOCK 8         /* tokens per pass over a chunk of W rows in matmul */
+#define TOK_BLOCK 16        /* tokens per pass over a chunk of W rows in matmul */
 
 static void *aligned_alloc64(size_t bytes) {
     if (bytes == 0) bytes = 64;
@@ -36,6 +36,7 @@ static void aligned_free64(void *p) {
 typedef struct {
     const llk_kernels *k;
     llk_dot_fn dot;
+    llk_dot4_fn dot4;       /* NULL where the type has no 1 x 4 kernel at this level */
     const uint8_t *w;       /* n_rows x row_stride bytes */
     size_t row_stride;
     const uint8_t *a;       /* n_tok x act_bytes: quantized activations */
@@ -44,7 +45,8 @@ typedef struct {
     float *y;               /* n_tok x ldy */
 } mm_job;
 
-/* Rows [r0, r1) of W against all tokens: W rows stay in L1 while token blocks stream past. */
+/* Rows [r0, r1) of W against all tokens: W rows stay in L1 while token blocks stream past;
+ * with a 1 x 4 kernel each weight block is unpacked once for four tokens. */
 static void mm_rows(const mm_job *j, int64_t r0, int64_t r1) {
     if (j->n_tok == 1) {
         for (int64_t r = r0; r < r1; r++)
@@ -55,7 +57,15 @@ static void mm_rows(const mm_job *j, int64_t r0, int64_t r1) {
         int64_t t1 = t0 + TOK_BLOCK < j->n_tok ? t0 + TOK_BLOCK : j->n_tok;
         for (int64_t r = r0; r < r1; r++) {
             const uint8_t *wr = j->w + (size_t)r * j->row_stride;
-            for (int64_t t = t0; t < t1; t++)
+            int64_t t = t0;
+            if (j->dot4) {
+                for (; t + 4 <= t1; t += 4) {
+                    float o[4];
+                    j->dot4(wr, j->a + (size_t)t * j->act_bytes, j->act_bytes, j->n_cols, o);
+                    for (int u = 0; u < 4; u++) j->y[(t + u) * j->ldy + r] = o[u];
+                }
+            }
+            for (; t < t1; t++)
                 j->y[t * j->ldy + r] = j->dot(wr, j->a + (size_t)t * j->act_bytes, j->n_cols);
         }
     }
@@ -95,7 +105,7 @@ llk_status llk_matmul(llk_pool *pool, int isa, int type, const void *w, size_t r
     if (!a) return LLK_ERR_NOMEM;
     for (int64_t tk = 0; tk < n_tok; tk++)
         llk_quantize_act_k(k, t->act, x + tk * ldx, a + (size_t)tk * act_bytes, n_cols);
-    mm_job j = {k, k->dot[type], (const uint8_t *)w, row_stride, a, act_bytes, n_cols, n_tok,
+    mm_job j = {k, k->dot[type], k->dot4[type], (const uint8_t *)w, row_stride, a, act_bytes, n_cols, n_tok,
                 ldy, y};
     mm_outer o = {&j, n_rows};
     int64_t n_chunks = (n_rows + ROWS_PER_CHUNK - 1) / ROWS_PER_CHUNK;
@@ -117,7 +127,7 @@ llk_status llk_matmul_part(int isa, int type, const void *w, size_t row_stride, 
     if (st) return st;
     if (nth < 1 || ith < 0 || ith >= nth || n_tok < 0) return LLK_ERR_ARG;
     if (n_tok > 0 && (!a || !y || ldy < n_rows)) return LLK_ERR_ARG;
-    mm_job j = {k, k->dot[type], (const uint8_t *)w, row_stride, (const uint8_t *)a,
+    mm_job j = {k, k->dot[type], k->dot4[type], (const uint8_t *)w, row_stride, (const uint8_t *)a,
                 llk_act_row_bytes(type, n_cols), n_cols, n_tok, ldy, y};
     int64_t r0 = n_rows * ith / nth, r1 = n_rows * (ith + 1) / nth;
     if (n_tok > 0) mm_rows(&j, r0, r1);

@@ -246,6 +246,60 @@ LEGACY_DOT(dot_q5_1, blk_q5_1, lv_q5_1, ex_q5_1)
 LEGACY_DOT(dot_q8_0, blk_q8_0, lv_q8_0, ex_q8_0)
 LEGACY_DOT(dot_iq4_nl, blk_iq4_nl, lv_iq4_nl, ex_iq4_nl)
 
+/* --- 1 x 4 register-blocked legacy dots (matrix x matrix) ----------------------------------------
+ * out[t] = dot(w, activation row t) for 4 rows `as` bytes apart: each block's levels are unpacked
+ * once and used for four tokens. UNPACK gives the level bytes, DOTX the integer dot with one
+ * token's bytes. */
+
+#define LEGACY_DOT4(NAME, T, UNPACK, DOTX, EXTRA)                                                \
+    static void NAME(const void *w, const void *a, size_t as, int64_t n, float *out) {           \
+        const T *blk = (const T *)w;                                                             \
+        const uint8_t *a8 = (const uint8_t *)a;                                                  \
+        const int64_t nb = n / 32;                                                               \
+        __m256 c0 = _mm256_setzero_ps(), c1 = c0, c2 = c0, c3 = c0;                              \
+        for (int64_t g = 0; 8 * g < nb; g++) {                                                   \
+            const T *B = blk + 8 * g;                                                            \
+            const llk_block_q8_32x8 *G0 = (const llk_block_q8_32x8 *)a8 + g;                     \
+            const llk_block_q8_32x8 *G1 = (const llk_block_q8_32x8 *)(a8 + as) + g;              \
+            const llk_block_q8_32x8 *G2 = (const llk_block_q8_32x8 *)(a8 + 2 * as) + g;          \
+            const llk_block_q8_32x8 *G3 = (const llk_block_q8_32x8 *)(a8 + 3 * as) + g;          \
+            const int cnt = nb - 8 * g < 8 ? (int)(nb - 8 * g) : 8;                              \
+            __m256 dw = gather_h8((const uint8_t *)&B->d, sizeof(T), cnt);                      \
+            __m256 S0 = _mm256_mul_ps(dw, _mm256_loadu_ps(G0->d));                               \
+            __m256 S1 = _mm256_mul_ps(dw, _mm256_loadu_ps(G1->d));                               \
+            __m256 S2 = _mm256_mul_ps(dw, _mm256_loadu_ps(G2->d));                               \
+            __m256 S3 = _mm256_mul_ps(dw, _mm256_loadu_ps(G3->d));                               \
+            c0 = EXTRA(B, G0, dw, cnt, c0); c1 = EXTRA(B, G1, dw, cnt, c1);                      \
+            c2 = EXTRA(B, G2, dw, cnt, c2); c3 = EXTRA(B, G3, dw, cnt, c3);                      \
+            for (int i = 0; i < cnt; i++) {                                                      \
+                __m256i u = UNPACK(&B[i]);                                                       \
+                __m256 p0 = _mm256_cvtepi32_ps(DOTX(u, _mm256_loadu_si256((const __m256i *)G0->qs[i]))); \
+                __m256 p1 = _mm256_cvtepi32_ps(DOTX(u, _mm256_loadu_si256((const __m256i *)G1->qs[i]))); \
+                __m256 p2 = _mm256_cvtepi32_ps(DOTX(u, _mm256_loadu_si256((const __m256i *)G2->qs[i]))); \
+                __m256 p3 = _mm256_cvtepi32_ps(DOTX(u, _mm256_loadu_si256((const __m256i *)G3->qs[i]))); \
+                c0 = _mm256_fmadd_ps(p0, lane(S0, i), c0);                                       \
+                c1 = _mm256_fmadd_ps(p1, lane(S1, i), c1);                                       \
+                c2 = _mm256_fmadd_ps(p2, lane(S2, i), c2);                                       \
+                c3 = _mm256_fmadd_ps(p3, lane(S3, i), c3);                                       \
+            }                                                                                    \
+        }                                                                                        \
+        out[0] = hsum8(c0); out[1] = hsum8(c1); out[2] = hsum8(c2); out[3] = hsum8(c3);          \
+    }
+
+static inline __m256i un_q4_0(const blk_q4_0 *B) { return nib32(B->qs); }
+static inline __m256i un_q4_1(const blk_q4_1 *B) { return nib32(B->qs); }
+static inline __m256i un_q5_0(const blk_q5_0 *B) { return _mm256_or_si256(nib32(B->qs), bits32_x16(B->qh)); }
+static inline __m256i un_q5_1(const blk_q5_1 *B) { return _mm256_or_si256(nib32(B->qs), bits32_x16(B->qh)); }
+static inline __m256i un_q8_0(const blk_q8_0 *B) { return _mm256_loadu_si256((const __m256i *)B->qs); }
+static inline __m256i un_iq4_nl(const blk_iq4_nl *B) { return _mm256_shuffle_epi8(iq4_lut(), nib32(B->qs)); }
+
+LEGACY_DOT4(dot4_q4_0, blk_q4_0, un_q4_0, dot_us, ex_q4_0)
+LEGACY_DOT4(dot4_q4_1, blk_q4_1, un_q4_1, dot_us, ex_q4_1)
+LEGACY_DOT4(dot4_q5_0, blk_q5_0, un_q5_0, dot_us, ex_q5_0)
+LEGACY_DOT4(dot4_q5_1, blk_q5_1, un_q5_1, dot_us, ex_q5_1)
+LEGACY_DOT4(dot4_q8_0, blk_q8_0, un_q8_0, dot_ss, ex_q8_0)
+LEGACY_DOT4(dot4_iq4_nl, blk_iq4_nl, un_iq4_nl, dot_ss, ex_iq4_nl)
+
 /* --- K-quants ----------------------------------------------------------------------------------- */
 
 #define KQ(T) const T *blk = (const T *)w; const llk_block_q8_256 *ab = (const llk_block_q8_256 *)a; \
@@ -363,6 +417,81 @@ static float dot_q6_K(const void *w, const void *a, int64_t n) {
     return hsum8(acc);
 }
 
+/* Q4_K and Q6_K, 1 x 4: levels and scales unpacked once per super-block for four tokens. */
+static void dot4_q4_K(const void *w, const void *a, size_t as, int64_t n, float *out) {
+    const blk_q4_K *blk = (const blk_q4_K *)w;
+    const int64_t nb = n / 256;
+    const __m256i m4 = _mm256_set1_epi8(15);
+    __m256 acc[4], accm[4];
+    for (int t = 0; t < 4; t++) acc[t] = accm[t] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const llk_block_q8_256 *A[4];
+        for (int t = 0; t < 4; t++) A[t] = (const llk_block_q8_256 *)((const uint8_t *)a + t * as) + b;
+        uint32_t sc[2], mn[2];
+        k4_unpack(blk[b].scales, sc, mn);
+        __m128i s16 = _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)sc[1], (int)sc[0]));
+        __m256i scv = _mm256_set_m128i(s16, s16);
+        __m256i is[4];
+        for (int t = 0; t < 4; t++) is[t] = _mm256_setzero_si256();
+        for (int c = 0; c < 4; c++) {
+            __m256i v = _mm256_loadu_si256((const __m256i *)(blk[b].qs + 32 * c));
+            __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+            __m256i slo = bcast_w(scv, 2 * c), shi = bcast_w(scv, 2 * c + 1);
+            for (int t = 0; t < 4; t++) {
+                __m256i plo = _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)(A[t]->qs + 64 * c)));
+                __m256i phi = _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(A[t]->qs + 64 * c + 32)));
+                is[t] = _mm256_add_epi32(is[t], _mm256_add_epi32(_mm256_madd_epi16(plo, slo), _mm256_madd_epi16(phi, shi)));
+            }
+        }
+        float d = h2f(blk[b].d), dm = h2f(blk[b].dmin);
+        for (int t = 0; t < 4; t++) {
+            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is[t]), _mm256_set1_ps(d * A[t]->d), acc[t]);
+            accm[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(k4_min_dot(mn, A[t]->bsums)), _mm256_set1_ps(dm * A[t]->d), accm[t]);
+        }
+    }
+    for (int t = 0; t < 4; t++) out[t] = hsum8(_mm256_sub_ps(acc[t], accm[t]));
+}
+
+static void dot4_q6_K(const void *w, const void *a, size_t as, int64_t n, float *out) {
+    const blk_q6_K *blk = (const blk_q6_K *)w;
+    const int64_t nb = n / 256;
+    const __m256i m4 = _mm256_set1_epi8(15), m2 = _mm256_set1_epi8(3 << 4);
+    __m256 acc[4];
+    for (int t = 0; t < 4; t++) acc[t] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const llk_block_q8_256 *A[4];
+        for (int t = 0; t < 4; t++) A[t] = (const llk_block_q8_256 *)((const uint8_t *)a + t * as) + b;
+        const int8_t *sc = blk[b].scales;
+        __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)sc));
+        __m256i is[4];
+        for (int t = 0; t < 4; t++)
+            is[t] = _mm256_sub_epi32(_mm256_setzero_si256(),
+                                     _mm256_slli_epi32(_mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i *)A[t]->bsums)), 5));
+        for (int h = 0; h < 2; h++) {
+            __m256i l0 = _mm256_loadu_si256((const __m256i *)(blk[b].ql + 64 * h));
+            __m256i l1 = _mm256_loadu_si256((const __m256i *)(blk[b].ql + 64 * h + 32));
+            __m256i qh = _mm256_loadu_si256((const __m256i *)(blk[b].qh + 32 * h));
+            __m256i q[4] = {
+                _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m2)),
+                _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m2)),
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(qh, m2)),
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), _mm256_and_si256(_mm256_srli_epi16(qh, 2), m2))};
+            for (int s = 0; s < 4; s++) {
+                const int g = 8 * h + 2 * s;
+                __m256i sv = _mm256_set_m128i(_mm_set1_epi16(sc[g + 1]), _mm_set1_epi16(sc[g]));
+                for (int t = 0; t < 4; t++) {
+                    __m256i p = _mm256_maddubs_epi16(q[s], _mm256_loadu_si256((const __m256i *)(A[t]->qs + 128 * h + 32 * s)));
+                    is[t] = _mm256_add_epi32(is[t], _mm256_madd_epi16(p, sv));
+                }
+            }
+        }
+        float d = h2f(blk[b].d);
+        for (int t = 0; t < 4; t++)
+            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is[t]), _mm256_set1_ps(d * A[t]->d), acc[t]);
+    }
+    for (int t = 0; t < 4; t++) out[t] = hsum8(acc[t]);
+}
+
 static float dot_q2_K(const void *w, const void *a, int64_t n) {
     KQ(blk_q2_K);
     const __m256i m2 = _mm256_set1_epi8(3);
@@ -460,6 +589,14 @@ static void llk_fill_256(llk_kernels *k) {
     k->dot[LLK_TYPE_Q5_K] = dot_q5_K;
     k->dot[LLK_TYPE_Q6_K] = dot_q6_K;
     k->dot[LLK_TYPE_IQ4_XS] = dot_iq4_xs;
+    k->dot4[LLK_TYPE_Q4_0] = dot4_q4_0;
+    k->dot4[LLK_TYPE_Q4_1] = dot4_q4_1;
+    k->dot4[LLK_TYPE_Q5_0] = dot4_q5_0;
+    k->dot4[LLK_TYPE_Q5_1] = dot4_q5_1;
+    k->dot4[LLK_TYPE_Q8_0] = dot4_q8_0;
+    k->dot4[LLK_TYPE_IQ4_NL] = dot4_iq4_nl;
+    k->dot4[LLK_TYPE_Q4_K] = dot4_q4_K;
+    k->dot4[LLK_TYPE_Q6_K] = dot4_q6_K;
 }
 
 #endif /* LLK_SIMD256_H */
