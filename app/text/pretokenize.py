@@ -97,3 +97,56 @@ def split_expressions(pre: str) -> tuple[list[str], bool]:
     if key in SPLITS:
         return SPLITS[key], True
     return SPLITS["default"], False
+
+# Byte-level families whose detokenizer does not tidy spaces before punctuation ("clean_spaces").
+NO_CLEAN_SPACES = frozenset([
+    "deepseek-llm", "deepseek-coder", "deepseek-v3", "spark2_5", "youtu", "sarvam-moe", "command-r", "qwen2",
+    "deepseek-r1-qwen", "kormo", "f2llmv2", "qwen35", "poro-chat", "viking", "tekken", "smollm", "chameleon",
+    "gpt-4o", "llama4", "kanana2", "talkie", "granite-embed-multi-97m", "tiny_aya", "cohere2moe", "superbpe",
+    "trillion", "granite-docling", "bailingmoe", "bailingmoe2", "llada-moe", "seed-coder", "hunyuan",
+    "hunyuan-dense", "hy_v4", "joyai-llm", "kimi-k2", "ufakzeka", "grok-2", "afmoe", "laguna", "minimax-m2",
+    "solar-open",
+])
+
+
+def clean_up_spaces(text: bytes) -> bytes:
+    """The space tidying of GPT-2-style detokenizers, on bytes: " ?", " !", " .", " ," lose the
+    space; a lone " ' " loses both spaces (and the character after it); " 's", " 'm", " 're",
+    " 've" lose the space."""
+    if not text:
+        return text
+    buf = bytearray(text)
+    space, quote = 0x20, 0x27
+
+    # 1: no space before ? ! . ,
+    n, out = len(buf), 1
+    for i in range(1, n):
+        x = buf[i]
+        if buf[i - 1] == space and x in b"?!.,":
+            out -= 1
+        buf[out] = x
+        out += 1
+    # 2: " ' " becomes "'" (the character after the closing space is dropped with it)
+    n, out, i = out, 1, 1
+    while i < n:
+        x = buf[i]
+        if x == quote and i + 1 < n and buf[i - 1] == space and buf[i + 1] == space:
+            out -= 1
+            i += 1
+            buf[i] = 0
+        buf[out] = x
+        out += 1
+        i += 1
+    # 3: contractions " 's", " 'm", " 're", " 've"
+    n, out = out, 1
+    for i in range(1, n):
+        x = buf[i]
+        if buf[i - 1] == space and x == quote and i + 1 < n:
+            x1 = buf[i + 1]
+            if x1 in b"sm":
+                out -= 1
+            elif x1 not in b"td" and i + 2 < n and bytes((x1, buf[i + 2])) in (b"re", b"ve"):
+                out -= 1
+        buf[out] = x
+        out += 1
+    return bytes(buf[:out])

@@ -16,7 +16,7 @@ import re
 import numpy as np
 
 from app.errors import TokenizerError
-from app.text.pretokenize import IGNORE_MERGES, split_expressions
+from app.text.pretokenize import IGNORE_MERGES, NO_CLEAN_SPACES, clean_up_spaces, split_expressions
 from app.text.vocab import (ATTR_BYTE, ATTR_CONTROL, ATTR_LSTRIP, ATTR_NORMAL, ATTR_RSTRIP, ATTR_UNKNOWN,
                             ATTR_USER_DEFINED, Vocab, warn_once)
 
@@ -131,6 +131,11 @@ class Tokenizer:
     @property
     def add_eos(self) -> bool:
         return self.vocab.add_eos
+
+    @property
+    def clean_spaces(self) -> bool:
+        """Whether the model's own detokenizer tidies spaces before punctuation (GPT-2 style)."""
+        return self.kind == "bpe" and self.vocab.pre not in NO_CLEAN_SPACES
 
     def is_eog(self, token: int) -> bool:
         return token in self.vocab.eog_ids
@@ -272,9 +277,10 @@ class Tokenizer:
                 return b""
         return b""  # unused and undefined tokens show nothing
 
-    def decode_bytes(self, ids, special: bool = False) -> bytes:
-        """The bytes of `ids` joined, as llama.cpp's detokenizer gives them (no space clean-up):
-        with a space prefix, the first token loses one leading space."""
+    def decode_bytes(self, ids, special: bool = False, clean_spaces: bool | None = False) -> bytes:
+        """The bytes of `ids` joined, as streamed: with a space prefix, the first token loses one
+        leading space. `clean_spaces=None` tidies spaces as the model's detokenizer does
+        (llama.cpp's llama_detokenize); the default False keeps the text as generated."""
         out = bytearray()
         strip = self.vocab.add_space_prefix
         for i, t in enumerate(ids):
@@ -282,11 +288,13 @@ class Tokenizer:
             if i == 0 and strip and piece.startswith(b" "):
                 piece = piece[1:]
             out += piece
+        if clean_spaces or (clean_spaces is None and self.clean_spaces):
+            return clean_up_spaces(bytes(out))
         return bytes(out)
 
-    def decode(self, ids, special: bool = False) -> str:
-        """Text of `ids`; bytes that are not valid UTF-8 become U+FFFD."""
-        return self.decode_bytes(ids, special).decode("utf-8", errors="replace")
+    def decode(self, ids, special: bool = False, clean_spaces: bool | None = False) -> str:
+        """Text of `ids` (what a stream of them shows); bytes that are not valid UTF-8 become U+FFFD."""
+        return self.decode_bytes(ids, special, clean_spaces).decode("utf-8", errors="replace")
 
 
 class _SentencePiece:

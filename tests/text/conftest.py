@@ -9,7 +9,7 @@ import pytest
 
 from app.gguf import open_gguf
 from app.text import load_tokenizer
-from tests.synth import write_tiny_spm_model
+from tests.synth import write_tiny_model, write_tiny_spm_model
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "text"
 SPM_VARIANTS = {
@@ -44,5 +44,13 @@ def spm_tokenizers(spm_paths):
 
 
 @pytest.fixture(scope="session")
-def tokenizers_by_name(smollm2_tokenizer, spm_tokenizers):
-    return {"smollm2": smollm2_tokenizer, **spm_tokenizers}
+def tiny_bpe_tokenizer(tmp_path_factory):
+    """The byte-level vocabulary of tests.synth.write_tiny_model (256 bytes, a few merges)."""
+    path = write_tiny_model(tmp_path_factory.mktemp("tiny") / "tiny.gguf")
+    with open_gguf(path) as f:
+        return load_tokenizer(f)
+
+
+@pytest.fixture(scope="session")
+def tokenizers_by_name(smollm2_tokenizer, spm_tokenizers, tiny_bpe_tokenizer):
+    return {"smollm2": smollm2_tokenizer, "tiny_bpe": tiny_bpe_tokenizer, **spm_tokenizers}

@@ -25,7 +25,7 @@ sys.path.insert(0, str(ROOT))
 import llama_cpp  # noqa: E402
 
 from tests.models import require_smollm2  # noqa: E402
-from tests.synth import smollm2_vocab, write_tiny_bpe_model, write_tiny_spm_model  # noqa: E402
+from tests.synth import smollm2_vocab, write_tiny_bpe_model, write_tiny_model, write_tiny_spm_model  # noqa: E402
 
 # Synthetic SentencePiece variants: name -> keyword arguments of write_tiny_spm_model.
 SPM_VARIANTS = {
@@ -143,6 +143,10 @@ def main() -> None:
             g["variant"] = kwargs
             (HERE / f"golden_{name}.json").write_text(json.dumps(g, ensure_ascii=True, indent=0) + "\n")
             print(f"golden_{name}.json: {n} strings")
+        path = write_tiny_model(Path(tmp) / "tiny.gguf")
+        g = golden_for(Oracle(path), strings, "tests.synth.write_tiny_model()")
+        (HERE / "golden_tiny_bpe.json").write_text(json.dumps(g, ensure_ascii=True, indent=0) + "\n")
+        print(f"golden_tiny_bpe.json: {n} strings")
         tokens, types, merges = smollm2_vocab(require_smollm2())
         texts = [t for v in corpus.values() for t in v]
         by_pre = {}
