@@ -4,12 +4,14 @@ Metadata lives in pyproject.toml; this file only wires kernels/build_ffi.py in t
 `cffi_modules` and compiles each C file of kernels/ with its own flags (the instruction-set files
 with theirs, the reference and shared files with none), warnings on.
 """
+import glob
 import os
 import platform
 import sys
 
 from setuptools import setup
 from setuptools.command.build_ext import build_ext
+from setuptools.command.sdist import sdist
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "kernels"))
@@ -54,7 +56,16 @@ class BuildKernels(build_ext):
         super().build_extension(ext)
 
 
+class SdistWithKernels(sdist):
+    """sdist that carries the kernel sources (they are not Extension sources, see above)."""
+
+    def make_distribution(self):
+        for pattern in ("kernels/*.c", "kernels/*.h", "kernels/*.py"):
+            self.filelist.extend(sorted(glob.glob(pattern, root_dir=HERE)))
+        super().make_distribution()
+
+
 setup(
     cffi_modules=["kernels/build_ffi.py:ffi"],
-    cmdclass={"build_ext": BuildKernels},
+    cmdclass={"build_ext": BuildKernels, "sdist": SdistWithKernels},
 )
