@@ -457,8 +457,6 @@ class MainWindow(QMainWindow):
         self.model_info = info
         self.progress.setValue(1000)
         self.progress_panel.hide()
-        if self.preflight.get("path") and "template_status" not in info:
-            info["template_status"] = self.preflight.get("template_status")
         self.info_panel.show_info(info)
         self.stats.set_model(info.get("file_size") or 0, info.get("n_ctx"), info.get("pool_size"))
         self.show_notice(self._load_note)

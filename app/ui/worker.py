@@ -201,6 +201,7 @@ class EngineWorker(QObject):
             from app.model.inspect import describe
 
             info = describe(path)
+            info["template_status"] = _template_status(path)
             engine = self.engine()
             last = [0.0]
 
@@ -308,6 +309,18 @@ class EngineWorker(QObject):
             except Exception:
                 pass
             self._engine = None
+
+
+def _template_status(path: str) -> str:
+    try:
+        from app.gguf import open_gguf
+        from app.library.preflight import chat_template_status
+
+        with open_gguf(path) as f:
+            status, message = chat_template_status(f)
+        return "ok" if status == "ok" else message.split(": ", 1)[-1]
+    except Exception:
+        return "unknown"
 
 
 def _preflight_facts(path: str, report) -> dict:
