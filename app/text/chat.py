@@ -263,7 +263,8 @@ def _check_messages(messages) -> list[dict]:
     for i, m in enumerate(messages):
         if not isinstance(m, dict) or not isinstance(m.get("role"), str):
             raise TemplateError(f"message {i} needs a 'role' string")
-        out.append(dict(m, content=m.get("content", "")))
+        content = m.get("content")
+        out.append(dict(m, content="" if content is None else content))
     return out
 
 
