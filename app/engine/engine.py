@@ -1,0 +1,155 @@
+"""One loaded model ready to answer: the GGUF file (mapped), its config, tokenizer and chat
+template, a C decoder with its KV cache, and a session over it. Open with `Engine.load(path)`.
+
+    with Engine.load(path, n_ctx=2048) as eng:
+        req = GenerationRequest(eng.chat_prompt([{"role": "user", "content": "Hi"}]))
+        for ev in eng.generate(req): ...
+
+`Chat` keeps a conversation's messages and turns each reply into a generation on the same
+session, so a follow-up decodes only the new tokens; when the conversation outgrows the context
+it drops the oldest turns after the system prompt (and says so with a ContextShifted event).
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Iterator
+
+from app.engine.decoder import CDecoder
+from app.engine.generate import ContextShifted, Event, Finished, GenerationRequest, generate
+from app.engine.sampler import SamplerSettings
+from app.engine.session import Session
+from app.gguf import open_gguf
+from app.model import config_from_gguf, require_supported
+
+__all__ = ["Engine", "Chat", "DEFAULT_N_CTX"]
+
+DEFAULT_N_CTX = 4096
+
+
+class Engine:
+    def __init__(self, path, *, n_ctx: int | None = None, n_threads: int = 0, kv_type: str = "f16",
+                 n_batch: int = 512, isa: str | None = None):
+        from app.text import load_tokenizer
+
+        self.path = str(path)
+        self.file = open_gguf(path)
+        try:
+            require_supported(self.file)
+            self.config = config_from_gguf(self.file)
+            self.tokenizer = load_tokenizer(self.file)
+            n_ctx = min(self.config.n_ctx_train, DEFAULT_N_CTX) if not n_ctx else int(n_ctx)
+            self.decoder = CDecoder(self.file, self.config, n_ctx, kv_type=kv_type,
+                                    n_threads=n_threads, n_batch=n_batch, isa=isa)
+        except BaseException:
+            self.file.close()
+            raise
+        self.session = Session(self.decoder, n_batch=n_batch)
+        self._template = None
+
+    load = classmethod(lambda cls, path, **kw: cls(path, **kw))
+
+    @property
+    def n_ctx(self) -> int:
+        return self.decoder.n_ctx
+
+    @property
+    def n_threads(self) -> int:
+        return self.decoder.n_threads
+
+    @property
+    def chat_template(self):
+        if self._template is None:
+            from app.text import load_chat_template
+
+            self._template = load_chat_template(self.file, self.tokenizer)
+        return self._template
+
+    # -- prompts ------------------------------------------------------------------------------
+
+    def raw_prompt(self, text: str) -> list[int]:
+        """`text` tokenized as-is (special-token text stays plain), BOS if the model wants it."""
+        return self.tokenizer.encode(text, add_special=True, parse_special=False)
+
+    def chat_prompt(self, messages, add_generation_prompt: bool = True) -> list[int]:
+        from app.text import chat_prompt_tokens
+
+        return chat_prompt_tokens(self.tokenizer, self.chat_template, messages,
+                                  add_generation_prompt=add_generation_prompt)
+
+    # -- running ------------------------------------------------------------------------------
+
+    def generate(self, request: GenerationRequest) -> Iterator[Event]:
+        return generate(self.session, self.tokenizer, request)
+
+    def cancel(self) -> None:
+        """From any thread: the running generation ends with stop reason "cancelled"."""
+        self.session.cancel()
+
+    def close(self) -> None:
+        self.decoder.close()
+        self.file.close()
+
+    def __enter__(self) -> "Engine":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class Chat:
+    """A conversation on an engine: system prompt, alternating turns, context policy "shift" by
+    default (oldest turns after the system prompt are dropped when the context fills)."""
+
+    def __init__(self, engine: Engine, system: str | None = None, context_policy: str = "shift",
+                 reserve: int = 256):
+        self.engine = engine
+        self.system = system
+        self.messages: list[dict] = []
+        self.context_policy = context_policy
+        self.reserve = reserve          # tokens kept free for the reply when dropping turns
+        self.dropped_turns = 0
+
+    def _all(self, messages) -> list[dict]:
+        return ([{"role": "system", "content": self.system}] if self.system else []) + messages
+
+    def _n_keep(self, ids: list[int]) -> int:
+        """Tokens of the system part: the rendered system prompt's length (common prefix)."""
+        if not self.system:
+            return 1 if ids and ids[0] == self.engine.tokenizer.bos_id else 0
+        sys_ids = self.engine.chat_prompt(self._all([]), add_generation_prompt=False)
+        n = 0
+        for a, b in zip(sys_ids, ids):
+            if a != b:
+                break
+            n += 1
+        return n
+
+    def send(self, user_text: str, sampler: SamplerSettings | None = None,
+             max_tokens: int = 512) -> Iterator[Event]:
+        """Add the user's turn, generate the reply (events), and add the reply to the history."""
+        self.messages.append({"role": "user", "content": user_text})
+        ids = self.engine.chat_prompt(self._all(self.messages))
+        limit = self.engine.n_ctx - min(self.reserve, self.engine.n_ctx // 4)
+        dropped = 0
+        while len(ids) > limit and self.context_policy == "shift" and len(self.messages) > 1:
+            # the oldest exchange after the system prompt goes: a user turn and its reply
+            del self.messages[:2 if len(self.messages) > 2 else 1]
+            dropped += 1
+            ids = self.engine.chat_prompt(self._all(self.messages))
+        if dropped:
+            self.dropped_turns += dropped
+            yield ContextShifted(dropped, len(ids))
+        req = GenerationRequest(tuple(ids), max_tokens=max_tokens,
+                                sampler=sampler or SamplerSettings(),
+                                context_policy=self.context_policy, n_keep=self._n_keep(ids))
+        fin = None
+        for ev in self.engine.generate(req):
+            if isinstance(ev, Finished):
+                fin = ev
+            yield ev
+        if fin is not None:
+            self.messages.append({"role": "assistant", "content": fin.text})
+
+    def reply_request(self, **kw) -> GenerationRequest:  # pragma: no cover - convenience
+        ids = self.engine.chat_prompt(self._all(self.messages))
+        return replace(GenerationRequest(tuple(ids)), **kw)

@@ -1,0 +1,170 @@
+"""Generation as a generator of events: prompt progress, text pieces, context shifts, and one
+final event with the stop reason, the token ids and the statistics. The UI worker, the command
+line and the tests all drive this same loop:
+
+    for event in generate(session, tokenizer, request):
+        if isinstance(event, TextPiece): show(event.text)
+
+Stop reasons: "eog" (end-of-generation token), "stop_string", "length" (max_tokens),
+"context_full" (policy "stop"), "cancelled" (Session.cancel() from another thread).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Iterator, Union
+
+from app.engine.sampler import GREEDY, Sampler, SamplerSettings
+from app.engine.session import ContextFullError, GenerationCancelled, Session
+from app.engine.stats import GenerationStats, peak_rss_bytes
+
+__all__ = ["GenerationRequest", "PromptProgress", "TextPiece", "ContextShifted", "Finished",
+           "Event", "generate", "STOP_REASONS", "CONTEXT_POLICIES"]
+
+STOP_REASONS = ("eog", "stop_string", "length", "context_full", "cancelled")
+CONTEXT_POLICIES = ("stop", "shift")
+
+
+@dataclass(frozen=True)
+class GenerationRequest:
+    prompt_ids: tuple[int, ...]
+    max_tokens: int = 256
+    sampler: SamplerSettings = GREEDY
+    stop_strings: tuple[str, ...] = ()
+    stop_on_eog: bool = True
+    context_policy: str = "stop"      # "stop": end with "context_full"; "shift": drop and go on
+    n_keep: int = 0                   # tokens never dropped by a shift (BOS, system prompt)
+
+    def __post_init__(self) -> None:
+        if not self.prompt_ids:
+            raise ValueError("the prompt has no tokens")
+        if self.max_tokens < 0:
+            raise ValueError("max_tokens must be >= 0")
+        if self.context_policy not in CONTEXT_POLICIES:
+            raise ValueError(f"context_policy must be one of {CONTEXT_POLICIES}")
+        object.__setattr__(self, "prompt_ids", tuple(int(t) for t in self.prompt_ids))
+        object.__setattr__(self, "stop_strings", tuple(self.stop_strings))
+
+
+@dataclass(frozen=True)
+class PromptProgress:
+    done: int                 # prompt tokens decoded so far
+    total: int                # prompt tokens to decode (those not already in the cache)
+
+
+@dataclass(frozen=True)
+class TextPiece:
+    text: str                 # may be "" while a character or a possible stop string is pending
+    token: int
+
+
+@dataclass(frozen=True)
+class ContextShifted:
+    dropped: int              # tokens dropped after the first n_keep
+    n_past: int               # tokens in the cache after the shift
+
+
+@dataclass(frozen=True)
+class Finished:
+    stop_reason: str
+    text: str
+    ids: tuple[int, ...]
+    prompt_ids: tuple[int, ...]
+    stats: GenerationStats = field(default_factory=GenerationStats)
+    stop_string: str | None = None
+
+
+Event = Union[PromptProgress, TextPiece, ContextShifted, Finished]
+
+
+def _shift_prompt(ids: list[int], n_ctx: int, n_keep: int) -> list[int] | None:
+    """A prompt too long for the context: keep the first n_keep, then the newest tokens up to
+    half the context (room to answer). None when even that cannot fit."""
+    budget = n_ctx // 2 - n_keep
+    if budget < 1:
+        return None
+    return ids[:n_keep] + ids[len(ids) - budget:]
+
+
+def generate(session: Session, tokenizer, request: GenerationRequest) -> Iterator[Event]:
+    """Run one generation on `session`; see the module docstring for the events."""
+    from app.text import TextStream
+
+    stats = GenerationStats(threads=getattr(session.decoder, "n_threads", 1),
+                            isa=getattr(session.decoder, "isa", ""), n_ctx=session.n_ctx)
+    session.clear_cancel()
+    t0 = time.perf_counter()
+    prompt = list(request.prompt_ids)
+    stats.prompt_tokens = len(prompt)
+    ids: list[int] = []
+    stream = TextStream(tokenizer, request.stop_strings, stop_on_eog=request.stop_on_eog)
+    reason, stop_string = "length", None
+
+    def finished() -> Finished:
+        text_tail = stream.finish() if reason in ("length", "context_full", "cancelled") else ""
+        stats.peak_rss_bytes = peak_rss_bytes()
+        return Finished(reason, stream.text, tuple(ids), tuple(request.prompt_ids), stats,
+                        stop_string), text_tail
+
+    try:
+        if len(prompt) >= session.n_ctx:     # no room for even one generated token
+            shifted = _shift_prompt(prompt, session.n_ctx, request.n_keep) \
+                if request.context_policy == "shift" else None
+            if shifted is None:
+                reason = "context_full"
+                fin, _ = finished()
+                yield fin
+                return
+            stats.context_shifts += 1
+            yield ContextShifted(len(prompt) - len(shifted), len(shifted))
+            prompt = shifted
+        for done, total in session.feed_iter(prompt):
+            yield PromptProgress(done, total)
+        logits = session.logits
+        stats.prompt_tokens_evaluated = session.last_evaluated
+        stats.prompt_s = time.perf_counter() - t0
+        sampler = Sampler(request.sampler)
+        t_first = None
+        while len(ids) < request.max_tokens:
+            ts = time.perf_counter()
+            tok = sampler.sample(logits, session.tokens)
+            te = time.perf_counter()
+            if t_first is None:
+                t_first = te
+                stats.ttft_s = te - t0
+            else:
+                stats.sample_s += te - ts
+            ids.append(tok)
+            stats.generated_tokens = len(ids)
+            step = stream.push(tok)
+            if step.text:
+                yield TextPiece(step.text, tok)
+            if step.stop is not None:
+                reason, stop_string = step.stop, step.stop_string
+                break
+            if len(ids) >= request.max_tokens:
+                break
+            if session.n_past >= session.n_ctx:
+                if request.context_policy == "stop":
+                    reason = "context_full"
+                    break
+                keep = min(request.n_keep, session.n_past - 1)
+                new = session.shifted(keep, (session.n_past - keep) // 2)
+                stats.context_shifts += 1
+                yield ContextShifted(session.n_past - len(new), len(new))
+                logits = session.feed(new + [tok])
+            else:
+                logits = session.step(tok)
+            stats.generation_s = time.perf_counter() - t_first
+        if t_first is not None:
+            stats.generation_s = time.perf_counter() - t_first
+    except GenerationCancelled:
+        reason = "cancelled"
+    except ContextFullError:
+        reason = "context_full"
+    finally:
+        session.clear_cancel()
+    fin, tail = finished()
+    if tail:
+        yield TextPiece(tail, ids[-1] if ids else -1)
+    yield fin

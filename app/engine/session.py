@@ -1,0 +1,130 @@
+"""What the KV cache holds, and feeding it: a session remembers the tokens at positions
+0..n_past-1 so a follow-up turn decodes only what is new (the longest matching prefix is kept),
+processes prompts in batches, and makes room when the context is full (drop tokens after the
+first n_keep and renumber the rest).
+Not here: sampling and text (generate.py); the decoder itself (decoder.py).
+"""
+from __future__ import annotations
+
+import threading
+from typing import Iterator, Sequence
+
+import numpy as np
+
+from app.engine.decoder import DecodeCancelled, Decoder
+from app.errors import LlambdaError
+
+__all__ = ["Session", "ContextFullError", "GenerationCancelled"]
+
+
+class ContextFullError(LlambdaError, ValueError):
+    """The tokens do not fit in the context and the policy says stop."""
+
+
+class GenerationCancelled(LlambdaError):
+    """A stop request arrived (between batches, or inside one through the decoder's abort)."""
+
+
+class Session:
+    """KV-cache bookkeeping over one decoder. Not thread-safe except `cancel()`."""
+
+    def __init__(self, decoder: Decoder, n_batch: int = 512):
+        if n_batch < 1:
+            raise ValueError("n_batch must be >= 1")
+        self.decoder = decoder
+        self.n_ctx = decoder.n_ctx
+        self.n_batch = n_batch
+        self.tokens: list[int] = []     # the tokens whose K/V the cache holds, position = index
+        self._cancel = threading.Event()
+        self.logits: np.ndarray | None = None   # after the last token fed
+        self.last_evaluated = 0
+
+    @property
+    def n_past(self) -> int:
+        return len(self.tokens)
+
+    def reset(self) -> None:
+        self.tokens = []
+
+    # -- cancel (from any thread) -------------------------------------------------------------
+
+    def cancel(self) -> None:
+        """Stop the running feed/step within one batch (the decoder's kernels stop too)."""
+        self._cancel.set()
+        self.decoder.abort()
+
+    def clear_cancel(self) -> None:
+        self._cancel.clear()
+        self.decoder.clear_abort()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancel.is_set()
+
+    def _check_cancel(self) -> None:
+        if self._cancel.is_set():
+            raise GenerationCancelled("generation cancelled")
+
+    # -- feeding ------------------------------------------------------------------------------
+
+    def common_prefix(self, ids: Sequence[int]) -> int:
+        n = min(len(ids), len(self.tokens))
+        if n == 0:
+            return 0
+        a = np.asarray(self.tokens[:n], dtype=np.int64)
+        b = np.asarray(ids[:n], dtype=np.int64)
+        diff = np.flatnonzero(a != b)
+        return int(diff[0]) if diff.size else n
+
+    def feed(self, ids: Sequence[int]) -> np.ndarray:
+        """Make the cache hold exactly `ids` and return the logits after the last one.
+
+        Reuses the longest prefix already in the cache (at least the last token is decoded again,
+        for its logits) and decodes the rest in batches of n_batch. Raises ContextFullError if
+        len(ids) > n_ctx, GenerationCancelled on cancel()."""
+        for _ in self.feed_iter(ids):
+            pass
+        return self.logits
+
+    def feed_iter(self, ids: Sequence[int]) -> Iterator[tuple[int, int]]:
+        """`feed` one batch at a time: yields (tokens done, tokens to decode) after each batch;
+        the logits are in `self.logits` at the end, the count decoded in `self.last_evaluated`."""
+        ids = [int(t) for t in ids]
+        if not ids:
+            raise ValueError("feed: no tokens")
+        if len(ids) > self.n_ctx:
+            raise ContextFullError(f"{len(ids)} tokens do not fit in the context of {self.n_ctx}")
+        keep = min(self.common_prefix(ids), len(ids) - 1)
+        del self.tokens[keep:]
+        todo = ids[keep:]
+        total = len(todo)
+        self.last_evaluated = 0
+        for b in range(0, total, self.n_batch):
+            self._check_cancel()
+            chunk = todo[b:b + self.n_batch]
+            try:
+                self.logits = self.decoder.decode(chunk, self.n_past)
+            except DecodeCancelled:
+                raise GenerationCancelled("generation cancelled") from None
+            self.tokens.extend(chunk)
+            self.last_evaluated += len(chunk)
+            yield self.last_evaluated, total
+
+    def step(self, token: int) -> np.ndarray:
+        """Append one token (one decode call) and return the logits after it."""
+        if self.n_past >= self.n_ctx:
+            raise ContextFullError(f"the context of {self.n_ctx} tokens is full")
+        self._check_cancel()
+        try:
+            logits = self.decoder.decode([int(token)], self.n_past)
+        except DecodeCancelled:
+            raise GenerationCancelled("generation cancelled") from None
+        self.tokens.append(int(token))
+        return logits
+
+    def shifted(self, n_keep: int, n_discard: int) -> list[int]:
+        """The token list after dropping n_discard tokens that follow the first n_keep (what
+        `feed` then re-decodes from position n_keep on)."""
+        n_keep = max(0, min(n_keep, self.n_past))
+        n_discard = max(0, min(n_discard, self.n_past - n_keep))
+        return self.tokens[:n_keep] + self.tokens[n_keep + n_discard:]

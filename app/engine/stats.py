@@ -1,0 +1,78 @@
+"""Figures of one generation: token counts, speeds, time to first token, memory, threads."""
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import asdict, dataclass
+
+__all__ = ["GenerationStats", "peak_rss_bytes", "current_rss_bytes"]
+
+
+@dataclass
+class GenerationStats:
+    prompt_tokens: int = 0          # tokens of the prompt
+    prompt_tokens_evaluated: int = 0  # of those, decoded now (the rest was in the KV cache)
+    generated_tokens: int = 0
+    prompt_s: float = 0.0           # wall time of prompt processing
+    generation_s: float = 0.0       # wall time from the first generated token to the last
+    ttft_s: float = 0.0             # request to first token (prompt processing + first sample)
+    sample_s: float = 0.0           # of generation_s, time spent sampling
+    peak_rss_bytes: int = 0
+    threads: int = 0
+    isa: str = ""
+    n_ctx: int = 0
+    context_shifts: int = 0
+
+    @property
+    def prompt_tok_s(self) -> float:
+        return self.prompt_tokens_evaluated / self.prompt_s if self.prompt_s > 0 else 0.0
+
+    @property
+    def generation_tok_s(self) -> float:
+        # the first token comes out of prompt processing; the rate counts the decode steps after it
+        n = self.generated_tokens - 1
+        return n / self.generation_s if n > 0 and self.generation_s > 0 else 0.0
+
+    @property
+    def sample_share(self) -> float:
+        return self.sample_s / self.generation_s if self.generation_s > 0 else 0.0
+
+    def as_dict(self) -> dict:
+        d = asdict(self)
+        d.update(prompt_tok_s=round(self.prompt_tok_s, 2), generation_tok_s=round(self.generation_tok_s, 2),
+                 sample_share=round(self.sample_share, 4))
+        for k in ("prompt_s", "generation_s", "ttft_s", "sample_s"):
+            d[k] = round(d[k], 4)
+        return d
+
+    def summary(self) -> str:
+        return (f"prompt {self.prompt_tokens} tok ({self.prompt_tokens_evaluated} new) at "
+                f"{self.prompt_tok_s:.1f} tok/s, generated {self.generated_tokens} tok at "
+                f"{self.generation_tok_s:.1f} tok/s, first token {self.ttft_s * 1000:.0f} ms, "
+                f"peak RSS {self.peak_rss_bytes / 2**20:.0f} MB, {self.threads} threads ({self.isa})")
+
+
+def peak_rss_bytes() -> int:
+    """The process's peak resident memory so far (0 where the platform will not say)."""
+    try:
+        import resource
+
+        r = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        return int(r) if sys.platform == "darwin" else int(r) * 1024
+    except (ImportError, OSError):
+        pass
+    try:
+        import psutil
+
+        info = psutil.Process().memory_info()
+        return int(getattr(info, "peak_wset", info.rss))
+    except Exception:
+        return 0
+
+
+def current_rss_bytes() -> int:
+    try:
+        with open(f"/proc/{os.getpid()}/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
