@@ -96,12 +96,115 @@ static void deq_f16_512(const void *x, float *y, int64_t n) {
     }
 }
 
+/* --- legacy 32-blocks, two blocks per 512-bit vector -----------------------------------------
+ * Blocks 2j and 2j+1 of an activation group are 64 contiguous bytes; their weight levels are
+ * unpacked into one zmm in the same order ([a 0-15, a 16-31, b 0-15, b 16-31]), multiplied by
+ * one vpdpbusd (u8 x s8), and scaled by one FMA with [S_a x 8, S_b x 8] taken from the group's
+ * 8 scale products. Signed levels (Q8_0, IQ4_NL) ride as level + 128, the excess removed with
+ * the group's scaled sums: -128 * dw * s. Partial last groups use the 256-bit steps. */
+
+static inline __m512i dpbusd512(__m512i u, __m512i s) {
+#if defined(LLK_VNNI)
+    return _mm512_dpbusd_epi32(_mm512_setzero_si512(), u, s);
+#else
+    return _mm512_madd_epi16(_mm512_maddubs_epi16(u, s), _mm512_set1_epi16(1));
+#endif
+}
+
+/* 16 + 16 packed nibble bytes of two blocks -> 64 levels, in element order per block */
+static inline __m512i nib64(const uint8_t *qa, const uint8_t *qb) {
+    __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)qa)),
+                                        _mm_loadu_si128((const __m128i *)qb), 1);      /* [a | b] */
+    __m512i z = _mm512_inserti64x4(_mm512_castsi256_si512(v), _mm256_srli_epi16(v, 4), 1);
+    z = _mm512_shuffle_i64x2(z, z, _MM_SHUFFLE(3, 1, 2, 0));                         /* [a, a>>4, b, b>>4] */
+    return _mm512_and_si512(z, _mm512_set1_epi8(15));
+}
+static inline __m512i hbits64(const uint8_t qa[4], const uint8_t qb[4]) {
+    uint32_t ha, hb; memcpy(&ha, qa, 4); memcpy(&hb, qb, 4);
+    return _mm512_maskz_mov_epi8((__mmask64)ha | ((__mmask64)hb << 32), _mm512_set1_epi8(0x10));
+}
+static inline __m512i lv2_q4_0(const blk_q4_0 *B) { return nib64(B[0].qs, B[1].qs); }
+static inline __m512i lv2_q4_1(const blk_q4_1 *B) { return nib64(B[0].qs, B[1].qs); }
+static inline __m512i lv2_q5_0(const blk_q5_0 *B) { return _mm512_or_si512(nib64(B[0].qs, B[1].qs), hbits64(B[0].qh, B[1].qh)); }
+static inline __m512i lv2_q5_1(const blk_q5_1 *B) { return _mm512_or_si512(nib64(B[0].qs, B[1].qs), hbits64(B[0].qh, B[1].qh)); }
+static inline __m512i lv2_q8_0(const blk_q8_0 *B) {
+    __m512i z = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)B[0].qs)),
+                                   _mm256_loadu_si256((const __m256i *)B[1].qs), 1);
+    return _mm512_xor_si512(z, _mm512_set1_epi8((char)0x80));
+}
+static inline __m512i lv2_iq4_nl(const blk_iq4_nl *B) {
+    __m128i t = _mm_xor_si128(_mm_loadu_si128((const __m128i *)llk_iq4_values), _mm_set1_epi8((char)0x80));
+    return _mm512_shuffle_epi8(_mm512_broadcast_i32x4(t), nib64(B[0].qs, B[1].qs));
+}
+/* the 256-bit step for partial groups, with the same biased levels for the signed types */
+static inline __m256i lv_q8_0b(const blk_q8_0 *B, __m256i x) {
+    return dot_us(_mm256_xor_si256(_mm256_loadu_si256((const __m256i *)B->qs), _mm256_set1_epi8((char)0x80)), x);
+}
+static inline __m256i lv_iq4_nlb(const blk_iq4_nl *B, __m256i x) {
+    __m128i t = _mm_xor_si128(_mm_loadu_si128((const __m128i *)llk_iq4_values), _mm_set1_epi8((char)0x80));
+    return dot_us(_mm256_shuffle_epi8(_mm256_set_m128i(t, t), nib32(B->qs)), x);
+}
+static inline __m256 ex_bias128(const void *B, const llk_block_q8_32x8 *G, __m256 dw, int cnt, __m256 accx) {
+    (void)B; (void)cnt;
+    return _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(-128.0f)), _mm256_loadu_ps(G->s), accx);
+}
+static inline __m256 ex_q8_0b(const blk_q8_0 *B, const llk_block_q8_32x8 *G, __m256 dw, int cnt, __m256 accx) { return ex_bias128(B, G, dw, cnt, accx); }
+static inline __m256 ex_iq4_nlb(const blk_iq4_nl *B, const llk_block_q8_32x8 *G, __m256 dw, int cnt, __m256 accx) { return ex_bias128(B, G, dw, cnt, accx); }
+
+#define PAIR(LV2, acc, j) {                                                                       \
+        __m512i d_ = dpbusd512(LV2(&B[2 * (j)]), _mm512_loadu_si512((const void *)G->qs[2 * (j)])); \
+        __m512 s_ = _mm512_permutexvar_ps(_mm512_set_epi32(2 * (j) + 1, 2 * (j) + 1, 2 * (j) + 1,  \
+            2 * (j) + 1, 2 * (j) + 1, 2 * (j) + 1, 2 * (j) + 1, 2 * (j) + 1, 2 * (j), 2 * (j),     \
+            2 * (j), 2 * (j), 2 * (j), 2 * (j), 2 * (j), 2 * (j)), S512);                         \
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d_), s_, acc);                                   \
+    }
+
+#define LEGACY_DOT512(NAME, T, LV2, LV1, EXTRA)                                                   \
+    static float NAME(const void *w, const void *a, int64_t n) {                                  \
+        const T *blk = (const T *)w;                                                              \
+        const llk_block_q8_32x8 *ag = (const llk_block_q8_32x8 *)a;                               \
+        const int64_t nb = n / 32;                                                                \
+        __m512 z0 = _mm512_setzero_ps(), z1 = z0, z2 = z0, z3 = z0;                               \
+        __m256 acc0 = _mm256_setzero_ps(), accx = acc0;                                           \
+        for (int64_t g = 0; 8 * g < nb; g++) {                                                    \
+            const T *B = blk + 8 * g;                                                             \
+            const llk_block_q8_32x8 *G = ag + g;                                                  \
+            const int cnt = nb - 8 * g < 8 ? (int)(nb - 8 * g) : 8;                               \
+            __m256 dw = gather_h8((const uint8_t *)&B->d, sizeof(T), cnt);                       \
+            __m256 S = _mm256_mul_ps(dw, _mm256_loadu_ps(G->d));                                  \
+            accx = EXTRA(B, G, dw, cnt, accx);                                                    \
+            if (cnt == 8) {                                                                       \
+                __m512 S512 = _mm512_castps256_ps512(S);                                          \
+                PAIR(LV2, z0, 0) PAIR(LV2, z1, 1) PAIR(LV2, z2, 2) PAIR(LV2, z3, 3)               \
+            } else {                                                                              \
+                for (int i = 0; i < cnt; i++)                                                     \
+                    acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(LV1(&B[i], _mm256_loadu_si256(       \
+                        (const __m256i *)G->qs[i]))), lane(S, i), acc0);                          \
+            }                                                                                     \
+        }                                                                                         \
+        __m512 z = _mm512_add_ps(_mm512_add_ps(z0, z1), _mm512_add_ps(z2, z3));                   \
+        return _mm512_reduce_add_ps(z) + hsum8(_mm256_add_ps(acc0, accx));                        \
+    }
+
+LEGACY_DOT512(dot_q4_0_512, blk_q4_0, lv2_q4_0, lv_q4_0, ex_q4_0)
+LEGACY_DOT512(dot_q4_1_512, blk_q4_1, lv2_q4_1, lv_q4_1, ex_q4_1)
+LEGACY_DOT512(dot_q5_0_512, blk_q5_0, lv2_q5_0, lv_q5_0, ex_q5_0)
+LEGACY_DOT512(dot_q5_1_512, blk_q5_1, lv2_q5_1, lv_q5_1, ex_q5_1)
+LEGACY_DOT512(dot_q8_0_512, blk_q8_0, lv2_q8_0, lv_q8_0b, ex_q8_0b)
+LEGACY_DOT512(dot_iq4_nl_512, blk_iq4_nl, lv2_iq4_nl, lv_iq4_nlb, ex_iq4_nlb)
+
 void LLK_FILL(llk_kernels *k) {
     llk_fill_256(k);
     k->dot[LLK_TYPE_F32] = dot_f32_512;
     k->dot[LLK_TYPE_F16] = dot_f16_512;
     k->dequant[LLK_TYPE_F16] = deq_f16_512;
     k->dot[LLK_TYPE_BF16] = dot_bf16_512;
+    k->dot[LLK_TYPE_Q4_0] = dot_q4_0_512;
+    k->dot[LLK_TYPE_Q4_1] = dot_q4_1_512;
+    k->dot[LLK_TYPE_Q5_0] = dot_q5_0_512;
+    k->dot[LLK_TYPE_Q5_1] = dot_q5_1_512;
+    k->dot[LLK_TYPE_Q8_0] = dot_q8_0_512;
+    k->dot[LLK_TYPE_IQ4_NL] = dot_iq4_nl_512;
 }
 #else
 #if !defined(LLK_VNNI)

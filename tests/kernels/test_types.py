@@ -41,7 +41,8 @@ REAL = list(_real_rows())
 
 def _lengths(t: int) -> list[int]:
     bs = K.block_size(t)
-    return [bs, 3 * bs, 7 * bs] if bs > 1 else [1, 7, 31, 33, 64, 257]
+    # 8 and 17 blocks: whole activation groups of 8 (the 512-bit paths) and a partial one after
+    return [bs, 3 * bs, 8 * bs, 17 * bs] if bs > 1 else [1, 7, 31, 33, 64, 257]
 
 
 # --- dequantization -----------------------------------------------------------------------------
