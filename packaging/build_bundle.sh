@@ -5,6 +5,7 @@
 #   packaging/build_bundle.sh            build (uses .venv if present, else the current python)
 #   packaging/build_bundle.sh --check    build, then run `Llambda --self-test` headless
 #
+# DIST and WORK move the output (default dist/) and PyInstaller's work folder (default build/).
 # Installs the package (compiling the kernel library) and PyInstaller into that environment when
 # they are missing. Takes about half a minute on two cores once the kernels are built.
 set -eu
@@ -20,8 +21,9 @@ fi
 [ -f resources/selftest/tiny.gguf ] || { echo "build_bundle.sh: resources/selftest/tiny.gguf is missing (python packaging/make_selftest_model.py)" >&2; exit 1; }
 
 start=$(date +%s)
-"$PYTHON" -m PyInstaller --noconfirm --clean --log-level WARN build.spec
-dist=dist/Llambda
+"$PYTHON" -m PyInstaller --noconfirm --clean --log-level WARN \
+    --distpath "${DIST:-dist}" --workpath "${WORK:-build}" build.spec
+dist=${DIST:-dist}/Llambda
 if [ "$(uname -s)" = Linux ]; then
     mkdir -p "$dist/linux"
     cp packaging/linux/llambda.desktop packaging/linux/llambda-gguf.xml packaging/linux/install.sh "$dist/linux/"

@@ -1,0 +1,87 @@
+"""The double-click bundle, built for real: packaging/build_bundle.sh into a temporary folder,
+then `Llambda --self-test` headless from it. Slow (a PyInstaller build, ~30 s to minutes on two
+cores), so deselected by default:
+
+    python -m pytest -m slow tests/packaging/test_bundle.py
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[2]
+SIZE_BUDGET = 200 * 1024 * 1024      # bytes on disk; 171 MB when this was written (Linux x86-64)
+
+
+@pytest.fixture(scope="module")
+def bundle(tmp_path_factory) -> Path:
+    pytest.importorskip("PyInstaller")
+    out = tmp_path_factory.mktemp("bundle")
+    env = dict(os.environ, PYTHON=sys.executable, DIST=str(out / "dist"), WORK=str(out / "work"))
+    r = subprocess.run(["sh", str(ROOT / "packaging" / "build_bundle.sh")], cwd=ROOT, env=env,
+                       capture_output=True, text=True, timeout=1800)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    return out / "dist" / "Llambda"
+
+
+def _headless_env(home: Path) -> dict:
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("LLAMBDA_", "XDG_", "QT_", "PYTHON")) and k not in ("DISPLAY", "WAYLAND_DISPLAY")}
+    env.update(HOME=str(home), QT_QPA_PLATFORM="offscreen")
+    return env
+
+
+def test_self_test_passes_from_the_bundle_and_leaves_home_alone(bundle, tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    r = subprocess.run([str(bundle / "Llambda"), "--self-test"], env=_headless_env(home),
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    lines = r.stdout.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("llambda self-test: ok: tiny.gguf llama")
+    assert "'Hello from Llambda!'" in lines[0] and "shown and closed (offscreen)" in lines[0]
+    assert list(home.iterdir()) == []
+
+
+def test_the_bundle_is_the_command_line_too(bundle, tmp_path):
+    env = _headless_env(tmp_path)
+    r = subprocess.run([str(bundle / "Llambda"), "--version"], env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.startswith("llambda ") and "kernels:" in r.stdout
+    model = bundle / "_internal" / "resources" / "selftest" / "tiny.gguf"
+    r = subprocess.run([str(bundle / "Llambda"), "inspect", str(model), "--json"], env=env,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert '"supported": true' in r.stdout
+
+
+def _files(bundle: Path) -> list[str]:
+    """Regular files (PyInstaller links some libraries from the top level into their packages)."""
+    return [str(p.relative_to(bundle)) for p in bundle.rglob("*") if p.is_file() and not p.is_symlink()]
+
+
+def test_bundle_holds_what_the_window_needs_and_not_the_rest(bundle):
+    files = _files(bundle)
+    names = " ".join(files)
+    for needed in ("resources/selftest/tiny.gguf", "resources/light.qss", "resources/icons/llambda.svg",
+                   "app/_llk", "_cffi_backend", "tokenizers/tokenizers", "sentencepiece/_sentencepiece",
+                   "platforms/libqoffscreen.so", "platforms/libqxcb.so", "platforms/libqwayland.so",
+                   "iconengines/libqsvgicon.so", "linux/llambda.desktop", "linux/llambda-gguf.xml",
+                   "linux/install.sh", "linux/icons/hicolor/256x256/apps/llambda.png"):
+        assert needed in names, f"{needed} is missing from the bundle"
+    for unwanted in ("libQt6Quick", "libQt6Qml", "libQt6WebEngine", "libQt63D", "libQt6Multimedia",
+                     "libQt6Network", "libQt6Pdf", "QtNetwork", "libqgtk3", "libqeglfs", "libqvnc",
+                     "qtvirtualkeyboard", "translations/", "gguf/", "pytest", "libgtk", "libcairo"):
+        assert unwanted not in names, f"{unwanted} should not be in the bundle"
+
+
+def test_bundle_size_stays_in_budget(bundle):
+    size = sum((bundle / f).stat().st_size for f in _files(bundle))
+    print(f"bundle size: {size / 2**20:.1f} MiB")
+    assert size < SIZE_BUDGET
