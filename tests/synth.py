@@ -154,15 +154,19 @@ def spm_vocab() -> tuple[list[str], list[float], list[int]]:
 
 def write_tiny_spm_model(path: str | Path, add_space_prefix: bool | None = True, add_bos: bool = True,
                          chat_template: str | None = LLAMA2_TEMPLATE, seed: int = 0,
-                         extra_metadata: dict | None = None, spec: TinySpec = TinySpec()) -> Path:
+                         extra_metadata: dict | None = None, spec: TinySpec = TinySpec(),
+                         type_overrides: dict[int, int] | None = None) -> Path:
     """A tiny random-weight llama model with the synthetic SentencePiece vocabulary.
 
-    `add_space_prefix=None` leaves the key out (llama.cpp then defaults to true for "llama")."""
+    `add_space_prefix=None` leaves the key out (llama.cpp then defaults to true for "llama");
+    `type_overrides` {token id: GGUF token type} changes some token types (unused, undefined...)."""
     import gguf
 
     rng = np.random.default_rng(seed)
     path = Path(path)
     tokens, scores, types = spm_vocab()
+    for i, t in (type_overrides or {}).items():
+        types[i] = t
     n_vocab = len(tokens)
     w = gguf.GGUFWriter(str(path), spec.arch)
     w.add_name(f"tiny-spm-{spec.arch}-seed{seed}")

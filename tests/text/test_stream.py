@@ -10,7 +10,7 @@ from app.text.pretokenize import clean_up_spaces
 from app.text.stream import Detokenizer, StopMatcher, TextStream
 from tests.text.conftest import golden
 
-NAMES = ["smollm2", "spm_prefix", "spm_noprefix", "tiny_bpe"]
+NAMES = ["smollm2", "spm_prefix", "spm_noprefix", "spm_retyped", "tiny_bpe"]
 
 
 def _stream(tok, ids, **kw):

@@ -12,7 +12,7 @@ import pytest
 
 from tests.text.conftest import golden
 
-NAMES = ["smollm2", "spm_prefix", "spm_noprefix", "tiny_bpe"]
+NAMES = ["smollm2", "spm_prefix", "spm_noprefix", "spm_retyped", "tiny_bpe"]
 
 
 def _mismatches(tok, cases, **kw):
