@@ -1,9 +1,9 @@
 """`Llambda --self-test`: prove that this build works, in a second or two, without a screen.
 
 Runs the tiny model shipped in resources/selftest/ (made by packaging/make_selftest_model.py)
-through the real stack: GGUF reader → support verdict → tokenizer and chat template → the C
-decoder, whose logits are checked against the float64 oracle stored in the file and whose greedy
-answer must be "Hello from Llambda!"; then opens and closes the window on Qt's offscreen
+through the real stack: GGUF reader → support verdict → the engine (tokenizer, chat template,
+C decoder), whose logits are checked against the float64 oracle stored in the file and whose
+greedy answer must be "Hello from Llambda!"; then opens and closes the window on Qt's offscreen
 platform. Prints one line and returns 0 (all good) or 1.
 
 It touches no user folder (LLAMBDA_HOME and the XDG folders point into a temporary folder that
@@ -91,42 +91,16 @@ def _oracle(md) -> dict:
     }
 
 
-def _prompt_tokens(f, tokenizer, question: str) -> tuple[list[int], str]:
-    """The chat prompt through the model's template, or (without app.text.chat) the stored ids."""
-    try:
-        from app.text.chat import chat_prompt_tokens, load_chat_template
-    except ImportError:
-        return [], "template: not in this build"
-    template = load_chat_template(f, tokenizer)
-    ids = chat_prompt_tokens(tokenizer, template, [{"role": "user", "content": question}])
-    return [int(t) for t in ids], f"template: {template.family or template.name}"
-
-
 def check_model(path: Path) -> dict:
-    """Open the file, ask for the support verdict, build tokenizer and prompt; the facts found."""
+    """Open the file, ask for the support verdict, read the oracle; the facts found."""
     from app.gguf import open_gguf
     from app.model import config_from_gguf, support_verdict
-    from app.text import load_tokenizer
 
-    f = open_gguf(path)
-    try:
+    with open_gguf(path) as f:
         verdict = support_verdict(f)
         if not verdict.supported:
             raise SelfTestFailure(f"{path.name} {verdict.summary()}")
-        cfg = config_from_gguf(f)
-        oracle = _oracle(f.metadata)
-        tokenizer = load_tokenizer(f)
-        answer_ids = tokenizer.encode(oracle["answer"], add_special=False)
-        if answer_ids != oracle["answer_tokens"][: len(answer_ids)]:
-            raise SelfTestFailure(f"tokenizer: {oracle['answer']!r} became {answer_ids}, "
-                                  f"expected {oracle['answer_tokens'][:-1]}")
-        prompt, template_note = _prompt_tokens(f, tokenizer, oracle["question"])
-        if prompt and prompt != oracle["prompt_tokens"]:
-            raise SelfTestFailure(f"chat template: prompt tokens {prompt} differ from {oracle['prompt_tokens']}")
-    except BaseException:
-        f.close()
-        raise
-    return {"file": f, "config": cfg, "tokenizer": tokenizer, "oracle": oracle, "template": template_note}
+        return {"config": config_from_gguf(f), "oracle": _oracle(f.metadata)}
 
 
 def _relative_error(ours: np.ndarray, oracle: np.ndarray) -> float:
@@ -135,55 +109,40 @@ def _relative_error(ours: np.ndarray, oracle: np.ndarray) -> float:
     return float(np.max(np.abs(ours.astype(np.float64) - oracle)) / max(np.max(np.abs(oracle)), 1e-30))
 
 
-def check_decoder(facts: dict) -> str:
-    """Greedy answer through the C decoder (llk_decode), logits held to the oracle."""
-    from app.engine.decoder import CDecoder
+def check_engine(path: Path, facts: dict) -> str:
+    """The engine as the window drives it: chat prompt through the model's template, logits after
+    it held to the oracle, then a greedy `Engine.generate` that must answer the oracle's text."""
+    from app.engine.engine import Engine
+    from app.engine.generate import Finished, GenerationRequest, TextPiece
 
-    f, cfg, tok, oracle = facts["file"], facts["config"], facts["tokenizer"], facts["oracle"]
-    prompt = oracle["prompt_tokens"]
-    with CDecoder(f, cfg, n_ctx=min(cfg.n_ctx_train, 128), n_threads=N_THREADS) as dec:
-        t0 = time.perf_counter()
-        logits = dec.decode(prompt, 0)
-        err = _relative_error(logits, oracle["logits"])
+    oracle = facts["oracle"]
+    with Engine.load(path, n_ctx=128, n_threads=N_THREADS) as engine:
+        prompt = engine.chat_prompt([{"role": "user", "content": oracle["question"]}])
+        if list(prompt) != oracle["prompt_tokens"]:
+            raise SelfTestFailure(f"engine: chat prompt tokens {list(prompt)} differ from the oracle's "
+                                  f"{oracle['prompt_tokens']}")
+        facts["template"] = f"template {engine.chat_template.family or engine.chat_template.name}"
+        err = _relative_error(engine.session.feed(prompt), oracle["logits"])
         if not err <= LOGIT_TOLERANCE:
-            raise SelfTestFailure(f"decoder: logits off the oracle by {err:.4f} of their range "
-                                  f"(tolerance {LOGIT_TOLERANCE}) on {dec.isa}")
-        answer: list[int] = []
-        pos = len(prompt)
-        t1 = time.perf_counter()
-        while len(answer) < MAX_ANSWER_TOKENS:
-            token = int(np.argmax(logits))
-            answer.append(token)
-            if tok.is_eog(token):
-                break
-            logits = dec.decode([token], pos)
-            pos += 1
-        t2 = time.perf_counter()
-        isa = dec.isa
-    text = tok.decode([t for t in answer if not tok.is_eog(t)])
-    if answer != oracle["answer_tokens"] or text != oracle["answer"]:
-        raise SelfTestFailure(f"decoder: greedy answer {text!r} {answer}, expected {oracle['answer']!r} "
-                              f"{oracle['answer_tokens']}")
-    tps = len(answer) / max(t2 - t1, 1e-9)
-    return (f"{len(answer)} tokens {text!r} on {isa} ({N_THREADS} threads, prompt {1e3 * (t1 - t0):.1f} ms, "
-            f"{tps:.0f} tok/s), logits within {err:.1e} of the oracle")
-
-
-def check_kernels(facts: dict) -> str:
-    """Without the engine: one matrix-vector product of the output matrix against numpy."""
-    from app import kernels
-
-    f, cfg = facts["file"], facts["config"]
-    info = f.tensors["output.weight"]
-    raw = f.tensor_bytes("output.weight").reshape(info.n_rows, -1)
-    x = np.random.default_rng(0).standard_normal(cfg.n_embd).astype(np.float32)
-    ours = kernels.matvec(None, info.type.id, raw, cfg.n_embd, x)
-    dense = np.stack([kernels.dequantize_row(info.type.id, raw[r], cfg.n_embd, isa="ref")
-                      for r in range(info.n_rows)]).astype(np.float64)
-    err = _relative_error(ours, dense @ x)
-    if not err <= LOGIT_TOLERANCE:
-        raise SelfTestFailure(f"kernels: matvec({info.type.name}) off numpy by {err:.4f}")
-    return f"engine not in this build; matvec({info.type.name}) on {kernels.isa_name()} within {err:.1e} of numpy"
+            raise SelfTestFailure(f"engine: logits off the oracle by {err:.4f} of their range "
+                                  f"(tolerance {LOGIT_TOLERANCE}) on {engine.decoder.isa}")
+        pieces: list[str] = []
+        done = None
+        for event in engine.generate(GenerationRequest(tuple(prompt), max_tokens=MAX_ANSWER_TOKENS)):
+            if isinstance(event, TextPiece):
+                pieces.append(event.text)
+            elif isinstance(event, Finished):
+                done = event
+    if done is None:
+        raise SelfTestFailure("engine: generation ended without a Finished event")
+    text = "".join(pieces)
+    if (done.stop_reason != "eog" or list(done.ids) != oracle["answer_tokens"] or text != oracle["answer"]
+            or done.text != oracle["answer"]):
+        raise SelfTestFailure(f"engine: greedy answer {text!r} {list(done.ids)} ({done.stop_reason}), "
+                              f"expected {oracle['answer']!r} {oracle['answer_tokens']} (eog)")
+    st = done.stats
+    return (f"{st.generated_tokens} tokens {text!r} on {st.isa} ({st.threads} threads, "
+            f"{st.generation_tok_s:.0f} tok/s), logits within {err:.1e} of the oracle")
 
 
 def check_window() -> str:
@@ -259,12 +218,7 @@ def run() -> int:
                 raise SelfTestFailure(f"{path} is missing from this build")
             facts = check_model(path)
             step = "engine"
-            try:
-                import app.engine.decoder  # noqa: F401
-            except ImportError:
-                engine = check_kernels(facts)
-            else:
-                engine = check_decoder(facts)
+            engine = check_engine(path, facts)
             step = "window"
             window = check_window()
     except SelfTestFailure as e:
@@ -273,9 +227,6 @@ def run() -> int:
     except Exception as e:  # the one line promised, never a traceback
         print(f"llambda self-test: FAILED at {step}: {type(e).__name__}: {e}", file=sys.stderr)
         return 1
-    finally:
-        if "file" in facts:
-            facts["file"].close()
     print(f"llambda self-test: ok: {path.name} {facts['config'].arch}, {facts['template']}; {engine}; "
           f"{window}; {time.perf_counter() - t0:.1f} s", flush=True)
     return 0

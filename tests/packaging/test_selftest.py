@@ -111,7 +111,7 @@ def test_run_fails_when_the_kernels_disagree_with_the_oracle(tmp_path, monkeypat
     assert selftest.run() == 1
     out, err = capsys.readouterr()
     assert out == ""
-    assert err.count("\n") == 1 and err.startswith("llambda self-test: FAILED: decoder: logits off the oracle")
+    assert err.count("\n") == 1 and err.startswith("llambda self-test: FAILED: engine: logits off the oracle")
 
 
 def test_run_fails_in_one_line_when_the_model_is_missing(tmp_path, monkeypatch, capsys):
