@@ -193,6 +193,125 @@ LEGACY_DOT512(dot_q5_1_512, blk_q5_1, lv2_q5_1, lv_q5_1, ex_q5_1)
 LEGACY_DOT512(dot_q8_0_512, blk_q8_0, lv2_q8_0, lv_q8_0b, ex_q8_0b)
 LEGACY_DOT512(dot_iq4_nl_512, blk_iq4_nl, lv2_iq4_nl, lv_iq4_nlb, ex_iq4_nlb)
 
+/* --- K-quants, 64 weights per zmm --------------------------------------------------------------
+ * Q4_K / Q5_K: a 32-byte chunk holds groups 2c (low nibbles) and 2c+1 (high): unpacked into one
+ * zmm, they meet the 64 contiguous activation bytes of those groups in one maddubs; the i16 pair
+ * sums are weighted by the two group scales and widened in one vpdpwssd (VNNI) or madd.
+ * Q6_K: the two 32-byte halves of ql hold four groups of 32, two per zmm likewise. */
+
+static inline __m512i wsum512(__m512i acc, __m512i p16, __m512i s16) {
+#if defined(LLK_VNNI)
+    return _mm512_dpwssd_epi32(acc, p16, s16);
+#else
+    return _mm512_add_epi32(acc, _mm512_madd_epi16(p16, s16));
+#endif
+}
+/* i16 word j of every 128-bit lane of v in the low 256 bits, word j+1 in the high 256 bits */
+static inline __m512i bcast_w2(__m512i v, int j) {
+    __m512i ctrl = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi16((short)(0x0100 + 0x0202 * j))),
+                                      _mm256_set1_epi16((short)(0x0100 + 0x0202 * (j + 1))), 1);
+    return _mm512_shuffle_epi8(v, ctrl);
+}
+static inline __m512i join256(__m256i lo, __m256i hi) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
+
+static float dot_q4_K_512(const void *w, const void *a, int64_t n) {
+    const blk_q4_K *blk = (const blk_q4_K *)w;
+    const llk_block_q8_256 *ab = (const llk_block_q8_256 *)a;
+    const int64_t nb = n / 256;
+    const __m512i m4 = _mm512_set1_epi8(15);
+    __m512 acc = _mm512_setzero_ps();
+    __m256 accm = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        uint32_t sc[2], mn[2];
+        k4_unpack(blk[b].scales, sc, mn);
+        __m512i scv = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)sc[1], (int)sc[0])));
+        __m512i isum = _mm512_setzero_si512();
+        for (int c = 0; c < 4; c++) {
+            __m256i v = _mm256_loadu_si256((const __m256i *)(blk[b].qs + 32 * c));
+            __m512i z = _mm512_and_si512(join256(v, _mm256_srli_epi16(v, 4)), m4);
+            __m512i p = _mm512_maddubs_epi16(z, _mm512_loadu_si512((const void *)(ab[b].qs + 64 * c)));
+            isum = wsum512(isum, p, bcast_w2(scv, 2 * c));
+        }
+        float dx = ab[b].d;
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(h2f(blk[b].d) * dx), acc);
+        accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(k4_min_dot(mn, ab[b].bsums)), _mm256_set1_ps(h2f(blk[b].dmin) * dx), accm);
+    }
+    return _mm512_reduce_add_ps(acc) - hsum8(accm);
+}
+
+static float dot_q5_K_512(const void *w, const void *a, int64_t n) {
+    const blk_q5_K *blk = (const blk_q5_K *)w;
+    const llk_block_q8_256 *ab = (const llk_block_q8_256 *)a;
+    const int64_t nb = n / 256;
+    const __m512i m4 = _mm512_set1_epi8(15), b4 = _mm512_set1_epi8(16);
+    __m512 acc = _mm512_setzero_ps();
+    __m256 accm = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        uint32_t sc[2], mn[2];
+        k4_unpack(blk[b].scales, sc, mn);
+        __m512i scv = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)sc[1], (int)sc[0])));
+        __m256i qh = _mm256_loadu_si256((const __m256i *)blk[b].qh);
+        __m512i isum = _mm512_setzero_si512();
+        for (int c = 0; c < 4; c++) {
+            __m256i v = _mm256_loadu_si256((const __m256i *)(blk[b].qs + 32 * c));
+            /* bits 2c and 2c + 1 of qh, each moved to bit 4 */
+            __m256i hlo = c < 2 ? _mm256_slli_epi16(qh, 4 - 2 * c) : _mm256_srli_epi16(qh, 2 * c - 4);
+            __m256i hhi = c < 2 ? _mm256_slli_epi16(qh, 3 - 2 * c) : _mm256_srli_epi16(qh, 2 * c - 3);
+            __m512i z = _mm512_or_si512(_mm512_and_si512(join256(v, _mm256_srli_epi16(v, 4)), m4),
+                                        _mm512_and_si512(join256(hlo, hhi), b4));
+            __m512i p = _mm512_maddubs_epi16(z, _mm512_loadu_si512((const void *)(ab[b].qs + 64 * c)));
+            isum = wsum512(isum, p, bcast_w2(scv, 2 * c));
+        }
+        float dx = ab[b].d;
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(h2f(blk[b].d) * dx), acc);
+        accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(k4_min_dot(mn, ab[b].bsums)), _mm256_set1_ps(h2f(blk[b].dmin) * dx), accm);
+    }
+    return _mm512_reduce_add_ps(acc) - hsum8(accm);
+}
+
+/* word index vector: words 8k .. 8k+7 all = g + k (k < 4) */
+static inline __m512i quad_idx(int g) {
+    const long long r = 0x0001000100010001LL;
+    return _mm512_set_epi64((g + 3) * r, (g + 3) * r, (g + 2) * r, (g + 2) * r, (g + 1) * r, (g + 1) * r,
+                            g * r, g * r);
+}
+
+static float dot_q6_K_512(const void *w, const void *a, int64_t n) {
+    const blk_q6_K *blk = (const blk_q6_K *)w;
+    const llk_block_q8_256 *ab = (const llk_block_q8_256 *)a;
+    const int64_t nb = n / 256;
+    const __m512i m4 = _mm512_set1_epi8(15), m2 = _mm512_set1_epi8(3 << 4);
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const int8_t *sc = blk[b].scales;
+        __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)sc));
+        __m256i off = _mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i *)ab[b].bsums));
+        __m512i sc512 = _mm512_castsi256_si512(sc16);
+        /* the -32 offset, 32 * sum_g sc[g] * bsums[g], starts the sum */
+        __m512i isum = join256(_mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(off, 5)),
+                               _mm256_setzero_si256());
+        for (int h = 0; h < 2; h++) {
+            __m512i L = _mm512_loadu_si512((const void *)(blk[b].ql + 64 * h));     /* [l0 | l1] */
+            __m256i qh = _mm256_loadu_si256((const __m256i *)(blk[b].qh + 32 * h));
+            __m512i h01 = _mm512_and_si512(join256(_mm256_slli_epi16(qh, 4), _mm256_slli_epi16(qh, 2)), m2);
+            __m512i h23 = _mm512_and_si512(join256(qh, _mm256_srli_epi16(qh, 2)), m2);
+            __m512i z01 = _mm512_or_si512(_mm512_and_si512(L, m4), h01);
+            __m512i z23 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(L, 4), m4), h23);
+            const int g = 8 * h;
+            __m512i s01 = _mm512_permutexvar_epi16(quad_idx(g), sc512);      /* groups g .. g+3 */
+            __m512i s23 = _mm512_permutexvar_epi16(quad_idx(g + 4), sc512);  /* groups g+4 .. g+7 */
+            __m512i p01 = _mm512_maddubs_epi16(z01, _mm512_loadu_si512((const void *)(ab[b].qs + 128 * h)));
+            __m512i p23 = _mm512_maddubs_epi16(z23, _mm512_loadu_si512((const void *)(ab[b].qs + 128 * h + 64)));
+            isum = wsum512(isum, p01, s01);
+            isum = wsum512(isum, p23, s23);
+        }
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(h2f(blk[b].d) * ab[b].d), acc);
+    }
+    return _mm512_reduce_add_ps(acc);
+}
+
 void LLK_FILL(llk_kernels *k) {
     llk_fill_256(k);
     k->dot[LLK_TYPE_F32] = dot_f32_512;
@@ -205,6 +324,9 @@ void LLK_FILL(llk_kernels *k) {
     k->dot[LLK_TYPE_Q5_1] = dot_q5_1_512;
     k->dot[LLK_TYPE_Q8_0] = dot_q8_0_512;
     k->dot[LLK_TYPE_IQ4_NL] = dot_iq4_nl_512;
+    k->dot[LLK_TYPE_Q4_K] = dot_q4_K_512;
+    k->dot[LLK_TYPE_Q5_K] = dot_q5_K_512;
+    k->dot[LLK_TYPE_Q6_K] = dot_q6_K_512;
 }
 #else
 #if !defined(LLK_VNNI)
