@@ -293,7 +293,7 @@ def render_chat(template: str, messages, add_generation_prompt: bool = True, bos
         return _render_once(template, context(fold_system(messages)), time_limit, max_chars)
     if has_system and fold_system_prompt is None:
         system = next(m["content"] for m in messages if m["role"] == "system" and m.get("content"))
-        if isinstance(system, str) and system not in text:  # the template dropped it
+        if isinstance(system, str) and system.strip() not in text:  # the template dropped it
             return _render_once(template, context(fold_system(messages)), time_limit, max_chars)
     return text
 

@@ -137,6 +137,18 @@ class Tokenizer:
         """Whether the model's own detokenizer tidies spaces before punctuation (GPT-2 style)."""
         return self.kind == "bpe" and self.vocab.pre not in NO_CLEAN_SPACES
 
+    def describe(self) -> dict:
+        """Plain data about the vocabulary, for `llambda inspect` and logs."""
+        v = self.vocab
+
+        def named(i):
+            return None if i is None else {"id": i, "text": v.tokens[i]}
+
+        return {"model": v.model, "pre": v.pre or None, "n_vocab": v.n_vocab, "n_merges": len(v.merges),
+                "bos": named(v.ids["bos"]), "eos": named(v.ids["eos"]), "eot": named(v.ids["eot"]),
+                "eog": [named(i) for i in sorted(v.eog_ids)], "add_bos": v.add_bos, "add_eos": v.add_eos,
+                "add_space_prefix": v.add_space_prefix}
+
     def is_eog(self, token: int) -> bool:
         return token in self.vocab.eog_ids
 

@@ -116,3 +116,12 @@ def test_unknown_pre_tokenizer_falls_back_with_a_warning(smollm2_path, tmp_path)
     with open_gguf(path) as f, pytest.warns(UserWarning, match="unknown pre-tokenizer 'no-such-pre'"):
         tok = load_tokenizer(f)
     assert tok.decode(tok.encode("Hello world", add_special=False)) == "Hello world"
+
+
+def test_describe_is_plain_data(smollm2_tokenizer):
+    import json
+
+    d = smollm2_tokenizer.describe()
+    assert json.loads(json.dumps(d)) == d
+    assert d["model"] == "gpt2" and d["pre"] == "smollm" and d["n_vocab"] == 49152
+    assert d["bos"] == {"id": 1, "text": "<|im_start|>"} and {"id": 2, "text": "<|im_end|>"} in d["eog"]
