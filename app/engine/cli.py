@@ -1,0 +1,319 @@
+"""Command-line faces of the engine: `llambda generate`, `llambda chat`, `llambda bench`.
+
+Each command is a pair: `add_<name>_args(parser)` declares its flags, `run_<name>(args) -> int`
+runs it and returns the exit code (errors are raised as LlambdaError; app/cli.py prints them).
+Text goes to stdout; statistics and notices go to stderr, so stdout stays the answer alone.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import statistics
+import sys
+import time
+
+from app.errors import EXIT_OK, EXIT_USAGE, OutOfMemoryError
+
+__all__ = ["add_generate_args", "run_generate", "add_chat_args", "run_chat", "add_bench_args",
+           "run_bench", "bench"]
+
+
+def _positive(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"{v} is not a positive number")
+    return v
+
+
+def _int_list(text: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of numbers") from None
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: every value must be a positive number")
+    return values
+
+
+def _common_model_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model", help="a GGUF file, or the name of a model in the library")
+    p.add_argument("--threads", type=int, default=0, help="worker threads (default: physical cores)")
+    p.add_argument("--ctx", type=_positive, default=None, help="context length in tokens (default: min(training, 4096))")
+    p.add_argument("--kv-type", choices=("f16", "f32"), default="f16", help="KV cache precision")
+    p.add_argument("--batch", type=_positive, default=512, help="prompt tokens per decoder call")
+
+
+def _sampling_args(p: argparse.ArgumentParser, temperature: float) -> None:
+    p.add_argument("--max-tokens", type=int, default=256, help="most tokens to generate")
+    p.add_argument("--temperature", type=float, default=temperature, help="0 = greedy")
+    p.add_argument("--top-k", type=int, default=40, help="0 = off")
+    p.add_argument("--top-p", type=float, default=0.95, help="1 = off")
+    p.add_argument("--min-p", type=float, default=0.05, help="0 = off")
+    p.add_argument("--repeat-penalty", type=float, default=1.0, help="1 = off")
+    p.add_argument("--frequency-penalty", type=float, default=0.0)
+    p.add_argument("--presence-penalty", type=float, default=0.0)
+    p.add_argument("--penalty-last-n", type=int, default=64, help="window of the penalties")
+    p.add_argument("--seed", type=int, default=None, help="same seed and settings, same text")
+
+
+def _sampler(args):
+    from app.engine.sampler import SamplerSettings
+
+    try:
+        return SamplerSettings(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
+                               min_p=args.min_p, repeat_penalty=args.repeat_penalty,
+                               frequency_penalty=args.frequency_penalty,
+                               presence_penalty=args.presence_penalty,
+                               penalty_last_n=args.penalty_last_n, seed=args.seed)
+    except ValueError as e:
+        raise _Usage(str(e)) from None
+
+
+class _Usage(Exception):
+    pass
+
+
+def _resolve(model: str) -> str:
+    import os
+
+    if os.path.exists(model):
+        return model
+    try:
+        from app.library import ModelLibrary
+
+        return str(ModelLibrary().resolve(model))
+    except ImportError:
+        return model
+
+
+def open_engine(args, n_ctx: int | None = None):
+    """An Engine for the command's model, after the memory pre-flight (refuse: exit code 5)."""
+    from app.engine.engine import Engine
+
+    path = _resolve(args.model)
+    try:
+        from app.library.preflight import preflight
+
+        report = preflight(path, n_ctx or args.ctx or None, args.kv_type)
+        if report.memory_verdict == "refuse":
+            raise OutOfMemoryError(f"{path}: {report.summary()}")
+    except ImportError:
+        pass
+    return Engine(path, n_ctx=n_ctx or args.ctx, n_threads=args.threads, kv_type=args.kv_type,
+                  n_batch=args.batch)
+
+
+# --- generate -----------------------------------------------------------------------------------
+
+def add_generate_args(p: argparse.ArgumentParser) -> None:
+    _common_model_args(p)
+    p.add_argument("--prompt", required=True, help="the user's message (or the raw text with --raw)")
+    p.add_argument("--raw", action="store_true", help="no chat template: tokenize the prompt as-is")
+    p.add_argument("--system", default=None, help="system prompt (chat template only)")
+    p.add_argument("--stop", action="append", default=[], help="stop string (repeatable)")
+    _sampling_args(p, temperature=0.8)
+    p.add_argument("--json", action="store_true",
+                   help="print one JSON object: prompt_ids, ids, text, stop_reason, stats")
+
+
+def run_generate(args: argparse.Namespace) -> int:
+    from app.engine.generate import Finished, GenerationRequest, TextPiece
+
+    try:
+        sampler = _sampler(args)
+        if args.raw and args.system:
+            raise _Usage("--system needs the chat template (drop --raw)")
+        if args.max_tokens < 0:
+            raise _Usage("--max-tokens must be >= 0")
+    except _Usage as e:
+        print(f"llambda generate: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    with open_engine(args) as eng:
+        if args.raw:
+            ids = eng.raw_prompt(args.prompt)
+        else:
+            msgs = ([{"role": "system", "content": args.system}] if args.system else []) + \
+                   [{"role": "user", "content": args.prompt}]
+            ids = eng.chat_prompt(msgs)
+        req = GenerationRequest(tuple(ids), max_tokens=args.max_tokens, sampler=sampler,
+                                stop_strings=tuple(args.stop))
+        fin = None
+        with _sigint_cancels(eng):
+            for ev in eng.generate(req):
+                if isinstance(ev, TextPiece) and not args.json:
+                    sys.stdout.write(ev.text)
+                    sys.stdout.flush()
+                elif isinstance(ev, Finished):
+                    fin = ev
+        if args.json:
+            print(json.dumps({"prompt_ids": list(fin.prompt_ids), "ids": list(fin.ids),
+                              "text": fin.text, "stop_reason": fin.stop_reason,
+                              "stats": fin.stats.as_dict()}, ensure_ascii=False))
+        else:
+            sys.stdout.write("\n")
+            print(f"[{fin.stop_reason}] {fin.stats.summary()}", file=sys.stderr)
+    return EXIT_OK
+
+
+class _sigint_cancels:
+    """While active, Ctrl+C cancels the engine's generation (within one token) instead of
+    killing the process; a second Ctrl+C interrupts as usual."""
+
+    def __init__(self, eng):
+        self.eng = eng
+        self.hits = 0
+
+    def _handler(self, signum, frame):
+        self.hits += 1
+        if self.hits > 1:
+            raise KeyboardInterrupt
+        self.eng.cancel()
+
+    def __enter__(self):
+        try:
+            self._old = signal.signal(signal.SIGINT, self._handler)
+        except ValueError:          # not the main thread: leave signals alone
+            self._old = None
+        return self
+
+    def __exit__(self, *exc):
+        if self._old is not None:
+            signal.signal(signal.SIGINT, self._old)
+
+
+# --- chat ---------------------------------------------------------------------------------------
+
+def add_chat_args(p: argparse.ArgumentParser) -> None:
+    _common_model_args(p)
+    p.add_argument("--system", default=None, help="system prompt")
+    p.add_argument("--context-policy", choices=("shift", "stop"), default="shift",
+                   help="when the context is full: drop the oldest turns (shift) or stop")
+    _sampling_args(p, temperature=0.8)
+    p.set_defaults(max_tokens=1024)
+
+
+def run_chat(args: argparse.Namespace, stdin=None, stdout=None) -> int:
+    """A terminal chat: type a message, the reply streams; Ctrl+C stops a reply, Ctrl+D or /exit
+    leaves; /reset forgets the conversation."""
+    from app.engine.engine import Chat
+    from app.engine.generate import ContextShifted, Finished, TextPiece
+
+    stdin = stdin or sys.stdin
+    stdout = stdout or sys.stdout
+    try:
+        sampler = _sampler(args)
+    except _Usage as e:
+        print(f"llambda chat: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    interactive = stdin.isatty()
+    with open_engine(args) as eng:
+        chat = Chat(eng, system=args.system, context_policy=args.context_policy)
+        print(f"llambda chat: {eng.path} ({eng.n_ctx} tokens of context, {eng.n_threads} threads). "
+              "Ctrl+C stops a reply, /reset forgets, /exit or Ctrl+D leaves.", file=sys.stderr)
+        while True:
+            if interactive:
+                stdout.write("> ")
+                stdout.flush()
+            try:
+                line = stdin.readline()
+            except KeyboardInterrupt:
+                stdout.write("\n")
+                break
+            if not line:
+                break
+            text = line.rstrip("\n")
+            if not text.strip():
+                continue
+            if text.strip() == "/exit":
+                break
+            if text.strip() == "/reset":
+                chat = Chat(eng, system=args.system, context_policy=args.context_policy)
+                print("(conversation forgotten)", file=sys.stderr)
+                continue
+            with _sigint_cancels(eng):
+                for ev in chat.send(text, sampler, max_tokens=args.max_tokens):
+                    if isinstance(ev, TextPiece):
+                        stdout.write(ev.text)
+                        stdout.flush()
+                    elif isinstance(ev, ContextShifted):
+                        print(f"\n(context full: dropped {ev.dropped} oldest "
+                              f"{'turn' if ev.dropped == 1 else 'turns'})", file=sys.stderr)
+                    elif isinstance(ev, Finished):
+                        stdout.write("\n")
+                        stdout.flush()
+                        note = " (stopped)" if ev.stop_reason == "cancelled" else ""
+                        print(f"[{ev.stats.generated_tokens} tok, {ev.stats.generation_tok_s:.1f} tok/s"
+                              f"{note}]", file=sys.stderr)
+    return EXIT_OK
+
+
+# --- bench --------------------------------------------------------------------------------------
+
+def add_bench_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model", help="a GGUF file, or the name of a model in the library")
+    p.add_argument("--threads", type=_int_list, default=[1, 2], help="comma-separated, e.g. 1,2")
+    p.add_argument("--pp", type=_int_list, default=[512], help="prompt lengths, e.g. 512")
+    p.add_argument("--tg", type=_int_list, default=[128], help="generation lengths, e.g. 128")
+    p.add_argument("--reps", type=_positive, default=3, help="repetitions of each test")
+    p.add_argument("--kv-type", choices=("f16", "f32"), default="f16")
+    p.add_argument("--json", action="store_true",
+                   help='print a list of {"threads", "test", "tok_s", ...}')
+
+
+def bench(path: str, threads=(1, 2), pp=(512,), tg=(128,), reps: int = 3,
+          kv_type: str = "f16") -> list[dict]:
+    """Like llama-bench: ppN decodes N random tokens in one batch from an empty cache; tgN
+    decodes N tokens one call each from an empty cache. Each test runs once to warm up, then
+    `reps` times; tok_s is the mean of the runs (stdev alongside)."""
+    import numpy as np
+
+    from app.engine.decoder import CDecoder
+    from app.gguf import open_gguf
+    from app.model import config_from_gguf, require_supported
+
+    rows = []
+    with open_gguf(path) as f:
+        require_supported(f)
+        cfg = config_from_gguf(f)
+        n_ctx = max(max(pp), max(tg)) + 1
+        rng = np.random.default_rng(0)
+        for nt in threads:
+            with CDecoder(f, cfg, n_ctx, kv_type=kv_type, n_threads=nt, n_batch=max(pp)) as d:
+                tests = [("pp", n) for n in pp] + [("tg", n) for n in tg]
+                for kind, n in tests:
+                    ids = [int(t) for t in rng.integers(0, cfg.n_vocab, n)]
+                    runs = []
+                    for r in range(reps + 1):
+                        t = time.perf_counter()
+                        if kind == "pp":
+                            d.decode(ids, 0)
+                        else:
+                            for i, tok in enumerate(ids):
+                                d.decode([tok], i)
+                        if r:  # the first run warms caches and pages
+                            runs.append(n / (time.perf_counter() - t))
+                    rows.append({"threads": d.n_threads, "test": f"{kind}{n}",
+                                 "tok_s": round(statistics.mean(runs), 2),
+                                 "stdev": round(statistics.stdev(runs), 2) if len(runs) > 1 else 0.0,
+                                 "isa": d.isa, "kv_type": kv_type})
+    return rows
+
+
+def run_bench(args: argparse.Namespace) -> int:
+    import os
+
+    path = _resolve(args.model)
+    rows = bench(path, args.threads, args.pp, args.tg, args.reps, args.kv_type)
+    if args.json:
+        print(json.dumps(rows))
+        return EXIT_OK
+    size = os.path.getsize(path)
+    print(f"model: {path} ({size / 2**20:.1f} MiB)")
+    print(f"{'threads':>7} {'test':>8} {'tok/s':>10} {'± stdev':>9}  isa")
+    for r in rows:
+        print(f"{r['threads']:>7} {r['test']:>8} {r['tok_s']:>10.2f} {r['stdev']:>9.2f}  {r['isa']}")
+    return EXIT_OK
