@@ -1,0 +1,69 @@
+"""The engine's command functions (registered by app/cli.py as generate / chat / bench)."""
+from __future__ import annotations
+
+import argparse
+import io
+import json
+
+import pytest
+
+from app.engine import cli
+from tests.reference.forward import ReferenceModel
+from tests.synth import TinySpec, write_tiny_model
+
+
+@pytest.fixture(scope="module")
+def tiny_path(tmp_path_factory):
+    return write_tiny_model(tmp_path_factory.mktemp("c") / "tiny.gguf", TinySpec(), seed=5)
+
+
+def parse(add, argv):
+    p = argparse.ArgumentParser()
+    add(p)
+    return p.parse_args(argv)
+
+
+def test_generate_json_raw_greedy(tiny_path, capsys):
+    args = parse(cli.add_generate_args, [str(tiny_path), "--prompt", "the cat", "--raw",
+                                         "--temperature", "0", "--max-tokens", "6", "--json",
+                                         "--threads", "1", "--ctx", "64", "--kv-type", "f32"])
+    assert cli.run_generate(args) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert set(out) == {"prompt_ids", "ids", "text", "stop_reason", "stats"}
+    assert out["stop_reason"] in ("length", "eog")
+    ref = ReferenceModel(tiny_path).forward(out["prompt_ids"] + out["ids"][:-1])
+    assert out["ids"] == [int(t) for t in ref[len(out["prompt_ids"]) - 1:].argmax(-1)]
+    for k in ("prompt_tokens", "generated_tokens", "prompt_tok_s", "generation_tok_s", "ttft_s",
+              "peak_rss_bytes", "threads"):
+        assert k in out["stats"]
+
+
+def test_generate_chat_template_and_usage_errors(tiny_path, capsys):
+    args = parse(cli.add_generate_args, [str(tiny_path), "--prompt", "hi", "--system", "be brief",
+                                         "--max-tokens", "3", "--json", "--seed", "1", "--ctx", "64"])
+    assert cli.run_generate(args) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert len(out["prompt_ids"]) > 10          # the ChatML wrapping of both turns
+    bad = parse(cli.add_generate_args, [str(tiny_path), "--prompt", "x", "--raw", "--system", "s"])
+    assert cli.run_generate(bad) == 2
+    bad = parse(cli.add_generate_args, [str(tiny_path), "--prompt", "x", "--temperature", "-1"])
+    assert cli.run_generate(bad) == 2
+
+
+def test_bench_json(tiny_path, capsys):
+    args = parse(cli.add_bench_args, [str(tiny_path), "--threads", "1", "--pp", "16", "--tg", "4",
+                                      "--reps", "2", "--json"])
+    assert cli.run_bench(args) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [(r["threads"], r["test"]) for r in rows] == [(1, "pp16"), (1, "tg4")]
+    assert all(r["tok_s"] > 0 for r in rows)
+
+
+def test_chat_reads_turns_until_exit(tiny_path, capsys):
+    args = parse(cli.add_chat_args, [str(tiny_path), "--max-tokens", "4", "--temperature", "0",
+                                     "--ctx", "128"])
+    stdin = io.StringIO("hello\n\n/reset\nagain\n/exit\nnever read\n")
+    stdout = io.StringIO()
+    assert cli.run_chat(args, stdin=stdin, stdout=stdout) == 0
+    err = capsys.readouterr().err
+    assert err.count("tok/s") == 2 and "forgotten" in err
