@@ -549,46 +549,58 @@ BENCH_TYPES = (2, 3, 8, 12, 13, 14, 6, 7, 10, 11, 20, 23, 1, 30, 0)
 
 
 def bench_kernels(threads: Sequence[int] = (1, 2), types: Iterable[int] | None = None,
-                  n_bytes: int = 128 << 20, n_cols: int = 4096, reps: int = 5,
+                  n_bytes: int = 128 << 20, n_cols: int = 4096, reps: int = 10,
                   isa: int | str | None = None) -> list[dict]:
     """Matrix x vector weight bytes/s per type and thread count, next to the read bandwidth.
 
-    The matrix has about n_bytes of weights (default 128 MiB: larger than any desktop L3), so the
-    product streams from memory as in decoding. Each figure is the best of `reps` runs.
+    The matrix holds about n_bytes of weights (default 128 MiB: larger than any desktop L3), so
+    the product streams from memory as in decoding. Timings of the product and of the bandwidth
+    probe alternate, `reps` rounds of each; each figure is the best round (other processes on a
+    shared machine only ever slow a round down). The bandwidth is the best over the whole run.
     One dict per (type, threads): type, type_id, threads, isa, n_rows, n_cols, bytes, seconds,
     bytes_per_s, bandwidth_bytes_per_s, fraction (of bandwidth).
     """
-    types = list(BENCH_TYPES if types is None else types)
+    types = [t for t in (BENCH_TYPES if types is None else types) if t in SUPPORTED_TYPES]
     level = _isa(isa)
-    rows: list[dict] = []
     pools = {n: ThreadPool(n) for n in threads}
+    buf = np.ones(max(64, n_bytes) // 8, dtype=np.uint64)
+    bptr = ffi.from_buffer(buf)
+    bandwidth = {n: 0.0 for n in pools}
+
+    def probe(n: int) -> None:
+        dt = lib.llk_read_bandwidth_probe(pools[n].ptr, bptr, buf.nbytes, 1)
+        if dt > 0:
+            bandwidth[n] = max(bandwidth[n], buf.nbytes / dt)
+
+    results: list[tuple[int, int, int, int, float]] = []   # type, threads, n_rows, bytes, seconds
     try:
-        bandwidth = {n: read_bandwidth(p, n_bytes, reps) for n, p in pools.items()}
+        for n in pools:
+            probe(n)                                          # page the buffer in
         x = np.random.default_rng(1).standard_normal(n_cols, dtype=np.float32)
         for t in types:
-            if t not in SUPPORTED_TYPES:
-                continue
-            rb = row_bytes(t, n_cols)
-            n_rows = max(1, n_bytes // rb)
+            n_rows = max(1, n_bytes // row_bytes(t, n_cols))
             w = random_weights(t, n_rows, n_cols, seed=t)
             y = np.empty(n_rows, dtype=np.float32)
+            best = {n: float("inf") for n in pools}
             for n, pool in pools.items():
-                matvec(pool, t, w, n_cols, x, isa=level, out=y)  # warm up
-                best = float("inf")
-                for _ in range(max(1, reps)):
+                matvec(pool, t, w, n_cols, x, isa=level, out=y)   # warm up
+            for _ in range(max(1, reps)):
+                for n, pool in pools.items():
+                    probe(n)
                     t0 = time.perf_counter()
                     matvec(pool, t, w, n_cols, x, isa=level, out=y)
-                    best = min(best, time.perf_counter() - t0)
-                bps = w.nbytes / best
-                rows.append(dict(type=TYPE_NAMES[t], type_id=t, threads=pool.size,
-                                 isa=isa_name(level if level >= 0 else None), n_rows=n_rows,
-                                 n_cols=n_cols, bytes=int(w.nbytes), seconds=best, bytes_per_s=bps,
-                                 bandwidth_bytes_per_s=bandwidth[n], fraction=bps / bandwidth[n]))
+                    best[n] = min(best[n], time.perf_counter() - t0)
+            results += [(t, n, n_rows, int(w.nbytes), best[n]) for n in pools]
             del w
+        sizes = {n: p.size for n, p in pools.items()}
     finally:
         for p in pools.values():
             p.close()
-    return rows
+    name = isa_name(level if level >= 0 else None)
+    return [dict(type=TYPE_NAMES[t], type_id=t, threads=sizes[n], isa=name, n_rows=n_rows,
+                 n_cols=n_cols, bytes=nb, seconds=sec, bytes_per_s=nb / sec,
+                 bandwidth_bytes_per_s=bandwidth[n], fraction=nb / sec / bandwidth[n])
+            for t, n, n_rows, nb, sec in results]
 
 
 def format_bench(rows: list[dict]) -> str:
@@ -608,7 +620,7 @@ def main(argv: Sequence[str] | None = None) -> int:  # python -m app.kernels [--
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--types", default=None, help="comma-separated type names (default: all)")
     ap.add_argument("--mib", type=int, default=128)
-    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--isa", default=None)
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
@@ -616,8 +628,13 @@ def main(argv: Sequence[str] | None = None) -> int:  # python -m app.kernels [--
     types = None if not args.types else [by_name[s.strip().upper()] for s in args.types.split(",")]
     rows = bench_kernels([int(s) for s in args.threads.split(",")], types, args.mib << 20,
                          reps=args.reps, isa=args.isa)
-    print(json.dumps(rows, indent=1) if args.json else
-          f"kernels {version()}, isa {isa_name()}, {cpu_count_physical()} cores\n" + format_bench(rows))
+    if args.json:
+        print(json.dumps(rows, indent=1))
+    else:
+        load = os.getloadavg() if hasattr(os, "getloadavg") else (float("nan"),) * 3
+        print(f"kernels {version()}, isa {isa_name()}, {cpu_count_physical()} cores, "
+              f"load average {load[0]:.2f} (other processes slow the figures down)")
+        print(format_bench(rows))
     return 0
 
 
