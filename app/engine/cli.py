@@ -317,3 +317,26 @@ def run_bench(args: argparse.Namespace) -> int:
     for r in rows:
         print(f"{r['threads']:>7} {r['test']:>8} {r['tok_s']:>10.2f} {r['stdev']:>9.2f}  {r['isa']}")
     return EXIT_OK
+
+
+def main(argv=None) -> int:
+    """`python -m app.engine.cli generate|chat|bench ...` (the same as `llambda <command>`)."""
+    from app.errors import LlambdaError, exit_code_for
+
+    p = argparse.ArgumentParser(prog="python -m app.engine.cli")
+    sub = p.add_subparsers(dest="command", required=True)
+    for name, add, run in (("generate", add_generate_args, run_generate),
+                           ("chat", add_chat_args, run_chat), ("bench", add_bench_args, run_bench)):
+        sp = sub.add_parser(name)
+        add(sp)
+        sp.set_defaults(run=run)
+    args = p.parse_args(argv)
+    try:
+        return args.run(args)
+    except LlambdaError as e:
+        print(f"llambda: error: {e}", file=sys.stderr)
+        return exit_code_for(e)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
