@@ -12,7 +12,7 @@ import sys
 from typing import Callable, Sequence
 
 from app import __version__
-from app.errors import EXIT_OK, EXIT_UNSUPPORTED, LlambdaError, exit_code_for
+from app.errors import EXIT_OK, EXIT_UNSUPPORTED, EXIT_USAGE, LlambdaError, exit_code_for
 
 SUBCOMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int]]] = {}
 
@@ -75,6 +75,80 @@ def run_inspect(args: argparse.Namespace) -> int:
     return EXIT_OK if info["verdict"]["supported"] else EXIT_UNSUPPORTED
 
 
+# --- tokenize ----------------------------------------------------------------------------------
+
+def _tokenize_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model", help="a GGUF file, or the name of a model in the library")
+    p.add_argument("text", nargs="?", help="text to tokenize; without it, one JSON string per stdin line")
+    p.add_argument("--json", action="store_true", help="print a JSON array of ids")
+    p.add_argument("--special", action="store_true", help="parse special-token strings such as <|im_end|>")
+    p.add_argument("--no-bos", action="store_true", help="do not add the BOS/EOS tokens the model asks for")
+
+
+@subcommand("tokenize", "token ids of TEXT (or of each JSON-string line on stdin)")(_tokenize_args)
+def run_tokenize(args: argparse.Namespace) -> int:
+    from app.library import resolve_model
+    from app.text import cli_tokenize
+
+    try:
+        return cli_tokenize(resolve_model(args.model), args.text, as_json=args.json,
+                            special=args.special, add_special=not args.no_bos)
+    except ValueError as e:
+        if isinstance(e, LlambdaError):
+            raise
+        print(f"llambda: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+# --- generate, chat, bench (app/engine/cli.py) --------------------------------------------------
+
+def _engine_args(name: str):
+    def add(p: argparse.ArgumentParser) -> None:
+        from app.engine import cli as engine_cli
+
+        getattr(engine_cli, f"add_{name}_args")(p)
+    return add
+
+
+def _engine_run(name: str):
+    def run(args: argparse.Namespace) -> int:
+        from app.engine import cli as engine_cli
+
+        return getattr(engine_cli, f"run_{name}")(args)
+    return run
+
+
+subcommand("generate", "one completion of a prompt, with timings")(_engine_args("generate"))(_engine_run("generate"))
+subcommand("chat", "interactive chat in the terminal")(_engine_args("chat"))(_engine_run("chat"))
+
+
+def _bench_args(p: argparse.ArgumentParser) -> None:
+    from app.engine.cli import add_bench_args
+
+    add_bench_args(p)
+    for action in p._actions:  # with --kernels no model is needed
+        if action.dest == "model":
+            action.nargs, action.default = "?", None
+    p.add_argument("--kernels", action="store_true",
+                   help="benchmark the matrix x vector kernels per tensor type instead (no model needed)")
+
+
+@subcommand("bench", "prompt-processing and generation speed, like llama-bench")(_bench_args)
+def run_bench(args: argparse.Namespace) -> int:
+    if args.kernels:
+        from app.kernels import bench_kernels, format_bench
+
+        rows = bench_kernels(threads=args.threads)
+        print(json.dumps(rows) if args.json else format_bench(rows))
+        return EXIT_OK
+    if not args.model:
+        print("llambda bench: error: a MODEL is needed (or --kernels)", file=sys.stderr)
+        return EXIT_USAGE
+    from app.engine.cli import run_bench as run
+
+    return run(args)
+
+
 # --- models ------------------------------------------------------------------------------------
 
 def _models_args(p: argparse.ArgumentParser) -> None:
@@ -112,7 +186,13 @@ def _open_window(argv: Sequence[str]) -> int:
     p.add_argument("file", nargs="?", help="a GGUF model to open")
     p.add_argument("--starter", action="store_true",
                    help="fetch the small SmolLM2-135M-Instruct model into the library and open it")
+    p.add_argument("--self-test", action="store_true",
+                   help="check the engine and the window on a tiny built-in model, print one line, exit")
     args = p.parse_args(argv)
+    if args.self_test:
+        from app.selftest import run as self_test
+
+        return self_test()
     if args.starter and not args.file:
         args.file = str(_fetch_starter_with_progress())
     try:

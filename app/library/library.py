@@ -477,3 +477,16 @@ def default_library() -> ModelLibrary:
 
 __all__ = ["ModelLibrary", "ModelInfo", "describe_model", "default_library", "ImportCancelled",
            "DuplicateModelError"]
+
+
+def resolve_model(path_or_name: str) -> str:
+    """A model argument of the command line: an existing file as it is, else a library name.
+
+    A name that is in neither place is a bad model file (exit code 3), said in one line.
+    """
+    if os.path.exists(path_or_name):
+        return path_or_name
+    try:
+        return str(default_library().resolve(path_or_name))
+    except LibraryError as e:
+        raise ModelFormatError(f"{path_or_name}: no such file, and {e}") from None
