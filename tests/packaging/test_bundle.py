@@ -8,6 +8,8 @@ cores), so deselected by default:
 from __future__ import annotations
 
 import os
+import shutil
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -85,3 +87,25 @@ def test_bundle_size_stays_in_budget(bundle):
     size = sum((bundle / f).stat().st_size for f in _files(bundle))
     print(f"bundle size: {size / 2**20:.1f} MiB")
     assert size < SIZE_BUDGET
+
+
+@pytest.mark.skipif(not (shutil.which("Xvfb") and shutil.which("xdotool")), reason="needs Xvfb and xdotool")
+def test_window_answers_under_xvfb(bundle, tmp_path):
+    """A person's view: the bundle on an X server (xcb), the tiny model opened from the command
+    line, "ping" typed and Enter; the stored conversation holds the answer, the screen shows it."""
+    home = tmp_path / "llambda-home"
+    shot = tmp_path / "screen.png"
+    env = dict(os.environ, BUNDLE=str(bundle), LLAMBDA_HOME=str(home), PYTHON=sys.executable)
+    r = subprocess.run(["sh", str(ROOT / "packaging" / "screenshot_bundle.sh"), str(shot)], env=env,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    db = sqlite3.connect(home / "data" / "chats.sqlite3")
+    dump = "\n".join(db.iterdump())
+    db.close()
+    assert "Hello from Llambda!" in dump and "ping" in dump
+    from PySide6.QtGui import QImage
+
+    image = QImage(str(shot))
+    assert (image.width(), image.height()) == (1400, 900)
+    colours = {image.pixel(x, y) for x in range(0, 1000, 10) for y in range(0, 700, 10)}
+    assert len(colours) > 10
