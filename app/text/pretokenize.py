@@ -86,7 +86,8 @@ ALIASES: dict[str, str] = {
 
 # Families where a whole pre-split word that is itself a token is taken as is, merges unused.
 IGNORE_MERGES = frozenset(["llama3", "llama-bpe", "llama-v3", "falcon3", "falcon-h1", "pixtral", "midm-2.0",
-                           "lfm2", "jina-v5-nano", "tekken", "glm4", "glm5", "minicpm5"])
+                           "lfm2", "jina-v5-nano", "tekken", "glm4", "glm5", "minicpm5", "youtu",
+                           "granite-embed-multi-97m"])
 
 
 def split_expressions(pre: str) -> tuple[list[str], bool]:

@@ -73,6 +73,10 @@ _DEPRECATED_ID_KEYS = {"fim_pre": "tokenizer.ggml.prefix_token_id", "fim_suf": "
 
 SUPPORTED_MODELS = ("llama", "gpt2")
 
+# Byte-level families whose tokenizer adds BOS unless the file says otherwise.
+_BPE_ADD_BOS = frozenset(["llama3", "llama-v3", "llama-bpe", "falcon3", "falcon-h1", "pixtral", "midm-2.0", "lfm2",
+                          "jina-v5-nano", "tekken", "chameleon"])
+
 
 @dataclass
 class Vocab:
@@ -168,7 +172,9 @@ def _read_vocab(md, where: str) -> Vocab:
         add_bos, add_space_prefix = True, True
     else:
         ids.update(bos=11, eos=11)
-        add_bos, add_space_prefix = pre in ("tekken", "chameleon"), False
+        if pre in ("chatglm-bpe", "glm4", "glm5"):
+            ids["bos"] = None
+        add_bos, add_space_prefix = pre in _BPE_ADD_BOS, False
     add_eos = False
     for name, value in list(ids.items()):
         if value is not None and value >= n:
