@@ -127,15 +127,18 @@ static float dot_f16(const void *w, const void *a, int64_t n) {
     for (; i < n; i++) { llk_half h; memcpy(&h, p + i, 2); s += llk_h2f(h) * x[i]; }
     return s;
 }
+static inline __m256 bf16x8(const uint16_t *p) {
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p)), 16));
+}
 static float dot_bf16(const void *w, const void *a, int64_t n) {
     const uint16_t *p = (const uint16_t *)w; const float *x = (const float *)a;
-    __m256 s0 = _mm256_setzero_ps();
+    __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
     int64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(p + i)));
-        s0 = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_slli_epi32(v, 16)), _mm256_loadu_ps(x + i), s0);
+    for (; i + 16 <= n; i += 16) {
+        s0 = _mm256_fmadd_ps(bf16x8(p + i), _mm256_loadu_ps(x + i), s0);
+        s1 = _mm256_fmadd_ps(bf16x8(p + i + 8), _mm256_loadu_ps(x + i + 8), s1);
     }
-    float s = hsum8(s0);
+    float s = hsum8(_mm256_add_ps(s0, s1));
     for (; i < n; i++) { uint16_t h; memcpy(&h, p + i, 2); s += llk_bf2f(h) * x[i]; }
     return s;
 }
@@ -492,59 +495,79 @@ static void dot4_q6_K(const void *w, const void *a, size_t as, int64_t n, float 
     for (int t = 0; t < 4; t++) out[t] = hsum8(acc[t]);
 }
 
+/* 16 i16 group scales (both 128-bit lanes of v hold words 0-7 of half h ... see callers):
+ * low lane = word g, high lane = word g + 1, for g even; v = the 8-word half containing g. */
+static inline __m256i pair_scales(__m256i v8, int g) {
+    const int j = g & 7;
+    return _mm256_shuffle_epi8(v8, _mm256_set_m128i(_mm_set1_epi16((short)(0x0100 + 0x0202 * (j + 1))),
+                                                    _mm_set1_epi16((short)(0x0100 + 0x0202 * j))));
+}
+/* the 8-word half h (0: groups 0-7, 1: groups 8-15) of 16 i16 scales, in both 128-bit lanes */
+static inline __m256i half_scales(__m256i s16, int h) {
+    return h ? _mm256_permute2x128_si256(s16, s16, 0x11) : _mm256_permute2x128_si256(s16, s16, 0x00);
+}
+
 static float dot_q2_K(const void *w, const void *a, int64_t n) {
     KQ(blk_q2_K);
     const __m256i m2 = _mm256_set1_epi8(3);
-    __m256 acc = _mm256_setzero_ps();
-    float accm = 0.0f;
+    __m256 acc = _mm256_setzero_ps(), accm = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
-        const uint8_t *sc = blk[b].scales;
+        __m128i sb = _mm_loadu_si128((const __m128i *)blk[b].scales);
+        __m256i sc16 = _mm256_cvtepu8_epi16(_mm_and_si128(sb, _mm_set1_epi8(15)));
+        __m256i mn16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sb, 4), _mm_set1_epi8(15)));
         __m256i isum = _mm256_setzero_si256();
         for (int h = 0; h < 2; h++) {
             __m256i v = _mm256_loadu_si256((const __m256i *)(blk[b].qs + 32 * h));
+            __m256i sv = half_scales(sc16, h);
             for (int s = 0; s < 4; s++) {
                 __m256i q = _mm256_and_si256(_mm256_srli_epi16(v, 2 * s), m2);
                 __m256i p = _mm256_maddubs_epi16(q, XK(b, 128 * h + 32 * s));
-                isum = _mm256_add_epi32(isum, scale2(p, sc[8 * h + 2 * s] & 15, sc[8 * h + 2 * s + 1] & 15));
+                isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, pair_scales(sv, 8 * h + 2 * s)));
             }
         }
-        int m = 0;
-        for (int g = 0; g < 16; g++) m += (sc[g] >> 4) * ab[b].bsums[g];
+        __m256i m = _mm256_madd_epi16(mn16, _mm256_loadu_si256((const __m256i *)ab[b].bsums));
         float dx = ab[b].d;
         acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(h2f(blk[b].d) * dx), acc);
-        accm += h2f(blk[b].dmin) * dx * (float)m;
+        accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(m), _mm256_set1_ps(h2f(blk[b].dmin) * dx), accm);
     }
-    return hsum8(acc) - accm;
+    return hsum8(_mm256_sub_ps(acc, accm));
+}
+
+/* Q3_K: the 16 signed 6-bit scales from their 12 packed bytes, as 16 i16 (word ops, no loop) */
+static inline __m256i k3_scales(const uint8_t *s) {
+    uint32_t a0, a1, a2;
+    memcpy(&a0, s, 4); memcpy(&a1, s + 4, 4); memcpy(&a2, s + 8, 4);
+    const uint32_t m4 = 0x0f0f0f0fu, m2 = 0x03030303u;
+    uint32_t w0 = (a0 & m4) | ((a2 & m2) << 4);               /* groups 0-3 */
+    uint32_t w1 = (a1 & m4) | (((a2 >> 2) & m2) << 4);        /* groups 4-7 */
+    uint32_t w2 = ((a0 >> 4) & m4) | (((a2 >> 4) & m2) << 4); /* groups 8-11 */
+    uint32_t w3 = ((a1 >> 4) & m4) | (((a2 >> 6) & m2) << 4); /* groups 12-15 */
+    __m256i v = _mm256_cvtepu8_epi16(_mm_set_epi32((int)w3, (int)w2, (int)w1, (int)w0));
+    return _mm256_sub_epi16(v, _mm256_set1_epi16(32));
 }
 
 static float dot_q3_K(const void *w, const void *a, int64_t n) {
     KQ(blk_q3_K);
-    const __m256i m2 = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
+    const __m256i m2 = _mm256_set1_epi8(3), four = _mm256_set1_epi8(4);
     __m256 acc = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
-        const uint8_t *s = blk[b].scales;
-        int sc[16];
-        for (int g = 0; g < 16; g++) {
-            int lo = g < 8 ? (s[g] & 15) : (s[g - 8] >> 4);
-            int hi = (s[8 + (g & 3)] >> (2 * (g >> 2))) & 3;
-            sc[g] = (lo | hi << 4) - 32;
-        }
+        __m256i sc16 = k3_scales(blk[b].scales);
+        /* level + 4 = low2 + 4 * high bit (0..7): subtract 4 * sum_g sc[g] * bsums[g] after */
+        __m256i isum = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(
+            _mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i *)ab[b].bsums)), 2));
         __m256i hm = _mm256_loadu_si256((const __m256i *)blk[b].hmask);
-        __m256i isum = _mm256_setzero_si256();
         for (int h = 0; h < 2; h++) {
             __m256i v = _mm256_loadu_si256((const __m256i *)(blk[b].qs + 32 * h));
+            __m256i sv = half_scales(sc16, h);
             for (int j = 0; j < 4; j++) {
-                __m256i hb = _mm256_and_si256(_mm256_srli_epi16(hm, 4 * h + j), one);
-                /* level + 4 = low2 + 4 * high bit: 0..7 */
-                __m256i q = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 2 * j), m2),
-                                            _mm256_slli_epi16(hb, 2));
+                /* bit 4h + j of hmask -> 4 where set */
+                const int k = 4 * h + j;
+                __m256i hb = _mm256_and_si256(k <= 2 ? _mm256_slli_epi16(hm, 2 - k) : _mm256_srli_epi16(hm, k - 2), four);
+                __m256i q = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 2 * j), m2), hb);
                 __m256i p = _mm256_maddubs_epi16(q, XK(b, 128 * h + 32 * j));
-                isum = _mm256_add_epi32(isum, scale2(p, sc[8 * h + 2 * j], sc[8 * h + 2 * j + 1]));
+                isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, pair_scales(sv, 8 * h + 2 * j)));
             }
         }
-        int off = 0;
-        for (int g = 0; g < 16; g++) off += sc[g] * ab[b].bsums[g];
-        isum = _mm256_sub_epi32(isum, _mm256_setr_epi32(4 * off, 0, 0, 0, 0, 0, 0, 0));
         acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(h2f(blk[b].d) * ab[b].d), acc);
     }
     return hsum8(acc);
