@@ -3,8 +3,8 @@
 Runs the tiny model shipped in resources/selftest/ (made by packaging/make_selftest_model.py)
 through the real stack: GGUF reader → support verdict → the engine (tokenizer, chat template,
 C decoder), whose logits are checked against the float64 oracle stored in the file and whose
-greedy answer must be "Hello from Llambda!"; then opens and closes the window on Qt's offscreen
-platform. Prints one line and returns 0 (all good) or 1.
+greedy answer must be "Hello from Llambda!"; tokenizes with a SentencePiece vocabulary (the
+native sentencepiece library); then opens and closes the window on Qt's offscreen platform. Prints one line and returns 0 (all good) or 1.
 
 It touches no user folder (LLAMBDA_HOME and the XDG folders point into a temporary folder that
 is removed afterwards) and no network (socket connections are refused while it runs).
@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 MODEL_NAME = "tiny.gguf"
+SPM_VOCAB_NAME = "tiny-spm.gguf"      # vocabulary only: runs the sentencepiece library
 LOGIT_TOLERANCE = 0.01      # max |ours - oracle| / max |oracle| for the logits after the prompt
 MAX_ANSWER_TOKENS = 12
 N_THREADS = 2
@@ -103,6 +104,27 @@ def check_model(path: Path) -> dict:
         return {"config": config_from_gguf(f), "oracle": _oracle(f.metadata)}
 
 
+def check_sentencepiece(path: Path) -> str:
+    """Tokenize and detokenize with a SentencePiece-style vocabulary (the native sentencepiece
+    library: merges by score, byte fallback) against ids written by construction."""
+    from app.gguf import open_gguf
+    from app.text import load_tokenizer
+
+    with open_gguf(path) as f:
+        tokenizer = load_tokenizer(f)
+        text = f.metadata.string("llambda.selftest.text")
+        want = [int(t) for t in f.metadata.numeric_array("llambda.selftest.ids", "int")]
+    if tokenizer.kind != "spm":
+        raise SelfTestFailure(f"sentencepiece: {path.name} was not read as a SentencePiece vocabulary")
+    got = tokenizer.encode(text)
+    if got != want:
+        raise SelfTestFailure(f"sentencepiece: {text!r} became {got}, expected {want}")
+    back = tokenizer.decode(got[1:])   # without BOS, whose piece is empty
+    if back != text:
+        raise SelfTestFailure(f"sentencepiece: {want} decoded to {back!r}, expected {text!r}")
+    return f"sentencepiece {len(got)} tokens"
+
+
 def _relative_error(ours: np.ndarray, oracle: np.ndarray) -> float:
     if ours.shape != oracle.shape or not np.all(np.isfinite(ours)):
         return float("inf")
@@ -147,15 +169,10 @@ def check_engine(path: Path, facts: dict) -> str:
 
 def check_window() -> str:
     """Open the main window on the current Qt platform, let it paint, close it."""
-    try:
-        from PySide6.QtWidgets import QApplication
+    from PySide6.QtWidgets import QApplication
 
-        from app.ui.main import make_app
-        from app.ui.window import MainWindow
-    except ImportError as e:
-        if "PySide6" in str(e):
-            raise SelfTestFailure(f"window: Qt is missing ({e})") from None
-        return "window: not in this build"
+    from app.ui.main import make_app
+    from app.ui.window import MainWindow
 
     app = QApplication.instance() or make_app()
     with _quiet_qt():
@@ -217,6 +234,8 @@ def run() -> int:
             if not path.is_file():
                 raise SelfTestFailure(f"{path} is missing from this build")
             facts = check_model(path)
+            step = "sentencepiece"
+            spm = check_sentencepiece(path.with_name(SPM_VOCAB_NAME))
             step = "engine"
             engine = check_engine(path, facts)
             step = "window"
@@ -228,7 +247,7 @@ def run() -> int:
         print(f"llambda self-test: FAILED at {step}: {type(e).__name__}: {e}", file=sys.stderr)
         return 1
     print(f"llambda self-test: ok: {path.name} {facts['config'].arch}, {facts['template']}; {engine}; "
-          f"{window}; {time.perf_counter() - t0:.1f} s", flush=True)
+          f"{spm}; {window}; {time.perf_counter() - t0:.1f} s", flush=True)
     return 0
 
 

@@ -8,7 +8,11 @@ logit. The answer (token ids) and the logits after the prompt are computed here 
 numpy forward pass over the dequantized weights and stored in the file's metadata
 (`llambda.selftest.*`): they are the oracle the self-test checks the real kernels against.
 
-Build time only (needs numpy and the `gguf` package); the bundle just reads the file.
+Beside it, tiny-spm.gguf: a vocabulary-only file (no tensors) with a SentencePiece-style
+vocabulary, so the self-test also runs the bundled sentencepiece library (merges by score, byte
+fallback); the expected token ids are written by construction.
+
+Build time only (needs numpy and the `gguf` package); the bundle just reads the files.
 Run: python packaging/make_selftest_model.py [OUT]   (deterministic: same bytes every run)
 """
 
@@ -256,11 +260,72 @@ def make(path: str | Path = DEFAULT_OUT) -> dict:
     return {"prompt_tokens": prompt, "answer_tokens": answer, "logits": first_logits, "margin": margin}
 
 
+# ---- a vocabulary-only SentencePiece file: the bundle's sentencepiece library at work ---------
+
+SPM_DEFAULT_OUT = DEFAULT_OUT.with_name("tiny-spm.gguf")
+SPM_WORDS = ["\u2581Hello", "\u2581from", "\u2581Llambda"]
+SPM_TEXT = "Hello from Llambda! ping"
+
+
+def spm_vocabulary() -> tuple[list[str], list[float], list[int]]:
+    """(tokens, scores, types): <unk> <s> </s>, 256 byte tokens, single characters, and each word
+    of SPM_WORDS reachable by merging one character at a time onto its left part."""
+    tokens = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)]
+    types = [2, 3, 3] + [6] * 256
+    chars = sorted({c for w in SPM_WORDS for c in w} | {"!"})
+    pieces = chars + [w[:i] for w in SPM_WORDS for i in range(2, len(w) + 1)]
+    for p in pieces:
+        if p not in tokens:
+            tokens.append(p)
+            types.append(1)
+    scores = [0.0] * 259 + [-float(i) for i in range(len(tokens) - 259)]
+    return tokens, scores, types
+
+
+def spm_expected_ids(tokens: list[str]) -> list[int]:
+    """SPM_TEXT by construction: BOS, the three words, "!", then "▁" and "ping" as byte fallback."""
+    index = {t: i for i, t in enumerate(tokens)}
+    return ([1] + [index[w] for w in SPM_WORDS] + [index["!"], index["\u2581"]]
+            + [index[f"<0x{b:02X}>"] for b in b"ping"])
+
+
+def make_spm(path: str | Path = SPM_DEFAULT_OUT) -> list[int]:
+    """Write the vocabulary-only file (no tensors); return the token ids it expects for SPM_TEXT."""
+    import gguf
+
+    tokens, scores, types = spm_vocabulary()
+    ids = spm_expected_ids(tokens)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    w = gguf.GGUFWriter(str(path), "llama")
+    w.add_name("llambda-selftest-spm-vocab")
+    w.add_tokenizer_model("llama")
+    w.add_token_list(tokens)
+    w.add_token_scores(scores)
+    w.add_token_types(types)
+    w.add_bos_token_id(1)
+    w.add_eos_token_id(2)
+    w.add_unk_token_id(0)
+    w.add_add_bos_token(True)
+    w.add_add_eos_token(False)
+    w.add_add_space_prefix(True)
+    w.add_string("llambda.selftest.text", SPM_TEXT)
+    w.add_array("llambda.selftest.ids", ids)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return ids
+
+
 def main(argv: list[str]) -> int:
     out = Path(argv[0]) if argv else DEFAULT_OUT
     info = make(out)
     print(f"{out}: {out.stat().st_size} bytes, answer {info['answer_tokens']}, "
           f"smallest margin {info['margin']:.2f}")
+    spm_out = out.with_name("tiny-spm.gguf")
+    ids = make_spm(spm_out)
+    print(f"{spm_out}: {spm_out.stat().st_size} bytes, {SPM_TEXT!r} -> {ids}")
     return 0
 
 

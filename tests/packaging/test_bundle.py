@@ -49,6 +49,7 @@ def test_self_test_passes_from_the_bundle_and_leaves_home_alone(bundle, tmp_path
     lines = r.stdout.splitlines()
     assert len(lines) == 1 and lines[0].startswith("llambda self-test: ok: tiny.gguf llama")
     assert "'Hello from Llambda!'" in lines[0] and "shown and closed (offscreen)" in lines[0]
+    assert "sentencepiece 10 tokens" in lines[0]
     assert list(home.iterdir()) == []
 
 
@@ -71,8 +72,8 @@ def _files(bundle: Path) -> list[str]:
 def test_bundle_holds_what_the_window_needs_and_not_the_rest(bundle):
     files = _files(bundle)
     names = " ".join(files)
-    for needed in ("resources/selftest/tiny.gguf", "resources/light.qss", "resources/icons/llambda.svg",
-                   "app/_llk", "_cffi_backend", "tokenizers/tokenizers", "sentencepiece/_sentencepiece",
+    for needed in ("resources/selftest/tiny.gguf", "resources/selftest/tiny-spm.gguf", "resources/light.qss",
+                   "resources/icons/llambda.svg", "app/_llk", "_cffi_backend", "tokenizers/tokenizers", "sentencepiece/_sentencepiece",
                    "platforms/libqoffscreen.so", "platforms/libqxcb.so", "platforms/libqwayland.so",
                    "iconengines/libqsvgicon.so", "linux/llambda.desktop", "linux/llambda-gguf.xml",
                    "linux/install.sh", "linux/icons/hicolor/256x256/apps/llambda.png"):

@@ -17,24 +17,37 @@ from app import selftest
 
 ROOT = Path(__file__).resolve().parents[2]
 MODEL = ROOT / "resources" / "selftest" / "tiny.gguf"
+SPM_VOCAB = ROOT / "resources" / "selftest" / "tiny-spm.gguf"
 
 
-def test_model_is_small_and_where_the_self_test_looks():
-    assert selftest.model_path() == MODEL
-    assert 0 < MODEL.stat().st_size < 2 * 1024 * 1024
-
-
-def test_script_makes_the_committed_file_byte_for_byte(tmp_path):
+def _make_script():
     pytest.importorskip("gguf")
     sys.path.insert(0, str(ROOT / "packaging"))
     try:
         import make_selftest_model
     finally:
         sys.path.remove(str(ROOT / "packaging"))
+    return make_selftest_model
+
+
+def test_models_are_small_and_where_the_self_test_looks():
+    assert selftest.model_path() == MODEL
+    assert MODEL.stat().st_size + SPM_VOCAB.stat().st_size < 2 * 1024 * 1024
+
+
+def test_script_makes_the_committed_files_byte_for_byte(tmp_path):
+    script = _make_script()
     out = tmp_path / "tiny.gguf"
-    info = make_selftest_model.make(out)
+    assert script.main([str(out)]) == 0
     assert out.read_bytes() == MODEL.read_bytes()
-    assert info["margin"] >= make_selftest_model.MIN_MARGIN
+    assert (tmp_path / "tiny-spm.gguf").read_bytes() == SPM_VOCAB.read_bytes()
+
+
+def test_script_refuses_a_model_whose_answer_is_not_decisive(tmp_path, monkeypatch):
+    script = _make_script()
+    monkeypatch.setattr(script, "MIN_MARGIN", 1e9)
+    with pytest.raises(SystemExit, match="margin"):
+        script.make(tmp_path / "tiny.gguf")
 
 
 def test_oracle_in_the_file_is_the_greeting():
@@ -56,7 +69,7 @@ def test_run_passes_with_one_line(capsys):
     assert selftest.run() == 0
     out, err = capsys.readouterr()
     assert out.count("\n") == 1 and out.startswith("llambda self-test: ok: tiny.gguf llama")
-    assert "'Hello from Llambda!'" in out and "window" in out
+    assert "'Hello from Llambda!'" in out and "sentencepiece 10 tokens" in out and "window" in out
     assert err == ""
     assert dict(os.environ) == before
 
@@ -107,11 +120,26 @@ def _damaged_copy(tmp_path: Path) -> Path:
 
 def test_run_fails_when_the_kernels_disagree_with_the_oracle(tmp_path, monkeypatch, capsys):
     bad = _damaged_copy(tmp_path)
+    shutil.copyfile(SPM_VOCAB, tmp_path / "tiny-spm.gguf")
     monkeypatch.setattr(selftest, "model_path", lambda: bad)
     assert selftest.run() == 1
     out, err = capsys.readouterr()
     assert out == ""
     assert err.count("\n") == 1 and err.startswith("llambda self-test: FAILED: engine: logits off the oracle")
+
+
+def test_run_fails_when_sentencepiece_disagrees(tmp_path, monkeypatch, capsys):
+    """The spm vocabulary with one expected id changed: the tokenizer check must catch it."""
+    shutil.copyfile(MODEL, tmp_path / "tiny.gguf")
+    data = bytearray(SPM_VOCAB.read_bytes())
+    key = b"llambda.selftest.ids"
+    at = data.index(key) + len(key) + 4 + 4 + 8 + 4 * 3   # value type, element type, count; 4th id
+    data[at] ^= 1
+    (tmp_path / "tiny-spm.gguf").write_bytes(bytes(data))
+    monkeypatch.setattr(selftest, "model_path", lambda: tmp_path / "tiny.gguf")
+    assert selftest.run() == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("llambda self-test: FAILED: sentencepiece:")
 
 
 def test_run_fails_in_one_line_when_the_model_is_missing(tmp_path, monkeypatch, capsys):
