@@ -109,7 +109,8 @@ int llk_pool_aborted(const llk_pool *pool);
 uint64_t llk_pool_busy_ns(const llk_pool *pool, int ith);
 uint64_t llk_pool_chunks(const llk_pool *pool, int ith);
 uint64_t llk_pool_jobs(const llk_pool *pool);
-/* Spin iterations before a waiting worker sleeps (default suits decode steps). */
+/* Microseconds a waiting worker spins before it sleeps (default 200: covers the gaps between the
+ * steps of one decode; 0 sleeps at once). */
 void llk_pool_set_spin(llk_pool *pool, int spin_iters);
 /* Test job: n_items items in chunks of `chunk`; each item burns `work` units of arithmetic and
  * adds 1 to counts[item] (counts may be NULL). Proves that every item runs exactly once. */

@@ -3,7 +3,7 @@
  * them their two AVX2 primitives. */
 #include "llk_internal.h"
 
-#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#if defined(LLK_TARGET_AVX2)
 #include <immintrin.h>
 
 int llk_have_avx2_build(void) { return 1; }

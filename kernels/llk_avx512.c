@@ -14,8 +14,7 @@
 #define LLK_FILL llk_fill_avx512
 #endif
 
-#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__FMA__) && \
-    defined(__F16C__) && (!defined(LLK_VNNI) || defined(__AVX512VNNI__))
+#if defined(LLK_TARGET_AVX512) && (!defined(LLK_VNNI) || defined(LLK_TARGET_VNNI))
 #include <immintrin.h>
 
 #if !defined(LLK_VNNI)
@@ -138,6 +137,9 @@ static inline __m512i lv2_q4_0(const blk_q4_0 *B) { return nib64(B[0].qs, B[1].q
 static inline __m512i lv2_q4_1(const blk_q4_1 *B) { return nib64(B[0].qs, B[1].qs); }
 static inline __m512i lv2_q5_0(const blk_q5_0 *B) { return _mm512_or_si512(nib64(B[0].qs, B[1].qs), hbits64(B[0].qh, B[1].qh)); }
 static inline __m512i lv2_q5_1(const blk_q5_1 *B) { return _mm512_or_si512(nib64(B[0].qs, B[1].qs), hbits64(B[0].qh, B[1].qh)); }
+#if defined(LLK_VNNI)
+/* Signed levels as level + 128 need a u8 x s8 product of up to 255 x 127: vpdpbusd sums it in
+ * i32, but maddubs (the fallback without VNNI) would saturate its i16 pairs. So only with VNNI. */
 static inline __m512i lv2_q8_0(const blk_q8_0 *B) {
     __m512i z = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)B[0].qs)),
                                    _mm256_loadu_si256((const __m256i *)B[1].qs), 1);
@@ -161,6 +163,8 @@ static inline __m256 ex_bias128(const void *B, const llk_block_q8_32x8 *G, __m25
 }
 static inline __m256 ex_q8_0b(const blk_q8_0 *B, const llk_block_q8_32x8 *G, __m256 dw, int cnt, __m256 accx) { return ex_bias128(B, G, dw, cnt, accx); }
 static inline __m256 ex_iq4_nlb(const blk_iq4_nl *B, const llk_block_q8_32x8 *G, __m256 dw, int cnt, __m256 accx) { return ex_bias128(B, G, dw, cnt, accx); }
+
+#endif
 
 #define PAIR(LV2, acc, j) {                                                                       \
         __m512i d_ = dpbusd512(LV2(&B[2 * (j)]), _mm512_loadu_si512((const void *)G->qs[2 * (j)])); \
@@ -201,8 +205,10 @@ LEGACY_DOT512(dot_q4_0_512, blk_q4_0, lv2_q4_0, lv_q4_0, ex_q4_0)
 LEGACY_DOT512(dot_q4_1_512, blk_q4_1, lv2_q4_1, lv_q4_1, ex_q4_1)
 LEGACY_DOT512(dot_q5_0_512, blk_q5_0, lv2_q5_0, lv_q5_0, ex_q5_0)
 LEGACY_DOT512(dot_q5_1_512, blk_q5_1, lv2_q5_1, lv_q5_1, ex_q5_1)
+#if defined(LLK_VNNI)
 LEGACY_DOT512(dot_q8_0_512, blk_q8_0, lv2_q8_0, lv_q8_0b, ex_q8_0b)
 LEGACY_DOT512(dot_iq4_nl_512, blk_iq4_nl, lv2_iq4_nl, lv_iq4_nlb, ex_iq4_nlb)
+#endif
 
 /* --- K-quants, 64 weights per zmm --------------------------------------------------------------
  * Q4_K / Q5_K: a 32-byte chunk holds groups 2c (low nibbles) and 2c+1 (high): unpacked into one
@@ -333,8 +339,10 @@ void LLK_FILL(llk_kernels *k) {
     k->dot[LLK_TYPE_Q4_1] = dot_q4_1_512;
     k->dot[LLK_TYPE_Q5_0] = dot_q5_0_512;
     k->dot[LLK_TYPE_Q5_1] = dot_q5_1_512;
+#if defined(LLK_VNNI)
     k->dot[LLK_TYPE_Q8_0] = dot_q8_0_512;
     k->dot[LLK_TYPE_IQ4_NL] = dot_iq4_nl_512;
+#endif
     k->dot[LLK_TYPE_Q4_K] = dot_q4_K_512;
     k->dot[LLK_TYPE_Q5_K] = dot_q5_K_512;
     k->dot[LLK_TYPE_Q6_K] = dot_q6_K_512;

@@ -30,7 +30,11 @@ struct llk_decoder {
     float *k, *v;                   /* n_batch x Hkv x D */
     float *g, *u;                   /* n_batch x F */
     int32_t *pos;                   /* n_batch */
+    uint8_t *act[3];                /* n_batch x act_bytes: quantized activations, per format */
+    size_t act_bytes;               /* bytes of one token's activations, largest format */
 };
+
+#define ROWS_PER_CHUNK 32           /* weight rows per pool chunk in the fused products */
 
 static int tensor_ok(const llk_tensor *t, int64_t rows, int64_t cols) {
     if (!t->data) return 0;
@@ -59,6 +63,7 @@ void llk_decoder_free(llk_decoder *d) {
     free(d->layers); free(d->k_cache); free(d->v_cache);
     free(d->x); free(d->xb); free(d->xb2); free(d->q); free(d->att);
     free(d->k); free(d->v); free(d->g); free(d->u); free(d->pos);
+    for (int i = 0; i < 3; i++) free(d->act[i]);
     free(d);
 }
 
@@ -124,7 +129,15 @@ llk_status llk_decoder_new(const llk_decoder_config *cfg, const llk_tensor *tok_
     d->g = (float *)malloc(sizeof(float) * B * F);
     d->u = (float *)malloc(sizeof(float) * B * F);
     d->pos = (int32_t *)malloc(sizeof(int32_t) * B);
-    if (!d->layers || !d->k_cache || !d->v_cache || !d->x || !d->xb || !d->xb2 || !d->q ||
+    int64_t max_cols = E > HD ? E : HD;
+    if (F > max_cols) max_cols = F;
+    d->act_bytes = ((size_t)max_cols * 4 + 63) & ~(size_t)63;   /* float32 is the largest format */
+    int acts_ok = 1;
+    for (int i = 0; i < 3; i++) {
+        d->act[i] = (uint8_t *)malloc(d->act_bytes * B);
+        acts_ok &= d->act[i] != NULL;
+    }
+    if (!acts_ok || !d->layers || !d->k_cache || !d->v_cache || !d->x || !d->xb || !d->xb2 || !d->q ||
         !d->att || !d->k || !d->v || !d->g || !d->u || !d->pos) {
         llk_decoder_free(d);
         return LLK_ERR_NOMEM;
@@ -157,16 +170,80 @@ static llk_status norm_rows(const llk_decoder *d, const float *x, const llk_tens
     return LLK_OK;
 }
 
-/* Y (T x rows) = X (T x cols) W^T (+ bias). */
-static llk_status linear(const llk_decoder *d, const llk_tensor *w, const llk_tensor *bias,
-                         const float *x, int64_t T, float *y) {
-    llk_status st = llk_matmul(d->pool, d->c.isa, w->type, w->data, w->row_stride, w->n_rows,
-                               w->n_cols, x, w->n_cols, T, y, w->n_rows);
-    if (st || !bias || !bias->data) return st;
-    const float *b = (const float *)bias->data;
-    for (int64_t t = 0; t < T; t++)
-        for (int64_t i = 0; i < w->n_rows; i++) y[t * w->n_rows + i] += b[i];
+/* --- fused matrix products: several weights that read the same input, one pool job ---------- */
+
+typedef struct {
+    int isa;
+    int n;                          /* targets */
+    const llk_tensor *w[3];
+    float *y[3];                    /* T x w->n_rows each */
+    const uint8_t *a[3];            /* the activations each target's type consumes */
+    int64_t first_chunk[4];         /* chunk ranges per target: [first_chunk[i], first_chunk[i+1]) */
+    int64_t T;
+    int failed;
+} fused_job;
+
+static void fused_fn(void *arg, int64_t b, int64_t e, int ith) {
+    (void)ith;
+    fused_job *j = (fused_job *)arg;
+    for (int64_t c = b; c < e; c++) {
+        int i = 0;
+        while (c >= j->first_chunk[i + 1]) i++;
+        const llk_tensor *w = j->w[i];
+        int64_t n_chunks = j->first_chunk[i + 1] - j->first_chunk[i];
+        if (llk_matmul_part(j->isa, w->type, w->data, w->row_stride, w->n_rows, w->n_cols, j->a[i],
+                            j->T, j->y[i], w->n_rows, (int)(c - j->first_chunk[i]), (int)n_chunks))
+            j->failed = 1;
+    }
+}
+
+/* Y_i (T x rows_i) = X (T x cols) W_i^T (+ bias_i) for n <= 3 weights of the same input width:
+ * the input is quantized once per activation format, and all rows of all weights form one pool
+ * job (one wake-up and one barrier instead of n). */
+static llk_status linear_multi(llk_decoder *d, int n, const llk_tensor *const *w,
+                               const llk_tensor *const *bias, const float *x, int64_t T,
+                               float *const *y) {
+    fused_job j;
+    memset(&j, 0, sizeof j);
+    j.isa = d->c.isa; j.n = n; j.T = T;
+    int fmt_of[3];
+    for (int i = 0; i < n; i++) {
+        j.w[i] = w[i]; j.y[i] = y[i];
+        fmt_of[i] = llk_type_act_format(w[i]->type);
+        int slot = i;
+        for (int k = 0; k < i; k++)
+            if (fmt_of[k] == fmt_of[i]) { slot = k; break; }
+        if (slot == i) {
+            size_t ab = llk_act_row_bytes(w[i]->type, w[i]->n_cols);
+            if (ab > d->act_bytes) return LLK_ERR_ARG;
+            for (int64_t t = 0; t < T; t++) {
+                llk_status st = llk_quantize_act(d->c.isa, w[i]->type, x + t * w[i]->n_cols,
+                                                 d->act[i] + (size_t)t * ab, w[i]->n_cols);
+                if (st) return st;
+            }
+            j.a[i] = d->act[i];
+        } else {
+            j.a[i] = j.a[slot];
+        }
+        j.first_chunk[i + 1] = j.first_chunk[i] + (w[i]->n_rows + ROWS_PER_CHUNK - 1) / ROWS_PER_CHUNK;
+    }
+    llk_status st = llk_pool_run(d->pool, j.first_chunk[n], 1, fused_fn, &j);
+    if (st) return st;
+    if (j.failed) return LLK_ERR_ARG;
+    for (int i = 0; i < n; i++) {
+        if (!bias || !bias[i] || !bias[i]->data) continue;
+        const float *bv = (const float *)bias[i]->data;
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t r = 0; r < w[i]->n_rows; r++) y[i][t * w[i]->n_rows + r] += bv[r];
+    }
     return LLK_OK;
+}
+
+static llk_status linear(llk_decoder *d, const llk_tensor *w, const llk_tensor *bias,
+                         const float *x, int64_t T, float *y) {
+    const llk_tensor *ws[1] = {w}, *bs[1] = {bias};
+    float *ys[1] = {y};
+    return linear_multi(d, 1, ws, bs, x, T, ys);
 }
 
 static void softcap(float *x, int64_t n, float cap) {
@@ -192,9 +269,11 @@ static llk_status decode_batch(llk_decoder *d, const int32_t *tokens, int64_t T,
         const llk_layer *L = &d->layers[il];
         /* attention: xb = norm(x); q, k, v = xb W^T; rope; cache; att = softmax(q k^T) v */
         if ((st = norm_rows(d, d->x, &L->attn_norm, &L->attn_norm_b, d->xb, T, E))) return st;
-        if ((st = linear(d, &L->wq, &L->bq, d->xb, T, d->q))) return st;
-        if ((st = linear(d, &L->wk, &L->bk, d->xb, T, d->k))) return st;
-        if ((st = linear(d, &L->wv, &L->bv, d->xb, T, d->v))) return st;
+        {
+            const llk_tensor *ws[3] = {&L->wq, &L->wk, &L->wv}, *bs[3] = {&L->bq, &L->bk, &L->bv};
+            float *ys[3] = {d->q, d->k, d->v};
+            if ((st = linear_multi(d, 3, ws, bs, d->xb, T, ys))) return st;
+        }
         if (c->qk_norm) {
             if ((st = llk_rms_norm(d->q, (const float *)L->q_norm.data, d->q, T * c->n_head, D, c->norm_eps))) return st;
             if ((st = llk_rms_norm(d->k, (const float *)L->k_norm.data, d->k, T * c->n_head_kv, D, c->norm_eps))) return st;
@@ -224,8 +303,11 @@ static llk_status decode_batch(llk_decoder *d, const int32_t *tokens, int64_t T,
         llk_add(d->x, d->xb2, d->x, T * E);
         /* feed-forward: x += down(act(gate(xb)) * up(xb)), xb = norm(x) */
         if ((st = norm_rows(d, d->x, &L->ffn_norm, &L->ffn_norm_b, d->xb, T, E))) return st;
-        if ((st = linear(d, &L->ffn_gate, NULL, d->xb, T, d->g))) return st;
-        if ((st = linear(d, &L->ffn_up, NULL, d->xb, T, d->u))) return st;
+        {
+            const llk_tensor *ws[2] = {&L->ffn_gate, &L->ffn_up}, *bs[2] = {NULL, NULL};
+            float *ys[2] = {d->g, d->u};
+            if ((st = linear_multi(d, 2, ws, bs, d->xb, T, ys))) return st;
+        }
         if (c->ffn_act == LLK_FFN_GELU) llk_geglu(d->g, d->u, d->g, T * F);
         else if (c->ffn_act == LLK_FFN_GELU_ERF) {
             llk_gelu_erf(d->g, d->g, T * F);

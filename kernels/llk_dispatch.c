@@ -4,6 +4,7 @@
  * The only global state of the library lives here: the feature bits and the kernel tables,
  * filled once (thread-safe, see llk_threads.h) on first use. LLAMBDA_ISA=ref|avx2|avx512 lowers
  * the chosen level; it can never raise it above what the CPU and the build support.
+ * LLAMBDA_ISA=avx512-novnni also leaves VNNI unused (to test that build on a VNNI CPU).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -86,12 +87,15 @@ static int level_from_env(int best) {
     int want = best;
     if (!strcmp(e, "ref")) want = LLK_ISA_REF;
     else if (!strcmp(e, "avx2")) want = LLK_ISA_AVX2;
-    else if (!strcmp(e, "avx512")) want = LLK_ISA_AVX512;
+    else if (!strcmp(e, "avx512") || !strcmp(e, "avx512-novnni")) want = LLK_ISA_AVX512;
     return want < best ? want : best;
 }
 
 static void init_once(void) {
     g_cpu = detect();
+    /* LLAMBDA_ISA=avx512-novnni: the AVX-512 level without VNNI, as on CPUs that lack it */
+    const char *e = getenv("LLAMBDA_ISA");
+    if (e && !strcmp(e, "avx512-novnni")) g_cpu.vnni = 0;
     llk_fill_ref(&g_tab[LLK_ISA_REF]);
     g_best = LLK_ISA_REF;
     if (g_cpu.avx2 && llk_have_avx2_build()) {

@@ -95,6 +95,31 @@ static inline llk_half llk_f2h(float f) { /* round to nearest even */
 
 static inline float llk_bf2f(uint16_t b) { return llk_bits_f32((uint32_t)b << 16); }
 
+/* --- what the compiler was told to target (each ISA file is built with its own flags) ------- */
+
+/* MSVC's /arch:AVX2 implies FMA and F16C without defining their macros, and its /arch:AVX512
+ * (F, CD, BW, DQ, VL) leaves VNNI to the intrinsics, which MSVC always accepts. */
+#if defined(_MSC_VER) && !defined(__clang__)
+#if defined(__AVX2__)
+#define LLK_TARGET_AVX2 1
+#endif
+#if defined(__AVX512F__)
+#define LLK_TARGET_AVX512 1
+#define LLK_TARGET_VNNI 1
+#endif
+#else
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#define LLK_TARGET_AVX2 1
+#endif
+#if defined(LLK_TARGET_AVX2) && defined(__AVX512F__) && defined(__AVX512BW__) && \
+    defined(__AVX512VL__) && defined(__AVX512DQ__)
+#define LLK_TARGET_AVX512 1
+#endif
+#if defined(__AVX512VNNI__)
+#define LLK_TARGET_VNNI 1
+#endif
+#endif
+
 /* --- kernel table ---------------------------------------------------------------------------- */
 
 #define LLK_N_TYPES 31

@@ -64,3 +64,30 @@ def test_bad_arguments_raise_kernel_error():
     with pytest.raises(KernelError):
         K.dequantize_row(2, np.zeros(18, np.uint8), 32, isa="sse9")
     assert issubclass(K.KernelAborted, KernelError)
+
+
+NOVNNI_CHECK = r"""
+import numpy as np, app.kernels as K
+assert K.isa_name() == "avx512", K.isa_name()
+rng = np.random.default_rng(0)
+for t in (2, 3, 6, 7, 8, 20, 10, 11, 12, 13, 14, 23):
+    n = 17 * K.block_size(t) if K.block_size(t) == 32 else 3 * K.block_size(t)
+    w = K.random_weights(t, 4, n, seed=t)
+    x = rng.standard_normal(n).astype(np.float32)
+    a = K.quantize_activations(t, x)
+    for row in w:
+        ref = K.vec_dot(t, row, a, n, isa="ref")
+        got = K.vec_dot(t, row, a, n)
+        wn = np.linalg.norm(K.dequantize_row(t, row, n, isa="ref")) * np.linalg.norm(x)
+        assert abs(got - ref) / wn < 2e-5, (t, got, ref)
+print("ok")
+"""
+
+
+@pytest.mark.skipif(K.best_isa_level() < 2 or "vnni" not in K.isa_name(2),
+                    reason="needs an AVX-512 VNNI CPU to compare the two AVX-512 builds")
+def test_avx512_without_vnni_matches_reference():
+    env = dict(os.environ, LLAMBDA_ISA="avx512-novnni")
+    r = subprocess.run([sys.executable, "-c", NOVNNI_CHECK], env=env, capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]
