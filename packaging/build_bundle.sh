@@ -16,7 +16,10 @@ if [ -z "${PYTHON:-}" ]; then
     if [ -x .venv/bin/python ]; then PYTHON=.venv/bin/python; else PYTHON=python3; fi
 fi
 
-"$PYTHON" -c "import app._llk" 2>/dev/null || "$PYTHON" -m pip install -e .
+# The kernel library must sit in app/ of this tree (PyInstaller collects the package from here):
+# an editable install compiles it in place and brings the dependencies.
+ls app/_llk.* >/dev/null 2>&1 && "$PYTHON" -c "import app._llk, PySide6, tokenizers, sentencepiece" 2>/dev/null \
+    || "$PYTHON" -m pip install -e .
 "$PYTHON" -c "import PyInstaller" 2>/dev/null || "$PYTHON" -m pip install "pyinstaller>=6.3"
 [ -f resources/selftest/tiny.gguf ] || { echo "build_bundle.sh: resources/selftest/tiny.gguf is missing (python packaging/make_selftest_model.py)" >&2; exit 1; }
 
