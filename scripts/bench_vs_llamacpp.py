@@ -32,10 +32,10 @@ rng = random.Random(0)
 rows = []
 for kind, n in (("pp", pp), ("tg", tg)):
     ids = [rng.randrange(llm.n_vocab()) for _ in range(n)]
-    runs = []
+    runs, cpu_runs = [], []
     for r in range(reps + 1):
         llm.reset()
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         if kind == "pp":
             llm.eval(ids)
         else:
@@ -43,8 +43,10 @@ for kind, n in (("pp", pp), ("tg", tg)):
                 llm.eval([tok])
         if r:
             runs.append(n / (time.perf_counter() - t))
+            cpu_runs.append(n / max(time.process_time() - c, 1e-9))
     rows.append({"threads": nt, "test": f"{kind}{n}", "tok_s": round(statistics.mean(runs), 2),
-                 "stdev": round(statistics.stdev(runs), 2) if len(runs) > 1 else 0.0})
+                 "stdev": round(statistics.stdev(runs), 2) if len(runs) > 1 else 0.0,
+                 "tok_per_cpu_s": round(statistics.mean(cpu_runs), 2)})
 print(json.dumps(rows))
 '''
 
@@ -111,7 +113,9 @@ def main() -> int:
             m, t = mine[test], theirs[test]
             row = {"threads": nt, "test": test, "llambda_tok_s": m["tok_s"], "llambda_stdev": m["stdev"],
                    "llamacpp_tok_s": t["tok_s"], "llamacpp_stdev": t["stdev"],
-                   "ratio": round(m["tok_s"] / t["tok_s"], 3), "isa": m.get("isa", "")}
+                   "ratio": round(m["tok_s"] / t["tok_s"], 3),
+                   "llambda_tok_per_cpu_s": m["tok_per_cpu_s"], "llamacpp_tok_per_cpu_s": t["tok_per_cpu_s"],
+                   "cpu_ratio": round(m["tok_per_cpu_s"] / t["tok_per_cpu_s"], 3), "isa": m.get("isa", "")}
             if test.startswith("tg"):
                 row["ceiling_tok_s"] = round(bw / per_token, 1)
                 row["llambda_of_ceiling"] = round(m["tok_s"] / (bw / per_token), 3)
@@ -121,11 +125,18 @@ def main() -> int:
         return 0
     print(f"model: {a.model} ({os.path.getsize(a.model) / 2**20:.1f} MiB); CPU: {cpu_name()}; "
           f"{os.cpu_count()} logical CPUs")
-    print(f"{'threads':>7} {'test':>7} {'llambda':>10} {'llama.cpp':>10} {'ratio':>6} {'ceiling':>8} {'of ceil':>8}  isa")
+    try:
+        load = " load average %.2f %.2f %.2f" % os.getloadavg()
+    except OSError:
+        load = ""
+    print(f"tok/s = wall clock; tok/cpu-s = per second of process CPU time (robust to other load);{load}")
+    print(f"{'threads':>7} {'test':>7} {'llambda':>10} {'llama.cpp':>10} {'ratio':>6} "
+          f"{'tok/cpu-s':>10} {'llama.cpp':>10} {'ratio':>6} {'ceiling':>8} {'of ceil':>8}  isa")
     for r in results:
         ceil_s = f"{r['ceiling_tok_s']:>8.1f} {100 * r['llambda_of_ceiling']:>7.0f}%" if "ceiling_tok_s" in r else f"{'':>8} {'':>8}"
         print(f"{r['threads']:>7} {r['test']:>7} {r['llambda_tok_s']:>10.2f} {r['llamacpp_tok_s']:>10.2f} "
-              f"{r['ratio']:>6.2f} {ceil_s}  {r['isa']}")
+              f"{r['ratio']:>6.2f} {r['llambda_tok_per_cpu_s']:>10.2f} {r['llamacpp_tok_per_cpu_s']:>10.2f} "
+              f"{r['cpu_ratio']:>6.2f} {ceil_s}  {r['isa']}")
     return 0
 
 
