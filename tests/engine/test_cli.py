@@ -67,3 +67,20 @@ def test_chat_reads_turns_until_exit(tiny_path, capsys):
     assert cli.run_chat(args, stdin=stdin, stdout=stdout) == 0
     err = capsys.readouterr().err
     assert err.count("tok/s") == 2 and "forgotten" in err
+
+
+def test_generate_resident_memory_within_file_plus_kv_plus_80mb(smollm2_path):
+    """Peak RSS of a whole `generate` process (interpreter, numpy, tokenizer included)."""
+    import os
+    import subprocess
+    import sys
+
+    n_ctx = 2048
+    out = subprocess.run([sys.executable, "-m", "app.engine.cli", "generate", str(smollm2_path),
+                          "--prompt", "Name a colour.", "--max-tokens", "16", "--temperature", "0",
+                          "--ctx", str(n_ctx), "--threads", "2", "--json"],
+                         capture_output=True, text=True, check=True, timeout=120)
+    stats = json.loads(out.stdout)["stats"]
+    kv = 2 * 30 * n_ctx * 3 * 64 * 2
+    limit = os.path.getsize(smollm2_path) + kv + 80 * 2**20
+    assert 0 < stats["peak_rss_bytes"] <= limit, (stats["peak_rss_bytes"] / 2**20, limit / 2**20)
