@@ -158,3 +158,31 @@ def test_text_stream_finish_releases_held_text_and_incomplete_bytes(spm_tokenize
     assert s.text == "abc "
     assert s.finish() == "x\ufffd"
     assert s.text == "abc x\ufffd"
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_stop_matcher_equals_cutting_the_whole_text(seed):
+    """Random texts, stop strings and piece boundaries: generation stops at the first piece after
+    which the text so far holds a stop string, cut at its earliest one; nothing shown is taken back."""
+    rng = random.Random(seed)
+    for _ in range(200):
+        text = "".join(rng.choice("abc\n") for _ in range(rng.randint(0, 40)))
+        stops = ["".join(rng.choice("abc\n") for _ in range(rng.randint(1, 4))) for _ in range(rng.randint(1, 3))]
+        cuts = sorted(rng.sample(range(len(text) + 1), min(len(text) + 1, rng.randint(0, 10))))
+        pieces = [text[a:b] for a, b in zip([0] + cuts, cuts + [len(text)])]
+        m = StopMatcher(stops)
+        shown = ""
+        for p in pieces:
+            shown += m.push(p)
+            if m.matched:
+                break
+        shown += m.flush()
+        so_far, want, hit = "", text, False
+        for p in pieces:
+            so_far += p
+            hits = [so_far.find(s) for s in stops if s in so_far]
+            if hits:
+                want, hit = so_far[:min(hits)], True
+                break
+        assert shown == want, (text, stops, pieces)
+        assert (m.matched is not None) == hit
