@@ -4,7 +4,9 @@ Runs the tiny model shipped in resources/selftest/ (made by packaging/make_selft
 through the real stack: GGUF reader → support verdict → the engine (tokenizer, chat template,
 C decoder), whose logits are checked against the float64 oracle stored in the file and whose
 greedy answer must be "Hello from Llambda!"; tokenizes with a SentencePiece vocabulary (the
-native sentencepiece library); then opens and closes the window on Qt's offscreen platform. Prints one line and returns 0 (all good) or 1.
+native sentencepiece library); then opens the window on Qt's offscreen platform, asks the same
+question there (model imported into a temporary library, loaded and run by the window's worker
+thread) and closes it. Prints one line and returns 0 (all good) or 1.
 
 It touches no user folder (LLAMBDA_HOME and the XDG folders point into a temporary folder that
 is removed afterwards) and no network (socket connections are refused while it runs).
@@ -29,6 +31,7 @@ SPM_VOCAB_NAME = "tiny-spm.gguf"      # vocabulary only: runs the sentencepiece 
 LOGIT_TOLERANCE = 0.01      # max |ours - oracle| / max |oracle| for the logits after the prompt
 MAX_ANSWER_TOKENS = 12
 N_THREADS = 2
+WINDOW_TIMEOUT_S = 60       # to load the model, and again to answer, in the window
 _MOVED_VARS = ("LLAMBDA_CACHE_DIR", "LLAMBDA_MODELS_DIR", "LLAMBDA_DATA_DIR", "LLAMBDA_LOG_DIR")
 
 
@@ -167,8 +170,12 @@ def check_engine(path: Path, facts: dict) -> str:
             f"{st.generation_tok_s:.0f} tok/s), logits within {err:.1e} of the oracle")
 
 
-def check_window() -> str:
-    """Open the main window on the current Qt platform, let it paint, close it."""
+def check_window(path: Path, oracle: dict) -> str:
+    """Open the main window on the current Qt platform and let it paint; where the window has its
+    engine, open the model in it (pre-flight, import into the temporary library, load in the
+    worker thread), ask the oracle's question and wait for the answer; close it."""
+    import importlib.util
+
     from PySide6.QtWidgets import QApplication
 
     from app.ui.main import make_app
@@ -176,7 +183,21 @@ def check_window() -> str:
 
     app = QApplication.instance() or make_app()
     with _quiet_qt():
-        return _show_and_close(app, MainWindow)
+        window = MainWindow()
+        try:
+            window.show()
+            size = _check_painted(window)
+            if importlib.util.find_spec("app.ui.engine_adapter") is None:
+                chat = "no engine in the window yet"
+            else:
+                chat = _converse(window, path, oracle)
+        finally:
+            window.close()
+            window.deleteLater()
+            _pump(0.05)
+        if window.isVisible():
+            raise SelfTestFailure("window: did not close")
+    return f"window {size} on {app.platformName()}: {chat}, closed"
 
 
 @contextlib.contextmanager
@@ -191,33 +212,56 @@ def _quiet_qt():
         qInstallMessageHandler(previous)
 
 
-def _show_and_close(app, MainWindow) -> str:
-    from PySide6.QtCore import QCoreApplication, QElapsedTimer
+def _pump(seconds: float, until=lambda: False) -> bool:
+    """Run the Qt event loop for up to `seconds`, or until `until()` is true (returned)."""
+    from PySide6.QtCore import QCoreApplication, QEventLoop
 
-    window = MainWindow()
-    try:
-        window.show()
-        clock = QElapsedTimer()
-        clock.start()
-        while clock.elapsed() < 300:
-            QCoreApplication.processEvents()
-            time.sleep(0.01)
-        if not window.isVisible():
-            raise SelfTestFailure("window: did not show")
-        image = window.grab().toImage()
-        if image.isNull() or image.width() < 100 or image.height() < 100:
-            raise SelfTestFailure(f"window: drew a {image.width()}x{image.height()} image")
-        colours = {image.pixel(x, y) for x in range(0, image.width(), 16) for y in range(0, image.height(), 16)}
-        if len(colours) < 3:
-            raise SelfTestFailure("window: painted nothing (one flat colour)")
-        size = f"{image.width()}x{image.height()}"
-    finally:
-        window.close()
-        window.deleteLater()
-        QCoreApplication.processEvents()
-    if window.isVisible():
-        raise SelfTestFailure("window: did not close")
-    return f"window {size} shown and closed ({app.platformName()})"
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        QCoreApplication.processEvents(QEventLoop.AllEvents, 20)
+        if until():
+            return True
+        time.sleep(0.005)
+    return until()
+
+
+def _check_painted(window) -> str:
+    _pump(0.3)
+    if not window.isVisible():
+        raise SelfTestFailure("window: did not show")
+    image = window.grab().toImage()
+    if image.isNull() or image.width() < 100 or image.height() < 100:
+        raise SelfTestFailure(f"window: drew a {image.width()}x{image.height()} image")
+    colours = {image.pixel(x, y) for x in range(0, image.width(), 16) for y in range(0, image.height(), 16)}
+    if len(colours) < 3:
+        raise SelfTestFailure("window: painted nothing (one flat colour)")
+    return f"{image.width()}x{image.height()}"
+
+
+def _converse(window, path: Path, oracle: dict) -> str:
+    def failed() -> bool:
+        return bool(window.errors)
+
+    window.open_model_file(str(path))
+    if not _pump(WINDOW_TIMEOUT_S, lambda: failed() or (window.model_info is not None and not window.model_busy)):
+        raise SelfTestFailure(f"window: the model did not load within {WINDOW_TIMEOUT_S} s")
+    if failed():
+        raise SelfTestFailure(f"window: opening the model failed: {window.errors[-1]}")
+    window.input.setPlainText(oracle["question"])
+    window.send()
+
+    def answered() -> bool:
+        last = window.state.last_assistant()
+        return not window.generating and last is not None and bool(last.content)
+
+    if not _pump(WINDOW_TIMEOUT_S, lambda: failed() or answered()):
+        raise SelfTestFailure(f"window: no answer within {WINDOW_TIMEOUT_S} s")
+    if failed():
+        raise SelfTestFailure(f"window: the reply failed: {window.errors[-1]}")
+    text = window.state.last_assistant().content
+    if text != oracle["answer"]:
+        raise SelfTestFailure(f"window: answered {text!r}, expected {oracle['answer']!r}")
+    return f"asked {oracle['question']!r}, answered {text!r}"
 
 
 # ---- entry point ----------------------------------------------------------------------------
@@ -239,7 +283,7 @@ def run() -> int:
             step = "engine"
             engine = check_engine(path, facts)
             step = "window"
-            window = check_window()
+            window = check_window(path, facts["oracle"])
     except SelfTestFailure as e:
         print(f"llambda self-test: FAILED: {e}", file=sys.stderr)
         return 1

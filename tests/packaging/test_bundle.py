@@ -7,6 +7,7 @@ cores), so deselected by default:
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import sqlite3
@@ -48,8 +49,10 @@ def test_self_test_passes_from_the_bundle_and_leaves_home_alone(bundle, tmp_path
     assert r.returncode == 0, r.stdout + r.stderr
     lines = r.stdout.splitlines()
     assert len(lines) == 1 and lines[0].startswith("llambda self-test: ok: tiny.gguf llama")
-    assert "'Hello from Llambda!'" in lines[0] and "shown and closed (offscreen)" in lines[0]
+    assert "'Hello from Llambda!'" in lines[0] and " on offscreen: " in lines[0]
     assert "sentencepiece 10 tokens" in lines[0]
+    if importlib.util.find_spec("app.ui.engine_adapter") is not None:
+        assert "asked 'ping', answered 'Hello from Llambda!', closed" in lines[0]
     assert list(home.iterdir()) == []
 
 
