@@ -476,7 +476,8 @@ class AttentionConfig:
             raise ValueError("attention: n_head must be a positive multiple of n_head_kv")
 
 
-def attention(pool: ThreadPool | None, cfg: AttentionConfig, q, k_cache, v_cache, positions) -> np.ndarray:
+def attention(pool: ThreadPool | None, cfg: AttentionConfig, q, k_cache, v_cache, positions,
+              isa: int | str | None = None) -> np.ndarray:
     """q: (n_tok, n_head, head_dim) f32; k_cache, v_cache: (n_kv, n_head_kv, head_dim), both f16 or
     both f32; positions: int[n_tok]. Returns (n_tok, n_head, head_dim) f32."""
     qf = np.ascontiguousarray(q, dtype=np.float32)
@@ -496,7 +497,7 @@ def attention(pool: ThreadPool | None, cfg: AttentionConfig, q, k_cache, v_cache
     p.scale = cfg.scale if cfg.scale is not None else 1.0 / float(np.sqrt(cfg.head_dim))
     p.softcap, p.window, p.causal = cfg.softcap, cfg.window, int(cfg.causal)
     out = np.empty_like(qf)
-    _check(lib.llk_attention(_pool_ptr(pool), p, _fp(qf), ffi.from_buffer(kc),
+    _check(lib.llk_attention_isa(_pool_ptr(pool), _isa(isa), p, _fp(qf), ffi.from_buffer(kc),
                              ffi.from_buffer(vc), kc.shape[0], qf.shape[0],
                              ffi.from_buffer("int32_t[]", pos), _fp(out)), "attention")
     return out

@@ -195,6 +195,10 @@ typedef struct {
 llk_status llk_attention(llk_pool *pool, const llk_attn_params *p, const float *q,
                          const void *k, const void *v, int64_t n_kv, int64_t n_tok,
                          const int32_t *pos, float *out);
+/* The same at a given instruction-set level (an llk_isa_level; tests hold the levels together). */
+llk_status llk_attention_isa(llk_pool *pool, int isa, const llk_attn_params *p, const float *q,
+                             const void *k, const void *v, int64_t n_kv, int64_t n_tok,
+                             const int32_t *pos, float *out);
 
 /* --- conversions and measurement ------------------------------------------------------------ */
 

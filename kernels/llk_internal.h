@@ -130,12 +130,25 @@ typedef float (*llk_dot_fn)(const void *w, const void *a, int64_t n);
 /* out[t] = dot(w, activation row t), t < 4, rows `as` bytes apart (register-blocked matmul) */
 typedef void (*llk_dot4_fn)(const void *w, const void *a, size_t as, int64_t n, float *out);
 
+/* Attention inner loops over n cache rows of hd values (float16 if f16, else float32), rows
+ * row_bytes apart: kdots writes out[j] = dot(q, K row j); vacc adds sum_j p[j] * V row j to out. */
+typedef void (*llk_kdots_fn)(const float *q, const void *k, size_t row_bytes, int64_t n, int hd,
+                             float *out);
+typedef void (*llk_vacc_fn)(const float *p, const void *v, size_t row_bytes, int64_t n, int hd,
+                            float *out);
+
+/* x[i] = exp(x[i] - mx) in place; returns the sum (softmax without the division). */
+typedef float (*llk_expsum_fn)(float *x, int64_t n, float mx);
+
 typedef struct {
     llk_dequant_fn dequant[LLK_N_TYPES];
     llk_dot_fn dot[LLK_N_TYPES];
     llk_dot4_fn dot4[LLK_N_TYPES];    /* NULL: the driver calls dot four times */
     llk_quant_fn quant_q8_32;
     llk_quant_fn quant_q8_256;
+    llk_kdots_fn kdots[2];            /* [0]: float32 cache, [1]: float16 cache */
+    llk_vacc_fn vacc[2];
+    llk_expsum_fn expsum;
 } llk_kernels;
 
 /* Each ISA file fills a table from the one below it, then overwrites what it accelerates. */

@@ -324,17 +324,16 @@ typedef struct {
     int64_t n_kv;
     const int32_t *pos;
     float *out;
-    float *scratch;             /* per thread: n_kv + head_dim floats */
+    float *scratch;             /* per thread: n_kv floats (scores, then weights) */
     int64_t scratch_stride;
 } attn_job;
 
 static void attn_fn(void *arg, int64_t b, int64_t e, int ith) {
     const attn_job *j = (const attn_job *)arg;
     const llk_attn_params *p = j->p;
-    const int hd = p->head_dim, group = p->n_head / p->n_head_kv;
-    const int vtype = p->kv_f16 ? LLK_TYPE_F16 : LLK_TYPE_F32;
+    const int hd = p->head_dim, group = p->n_head / p->n_head_kv, f16 = p->kv_f16 ? 1 : 0;
+    const size_t row = (size_t)p->n_head_kv * hd * j->elem;     /* bytes per cache position */
     float *sc = j->scratch + (size_t)ith * j->scratch_stride;
-    float *vrow = sc + j->n_kv;
     for (int64_t it = b; it < e; it++) {
         int64_t t = it / p->n_head, h = it % p->n_head, hk = h / group;
         const float *qv = j->q + it * hd;
@@ -345,34 +344,38 @@ static void attn_fn(void *arg, int64_t b, int64_t e, int ith) {
         if (p->window > 0 && pos - p->window + 1 > lo) lo = pos - p->window + 1;
         for (int d = 0; d < hd; d++) o[d] = 0.0f;
         if (hi <= lo) continue;
-        size_t row = (size_t)p->n_head_kv * hd * j->elem;
+        const size_t head_off = (size_t)hk * hd * j->elem;
+        int64_t nv = hi - lo;
+        j->k->kdots[f16](qv, j->kc + lo * row + head_off, row, nv, hd, sc);
         float mx = -INFINITY;
-        for (int64_t kv = lo; kv < hi; kv++) {
-            float s = j->k->dot[vtype](j->kc + kv * row + (size_t)hk * hd * j->elem, qv, hd) * p->scale;
+        for (int64_t i = 0; i < nv; i++) {
+            float s = sc[i] * p->scale;
             if (p->softcap > 0.0f) s = p->softcap * tanhf(s / p->softcap);
-            sc[kv] = s;
+            sc[i] = s;
             mx = s > mx ? s : mx;
         }
-        double sum = 0.0;
-        for (int64_t kv = lo; kv < hi; kv++) { sc[kv] = expf(sc[kv] - mx); sum += sc[kv]; }
-        float inv = (float)(1.0 / sum);
-        for (int64_t kv = lo; kv < hi; kv++) {
-            j->k->dequant[vtype](j->vc + kv * row + (size_t)hk * hd * j->elem, vrow, hd);
-            float w = sc[kv] * inv;
-            for (int d = 0; d < hd; d++) o[d] += w * vrow[d];
-        }
+        float inv = 1.0f / j->k->expsum(sc, nv, mx);
+        for (int64_t i = 0; i < nv; i++) sc[i] *= inv;
+        j->k->vacc[f16](sc, j->vc + lo * row + head_off, row, nv, hd, o);
     }
 }
 
 llk_status llk_attention(llk_pool *pool, const llk_attn_params *p, const float *q,
                          const void *k, const void *v, int64_t n_kv, int64_t n_tok,
                          const int32_t *pos, float *out) {
+    return llk_attention_isa(pool, LLK_ISA_DEFAULT, p, q, k, v, n_kv, n_tok, pos, out);
+}
+
+llk_status llk_attention_isa(llk_pool *pool, int isa, const llk_attn_params *p, const float *q,
+                             const void *k, const void *v, int64_t n_kv, int64_t n_tok,
+                             const int32_t *pos, float *out) {
     if (!p || p->n_head <= 0 || p->n_head_kv <= 0 || p->head_dim <= 0 ||
         p->n_head % p->n_head_kv || n_kv < 0 || n_tok < 0)
         return LLK_ERR_ARG;
     if (n_tok == 0) return LLK_OK;
     if (!q || !out || !pos || (n_kv > 0 && (!k || !v))) return LLK_ERR_ARG;
-    const llk_kernels *kt = llk_kernels_for(LLK_ISA_DEFAULT);
+    const llk_kernels *kt = llk_kernels_for(isa);
+    if (!kt) return LLK_ERR_ISA;
     int nth = pool ? llk_pool_size(pool) : 1;
     int64_t stride = ((n_kv + p->head_dim + 15) / 16) * 16;
     float *scratch = (float *)aligned_alloc64(sizeof(float) * (size_t)stride * (size_t)nth);

@@ -405,10 +405,44 @@ static float dot_iq4_xs(const void *w, const void *a, int64_t n) {
     return s;
 }
 
+/* --- attention inner loops ------------------------------------------------------------------ */
+
+static inline float cache_val(const uint8_t *row, int i, int f16) {
+    if (f16) { llk_half h; memcpy(&h, row + 2 * i, 2); return llk_h2f(h); }
+    float v; memcpy(&v, row + 4 * i, 4); return v;
+}
+static void kdots_ref(const float *q, const void *k, size_t row_bytes, int64_t n, int hd, float *out, int f16) {
+    for (int64_t j = 0; j < n; j++) {
+        const uint8_t *row = (const uint8_t *)k + (size_t)j * row_bytes;
+        float s = 0.0f;
+        for (int i = 0; i < hd; i++) s += q[i] * cache_val(row, i, f16);
+        out[j] = s;
+    }
+}
+static void vacc_ref(const float *p, const void *v, size_t row_bytes, int64_t n, int hd, float *out, int f16) {
+    for (int64_t j = 0; j < n; j++) {
+        const uint8_t *row = (const uint8_t *)v + (size_t)j * row_bytes;
+        for (int i = 0; i < hd; i++) out[i] += p[j] * cache_val(row, i, f16);
+    }
+}
+static void kdots_f32(const float *q, const void *k, size_t rb, int64_t n, int hd, float *o) { kdots_ref(q, k, rb, n, hd, o, 0); }
+static void kdots_f16(const float *q, const void *k, size_t rb, int64_t n, int hd, float *o) { kdots_ref(q, k, rb, n, hd, o, 1); }
+static void vacc_f32(const float *p, const void *v, size_t rb, int64_t n, int hd, float *o) { vacc_ref(p, v, rb, n, hd, o, 0); }
+static void vacc_f16(const float *p, const void *v, size_t rb, int64_t n, int hd, float *o) { vacc_ref(p, v, rb, n, hd, o, 1); }
+
+static float expsum_ref(float *x, int64_t n, float mx) {
+    double s = 0.0;
+    for (int64_t i = 0; i < n; i++) { x[i] = expf(x[i] - mx); s += x[i]; }
+    return (float)s;
+}
+
 void llk_fill_ref(llk_kernels *k) {
     memset(k, 0, sizeof *k);
     k->quant_q8_32 = quant_q8_32_ref;
     k->quant_q8_256 = quant_q8_256_ref;
+    k->kdots[0] = kdots_f32; k->kdots[1] = kdots_f16;
+    k->vacc[0] = vacc_f32; k->vacc[1] = vacc_f16;
+    k->expsum = expsum_ref;
 #define SET(T, dq, dt) k->dequant[T] = dq; k->dot[T] = dt
     SET(LLK_TYPE_F32, deq_f32, dot_f32);
     SET(LLK_TYPE_F16, deq_f16, dot_f16);

@@ -593,7 +593,102 @@ static float dot_iq4_xs(const void *w, const void *a, int64_t n) {
     return hsum8(acc);
 }
 
+/* --- attention inner loops ------------------------------------------------------------------- */
+
+static inline __m256 cache8(const uint8_t *row, int i, int f16) {
+    return f16 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(row + 2 * i)))
+               : _mm256_loadu_ps((const float *)(row + 4 * i));
+}
+static inline float cache1(const uint8_t *row, int i, int f16) {
+    if (f16) { llk_half h; memcpy(&h, row + 2 * i, 2); return llk_h2f(h); }
+    float v; memcpy(&v, row + 4 * i, 4); return v;
+}
+
+static inline void kdots_any(const float *q, const void *k, size_t rb, int64_t n, int hd, float *out, int f16) {
+    const int h8 = hd & ~7;
+    for (int64_t j = 0; j < n; j++) {
+        const uint8_t *row = (const uint8_t *)k + (size_t)j * rb;
+        __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+        int i = 0;
+        for (; i + 16 <= h8; i += 16) {
+            a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), cache8(row, i, f16), a0);
+            a1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i + 8), cache8(row, i + 8, f16), a1);
+        }
+        if (i < h8) a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), cache8(row, i, f16), a0);
+        float s = hsum8(_mm256_add_ps(a0, a1));
+        for (i = h8; i < hd; i++) s += q[i] * cache1(row, i, f16);
+        out[j] = s;
+    }
+}
+
+/* out += sum_j p[j] * V row j; for head sizes of 64 and 128 the sums stay in registers */
+#define VACC_FIXED(HD)                                                                          \
+    do {                                                                                        \
+        __m256 acc[(HD) / 8];                                                                   \
+        for (int c = 0; c < (HD) / 8; c++) acc[c] = _mm256_loadu_ps(out + 8 * c);               \
+        for (int64_t j = 0; j < n; j++) {                                                       \
+            const uint8_t *row = (const uint8_t *)v + (size_t)j * rb;                           \
+            __m256 pj = _mm256_set1_ps(p[j]);                                                   \
+            for (int c = 0; c < (HD) / 8; c++) acc[c] = _mm256_fmadd_ps(pj, cache8(row, 8 * c, f16), acc[c]); \
+        }                                                                                       \
+        for (int c = 0; c < (HD) / 8; c++) _mm256_storeu_ps(out + 8 * c, acc[c]);               \
+    } while (0)
+
+static inline void vacc_any(const float *p, const void *v, size_t rb, int64_t n, int hd, float *out, int f16) {
+    if (hd == 64) { VACC_FIXED(64); return; }
+    if (hd == 128) { VACC_FIXED(128); return; }
+    const int h8 = hd & ~7;
+    for (int64_t j = 0; j < n; j++) {
+        const uint8_t *row = (const uint8_t *)v + (size_t)j * rb;
+        __m256 pj = _mm256_set1_ps(p[j]);
+        int i = 0;
+        for (; i < h8; i += 8) _mm256_storeu_ps(out + i, _mm256_fmadd_ps(pj, cache8(row, i, f16), _mm256_loadu_ps(out + i)));
+        for (; i < hd; i++) out[i] += p[j] * cache1(row, i, f16);
+    }
+}
+static void kdots_f32(const float *q, const void *k, size_t rb, int64_t n, int hd, float *o) { kdots_any(q, k, rb, n, hd, o, 0); }
+static void kdots_f16(const float *q, const void *k, size_t rb, int64_t n, int hd, float *o) { kdots_any(q, k, rb, n, hd, o, 1); }
+static void vacc_f32(const float *p, const void *v, size_t rb, int64_t n, int hd, float *o) { vacc_any(p, v, rb, n, hd, o, 0); }
+static void vacc_f16(const float *p, const void *v, size_t rb, int64_t n, int hd, float *o) { vacc_any(p, v, rb, n, hd, o, 1); }
+
+/* exp for 8 floats: x = k ln2 + r with |r| <= ln2/2 (ln2 split in two for exactness), exp(r) by
+ * its Taylor polynomial to degree 6 (relative error ~2e-7), times 2^k built in the exponent bits.
+ * Below -87.3 the result is 0 (float's smallest normal is exp(-87.3)); inputs here are <= 0. */
+static inline __m256 exp8(__m256 x) {
+    const __m256 lo = _mm256_set1_ps(-87.3f);
+    __m256 xc = _mm256_max_ps(x, lo);
+    __m256 k = _mm256_round_ps(_mm256_mul_ps(xc, _mm256_set1_ps(1.44269504088896341f)),
+                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(k, _mm256_set1_ps(0.693145751953125f), xc);
+    r = _mm256_fnmadd_ps(k, _mm256_set1_ps(1.428606765330187e-06f), r);
+    __m256 p = _mm256_set1_ps(1.0f / 720.0f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(k), _mm256_set1_epi32(127)), 23);
+    __m256 y = _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+    return _mm256_and_ps(y, _mm256_cmp_ps(x, lo, _CMP_GT_OQ));
+}
+static float expsum(float *x, int64_t n, float mx) {
+    __m256 m = _mm256_set1_ps(mx), s = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), m));
+        _mm256_storeu_ps(x + i, e);
+        s = _mm256_add_ps(s, e);
+    }
+    float t = hsum8(s);
+    for (; i < n; i++) { x[i] = expf(x[i] - mx); t += x[i]; }
+    return t;
+}
+
 static void llk_fill_256(llk_kernels *k) {
+    k->expsum = expsum;
+    k->kdots[0] = kdots_f32; k->kdots[1] = kdots_f16;
+    k->vacc[0] = vacc_f32; k->vacc[1] = vacc_f16;
     k->quant_q8_32 = quant_q8_32;
     k->quant_q8_256 = quant_q8_256;
     k->dot[LLK_TYPE_F32] = dot_f32;

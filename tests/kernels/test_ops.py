@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import app.kernels as K
-from tests.kernels.helpers import ATTN_ATOL, FLOAT_OP_RTOL
+from tests.kernels.helpers import ATTN_ATOL, FLOAT_OP_RTOL, LEVELS
 
 RNG = np.random.default_rng(1234)
 
@@ -178,6 +178,8 @@ def attn_ref(cfg: K.AttentionConfig, q, k, v, pos):
 
 ATTNS = [
     K.AttentionConfig(4, 4, 32),
+    K.AttentionConfig(4, 2, 128),                                # the register-held head sizes
+    K.AttentionConfig(3, 3, 20),                                 # a head size with a scalar tail
     K.AttentionConfig(9, 3, 64),                                 # GQA as in SmolLM2
     K.AttentionConfig(8, 1, 16, softcap=30.0),                   # MQA + Gemma-2 soft-capping
     K.AttentionConfig(4, 2, 32, window=5),                       # sliding window
@@ -185,9 +187,10 @@ ATTNS = [
 ]
 
 
+@pytest.mark.parametrize("isa", LEVELS)
 @pytest.mark.parametrize("kv_dtype", [np.float32, np.float16])
 @pytest.mark.parametrize("cfg", ATTNS, ids=lambda c: f"h{c.n_head}-kv{c.n_head_kv}-d{c.head_dim}-w{c.window}-c{c.softcap}")
-def test_attention(cfg, kv_dtype):
+def test_attention(cfg, kv_dtype, isa):
     n_kv, n_tok = 23, 6
     q = RNG.standard_normal((n_tok, cfg.n_head, cfg.head_dim)).astype(np.float32)
     k = (RNG.standard_normal((n_kv, cfg.n_head_kv, cfg.head_dim)) * 2).astype(kv_dtype)
@@ -195,9 +198,9 @@ def test_attention(cfg, kv_dtype):
     pos = np.array([0, 3, 10, 17, 21, 22], np.int32)             # a prompt batch at its positions
     want = attn_ref(cfg, q, k, v, pos)
     with K.ThreadPool(2) as pool:
-        got = K.attention(pool, cfg, q, k, v, pos)
+        got = K.attention(pool, cfg, q, k, v, pos, isa=isa)
     np.testing.assert_allclose(got, want, atol=ATTN_ATOL, rtol=1e-4)
-    np.testing.assert_allclose(K.attention(None, cfg, q, k, v, pos), got, atol=1e-6)
+    np.testing.assert_allclose(K.attention(None, cfg, q, k, v, pos, isa=isa), got, atol=1e-6)
 
 
 def test_attention_rejects_bad_shapes():
