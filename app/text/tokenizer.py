@@ -74,7 +74,13 @@ class _ByteLevelBPE:
             for k, c in enumerate(missing):
                 table[c] = vocab.n_vocab + k
         try:
-            model = BPE(table, merges, ignore_merges=vocab.pre in IGNORE_MERGES)
+            try:
+                model = BPE(table, merges, ignore_merges=vocab.pre in IGNORE_MERGES)
+            except TypeError:  # tokenizers older than 0.20 has no ignore_merges
+                if vocab.pre in IGNORE_MERGES:
+                    warn_once("this tokenizers library cannot skip merges for whole-word tokens; "
+                              "a few token ids may differ from the model's own tokenizer")
+                model = BPE(table, merges)
             self._tok = Tokenizer(model)
             self._tok.pre_tokenizer = pre_tokenizers.Sequence(
                 [pre_tokenizers.Split(Regex(e), behavior="isolated") for e in exprs]
@@ -82,8 +88,12 @@ class _ByteLevelBPE:
         except Exception as e:  # the library raises plain Exception subclasses
             raise TokenizerError(f"the byte-level BPE vocabulary could not be built: {e}") from e
 
+        # The batch entry points release the GIL (a long text must not freeze the window's thread);
+        # the "fast" one also skips character offsets we do not need.
+        self._encode_batch = getattr(self._tok, "encode_batch_fast", self._tok.encode_batch)
+
     def encode(self, text: str) -> list[int]:
-        ids = self._tok.encode(text, add_special_tokens=False).ids
+        ids = self._encode_batch([text], add_special_tokens=False)[0].ids
         n = self._n_vocab
         return ids if all(i < n for i in ids) else [i for i in ids if i < n]
 
