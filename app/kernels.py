@@ -29,7 +29,7 @@ __all__ = [
     "act_row_bytes", "block_size", "dequantize_row", "quantize_activations", "vec_dot", "matvec",
     "matmul", "rms_norm", "layer_norm", "softmax", "silu", "gelu", "gelu_erf", "swiglu", "geglu",
     "add", "mul", "rope", "attention", "read_bandwidth", "bench_kernels", "format_bench",
-    "cpu_count_allowed", "cpu_count_physical",
+    "cpu_count_allowed", "cpu_count_physical", "describe", "random_weights",
 ]
 
 ISA_NAMES = ("ref", "avx2", "avx512")   # index = level
@@ -43,6 +43,7 @@ SUPPORTED_TYPES = frozenset(t for t in range(64) if lib.llk_type_supported(t))
 _STATUS = {
     1: "bad argument", 2: "unsupported tensor type", 3: "out of memory", 4: "aborted",
     5: "could not start a thread", 6: "instruction set not available on this CPU",
+    7: "thread pool busy with another thread's job",
 }
 
 
@@ -95,6 +96,15 @@ def isa_name(level: int | None = None) -> str:
 
 def version() -> str:
     return ffi.string(lib.llk_version()).decode()
+
+
+def describe() -> str:
+    """One line for `llambda --version` / `inspect`: library, level in use, best level, cores."""
+    used, best = isa_level(), best_isa_level()
+    note = "" if used == best else f" (forced by LLAMBDA_ISA; best {isa_name(best)})"
+    slow = " - no AVX2: reference kernels, expect slow generation" if best == 0 else ""
+    return (f"{version()}, kernels {isa_name()}{note}{slow}, "
+            f"{cpu_count_physical()} physical cores of {cpu_count_allowed()} usable CPUs")
 
 
 def cpu_count_allowed() -> int:

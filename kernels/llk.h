@@ -31,7 +31,8 @@ typedef enum {
     LLK_ERR_NOMEM = 3,        /* an allocation failed */
     LLK_ERR_ABORTED = 4,      /* the pool's abort flag was set while the job ran */
     LLK_ERR_THREAD = 5,       /* the operating system refused to start a thread */
-    LLK_ERR_ISA = 6           /* an instruction-set level this CPU or build does not have */
+    LLK_ERR_ISA = 6,          /* an instruction-set level this CPU or build does not have */
+    LLK_ERR_BUSY = 7          /* the pool is running a job for another thread */
 } llk_status;
 
 /* Instruction-set levels, lowest first. */
@@ -96,7 +97,8 @@ typedef struct llk_pool llk_pool;
 
 int llk_cpu_count_allowed(void);       /* CPUs this process may run on */
 int llk_cpu_count_physical(void);      /* physical cores among them (>= 1) */
-/* n_threads <= 0: one per physical core. Never more than the allowed CPUs. */
+/* n_threads <= 0: one per physical core. Never more than the allowed CPUs. One thread drives a
+ * pool at a time: a job started while another runs returns LLK_ERR_BUSY. */
 llk_status llk_pool_new(int n_threads, llk_pool **out);
 void llk_pool_free(llk_pool *pool);
 int llk_pool_size(const llk_pool *pool);

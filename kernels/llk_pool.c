@@ -49,6 +49,7 @@ struct llk_pool {
     _Alignas(CACHE_LINE) atomic_int abort_flag;
     atomic_int stop;
     atomic_int n_sleeping;
+    atomic_int running;                         /* a job is in progress (one driver at a time) */
     atomic_uint_fast64_t jobs;
 };
 
@@ -238,13 +239,7 @@ void llk_pool_set_spin(llk_pool *p, int spin_iters) {
     if (p) p->spin_ns = spin_iters < 0 ? 0 : spin_iters * 1000;
 }
 
-llk_status llk_pool_run(llk_pool *p, int64_t n_items, int64_t chunk, llk_job_fn fn, void *arg) {
-    if (!fn || n_items < 0) return LLK_ERR_ARG;
-    if (chunk < 1) chunk = 1;
-    if (!p) { /* no pool: run on the caller */
-        for (int64_t b = 0; b < n_items; b += chunk) fn(arg, b, b + chunk < n_items ? b + chunk : n_items, 0);
-        return LLK_OK;
-    }
+static llk_status run_locked(llk_pool *p, int64_t n_items, int64_t chunk, llk_job_fn fn, void *arg) {
     if (atomic_load(&p->abort_flag)) return LLK_ERR_ABORTED;
     if (n_items == 0) return LLK_OK;
     atomic_fetch_add_explicit(&p->jobs, 1, memory_order_relaxed);
@@ -263,6 +258,20 @@ llk_status llk_pool_run(llk_pool *p, int64_t n_items, int64_t chunk, llk_job_fn 
         if ((it & 1023) == 0) llk_yield();
     }
     return atomic_load(&p->abort_flag) ? LLK_ERR_ABORTED : LLK_OK;
+}
+
+llk_status llk_pool_run(llk_pool *p, int64_t n_items, int64_t chunk, llk_job_fn fn, void *arg) {
+    if (!fn || n_items < 0) return LLK_ERR_ARG;
+    if (chunk < 1) chunk = 1;
+    if (!p) { /* no pool: run on the caller */
+        for (int64_t b = 0; b < n_items; b += chunk) fn(arg, b, b + chunk < n_items ? b + chunk : n_items, 0);
+        return LLK_OK;
+    }
+    int idle = 0;
+    if (!atomic_compare_exchange_strong(&p->running, &idle, 1)) return LLK_ERR_BUSY;
+    llk_status st = run_locked(p, n_items, chunk, fn, arg);
+    atomic_store(&p->running, 0);
+    return st;
 }
 
 /* --- a job for the tests: proves each item runs once, lets a job be long or short ------------ */

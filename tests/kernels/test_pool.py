@@ -101,3 +101,41 @@ def test_closed_pool_raises():
     p.close()
     with pytest.raises(K.KernelError):
         p.test_job(1)
+
+
+def test_second_driver_gets_busy_not_corruption():
+    with K.ThreadPool(2) as p:
+        started = threading.Event()
+        errors = []
+
+        def long_job():
+            started.set()
+            p.test_job(300, 1, 100_000)
+
+        th = threading.Thread(target=long_job)
+        th.start()
+        started.wait()
+        time.sleep(0.02)
+        try:
+            p.test_job(10, 1, 0)
+        except K.KernelError as exc:
+            errors.append(str(exc))
+        th.join()
+        assert errors and "busy" in errors[0]
+        counts = np.zeros(10, np.int32)
+        p.test_job(10, 1, 0, counts)          # free again afterwards
+        assert (counts == 1).all()
+
+
+def test_pools_come_and_go_without_leaking_threads():
+    proc = psutil.Process()
+    before = proc.num_threads()
+    for _ in range(50):
+        with K.ThreadPool(2) as p:
+            p.test_job(20, 1, 0)
+    assert proc.num_threads() == before
+
+
+def test_describe_names_the_level():
+    line = K.describe()
+    assert K.isa_name() in line and "cores" in line
