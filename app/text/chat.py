@@ -130,18 +130,32 @@ class _Sandbox(ImmutableSandboxedEnvironment):
         return super().getitem(obj, argument)
 
     def call(self, __context, __obj, *args, **kwargs):
-        _check_size_args(args, kwargs)
+        if getattr(__obj, "__name__", "") in _SIZED_METHODS:
+            _check_size_args(args, kwargs)
         result = super().call(__context, __obj, *args, **kwargs)
         _check_result(result)
         return result
 
 
-def _guard_filter(f):
+# str methods whose numeric arguments are sizes of the string they build.
+_SIZED_METHODS = frozenset(["center", "ljust", "rjust", "zfill", "expandtabs"])
+
+# Filters whose numeric arguments are sizes of what they build (widths, counts).
+_SIZED_FILTERS = frozenset(["center", "indent", "wordwrap", "truncate", "batch", "slice"])
+
+
+def _guard_filter(name, f):
+    # The value a filter works on comes first (after the context when the filter asks for one);
+    # for sized filters the arguments after it are checked before anything is built.
+    skip = 2 if getattr(f, "jinja_pass_arg", None) is not None else 1
+    sized = name in _SIZED_FILTERS
+
     @functools.wraps(f)
     def guarded(*args, **kwargs):
-        _check_size_args(args[1:], kwargs)
-        for a in args[:2]:
-            _check_format(a) if f.__name__ == "do_format" else None
+        if sized:
+            _check_size_args(args[skip:], kwargs)
+        elif name == "format" and len(args) > skip - 1:
+            _check_format(args[skip - 1])
         result = f(*args, **kwargs)
         _check_result(result)
         return result
@@ -164,7 +178,7 @@ def _environment() -> _Sandbox:
     env = _Sandbox(trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=False, autoescape=False,
                    extensions=[jinja2.ext.loopcontrols, _GenerationTag], undefined=jinja2.Undefined)
     for name in list(env.filters):
-        env.filters[name] = _guard_filter(env.filters[name])
+        env.filters[name] = _guard_filter(name, env.filters[name])
     env.filters["tojson"] = _tojson
     env.globals["raise_exception"] = _raise_exception
     env.globals["namespace"] = _BoundedNamespace

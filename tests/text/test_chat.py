@@ -173,3 +173,9 @@ def test_named_variants_are_read(tmp_path):
         assert load_chat_template(f, name="tool_use").render([{"role": "user", "content": "q"}]) == "TOOLS 1"
         with pytest.raises(TemplateError, match="no chat template named 'nope'"):
             load_chat_template(f, name="nope")
+
+
+def test_large_numbers_that_build_nothing_still_render():
+    t = ('{{ "%d"|format(30000000) }} {{ 1700000000|string }} {{ "{:,}".format(30000000) }} '
+         '{{ range(1700000000, 1700000002)|list|length }} {{ 2 ** 40 }}')
+    assert render_chat(t, []) == "30000000 1700000000 30,000,000 2 1099511627776"
