@@ -16,7 +16,7 @@ from PySide6.QtWidgets import (
 
 from app.ui.markdown import CodeSegment, TextSegment, render
 
-RENDER_EVERY_MS = 60
+RENDER_EVERY_MS = 80
 CODE_MAX_LINES = 24
 
 EMPTY_TEXT = (
@@ -88,7 +88,7 @@ class CodeBlock(QFrame):
     def on_copy_button_clicked(self) -> None:
         QGuiApplication.clipboard().setText(self.code)
         self.copy_button.setText("Copied")
-        QTimer.singleShot(1200, lambda: self.copy_button.setText("Copy code"))
+        QTimer.singleShot(1200, self.copy_button, lambda: self.copy_button.setText("Copy code"))
 
 
 class MessageWidget(QFrame):

@@ -14,7 +14,6 @@ from app.ui.state import OVERFLOW_POLICIES
 
 OVERFLOW_LABELS = {
     "shift": "Drop the oldest messages and go on (context shift)",
-    "truncate": "Keep the start, drop the middle",
     "stop": "Stop the reply when the context is full",
 }
 

@@ -20,7 +20,7 @@ SAMPLING_DEFAULTS = {
     "seed": -1, "max_tokens": 512,
 }
 ENGINE_DEFAULTS = {"n_ctx": 2048, "threads": 0, "overflow": "shift"}   # threads 0 = automatic
-OVERFLOW_POLICIES = ("shift", "truncate", "stop")
+OVERFLOW_POLICIES = ("shift", "stop")
 
 
 def title_from(text: str) -> str:

@@ -24,7 +24,7 @@ from app.ui.settings_dialog import SettingsDialog
 from app.ui.state import ChatState
 from app.ui.stats_bar import StatsBar
 from app.ui.theme import app_icon
-from app.ui.worker import EngineThread, EngineWorker
+from app.ui.worker import EngineThread, EngineWorker, preload_modules
 
 TITLE = "Llambda"
 
@@ -87,6 +87,7 @@ class MainWindow(QMainWindow):
         self._build()
         self._build_menus()
 
+        preload_modules()
         self.worker = EngineWorker(engine_factory, library=self._library)
         self.thread = EngineThread(self.worker)
         w = self.worker

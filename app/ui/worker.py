@@ -21,7 +21,7 @@ from PySide6.QtCore import QObject, QThread, Signal, Slot
 
 from app.errors import LlambdaError, one_line
 
-TOKEN_BATCH_S = 0.05           # one view update per 50 ms at most
+TOKEN_BATCH_S = 0.08          # one view update per 80 ms at most
 STATS_EVERY_S = 0.25           # live figures four times a second while generating
 PROGRESS_EVERY_S = 0.05
 
@@ -45,6 +45,24 @@ class EngineLike(Protocol):
 
 
 EngineFactory = Callable[[], EngineLike]
+
+
+PRELOAD = ("psutil", "jinja2.sandbox", "app.gguf", "app.model", "app.model.inspect", "app.library",
+           "app.library.preflight", "app.text", "app.engine.decoder", "app.engine.session",
+           "app.engine.generate", "app.engine.sampler", "app.ui.engine_adapter")
+
+
+def preload_modules() -> None:
+    """Import what the worker will need, on the UI thread before the window shows: a first
+    import in the worker (loading C extensions holds the GIL) would freeze the window for a
+    moment in the middle of an import or load."""
+    import importlib
+
+    for name in PRELOAD:
+        try:
+            importlib.import_module(name)
+        except Exception:
+            pass            # a missing piece is reported where it is used, as a one-line error
 
 
 def default_engine_factory() -> EngineLike:
@@ -234,11 +252,13 @@ class EngineWorker(QObject):
         self.generation_started.emit(request_id)
         t0 = time.monotonic()
         stats: dict = {"prompt_tokens": 0, "completion_tokens": 0}
+        engine_final: dict = {}
         buffer: list[str] = []
         last_flush = last_stats = t0
         first_token_at = None
         gen_start = None
         stopped = False
+        cancelled_at = 0.0
 
         def live() -> dict:
             now = time.monotonic()
@@ -271,9 +291,8 @@ class EngineWorker(QObject):
                         buffer.clear()
                     self.context_shifted.emit(request_id, int(ev.get("dropped", 0)))
                 elif kind == "done":
-                    for k, v in dict(ev.get("stats") or {}).items():
-                        if isinstance(v, (int, float, str, bool)) or v is None:
-                            stats[k] = v
+                    engine_final = {k: v for k, v in dict(ev.get("stats") or {}).items()
+                                    if isinstance(v, (int, float, str, bool)) or v is None}
                 if buffer and now - last_flush >= TOKEN_BATCH_S:
                     self.token_generated.emit(request_id, "".join(buffer))
                     buffer.clear()
@@ -282,8 +301,13 @@ class EngineWorker(QObject):
                     self.stats_updated.emit(live())
                     last_stats = now
                 if self._cancel.is_set():
-                    stopped = True
-                    break
+                    # The engine ends the stream itself; asking again covers a stop that came
+                    # before the engine's loop began. One that ignores it is left after 5 s.
+                    if not stopped:
+                        stopped, cancelled_at = True, now
+                    self._engine.cancel()
+                    if now - cancelled_at > 5.0:
+                        break
         except Exception as e:
             if buffer:
                 self.token_generated.emit(request_id, "".join(buffer))
@@ -295,6 +319,7 @@ class EngineWorker(QObject):
         if buffer:
             self.token_generated.emit(request_id, "".join(buffer))
         final = live()
+        final.update(engine_final)          # the engine's own figures win over the estimates
         final["stopped"] = stopped or bool(final.get("stopped"))
         final["seconds"] = time.monotonic() - t0
         final["threads_busy"] = 0.0
@@ -377,5 +402,5 @@ class EngineThread(QThread):
             pass
 
 
-__all__ = ["EngineLike", "EngineWorker", "EngineThread", "ThreadMeter", "default_engine_factory",
+__all__ = ["EngineLike", "EngineWorker", "EngineThread", "ThreadMeter", "default_engine_factory", "preload_modules",
            "TOKEN_BATCH_S"]

@@ -8,7 +8,7 @@ from __future__ import annotations
 from PySide6.QtCore import Qt
 
 from app.ui.chat_view import EMPTY_TEXT, CodeBlock
-from tests.ui.conftest import drop_file
+from tests.ui.conftest import drop_file, least_stall
 from tests.ui.fake_engine import FakeEngine
 
 
@@ -159,7 +159,7 @@ def test_restart_finds_history_settings_and_geometry(qtbot, make_window, smollm2
     dlg.temperature.setValue(0.3)
     dlg.seed.setValue(42)
     dlg.threads.setValue(1)
-    dlg.overflow.setCurrentIndex(2)
+    dlg.overflow.setCurrentIndex(1)
     dlg.accept()
     qtbot.waitUntil(lambda: w.model_info is not None and not w.model_busy, timeout=10000)
     w.resize(798, 520)   # the offscreen screen is 800 wide
@@ -228,30 +228,19 @@ def test_every_control_has_an_accessible_name(make_window):
     assert missing == []
 
 
-def run_stall_scenario(qtbot, make_window, smollm2_path, probe):
-    w = make_window(lambda: FakeEngine(delay=0.002, load_seconds=0.3))
-    probe.start()
-    drop_file(w, smollm2_path)                       # real pre-flight and 98 MB import
-    qtbot.waitUntil(lambda: w.model_info is not None, timeout=20000)
-    send(qtbot, w, "measure")
-    probe.stop()
-    w.close()
-    return probe.worst_ms
+def test_stalls_stay_under_50ms(qtbot, make_window, smollm2_path):
+    """Import (real, 98 MB), load and generation run in the worker: the UI thread never stalls
+    50 ms (a 5 ms QTimer probe; see least_stall for the retry on a shared machine)."""
+    def run(probe):
+        w = make_window(lambda: FakeEngine(delay=0.002, load_seconds=0.3))
+        probe.start()
+        drop_file(w, smollm2_path)
+        qtbot.waitUntil(lambda: w.model_info is not None, timeout=20000)
+        send(qtbot, w, "measure")
+        probe.stop()
+        w.close()
 
-
-def test_stalls_stay_under_50ms(qtbot, make_window, smollm2_path, stall_probe):
-    """Import, load and generation run in the worker: the UI thread never stalls 50 ms.
-
-    The machine is shared, so one noisy measurement is retried once; a real stall (work on the
-    UI thread) fails both times."""
-    worst = run_stall_scenario(qtbot, make_window, smollm2_path, stall_probe)
-    assert len(stall_probe.gaps) > 50
-    if worst >= 50:
-        from tests.ui.conftest import StallProbe
-
-        second = StallProbe()
-        worst = min(worst, run_stall_scenario(qtbot, make_window, smollm2_path, second))
-    assert worst < 50, sorted(stall_probe.gaps)[-5:]
+    assert least_stall(run) < 50
 
 
 def test_copy_buttons(qtbot, make_window, smollm2_path):
