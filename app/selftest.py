@@ -26,6 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
+from app.errors import one_line
+
 MODEL_NAME = "tiny.gguf"
 SPM_VOCAB_NAME = "tiny-spm.gguf"      # vocabulary only: runs the sentencepiece library
 LOGIT_TOLERANCE = 0.01      # max |ours - oracle| / max |oracle| for the logits after the prompt
@@ -285,10 +287,10 @@ def run() -> int:
             step = "window"
             window = check_window(path, facts["oracle"])
     except SelfTestFailure as e:
-        print(f"llambda self-test: FAILED: {e}", file=sys.stderr)
+        print(f"llambda self-test: FAILED: {one_line(str(e))}", file=sys.stderr)
         return 1
     except Exception as e:  # the one line promised, never a traceback
-        print(f"llambda self-test: FAILED at {step}: {type(e).__name__}: {e}", file=sys.stderr)
+        print(f"llambda self-test: FAILED at {step}: {type(e).__name__}: {one_line(str(e))}", file=sys.stderr)
         return 1
     print(f"llambda self-test: ok: {path.name} {facts['config'].arch}, {facts['template']}; {engine}; "
           f"{spm}; {window}; {time.perf_counter() - t0:.1f} s", flush=True)
