@@ -113,3 +113,12 @@ def test_window_answers_under_xvfb(bundle, tmp_path):
     assert (image.width(), image.height()) == (1400, 900)
     colours = {image.pixel(x, y) for x in range(0, 1000, 10) for y in range(0, 700, 10)}
     assert len(colours) > 10
+
+
+def test_self_test_passes_on_the_reference_kernels(bundle, tmp_path):
+    """A CPU without AVX2 runs the plain-C path (LLAMBDA_ISA=ref stands in for one)."""
+    env = dict(_headless_env(tmp_path), LLAMBDA_ISA="ref")
+    r = subprocess.run([str(bundle / "Llambda"), "--self-test"], env=env, capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert " on ref (" in r.stdout and "'Hello from Llambda!'" in r.stdout
