@@ -4,11 +4,14 @@ Run with an interpreter that has llama_cpp, numpy and gguf (not the app's venv):
 
     /work/llvenv/bin/python scripts/make_engine_goldens.py synth      # tests/data/engine/synth_logits.json
     /work/llvenv/bin/python scripts/make_engine_goldens.py smollm2 [MODEL.gguf]
+    /work/llvenv/bin/python scripts/make_engine_goldens.py variants   # smollm2_variants.json
 
 synth: tiny seeded F32 llama models (tests/synth.py) and every position's logits of a fixed token
 sequence, KV cache in float32. smollm2: for fixed prompts (raw and chat-templated, tokenized by
 llama.cpp itself), the greedy continuation of 64 tokens with the gap between the top two logits at
-each step, plus the top logits of every prompt position of one prompt. The test suite reads these
+each step, plus the top logits of every prompt position of one prompt. variants: SmolLM2 requantized
+by llama.cpp's own quantizer into other tensor types (files cached beside the Q4_1 one, under
+variants/, with their SHA-256 in the golden file) and greedy goldens for a subset of the prompts. The test suite reads these
 files and never needs llama.cpp.
 """
 from __future__ import annotations
@@ -155,6 +158,67 @@ def make_smollm2(path: str) -> None:
     _write("smollm2_q4_1_greedy.json", out)
 
 
+VARIANTS = ["Q4_0", "Q5_0", "Q8_0", "Q2_K", "Q3_K_M", "Q4_K_M", "Q5_K_M", "Q6_K", "IQ4_NL",
+            "F16", "BF16"]
+VARIANT_CASES = [0, 2, 6, 7, 9, 11]     # indices into RAW_PROMPTS + CHAT_PROMPTS
+
+
+def variants_dir() -> str:
+    base = os.environ.get("LLAMBDA_TEST_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "llambda-test")
+    return os.path.join(base, "variants")
+
+
+def make_variant(src: str, ftype_name: str) -> str:
+    import llama_cpp
+
+    out = os.path.join(variants_dir(), f"SmolLM2-135M-Instruct.{ftype_name}.gguf")
+    if os.path.exists(out):
+        return out
+    os.makedirs(variants_dir(), exist_ok=True)
+    params = llama_cpp.llama_model_quantize_default_params()
+    params.ftype = getattr(llama_cpp, f"LLAMA_FTYPE_MOSTLY_{ftype_name}")
+    params.allow_requantize = True
+    params.nthread = 2
+    tmp = out + ".part"
+    rc = llama_cpp.llama_model_quantize(src.encode(), tmp.encode(), params)
+    if rc != 0:
+        raise RuntimeError(f"quantize to {ftype_name} failed ({rc})")
+    os.replace(tmp, out)
+    return out
+
+
+def _sha256(path: str) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def make_variants(src: str) -> None:
+    base = json.load(open(os.path.join(OUT, "smollm2_q4_1_greedy.json"), encoding="utf-8"))
+    out = {"source": os.path.basename(src), "n_gen": N_GEN, "kv": "f16", "variants": []}
+    for name in VARIANTS:
+        path = make_variant(src, name)
+        llm = _llama(path, logits_all=True)
+        cases = []
+        for i in VARIANT_CASES:
+            c = {k: base["cases"][i][k] for k in ("kind", "text", "prompt_ids")}
+            g = _greedy(llm, c["prompt_ids"])
+            c.update(ids=g["ids"], gaps=g["gaps"], top_ids=[t[:4] for t in g["top_ids"]],
+                     top_logits=[t[:4] for t in g["top_logits"]])
+            c["llamacpp_batch_divergence"] = _self_divergence(llm, c)
+            cases.append(c)
+        out["variants"].append({"type": name, "file": os.path.basename(path), "sha256": _sha256(path),
+                                "size": os.path.getsize(path), "cases": cases})
+        print(f"{name}: {[llm.detokenize(c['ids'][:12]).decode('utf-8', 'replace') for c in cases[:2]]}",
+              file=sys.stderr)
+        del llm
+    _write("smollm2_variants.json", out)
+
+
 def _write(name: str, obj) -> None:
     os.makedirs(OUT, exist_ok=True)
     with open(os.path.join(OUT, name), "w", encoding="utf-8") as f:
@@ -168,3 +232,5 @@ if __name__ == "__main__":
         make_synth()
     if what in ("smollm2", "all"):
         make_smollm2(sys.argv[2] if len(sys.argv) > 2 else SMOLLM2)
+    if what in ("variants", "all"):
+        make_variants(sys.argv[2] if len(sys.argv) > 2 else SMOLLM2)

@@ -46,7 +46,7 @@ def test_greedy_goldens_at_every_isa_level(smollm2_file, smollm2_goldens, isa):
     cfg = config_from_gguf(smollm2_file)
     cases = smollm2_goldens["cases"]
     if isa != FULL_LEVEL:
-        cases = cases[::4]      # the other levels on a third of the prompts (suite time)
+        cases = cases[::4] if isa != "ref" else cases[::6]   # fewer prompts elsewhere (suite time)
     with CDecoder(smollm2_file, cfg, 256, n_threads=2, isa=isa) as d:
         for case in cases:
             misses, mean_diff = _teacher_forced(d, case)

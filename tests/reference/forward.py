@@ -4,7 +4,9 @@ The oracle of the C decoder on synthetic models (and, for a few positions, on Sm
 written to be read, not to be fast: every weight is dequantized once with `gguf.quants.dequantize`
 (the dequantization oracle), and a sequence is run from position 0 with full causal attention.
 Covers: RMSNorm, RoPE (normal or NeoX pair order, base, rotated dims), grouped-query attention,
-SwiGLU, tied or separate output. Not covered: biases, QK-norm, post-norms, soft-caps, scaling.
+SwiGLU or GeGLU (tanh), tied or separate output, and the switches of the next architectures as the
+config names them: QKV/output biases, QK-norm, post-norms, sliding windows per layer, embedding
+scale, attention and final logit soft-caps. Not covered: layer norm, RoPE scaling.
 """
 from __future__ import annotations
 
@@ -64,24 +66,37 @@ class ReferenceModel:
         with open_gguf(path) as f:
             self.cfg: DecoderConfig = config_from_gguf(f)
             self.w = {name: dequantize_tensor(f, name) for name in f.tensors}
-        if self.cfg.spec.rope_kind not in ("normal", "neox") or self.cfg.spec.qkv_bias \
-                or self.cfg.spec.qk_norm or self.cfg.spec.post_norms:
-            raise NotImplementedError(f"reference covers the llama family only, not {self.cfg.arch}")
+        if self.cfg.spec.norm_kind != "rms" or self.cfg.rope_scaling != "none":
+            raise NotImplementedError(f"reference covers RMS norm without RoPE scaling only")
+
+    def _opt(self, name: str):
+        return self.w.get(name)
 
     def forward(self, tokens) -> np.ndarray:
-        c, w = self.cfg, self.w
+        from app.engine.decoder import layer_window
+
+        c, w, spec = self.cfg, self.w, self.cfg.spec
         tokens = np.asarray(tokens, dtype=np.int64)
         T, hd = len(tokens), c.head_dim
         pos = np.arange(T)
         x = w["token_embd.weight"][tokens].astype(np.float32)              # (T, C)
-        mask = np.triu(np.full((T, T), -np.inf, np.float32), k=1)          # (T, T) causal
+        if spec.embd_scale_sqrt:
+            x = x * np.float32(np.sqrt(c.n_embd))
+        act = silu if spec.activation == "silu" else gelu_tanh
         for il in range(c.n_layer):
             p = f"blk.{il}."
+            window = layer_window(c, il)
+            mask = np.triu(np.full((T, T), -np.inf, np.float32), k=1)      # (T, T) causal
+            if window > 0:
+                mask[pos[:, None] - pos[None, :] >= window] = -np.inf
             h = rms_norm(x, w[p + "attn_norm.weight"], c.norm_eps)
-            q = (h @ w[p + "attn_q.weight"].T).reshape(T, c.n_head, hd)
-            k = (h @ w[p + "attn_k.weight"].T).reshape(T, c.n_head_kv, hd)
-            v = (h @ w[p + "attn_v.weight"].T).reshape(T, c.n_head_kv, hd)
-            neox = c.spec.rope_kind == "neox"
+            q = self._linear(h, p + "attn_q").reshape(T, c.n_head, hd)
+            k = self._linear(h, p + "attn_k").reshape(T, c.n_head_kv, hd)
+            v = self._linear(h, p + "attn_v").reshape(T, c.n_head_kv, hd)
+            if spec.qk_norm:
+                q = rms_norm(q, w[p + "attn_q_norm.weight"], c.norm_eps)
+                k = rms_norm(k, w[p + "attn_k_norm.weight"], c.norm_eps)
+            neox = spec.rope_kind == "neox"
             q = rope(q, pos, c.rope_dim, c.rope_base, neox)
             k = rope(k, pos, c.rope_dim, c.rope_base, neox)
             if self.kv_f16:
@@ -90,15 +105,36 @@ class ReferenceModel:
             att = np.empty((T, c.n_head, hd), np.float32)
             for hh in range(c.n_head):
                 kh = hh // c.n_gqa
-                s = (q[:, hh, :] @ k[:, kh, :].T) / np.float32(np.sqrt(hd)) + mask   # (T, T)
+                s = (q[:, hh, :] @ k[:, kh, :].T) / np.float32(np.sqrt(hd))     # (T, T)
+                if c.attn_softcap > 0:
+                    s = c.attn_softcap * np.tanh(s / c.attn_softcap)
+                s = s + mask
                 s = np.exp(s - s.max(axis=-1, keepdims=True))
                 s /= s.sum(axis=-1, keepdims=True)
                 att[:, hh, :] = s @ v[:, kh, :]
-            x = x + att.reshape(T, -1) @ w[p + "attn_output.weight"].T
+            o = self._linear(att.reshape(T, -1), p + "attn_output")
+            if spec.post_norms:
+                o = rms_norm(o, w[p + "post_attention_norm.weight"], c.norm_eps)
+            x = x + o
             h = rms_norm(x, w[p + "ffn_norm.weight"], c.norm_eps)
             g = h @ w[p + "ffn_gate.weight"].T
             u = h @ w[p + "ffn_up.weight"].T
-            x = x + (silu(g) * u) @ w[p + "ffn_down.weight"].T
+            o = (act(g) * u) @ w[p + "ffn_down.weight"].T
+            if spec.post_norms:
+                o = rms_norm(o, w[p + "post_ffw_norm.weight"], c.norm_eps)
+            x = x + o
         x = rms_norm(x, w["output_norm.weight"], c.norm_eps)
         out = w["token_embd.weight"] if c.tied_output else w["output.weight"]
-        return (x @ out.T).astype(np.float32)
+        logits = x @ out.T
+        if c.final_softcap > 0:
+            logits = c.final_softcap * np.tanh(logits / c.final_softcap)
+        return logits.astype(np.float32)
+
+    def _linear(self, x: np.ndarray, name: str) -> np.ndarray:
+        y = x @ self.w[name + ".weight"].T
+        b = self.w.get(name + ".bias")
+        return y if b is None else y + b
+
+
+def gelu_tanh(x: np.ndarray) -> np.ndarray:
+    return 0.5 * x * (1.0 + np.tanh(np.float32(0.7978845608028654) * (x + 0.044715 * x ** 3)))
