@@ -290,3 +290,19 @@ def test_themes_and_shortcuts(make_window):
     assert apply_theme(app, dark=False) == "light" and "#f7f7f8" in app.styleSheet()
     keys = {a.shortcut().toString() for a in w.actions()}
     assert {"Ctrl+N", "Ctrl+F", "Ctrl+O", "Esc"} <= keys
+
+
+def test_the_stall_probe_sees_work_on_the_ui_thread(qtbot):
+    """The probe's oracle: 120 ms of work on the UI thread is a stall the machine does not excuse."""
+    import time as _time
+
+    from PySide6.QtCore import QTimer
+
+    def run(probe):
+        probe.start()
+        qtbot.wait(300)
+        QTimer.singleShot(0, lambda: _time.sleep(0.12))
+        qtbot.wait(300)
+        probe.stop()
+
+    assert least_stall(run, attempts=1) >= 110
