@@ -129,9 +129,18 @@ llk_status llk_decoder_new(const llk_decoder_config *cfg, const llk_tensor *tok_
     d->g = (float *)malloc(sizeof(float) * B * F);
     d->u = (float *)malloc(sizeof(float) * B * F);
     d->pos = (int32_t *)malloc(sizeof(int32_t) * B);
-    int64_t max_cols = E > HD ? E : HD;
-    if (F > max_cols) max_cols = F;
-    d->act_bytes = ((size_t)max_cols * 4 + 63) & ~(size_t)63;   /* float32 is the largest format */
+    /* activation rows: the largest any weight's type consumes (float32 types need 4 bytes per
+     * input, the 8-bit formats a little over 1) */
+    size_t ab = llk_act_row_bytes(outw->type, E);
+    for (int il = 0; il < c->n_layer; il++) {
+        const llk_layer *L = &layers[il];
+        const llk_tensor *ms[7] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->ffn_gate, &L->ffn_up, &L->ffn_down};
+        for (int i = 0; i < 7; i++) {
+            size_t b = llk_act_row_bytes(ms[i]->type, ms[i]->n_cols);
+            if (b > ab) ab = b;
+        }
+    }
+    d->act_bytes = (ab + 63) & ~(size_t)63;
     int acts_ok = 1;
     for (int i = 0; i < 3; i++) {
         d->act[i] = (uint8_t *)malloc(d->act_bytes * B);

@@ -46,7 +46,9 @@ class Engine:
         self.session = Session(self.decoder, n_batch=n_batch)
         self._template = None
 
-    load = classmethod(lambda cls, path, **kw: cls(path, **kw))
+    @classmethod
+    def load(cls, path, **kw) -> "Engine":
+        return cls(path, **kw)
 
     @property
     def n_ctx(self) -> int:

@@ -1,0 +1,68 @@
+"""SmolLM2 in eleven other tensor types (made by llama.cpp's own quantizer from the Q4_1 file by
+scripts/make_engine_goldens.py variants; cached beside it under variants/, checked by SHA-256)
+against llama.cpp's greedy continuations, teacher-forced as in test_decoder_smollm2.py and with
+the same gap tolerance (llama.cpp's own batch-vs-one-by-one noise floor).
+
+The variant files are ~100 MB each and need llama.cpp to make, so they are not fetched by the
+suite: a missing file skips its test with the command that makes it.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from app.engine.decoder import CDecoder
+from app.gguf import open_gguf
+from app.model import config_from_gguf
+from tests.engine.conftest import DATA
+from tests.engine.test_decoder_smollm2 import GAP_TOLERANCE
+
+GOLDEN = DATA / "smollm2_variants.json"
+VARIANTS = json.loads(GOLDEN.read_text())["variants"] if GOLDEN.exists() else []
+MEAN_TOP4_TOLERANCE = 0.25
+
+
+def _variant_path(v: dict) -> Path:
+    base = Path(os.environ.get("LLAMBDA_TEST_CACHE") or Path.home() / ".cache" / "llambda-test")
+    return base / "variants" / v["file"]
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+@pytest.mark.parametrize("variant", VARIANTS, ids=lambda v: v["type"])
+def test_variant_greedy_goldens(variant):
+    path = _variant_path(variant)
+    if not path.exists():
+        pytest.skip(f"{path} missing; make it with: /work/llvenv/bin/python "
+                    "scripts/make_engine_goldens.py variants")
+    if path.stat().st_size != variant["size"] or _sha256(path) != variant["sha256"]:
+        pytest.skip(f"{path} differs from the file the goldens were made from")
+    with open_gguf(path) as f:
+        cfg = config_from_gguf(f)
+        with CDecoder(f, cfg, 256, n_threads=2) as d:
+            for case in variant["cases"][:3]:
+                p = len(case["prompt_ids"])
+                logits = d.decode(case["prompt_ids"], 0)
+                misses, diffs = [], []
+                for i, tok in enumerate(case["ids"]):
+                    if int(logits.argmax()) != tok:
+                        misses.append((i, case["gaps"][i]))
+                    top = np.array(case["top_ids"][i])
+                    diff = logits[top] - np.array(case["top_logits"][i], dtype=np.float32)
+                    diffs.append(np.abs(diff - diff.mean()).mean())
+                    if i + 1 < len(case["ids"]):
+                        logits = d.decode([tok], p + i)
+                label = f"{variant['type']} {case['text'][-30:]!r}"
+                assert all(g < GAP_TOLERANCE for _, g in misses), f"{label}: {misses}"
+                assert float(np.mean(diffs)) < MEAN_TOP4_TOLERANCE, f"{label}: {np.mean(diffs)}"
