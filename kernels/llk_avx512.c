@@ -157,13 +157,8 @@ static inline __m256i lv_iq4_nlb(const blk_iq4_nl *B, __m256i x) {
     __m128i t = _mm_xor_si128(_mm_loadu_si128((const __m128i *)llk_iq4_values), _mm_set1_epi8((char)0x80));
     return dot_us(_mm256_shuffle_epi8(_mm256_set_m128i(t, t), nib32(B->qs)), x);
 }
-static inline __m256 ex_bias128(const void *B, const llk_block_q8_32x8 *G, __m256 dw, int cnt, __m256 accx) {
-    (void)B; (void)cnt;
-    return _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(-128.0f)), _mm256_loadu_ps(G->s), accx);
-}
-static inline __m256 ex_q8_0b(const blk_q8_0 *B, const llk_block_q8_32x8 *G, __m256 dw, int cnt, __m256 accx) { return ex_bias128(B, G, dw, cnt, accx); }
-static inline __m256 ex_iq4_nlb(const blk_iq4_nl *B, const llk_block_q8_32x8 *G, __m256 dw, int cnt, __m256 accx) { return ex_bias128(B, G, dw, cnt, accx); }
-
+static inline __m256 cf_q8_0b(const blk_q8_0 *B, __m256 dw, int cnt) { (void)B; (void)cnt; return _mm256_mul_ps(dw, _mm256_set1_ps(-128.0f)); }
+static inline __m256 cf_iq4_nlb(const blk_iq4_nl *B, __m256 dw, int cnt) { (void)B; (void)cnt; return _mm256_mul_ps(dw, _mm256_set1_ps(-128.0f)); }
 #endif
 
 #define PAIR(LV2, acc, j) {                                                                       \
@@ -174,7 +169,7 @@ static inline __m256 ex_iq4_nlb(const blk_iq4_nl *B, const llk_block_q8_32x8 *G,
         acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d_), s_, acc);                                   \
     }
 
-#define LEGACY_DOT512(NAME, T, LV2, LV1, EXTRA)                                                   \
+#define LEGACY_DOT512(NAME, T, LV2, LV1, CF)                                                   \
     static float NAME(const void *w, const void *a, int64_t n) {                                  \
         const T *blk = (const T *)w;                                                              \
         const llk_block_q8_32x8 *ag = (const llk_block_q8_32x8 *)a;                               \
@@ -187,7 +182,7 @@ static inline __m256 ex_iq4_nlb(const blk_iq4_nl *B, const llk_block_q8_32x8 *G,
             const int cnt = nb - 8 * g < 8 ? (int)(nb - 8 * g) : 8;                               \
             __m256 dw = gather_h8((const uint8_t *)&B->d, sizeof(T), cnt);                       \
             __m256 S = _mm256_mul_ps(dw, _mm256_loadu_ps(G->d));                                  \
-            accx = EXTRA(B, G, dw, cnt, accx);                                                    \
+            accx = _mm256_fmadd_ps(CF(B, dw, cnt), _mm256_loadu_ps(G->s), accx);                 \
             if (cnt == 8) {                                                                       \
                 __m512 S512 = _mm512_castps256_ps512(S);                                          \
                 PAIR(LV2, z0, 0) PAIR(LV2, z1, 1) PAIR(LV2, z2, 2) PAIR(LV2, z3, 3)               \
@@ -201,13 +196,71 @@ static inline __m256 ex_iq4_nlb(const blk_iq4_nl *B, const llk_block_q8_32x8 *G,
         return _mm512_reduce_add_ps(z) + hsum8(_mm256_add_ps(acc0, accx));                        \
     }
 
-LEGACY_DOT512(dot_q4_0_512, blk_q4_0, lv2_q4_0, lv_q4_0, ex_q4_0)
-LEGACY_DOT512(dot_q4_1_512, blk_q4_1, lv2_q4_1, lv_q4_1, ex_q4_1)
-LEGACY_DOT512(dot_q5_0_512, blk_q5_0, lv2_q5_0, lv_q5_0, ex_q5_0)
-LEGACY_DOT512(dot_q5_1_512, blk_q5_1, lv2_q5_1, lv_q5_1, ex_q5_1)
+LEGACY_DOT512(dot_q4_0_512, blk_q4_0, lv2_q4_0, lv_q4_0, cf_q4_0)
+LEGACY_DOT512(dot_q4_1_512, blk_q4_1, lv2_q4_1, lv_q4_1, cf_q4_1)
+LEGACY_DOT512(dot_q5_0_512, blk_q5_0, lv2_q5_0, lv_q5_0, cf_q5_0)
+LEGACY_DOT512(dot_q5_1_512, blk_q5_1, lv2_q5_1, lv_q5_1, cf_q5_1)
 #if defined(LLK_VNNI)
-LEGACY_DOT512(dot_q8_0_512, blk_q8_0, lv2_q8_0, lv_q8_0b, ex_q8_0b)
-LEGACY_DOT512(dot_iq4_nl_512, blk_iq4_nl, lv2_iq4_nl, lv_iq4_nlb, ex_iq4_nlb)
+LEGACY_DOT512(dot_q8_0_512, blk_q8_0, lv2_q8_0, lv_q8_0b, cf_q8_0b)
+LEGACY_DOT512(dot_iq4_nl_512, blk_iq4_nl, lv2_iq4_nl, lv_iq4_nlb, cf_iq4_nlb)
+#endif
+
+/* --- 1 x 4 register-blocked legacy dots, two blocks per zmm (matrix x matrix) ------------------
+ * The pair of blocks is unpacked once; each of the four tokens then costs one vpdpbusd, one
+ * permute of its scale products and one FMA. */
+
+static inline __m512 pair_scale(__m512 S512, int j) {
+    return _mm512_permutexvar_ps(_mm512_set_epi32(2 * j + 1, 2 * j + 1, 2 * j + 1, 2 * j + 1, 2 * j + 1,
+                                                  2 * j + 1, 2 * j + 1, 2 * j + 1, 2 * j, 2 * j, 2 * j,
+                                                  2 * j, 2 * j, 2 * j, 2 * j, 2 * j), S512);
+}
+
+#define LEGACY_DOT4_512(NAME, T, LV2, LV1, CF)                                                 \
+    static void NAME(const void *w, const void *a, size_t as, int64_t n, float *out) {            \
+        const T *blk = (const T *)w;                                                              \
+        const uint8_t *a8 = (const uint8_t *)a;                                                   \
+        const int64_t nb = n / 32;                                                                \
+        __m512 z[4];                                                                              \
+        __m256 y[4];                                                                              \
+        for (int t = 0; t < 4; t++) { z[t] = _mm512_setzero_ps(); y[t] = _mm256_setzero_ps(); }  \
+        for (int64_t g = 0; 8 * g < nb; g++) {                                                    \
+            const T *B = blk + 8 * g;                                                             \
+            const int cnt = nb - 8 * g < 8 ? (int)(nb - 8 * g) : 8;                               \
+            __m256 dw = gather_h8((const uint8_t *)&B->d, sizeof(T), cnt);                       \
+            const llk_block_q8_32x8 *G[4];                                                        \
+            __m256 S[4];                                                                          \
+            const __m256 cf = CF(B, dw, cnt);                                                     \
+            for (int t = 0; t < 4; t++) {                                                         \
+                G[t] = (const llk_block_q8_32x8 *)(a8 + t * as) + g;                              \
+                S[t] = _mm256_mul_ps(dw, _mm256_loadu_ps(G[t]->d));                               \
+                y[t] = _mm256_fmadd_ps(cf, _mm256_loadu_ps(G[t]->s), y[t]);                       \
+            }                                                                                     \
+            if (cnt == 8) {                                                                       \
+                for (int j = 0; j < 4; j++) {                                                     \
+                    __m512i lv = LV2(&B[2 * j]);                                                  \
+                    for (int t = 0; t < 4; t++) {                                                 \
+                        __m512i d = dpbusd512(lv, _mm512_loadu_si512((const void *)G[t]->qs[2 * j])); \
+                        z[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d),                              \
+                                               pair_scale(_mm512_castps256_ps512(S[t]), j), z[t]); \
+                    }                                                                             \
+                }                                                                                 \
+            } else {                                                                              \
+                for (int i = 0; i < cnt; i++)                                                     \
+                    for (int t = 0; t < 4; t++)                                                   \
+                        y[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(LV1(&B[i], _mm256_loadu_si256(   \
+                            (const __m256i *)G[t]->qs[i]))), lane(S[t], i), y[t]);                \
+            }                                                                                     \
+        }                                                                                         \
+        for (int t = 0; t < 4; t++) out[t] = _mm512_reduce_add_ps(z[t]) + hsum8(y[t]);            \
+    }
+
+LEGACY_DOT4_512(dot4_q4_0_512, blk_q4_0, lv2_q4_0, lv_q4_0, cf_q4_0)
+LEGACY_DOT4_512(dot4_q4_1_512, blk_q4_1, lv2_q4_1, lv_q4_1, cf_q4_1)
+LEGACY_DOT4_512(dot4_q5_0_512, blk_q5_0, lv2_q5_0, lv_q5_0, cf_q5_0)
+LEGACY_DOT4_512(dot4_q5_1_512, blk_q5_1, lv2_q5_1, lv_q5_1, cf_q5_1)
+#if defined(LLK_VNNI)
+LEGACY_DOT4_512(dot4_q8_0_512, blk_q8_0, lv2_q8_0, lv_q8_0b, cf_q8_0b)
+LEGACY_DOT4_512(dot4_iq4_nl_512, blk_iq4_nl, lv2_iq4_nl, lv_iq4_nlb, cf_iq4_nlb)
 #endif
 
 /* --- K-quants, 64 weights per zmm --------------------------------------------------------------
@@ -339,9 +392,15 @@ void LLK_FILL(llk_kernels *k) {
     k->dot[LLK_TYPE_Q4_1] = dot_q4_1_512;
     k->dot[LLK_TYPE_Q5_0] = dot_q5_0_512;
     k->dot[LLK_TYPE_Q5_1] = dot_q5_1_512;
+    k->dot4[LLK_TYPE_Q4_0] = dot4_q4_0_512;
+    k->dot4[LLK_TYPE_Q4_1] = dot4_q4_1_512;
+    k->dot4[LLK_TYPE_Q5_0] = dot4_q5_0_512;
+    k->dot4[LLK_TYPE_Q5_1] = dot4_q5_1_512;
 #if defined(LLK_VNNI)
     k->dot[LLK_TYPE_Q8_0] = dot_q8_0_512;
     k->dot[LLK_TYPE_IQ4_NL] = dot_iq4_nl_512;
+    k->dot4[LLK_TYPE_Q8_0] = dot4_q8_0_512;
+    k->dot4[LLK_TYPE_IQ4_NL] = dot4_iq4_nl_512;
 #endif
     k->dot[LLK_TYPE_Q4_K] = dot_q4_K_512;
     k->dot[LLK_TYPE_Q5_K] = dot_q5_K_512;

@@ -178,8 +178,8 @@ static inline __m256 lane(__m256 v, int i) { return _mm256_permutevar8x32_ps(v, 
 #define LEG_STEP(LEVELS, acc, i) \
     acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(LEVELS(&B[i], _mm256_loadu_si256((const __m256i *)G->qs[i]))), lane(S, i), acc);
 
-/* EXTRA(B, G, dw, cnt, accx): adds the group's non-dot terms to the vector accx */
-#define LEGACY_DOT(NAME, T, LEVELS, EXTRA)                                                       \
+/* CF(B, dw, cnt): the group's coefficients of the activation sums (see cf_q4_0) */
+#define LEGACY_DOT(NAME, T, LEVELS, CF)                                                       \
     static float NAME(const void *w, const void *a, int64_t n) {                                 \
         const T *blk = (const T *)w;                                                             \
         const llk_block_q8_32x8 *ag = (const llk_block_q8_32x8 *)a;                              \
@@ -191,7 +191,7 @@ static inline __m256 lane(__m256 v, int i) { return _mm256_permutevar8x32_ps(v, 
             const int cnt = nb - 8 * g < 8 ? (int)(nb - 8 * g) : 8;                              \
             __m256 dw = gather_h8((const uint8_t *)&B->d, sizeof(T), cnt);                      \
             __m256 S = _mm256_mul_ps(dw, _mm256_loadu_ps(G->d));                                 \
-            accx = EXTRA(B, G, dw, cnt, accx);                                                   \
+            accx = _mm256_fmadd_ps(CF(B, dw, cnt), _mm256_loadu_ps(G->s), accx);                 \
             if (cnt == 8) {                                                                      \
                 LEG_STEP(LEVELS, acc0, 0) LEG_STEP(LEVELS, acc1, 1)                              \
                 LEG_STEP(LEVELS, acc2, 2) LEG_STEP(LEVELS, acc3, 3)                              \
@@ -225,36 +225,29 @@ static inline __m256i lv_iq4_nl(const blk_iq4_nl *B, __m256i x) {
     return dot_ss(_mm256_shuffle_epi8(iq4_lut(), nib32(B->qs)), x);
 }
 
-/* -offset * dw * s  (blocks past cnt have s = 0 and dw = 0) */
-#define EX_OFFSET(OFF) (void)B; (void)cnt; return _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(-(OFF))), _mm256_loadu_ps(G->s), accx);
-static inline __m256 ex_q4_0(const blk_q4_0 *B, const llk_block_q8_32x8 *G, __m256 dw, int cnt, __m256 accx) { EX_OFFSET(8.0f) }
-static inline __m256 ex_q5_0(const blk_q5_0 *B, const llk_block_q8_32x8 *G, __m256 dw, int cnt, __m256 accx) { EX_OFFSET(16.0f) }
-/* + m * s */
-static inline __m256 ex_q4_1(const blk_q4_1 *B, const llk_block_q8_32x8 *G, __m256 dw, int cnt, __m256 accx) {
-    (void)dw;
-    return _mm256_fmadd_ps(gather_h8((const uint8_t *)&B->m, sizeof *B, cnt), _mm256_loadu_ps(G->s), accx);
-}
-static inline __m256 ex_q5_1(const blk_q5_1 *B, const llk_block_q8_32x8 *G, __m256 dw, int cnt, __m256 accx) {
-    (void)dw;
-    return _mm256_fmadd_ps(gather_h8((const uint8_t *)&B->m, sizeof *B, cnt), _mm256_loadu_ps(G->s), accx);
-}
-#define EX_NONE (void)B; (void)G; (void)dw; (void)cnt; return accx;
-static inline __m256 ex_q8_0(const blk_q8_0 *B, const llk_block_q8_32x8 *G, __m256 dw, int cnt, __m256 accx) { EX_NONE }
-static inline __m256 ex_iq4_nl(const blk_iq4_nl *B, const llk_block_q8_32x8 *G, __m256 dw, int cnt, __m256 accx) { EX_NONE }
+/* The per-block terms that are not integer dots, as coefficients of the activation sums s:
+ * extra = sum_b cf_b * s_b, with cf = -offset * dw (Q4_0, Q5_0), m (Q4_1, Q5_1) or 0.
+ * Blocks past cnt have s = 0. */
+static inline __m256 cf_q4_0(const blk_q4_0 *B, __m256 dw, int cnt) { (void)B; (void)cnt; return _mm256_mul_ps(dw, _mm256_set1_ps(-8.0f)); }
+static inline __m256 cf_q5_0(const blk_q5_0 *B, __m256 dw, int cnt) { (void)B; (void)cnt; return _mm256_mul_ps(dw, _mm256_set1_ps(-16.0f)); }
+static inline __m256 cf_q4_1(const blk_q4_1 *B, __m256 dw, int cnt) { (void)dw; return gather_h8((const uint8_t *)&B->m, sizeof *B, cnt); }
+static inline __m256 cf_q5_1(const blk_q5_1 *B, __m256 dw, int cnt) { (void)dw; return gather_h8((const uint8_t *)&B->m, sizeof *B, cnt); }
+static inline __m256 cf_q8_0(const blk_q8_0 *B, __m256 dw, int cnt) { (void)B; (void)dw; (void)cnt; return _mm256_setzero_ps(); }
+static inline __m256 cf_iq4_nl(const blk_iq4_nl *B, __m256 dw, int cnt) { (void)B; (void)dw; (void)cnt; return _mm256_setzero_ps(); }
 
-LEGACY_DOT(dot_q4_0, blk_q4_0, lv_q4_0, ex_q4_0)
-LEGACY_DOT(dot_q4_1, blk_q4_1, lv_q4_1, ex_q4_1)
-LEGACY_DOT(dot_q5_0, blk_q5_0, lv_q5_0, ex_q5_0)
-LEGACY_DOT(dot_q5_1, blk_q5_1, lv_q5_1, ex_q5_1)
-LEGACY_DOT(dot_q8_0, blk_q8_0, lv_q8_0, ex_q8_0)
-LEGACY_DOT(dot_iq4_nl, blk_iq4_nl, lv_iq4_nl, ex_iq4_nl)
+LEGACY_DOT(dot_q4_0, blk_q4_0, lv_q4_0, cf_q4_0)
+LEGACY_DOT(dot_q4_1, blk_q4_1, lv_q4_1, cf_q4_1)
+LEGACY_DOT(dot_q5_0, blk_q5_0, lv_q5_0, cf_q5_0)
+LEGACY_DOT(dot_q5_1, blk_q5_1, lv_q5_1, cf_q5_1)
+LEGACY_DOT(dot_q8_0, blk_q8_0, lv_q8_0, cf_q8_0)
+LEGACY_DOT(dot_iq4_nl, blk_iq4_nl, lv_iq4_nl, cf_iq4_nl)
 
 /* --- 1 x 4 register-blocked legacy dots (matrix x matrix) ----------------------------------------
  * out[t] = dot(w, activation row t) for 4 rows `as` bytes apart: each block's levels are unpacked
  * once and used for four tokens. UNPACK gives the level bytes, DOTX the integer dot with one
  * token's bytes. */
 
-#define LEGACY_DOT4(NAME, T, UNPACK, DOTX, EXTRA)                                                \
+#define LEGACY_DOT4(NAME, T, UNPACK, DOTX, CF)                                                \
     static void NAME(const void *w, const void *a, size_t as, int64_t n, float *out) {           \
         const T *blk = (const T *)w;                                                             \
         const uint8_t *a8 = (const uint8_t *)a;                                                  \
@@ -272,8 +265,11 @@ LEGACY_DOT(dot_iq4_nl, blk_iq4_nl, lv_iq4_nl, ex_iq4_nl)
             __m256 S1 = _mm256_mul_ps(dw, _mm256_loadu_ps(G1->d));                               \
             __m256 S2 = _mm256_mul_ps(dw, _mm256_loadu_ps(G2->d));                               \
             __m256 S3 = _mm256_mul_ps(dw, _mm256_loadu_ps(G3->d));                               \
-            c0 = EXTRA(B, G0, dw, cnt, c0); c1 = EXTRA(B, G1, dw, cnt, c1);                      \
-            c2 = EXTRA(B, G2, dw, cnt, c2); c3 = EXTRA(B, G3, dw, cnt, c3);                      \
+            const __m256 cf = CF(B, dw, cnt);                                                    \
+            c0 = _mm256_fmadd_ps(cf, _mm256_loadu_ps(G0->s), c0);                                \
+            c1 = _mm256_fmadd_ps(cf, _mm256_loadu_ps(G1->s), c1);                                \
+            c2 = _mm256_fmadd_ps(cf, _mm256_loadu_ps(G2->s), c2);                                \
+            c3 = _mm256_fmadd_ps(cf, _mm256_loadu_ps(G3->s), c3);                                \
             for (int i = 0; i < cnt; i++) {                                                      \
                 __m256i u = UNPACK(&B[i]);                                                       \
                 __m256 p0 = _mm256_cvtepi32_ps(DOTX(u, _mm256_loadu_si256((const __m256i *)G0->qs[i]))); \
@@ -296,12 +292,12 @@ static inline __m256i un_q5_1(const blk_q5_1 *B) { return _mm256_or_si256(nib32(
 static inline __m256i un_q8_0(const blk_q8_0 *B) { return _mm256_loadu_si256((const __m256i *)B->qs); }
 static inline __m256i un_iq4_nl(const blk_iq4_nl *B) { return _mm256_shuffle_epi8(iq4_lut(), nib32(B->qs)); }
 
-LEGACY_DOT4(dot4_q4_0, blk_q4_0, un_q4_0, dot_us, ex_q4_0)
-LEGACY_DOT4(dot4_q4_1, blk_q4_1, un_q4_1, dot_us, ex_q4_1)
-LEGACY_DOT4(dot4_q5_0, blk_q5_0, un_q5_0, dot_us, ex_q5_0)
-LEGACY_DOT4(dot4_q5_1, blk_q5_1, un_q5_1, dot_us, ex_q5_1)
-LEGACY_DOT4(dot4_q8_0, blk_q8_0, un_q8_0, dot_ss, ex_q8_0)
-LEGACY_DOT4(dot4_iq4_nl, blk_iq4_nl, un_iq4_nl, dot_ss, ex_iq4_nl)
+LEGACY_DOT4(dot4_q4_0, blk_q4_0, un_q4_0, dot_us, cf_q4_0)
+LEGACY_DOT4(dot4_q4_1, blk_q4_1, un_q4_1, dot_us, cf_q4_1)
+LEGACY_DOT4(dot4_q5_0, blk_q5_0, un_q5_0, dot_us, cf_q5_0)
+LEGACY_DOT4(dot4_q5_1, blk_q5_1, un_q5_1, dot_us, cf_q5_1)
+LEGACY_DOT4(dot4_q8_0, blk_q8_0, un_q8_0, dot_ss, cf_q8_0)
+LEGACY_DOT4(dot4_iq4_nl, blk_iq4_nl, un_iq4_nl, dot_ss, cf_iq4_nl)
 
 /* --- K-quants ----------------------------------------------------------------------------------- */
 
