@@ -29,7 +29,8 @@ __all__ = [
     "act_row_bytes", "block_size", "dequantize_row", "quantize_activations", "vec_dot", "matvec",
     "matmul", "rms_norm", "layer_norm", "softmax", "silu", "gelu", "gelu_erf", "swiglu", "geglu",
     "add", "mul", "rope", "attention", "read_bandwidth", "bench_kernels", "format_bench",
-    "cpu_count_allowed", "cpu_count_physical", "describe", "random_weights",
+    "cpu_count_allowed", "cpu_count_physical", "describe", "random_weights", "bench_matmul",
+    "format_bench_matmul",
 ]
 
 ISA_NAMES = ("ref", "avx2", "avx512")   # index = level
@@ -614,6 +615,39 @@ def bench_kernels(threads: Sequence[int] = (1, 2), types: Iterable[int] | None =
             for t, n, n_rows, nb, sec in results]
 
 
+def bench_matmul(threads: Sequence[int] = (1, 2), types: Iterable[int] | None = None,
+                 n_tok: int = 64, n_rows: int = 2048, n_cols: int = 2048, reps: int = 5,
+                 isa: int | str | None = None) -> list[dict]:
+    """Matrix x matrix (prompt processing) speed per type: GFLOP/s of (n_tok x n_cols) x W^T with
+    W n_rows x n_cols (~1-4 MiB: the weights stay in cache, the kernels are compute-bound).
+    One dict per (type, threads): type, type_id, threads, isa, n_tok, n_rows, n_cols, seconds,
+    gflops."""
+    types = [t for t in (BENCH_TYPES if types is None else types) if t in SUPPORTED_TYPES]
+    level = _isa(isa)
+    x = np.random.default_rng(2).standard_normal((n_tok, n_cols), dtype=np.float32)
+    y = np.empty((n_tok, n_rows), dtype=np.float32)
+    out = []
+    pools = {n: ThreadPool(n) for n in threads}
+    try:
+        for t in types:
+            w = random_weights(t, n_rows, n_cols, seed=t)
+            for n, pool in pools.items():
+                matmul(pool, t, w, n_cols, x, isa=level, out=y)
+                best = float("inf")
+                for _ in range(max(1, reps)):
+                    t0 = time.perf_counter()
+                    matmul(pool, t, w, n_cols, x, isa=level, out=y)
+                    best = min(best, time.perf_counter() - t0)
+                out.append(dict(type=TYPE_NAMES[t], type_id=t, threads=pool.size,
+                                isa=isa_name(level if level >= 0 else None), n_tok=n_tok,
+                                n_rows=n_rows, n_cols=n_cols, seconds=best,
+                                gflops=2.0 * n_tok * n_rows * n_cols / best / 1e9))
+    finally:
+        for p in pools.values():
+            p.close()
+    return out
+
+
 def format_bench(rows: list[dict]) -> str:
     """A plain-text table of bench_kernels() results."""
     lines = [f"{'type':<7} {'thr':>3} {'isa':<12} {'MiB':>6} {'ms':>8} {'GB/s':>7} {'read GB/s':>9} {'of bw':>6}"]
@@ -621,6 +655,15 @@ def format_bench(rows: list[dict]) -> str:
         lines.append(f"{r['type']:<7} {r['threads']:>3} {r['isa']:<12} {r['bytes'] / 2**20:>6.0f} "
                      f"{r['seconds'] * 1e3:>8.2f} {r['bytes_per_s'] / 1e9:>7.2f} "
                      f"{r['bandwidth_bytes_per_s'] / 1e9:>9.2f} {100 * r['fraction']:>5.0f}%")
+    return "\n".join(lines)
+
+
+def format_bench_matmul(rows: list[dict]) -> str:
+    """A plain-text table of bench_matmul() results."""
+    lines = [f"{'type':<7} {'thr':>3} {'isa':<12} {'tokens':>6} {'ms':>8} {'GFLOP/s':>8}"]
+    for r in rows:
+        lines.append(f"{r['type']:<7} {r['threads']:>3} {r['isa']:<12} {r['n_tok']:>6} "
+                     f"{r['seconds'] * 1e3:>8.2f} {r['gflops']:>8.1f}")
     return "\n".join(lines)
 
 
@@ -634,11 +677,16 @@ def main(argv: Sequence[str] | None = None) -> int:  # python -m app.kernels [--
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--isa", default=None)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--matmul", action="store_true", help="matrix x matrix GFLOP/s instead")
     args = ap.parse_args(argv)
     by_name = {v: k for k, v in TYPE_NAMES.items()}
     types = None if not args.types else [by_name[s.strip().upper()] for s in args.types.split(",")]
-    rows = bench_kernels([int(s) for s in args.threads.split(",")], types, args.mib << 20,
-                         reps=args.reps, isa=args.isa)
+    threads = [int(s) for s in args.threads.split(",")]
+    if args.matmul:
+        rows = bench_matmul(threads, types, reps=args.reps, isa=args.isa)
+        print(json.dumps(rows, indent=1) if args.json else format_bench_matmul(rows))
+        return 0
+    rows = bench_kernels(threads, types, args.mib << 20, reps=args.reps, isa=args.isa)
     if args.json:
         print(json.dumps(rows, indent=1))
     else:

@@ -1,0 +1,21 @@
+"""The benchmark functions behind `llambda bench --kernels` run and report sane fields (tiny sizes
+here; the real figures come from `python -m app.kernels`, never from the test suite)."""
+from __future__ import annotations
+
+import app.kernels as K
+
+
+def test_bench_kernels_small():
+    rows = K.bench_kernels(threads=[1, 2], types=[2, 12], n_bytes=1 << 20, reps=1)
+    assert [(r["type"], r["threads"] <= 2) for r in rows] == [("Q4_0", True)] * 2 + [("Q4_K", True)] * 2
+    for r in rows:
+        assert r["bytes_per_s"] > 0 and r["bandwidth_bytes_per_s"] > 0 and r["fraction"] > 0
+        assert r["bytes"] <= 1 << 20
+    text = K.format_bench(rows)
+    assert "Q4_K" in text and "%" in text
+
+
+def test_bench_matmul_small():
+    rows = K.bench_matmul(threads=[1], types=[3], n_tok=8, n_rows=64, n_cols=256, reps=1)
+    assert rows[0]["type"] == "Q4_1" and rows[0]["gflops"] > 0
+    assert "GFLOP/s" in K.format_bench_matmul(rows)
