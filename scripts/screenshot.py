@@ -24,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 SCREEN = "1400x900x24"
 DEFAULT_MODEL = Path.home() / ".cache" / "llambda-test" / "SmolLM2-135M-Instruct.Q4_1.gguf"
-PROMPT = "Write a short Python function that adds two numbers, then explain it in one sentence."
+PROMPT = "Write a Python function that adds two numbers."
 
 
 def parse_args(argv=None):
@@ -126,7 +126,7 @@ def main(argv=None) -> int:
         return 1
     shot("03-ready")
 
-    window.state.put("sampling_defaults", {"max_tokens": args.max_tokens, "temperature": 0.2, "seed": 7})
+    window.state.put("sampling_defaults", {"max_tokens": args.max_tokens, "temperature": 0.0, "seed": 7})
     window.input.setPlainText(args.prompt)
     window.send()
     wait_until(lambda: window.state.reply is not None and len(window.state.reply.text) > 40

@@ -69,7 +69,6 @@ class CodeBlock(QFrame):
         self.editor.setAccessibleName("Code")
         self.editor.setWordWrapMode(QTextOption.NoWrap)
         self.editor.setFont(QFontDatabase.systemFont(QFontDatabase.FixedFont))
-        self.editor.setVerticalScrollBarPolicy(Qt.ScrollBarAsNeeded)
         self.editor.setSizePolicy(QSizePolicy.Expanding, QSizePolicy.Fixed)
         lay.addWidget(self.editor)
         self.set_segment(segment)
@@ -79,11 +78,15 @@ class CodeBlock(QFrame):
         if segment.code != self.code:
             self.code = segment.code
             self.editor.setPlainText(segment.code)
-            lines = min(CODE_MAX_LINES, max(1, segment.code.count("\n") + 1))
+            n_lines = segment.code.count("\n") + 1
+            lines = min(CODE_MAX_LINES, max(1, n_lines))
+            self.editor.setVerticalScrollBarPolicy(Qt.ScrollBarAlwaysOff if n_lines <= CODE_MAX_LINES
+                                                   else Qt.ScrollBarAsNeeded)
             fm = self.editor.fontMetrics()
             widest = max((fm.horizontalAdvance(line) for line in segment.code.split("\n")), default=0)
             extra = self.editor.horizontalScrollBar().sizeHint().height() if widest > 560 else 0
-            self.editor.setFixedHeight(lines * fm.lineSpacing() + 2 * int(self.editor.document().documentMargin()) + extra + 4)
+            margin = 2 * int(self.editor.document().documentMargin()) + 2 * self.editor.frameWidth()
+            self.editor.setFixedHeight(lines * fm.lineSpacing() + margin + extra + 6)
 
     def on_copy_button_clicked(self) -> None:
         QGuiApplication.clipboard().setText(self.code)

@@ -147,3 +147,24 @@ def test_window_generation_speed_matches_the_engine(qtbot, make_window, smollm2_
     ratio = statistics.median(a / b for a, b in zip(window_rates, direct_rates))
     print(f"window {window_rates} tok/s, direct {direct_rates} tok/s, ratio {ratio:.3f}")
     assert ratio > 0.95
+
+
+def test_context_shift_is_marked_in_the_chat(qtbot, make_window, smollm2_path):
+    """A 128-token context with the shift policy: a long reply drops old tokens and goes on; the
+    chat shows where, and the figures show the kernel threads at work."""
+    w = make_window()
+    w.state.put("engine", {"n_ctx": 128, "threads": 0, "overflow": "shift"})
+    w.state.put("sampling_defaults", {**FAST, "max_tokens": 160})
+    seen = []
+    w.worker.stats_updated.connect(lambda d: seen.append(d))
+    assert drop_file(w, smollm2_path)
+    qtbot.waitUntil(lambda: w.model_info is not None or bool(w.errors), timeout=60000)
+    assert w.model_info["n_ctx"] == 128 and not w.errors
+    send(qtbot, w, "Tell me a long story about a dragon.")
+    reply = w.state.messages()[-1]
+    assert reply.status == "complete" and reply.completion_tokens > 100
+    assert reply.timings["context_shifts"] >= 1
+    markers = [m for m in w.chat.findChildren(type(w.chat.empty), "shiftMarker") if m.isVisibleTo(w)]
+    assert markers and "dropped" in markers[0].text()
+    assert any(d.get("threads_busy", 0) > 0 for d in seen)
+    assert all(d.get("n_ctx_used", 0) <= 128 for d in seen)
