@@ -255,8 +255,8 @@ class ChatView(QScrollArea):
             w = self._add(m.id, m.role, m.content, m.status)
             shifts = (m.timings or {}).get("context_shifts") if hasattr(m, "timings") else None
             if shifts:
-                self._insert_marker_before(w, f"Context full: older messages were dropped "
-                                              f"({(m.timings or {}).get('context_dropped', 0)} tokens)")
+                self._insert_marker_before(w, "Context full: the oldest part of the conversation "
+                                              "was dropped for this reply")
         self._stick_to_bottom = True
         self.scroll_to_bottom()
 
@@ -294,7 +294,8 @@ class ChatView(QScrollArea):
             self._render_timer.start()
 
     def mark_context_shift(self, dropped: int) -> None:
-        self._insert_marker_before(self.streaming, f"Context full: {dropped} older tokens were dropped here")
+        self._insert_marker_before(self.streaming, "Context full: the oldest part of the conversation "
+                                                   "was dropped here")
 
     def finish_reply(self, text: str, status: str) -> None:
         if self.streaming is not None:

@@ -1,8 +1,11 @@
 """The real engine behind the worker's small interface (`app.ui.worker.EngineLike`).
 
-Loads a GGUF file into a decoder (app.engine), its tokenizer and chat template (app.text), keeps
-one session whose KV cache is reused across turns, and turns the engine's events into the plain
-dicts the worker batches for the window. Runs only in the worker thread, except `cancel()`.
+`app.engine.Engine` holds the mapped file, tokenizer, chat template, decoder and one session
+whose KV cache is reused across turns (a follow-up decodes only what is new). Each reply is an
+`app.engine.Chat` turn over the conversation the window sends: when it outgrows the context the
+oldest turns after the system prompt are dropped, and inside a long reply the session shifts.
+Engine events become the plain dicts the worker batches for the window. Runs only in the
+worker thread, except `cancel()`.
 """
 
 from __future__ import annotations
@@ -10,117 +13,87 @@ from __future__ import annotations
 import warnings
 from typing import Callable, Iterator
 
-from app.errors import UnsupportedModelError
-
 OVERFLOW_TO_POLICY = {"shift": "shift", "stop": "stop"}
+
+
+def sampler_settings(settings: dict):
+    from app.engine.sampler import SamplerSettings
+
+    seed = settings.get("seed", -1)
+    return SamplerSettings(
+        temperature=max(0.0, float(settings.get("temperature", 0.7))),
+        top_k=int(settings.get("top_k", 40)),
+        top_p=min(1.0, max(1e-6, float(settings.get("top_p", 0.95)))),
+        min_p=min(1.0, max(0.0, float(settings.get("min_p", 0.05)))),
+        repeat_penalty=max(1e-3, float(settings.get("repeat_penalty", 1.0))),
+        seed=None if seed is None or int(seed) < 0 else int(seed))
 
 
 class RealEngine:
     def __init__(self):
-        self._file = None
-        self.decoder = None
-        self.session = None
-        self.tokenizer = None
-        self.template = None
+        self.engine = None
         self.warnings: list[str] = []
 
     # -- loading -------------------------------------------------------------------------------
 
     def load(self, path: str, n_ctx: int, n_threads: int, progress: Callable[[float], None]) -> dict:
-        from app.engine.decoder import CDecoder
-        from app.engine.session import Session
-        from app.gguf import open_gguf
-        from app.model import config_from_gguf, support_verdict
-        from app.text import load_chat_template, load_tokenizer
+        from app.engine.engine import Engine
 
         self.close()
-        progress(0.0)
-        f = open_gguf(path)
+        progress(0.05)
+        engine = Engine.load(path, n_ctx=int(n_ctx) or None, n_threads=int(n_threads))
         try:
-            verdict = support_verdict(f)
-            if not verdict.supported:
-                raise UnsupportedModelError(f"{path}: not supported: " + "; ".join(verdict.reasons))
-            cfg = config_from_gguf(f)
-            progress(0.15)
-            tokenizer = load_tokenizer(f)
-            progress(0.45)
+            progress(0.9)
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
-                template = load_chat_template(f, tokenizer)
+                template = engine.chat_template
             self.warnings = [str(w.message) for w in caught]
-            progress(0.55)
-            n_ctx = max(16, min(int(n_ctx), int(cfg.n_ctx_train) or int(n_ctx)))
-            decoder = CDecoder(f, cfg, n_ctx, n_threads=int(n_threads))
-            progress(0.95)
         except BaseException:
-            f.close()
+            engine.close()
             raise
-        self._file, self.decoder, self.tokenizer, self.template = f, decoder, tokenizer, template
-        self.session = Session(decoder)
+        self.engine = engine
         progress(1.0)
-        return {"n_ctx": decoder.n_ctx, "pool_size": decoder.n_threads, "isa": decoder.isa,
+        decoder = engine.decoder
+        return {"n_ctx": engine.n_ctx, "pool_size": engine.n_threads, "isa": getattr(decoder, "isa", ""),
                 "kv_cache_bytes": getattr(decoder, "kv_bytes", 0),
                 "template_family": getattr(template, "family", None),
                 "template_warnings": list(self.warnings)}
 
     def close(self) -> None:
-        if self.decoder is not None:
-            self.decoder.close()
-        if self._file is not None:
-            self._file.close()
-        self._file = self.decoder = self.session = self.tokenizer = self.template = None
+        if self.engine is not None:
+            self.engine.close()
+        self.engine = None
 
     # -- generation ----------------------------------------------------------------------------
-
-    def _n_keep(self, messages: list[dict], ids: list[int]) -> int:
-        """Tokens a context shift never drops: the system prompt's (or just BOS)."""
-        from app.text import chat_prompt_tokens
-
-        if messages and messages[0].get("role") == "system":
-            try:
-                head = chat_prompt_tokens(self.tokenizer, self.template, messages[:1],
-                                          add_generation_prompt=False)
-            except Exception:
-                head = []
-            if head and ids[:len(head)] == head and len(head) < self.decoder.n_ctx // 2:
-                return len(head)
-        bos = getattr(self.tokenizer, "bos_id", None)
-        return 1 if ids and bos is not None and ids[0] == bos else 0
 
     def generate(self, messages: list[dict], settings: dict) -> Iterator[dict]:
         import time
 
-        from app.engine.generate import (ContextShifted, Finished, GenerationRequest, PromptProgress,
-                                         TextPiece, generate)
-        from app.engine.sampler import SamplerSettings
-        from app.text import chat_prompt_tokens
+        from app.engine.engine import Chat
+        from app.engine.generate import ContextShifted, Finished, PromptProgress, TextPiece
 
-        if self.session is None:
+        if self.engine is None:
             raise RuntimeError("no model is loaded")
+        system = messages[0]["content"] if messages and messages[0]["role"] == "system" else None
+        turns = [m for m in messages if m["role"] in ("user", "assistant")]
+        if not turns or turns[-1]["role"] != "user":
+            raise ValueError("the conversation must end with a user message")
+        chat = Chat(self.engine, system=system,
+                    context_policy=OVERFLOW_TO_POLICY.get(settings.get("overflow", "shift"), "shift"))
+        chat.messages = [dict(m) for m in turns[:-1]]
         t0 = time.perf_counter()
-        ids = chat_prompt_tokens(self.tokenizer, self.template, messages, add_generation_prompt=True)
-        seed = settings.get("seed", -1)
-        sampler = SamplerSettings(
-            temperature=float(settings.get("temperature", 0.7)), top_k=int(settings.get("top_k", 40)),
-            top_p=min(1.0, max(1e-6, float(settings.get("top_p", 0.95)))),
-            min_p=float(settings.get("min_p", 0.05)),
-            repeat_penalty=float(settings.get("repeat_penalty", 1.0)),
-            seed=None if seed is None or int(seed) < 0 else int(seed))
-        request = GenerationRequest(
-            prompt_ids=tuple(ids), max_tokens=int(settings.get("max_tokens", 512)), sampler=sampler,
-            context_policy=OVERFLOW_TO_POLICY.get(settings.get("overflow", "shift"), "shift"),
-            n_keep=self._n_keep(messages, ids))
         prompt_sent = False
-        for ev in generate(self.session, self.tokenizer, request):
+        for ev in chat.send(turns[-1]["content"], sampler_settings(settings),
+                            max_tokens=int(settings.get("max_tokens", 512))):
             if isinstance(ev, PromptProgress):
                 if ev.done >= ev.total and not prompt_sent:
                     prompt_sent = True
-                    yield {"type": "prompt", "prompt_tokens": len(ids), "prompt_evaluated": ev.total,
+                    yield {"type": "prompt", "prompt_tokens": ev.total,
                            "prompt_seconds": time.perf_counter() - t0}
             elif isinstance(ev, TextPiece):
                 if not prompt_sent:
                     prompt_sent = True
-                    yield {"type": "prompt", "prompt_tokens": len(ids), "prompt_seconds": 0.0}
+                    yield {"type": "prompt", "prompt_tokens": 0, "prompt_seconds": 0.0}
                 yield {"type": "token", "text": ev.text}
             elif isinstance(ev, ContextShifted):
                 yield {"type": "context_shift", "dropped": int(ev.dropped)}
@@ -135,22 +108,22 @@ class RealEngine:
                     "threads": s.threads, "isa": s.isa}}
 
     def cancel(self) -> None:
-        session = self.session
-        if session is not None:
-            session.cancel()
+        engine = self.engine
+        if engine is not None:
+            engine.cancel()
 
     # -- live figures --------------------------------------------------------------------------
 
     def pool_counters(self) -> tuple[int, list[int]]:
-        pool = getattr(self.decoder, "pool", None)
+        pool = getattr(getattr(self.engine, "decoder", None), "pool", None)
         if pool is None:
             return 0, []
         return pool.size, pool.busy_ns()
 
     def context_used(self) -> tuple[int, int]:
-        if self.session is None:
+        if self.engine is None:
             return 0, 0
-        return self.session.n_past, self.session.n_ctx
+        return self.engine.session.n_past, self.engine.n_ctx
 
 
-__all__ = ["RealEngine"]
+__all__ = ["RealEngine", "sampler_settings"]

@@ -49,7 +49,7 @@ EngineFactory = Callable[[], EngineLike]
 
 PRELOAD = ("psutil", "jinja2.sandbox", "app.gguf", "app.model", "app.model.inspect", "app.library",
            "app.library.preflight", "app.text", "app.engine.decoder", "app.engine.session",
-           "app.engine.generate", "app.engine.sampler", "app.ui.engine_adapter")
+           "app.engine.generate", "app.engine.sampler", "app.engine.engine", "app.ui.engine_adapter")
 
 
 def preload_modules() -> None:
@@ -229,7 +229,8 @@ class EngineWorker(QObject):
                     last[0] = now
                     self.load_progress.emit(float(fraction))
 
-            n_ctx = int(options.get("n_ctx") or 0) or min(int(info.get("context_length") or 2048), 4096)
+            trained = int(info.get("context_length") or 0) or 4096
+            n_ctx = min(int(options.get("n_ctx") or 0) or 4096, trained)
             facts = engine.load(path, n_ctx, int(options.get("threads") or 0), progress)
         except Exception as e:
             self.loaded_path = None

@@ -189,7 +189,7 @@ def test_context_shift_is_marked(qtbot, make_window, smollm2_path):
     w, engine = loaded(qtbot, make_window, smollm2_path, FakeEngine(shift_after=5))
     send(qtbot, w, "long")
     markers = w.chat.findChildren(type(w.chat.empty), "shiftMarker")
-    assert len(markers) == 1 and "17" in markers[0].text()
+    assert len(markers) == 1 and "dropped" in markers[0].text()
     assert w.state.messages()[-1].timings["context_shifts"] == 1
     w.on_conversations_new_requested()
     w.conversations.list.setCurrentItem(w.conversations.item_for(w.state.store.list_conversations()[-1].id))

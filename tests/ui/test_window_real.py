@@ -13,8 +13,6 @@ from PySide6.QtCore import Qt
 
 from tests.ui.conftest import drop_file, least_stall, track_phases
 
-pytest.importorskip("app.engine.generate")        # until the engine lands in the repository
-
 FAST = {"temperature": 0.0, "max_tokens": 24, "seed": 1}
 
 
