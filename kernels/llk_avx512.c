@@ -382,6 +382,44 @@ static float dot_q6_K_512(const void *w, const void *a, int64_t n) {
     return _mm512_reduce_add_ps(acc);
 }
 
+#if defined(LLK_VNNI)
+/* IQ4_XS, two groups of 32 per zmm: table values + 128 (unsigned, up to 241) times the activation
+ * bytes in one vpdpbusd (exact in i32, where maddubs would saturate), group scales by one vpmulld;
+ * the +128 comes back out as 128 * sum_g ls_g * (group sum of the activations). */
+static float dot_iq4_xs_512(const void *w, const void *a, int64_t n) {
+    const blk_iq4_xs *blk = (const blk_iq4_xs *)w;
+    const llk_block_q8_256 *ab = (const llk_block_q8_256 *)a;
+    const int64_t nb = n / 256;
+    const __m512i lut = _mm512_broadcast_i32x4(_mm_xor_si128(_mm_loadu_si128((const __m128i *)llk_iq4_values),
+                                                             _mm_set1_epi8((char)0x80)));
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        /* the 8 scales as i32 lanes, built in registers (stored scalars would stall the loads) */
+        uint32_t sl; memcpy(&sl, blk[b].scales_l, 4);
+        __m256i lo = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)sl), _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28)),
+                                      _mm256_set1_epi32(15));
+        __m256i hi = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(blk[b].scales_h), _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14)),
+                                      _mm256_set1_epi32(3));
+        __m256i ls8 = _mm256_sub_epi32(_mm256_or_si256(lo, _mm256_slli_epi32(hi, 4)), _mm256_set1_epi32(32));
+        __m512i ls512 = _mm512_castsi256_si512(ls8);
+        /* each scale in both i16 halves of its lane: pairs with bsums[2g], bsums[2g+1] */
+        __m256i ls2 = _mm256_or_si256(_mm256_and_si256(ls8, _mm256_set1_epi32(0xffff)), _mm256_slli_epi32(ls8, 16));
+        __m256i bias = _mm256_slli_epi32(_mm256_madd_epi16(ls2, _mm256_loadu_si256((const __m256i *)ab[b].bsums)), 7);
+        __m512i isum = _mm512_castsi256_si512(_mm256_sub_epi32(_mm256_setzero_si256(), bias));
+        isum = _mm512_inserti64x4(isum, _mm256_setzero_si256(), 1);
+        for (int k = 0; k < 4; k++) {
+            __m512i q = _mm512_shuffle_epi8(lut, nib64(blk[b].qs + 32 * k, blk[b].qs + 32 * k + 16));
+            __m512i d = dpbusd512(q, _mm512_loadu_si512((const void *)(ab[b].qs + 64 * k)));
+            __m512i sc = _mm512_permutexvar_epi32(_mm512_set_epi32(2 * k + 1, 2 * k + 1, 2 * k + 1, 2 * k + 1,
+                2 * k + 1, 2 * k + 1, 2 * k + 1, 2 * k + 1, 2 * k, 2 * k, 2 * k, 2 * k, 2 * k, 2 * k, 2 * k, 2 * k), ls512);
+            isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(d, sc));
+        }
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(h2f(blk[b].d) * ab[b].d), acc);
+    }
+    return _mm512_reduce_add_ps(acc);
+}
+#endif
+
 void LLK_FILL(llk_kernels *k) {
     llk_fill_256(k);
     k->dot[LLK_TYPE_F32] = dot_f32_512;
@@ -401,6 +439,7 @@ void LLK_FILL(llk_kernels *k) {
     k->dot[LLK_TYPE_IQ4_NL] = dot_iq4_nl_512;
     k->dot4[LLK_TYPE_Q8_0] = dot4_q8_0_512;
     k->dot4[LLK_TYPE_IQ4_NL] = dot4_iq4_nl_512;
+    k->dot[LLK_TYPE_IQ4_XS] = dot_iq4_xs_512;
 #endif
     k->dot[LLK_TYPE_Q4_K] = dot_q4_K_512;
     k->dot[LLK_TYPE_Q5_K] = dot_q5_K_512;
