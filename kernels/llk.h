@@ -88,7 +88,8 @@ size_t llk_act_row_bytes(int type, int64_t n);    /* bytes of that row's activat
 llk_status llk_dequantize_row(int isa, int type, const void *x, float *y, int64_t n);
 /* a[0..act_row_bytes) = x[0..n) in the activation format `type` consumes. */
 llk_status llk_quantize_act(int isa, int type, const float *x, void *a, int64_t n);
-/* *out = dot(row w of `type`, activations a made by llk_quantize_act for the same type). */
+/* *out = dot(row w of `type`, activations a made by llk_quantize_act for the same type).
+ * Weight rows may start at any byte; activations and float arrays must be 4-byte aligned. */
 llk_status llk_vec_dot(int isa, int type, const void *w, const void *a, int64_t n, float *out);
 
 /* --- thread pool --------------------------------------------------------------------------- */

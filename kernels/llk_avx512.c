@@ -180,7 +180,7 @@ static inline __m256 cf_iq4_nlb(const blk_iq4_nl *B, __m256 dw, int cnt) { (void
             const T *B = blk + 8 * g;                                                             \
             const llk_block_q8_32x8 *G = ag + g;                                                  \
             const int cnt = nb - 8 * g < 8 ? (int)(nb - 8 * g) : 8;                               \
-            __m256 dw = gather_h8((const uint8_t *)&B->d, sizeof(T), cnt);                       \
+            __m256 dw = gather_h8((const uint8_t *)B + offsetof(T, d), sizeof(T), cnt);                       \
             __m256 S = _mm256_mul_ps(dw, _mm256_loadu_ps(G->d));                                  \
             accx = _mm256_fmadd_ps(CF(B, dw, cnt), _mm256_loadu_ps(G->s), accx);                 \
             if (cnt == 8) {                                                                       \
@@ -226,7 +226,7 @@ static inline __m512 pair_scale(__m512 S512, int j) {
         for (int64_t g = 0; 8 * g < nb; g++) {                                                    \
             const T *B = blk + 8 * g;                                                             \
             const int cnt = nb - 8 * g < 8 ? (int)(nb - 8 * g) : 8;                               \
-            __m256 dw = gather_h8((const uint8_t *)&B->d, sizeof(T), cnt);                       \
+            __m256 dw = gather_h8((const uint8_t *)B + offsetof(T, d), sizeof(T), cnt);                       \
             const llk_block_q8_32x8 *G[4];                                                        \
             __m256 S[4];                                                                          \
             const __m256 cf = CF(B, dw, cnt);                                                     \

@@ -21,6 +21,9 @@
 
 typedef uint16_t llk_half; /* IEEE binary16 bits */
 
+/* Packed to byte alignment: rows in a file start anywhere, and a block read through a struct
+ * pointer must not assume the 2-byte alignment of its float16 fields. */
+#pragma pack(push, 1)
 /* Q4_0: x = d * (q - 8); qs[j] low nibble is element j, high nibble element j + 16. */
 typedef struct { llk_half d; uint8_t qs[16]; } blk_q4_0;
 /* Q4_1: x = d * q + m; nibble order as Q4_0. */
@@ -58,6 +61,7 @@ typedef struct { llk_half d; uint16_t scales_h; uint8_t scales_l[4]; uint8_t qs[
 #define ACT_D(g, j) ((g)[(j) >> 3].d[(j) & 7])
 #define ACT_S(g, j) ((g)[(j) >> 3].s[(j) & 7])
 #define ACT_Q(g, j) ((g)[(j) >> 3].qs[(j) & 7])
+#pragma pack(pop)
 
 /* The 16 levels of the IQ4 non-linear grid (a format constant). */
 extern const int8_t llk_iq4_values[16];

@@ -189,7 +189,7 @@ static inline __m256 lane(__m256 v, int i) { return _mm256_permutevar8x32_ps(v, 
             const T *B = blk + 8 * g;                                                            \
             const llk_block_q8_32x8 *G = ag + g;                                                 \
             const int cnt = nb - 8 * g < 8 ? (int)(nb - 8 * g) : 8;                              \
-            __m256 dw = gather_h8((const uint8_t *)&B->d, sizeof(T), cnt);                      \
+            __m256 dw = gather_h8((const uint8_t *)B + offsetof(T, d), sizeof(T), cnt);                      \
             __m256 S = _mm256_mul_ps(dw, _mm256_loadu_ps(G->d));                                 \
             accx = _mm256_fmadd_ps(CF(B, dw, cnt), _mm256_loadu_ps(G->s), accx);                 \
             if (cnt == 8) {                                                                      \
@@ -230,8 +230,8 @@ static inline __m256i lv_iq4_nl(const blk_iq4_nl *B, __m256i x) {
  * Blocks past cnt have s = 0. */
 static inline __m256 cf_q4_0(const blk_q4_0 *B, __m256 dw, int cnt) { (void)B; (void)cnt; return _mm256_mul_ps(dw, _mm256_set1_ps(-8.0f)); }
 static inline __m256 cf_q5_0(const blk_q5_0 *B, __m256 dw, int cnt) { (void)B; (void)cnt; return _mm256_mul_ps(dw, _mm256_set1_ps(-16.0f)); }
-static inline __m256 cf_q4_1(const blk_q4_1 *B, __m256 dw, int cnt) { (void)dw; return gather_h8((const uint8_t *)&B->m, sizeof *B, cnt); }
-static inline __m256 cf_q5_1(const blk_q5_1 *B, __m256 dw, int cnt) { (void)dw; return gather_h8((const uint8_t *)&B->m, sizeof *B, cnt); }
+static inline __m256 cf_q4_1(const blk_q4_1 *B, __m256 dw, int cnt) { (void)dw; return gather_h8((const uint8_t *)B + offsetof(blk_q4_1, m), sizeof *B, cnt); }
+static inline __m256 cf_q5_1(const blk_q5_1 *B, __m256 dw, int cnt) { (void)dw; return gather_h8((const uint8_t *)B + offsetof(blk_q5_1, m), sizeof *B, cnt); }
 static inline __m256 cf_q8_0(const blk_q8_0 *B, __m256 dw, int cnt) { (void)B; (void)dw; (void)cnt; return _mm256_setzero_ps(); }
 static inline __m256 cf_iq4_nl(const blk_iq4_nl *B, __m256 dw, int cnt) { (void)B; (void)dw; (void)cnt; return _mm256_setzero_ps(); }
 
@@ -260,7 +260,7 @@ LEGACY_DOT(dot_iq4_nl, blk_iq4_nl, lv_iq4_nl, cf_iq4_nl)
             const llk_block_q8_32x8 *G2 = (const llk_block_q8_32x8 *)(a8 + 2 * as) + g;          \
             const llk_block_q8_32x8 *G3 = (const llk_block_q8_32x8 *)(a8 + 3 * as) + g;          \
             const int cnt = nb - 8 * g < 8 ? (int)(nb - 8 * g) : 8;                              \
-            __m256 dw = gather_h8((const uint8_t *)&B->d, sizeof(T), cnt);                      \
+            __m256 dw = gather_h8((const uint8_t *)B + offsetof(T, d), sizeof(T), cnt);                      \
             __m256 S0 = _mm256_mul_ps(dw, _mm256_loadu_ps(G0->d));                               \
             __m256 S1 = _mm256_mul_ps(dw, _mm256_loadu_ps(G1->d));                               \
             __m256 S2 = _mm256_mul_ps(dw, _mm256_loadu_ps(G2->d));                               \

@@ -151,7 +151,7 @@ def test_dot_close_to_exact(t, isa):
         a = K.quantize_activations(t, x, isa=isa)
         for off, row in enumerate(_rows_for(t, n, 3, seed=n)):
             want = oracle_dequant(t, row, n)
-            got = K.vec_dot(t, unaligned(row, off + 1), unaligned(a, off), n, isa=isa)
+            got = K.vec_dot(t, unaligned(row, off + 1), unaligned(a, 4 * off), n, isa=isa)
             assert norm_err(got, want @ x, want, x) < DOT_REL_ERR, (n, off)
 
 
@@ -169,7 +169,7 @@ def test_simd_dot_matches_reference(t, isa):
             for off, row in enumerate(rows):
                 w = oracle_dequant(t, row, n)
                 want = K.vec_dot(t, row, a_ref, n, isa="ref")
-                got = K.vec_dot(t, unaligned(row, off + 3), unaligned(a_simd, off + 1), n, isa=isa)
+                got = K.vec_dot(t, unaligned(row, off + 3), unaligned(a_simd, 4 * off + 4), n, isa=isa)
                 assert norm_err(got, want, w, x) < SIMD_VS_REF_REL, (n, off)
 
 
