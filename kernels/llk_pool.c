@@ -55,6 +55,26 @@ struct llk_pool {
 
 typedef struct { llk_pool *pool; int ith; } worker_arg;
 
+/* Zeroed memory on a cache-line boundary (the pool and its slots are cache-line aligned types). */
+static void *calloc_lines(size_t bytes) {
+    bytes = (bytes + CACHE_LINE - 1) & ~(size_t)(CACHE_LINE - 1);
+#if defined(_WIN32)
+    void *p = _aligned_malloc(bytes, CACHE_LINE);
+#else
+    void *p = NULL;
+    if (posix_memalign(&p, CACHE_LINE, bytes)) p = NULL;
+#endif
+    if (p) memset(p, 0, bytes);
+    return p;
+}
+static void free_lines(void *p) {
+#if defined(_WIN32)
+    _aligned_free(p);
+#else
+    free(p);
+#endif
+}
+
 /* --- CPU counts ------------------------------------------------------------------------------ */
 
 int llk_cpu_count_allowed(void) {
@@ -181,16 +201,16 @@ llk_status llk_pool_new(int n_threads, llk_pool **out) {
     if (n > allowed) n = allowed;
     if (n > MAX_THREADS) n = MAX_THREADS;
     if (n < 1) n = 1;
-    llk_pool *p = (llk_pool *)calloc(1, sizeof *p);
+    llk_pool *p = (llk_pool *)calloc_lines(sizeof *p);
     if (!p) return LLK_ERR_NOMEM;
     p->n = n;
     p->spin_ns = 200000;
-    p->slots = (thread_slot *)calloc((size_t)n, sizeof(thread_slot));
+    p->slots = (thread_slot *)calloc_lines((size_t)n * sizeof(thread_slot));
     p->threads = (llk_thread *)calloc((size_t)n, sizeof(llk_thread));
-    if (!p->slots || !p->threads) { free(p->slots); free(p->threads); free(p); return LLK_ERR_NOMEM; }
-    if (llk_mutex_init(&p->mu)) { free(p->slots); free(p->threads); free(p); return LLK_ERR_THREAD; }
+    if (!p->slots || !p->threads) { free_lines(p->slots); free(p->threads); free_lines(p); return LLK_ERR_NOMEM; }
+    if (llk_mutex_init(&p->mu)) { free_lines(p->slots); free(p->threads); free_lines(p); return LLK_ERR_THREAD; }
     if (llk_cond_init(&p->wake)) {
-        llk_mutex_destroy(&p->mu); free(p->slots); free(p->threads); free(p); return LLK_ERR_THREAD;
+        llk_mutex_destroy(&p->mu); free_lines(p->slots); free(p->threads); free_lines(p); return LLK_ERR_THREAD;
     }
     for (int i = 1; i < n; i++) {
         worker_arg *wa = (worker_arg *)malloc(sizeof *wa);
@@ -215,8 +235,8 @@ void llk_pool_free(llk_pool *p) {
     llk_cond_destroy(&p->wake);
     llk_mutex_destroy(&p->mu);
     free(p->threads);
-    free(p->slots);
-    free(p);
+    free_lines(p->slots);
+    free_lines(p);
 }
 
 int llk_pool_size(const llk_pool *p) { return p ? p->n : 0; }
