@@ -30,7 +30,7 @@ __all__ = [
     "matmul", "rms_norm", "layer_norm", "softmax", "silu", "gelu", "gelu_erf", "swiglu", "geglu",
     "add", "mul", "rope", "attention", "read_bandwidth", "bench_kernels", "format_bench",
     "cpu_count_allowed", "cpu_count_physical", "describe", "random_weights", "bench_matmul",
-    "format_bench_matmul",
+    "format_bench_matmul", "bench_in_cache",
 ]
 
 ISA_NAMES = ("ref", "avx2", "avx512")   # index = level
@@ -648,6 +648,27 @@ def bench_matmul(threads: Sequence[int] = (1, 2), types: Iterable[int] | None = 
     return out
 
 
+def bench_in_cache(types: Iterable[int] | None = None, levels: Iterable[int | str] | None = None,
+                   n_rows: int = 32, n_cols: int = 4096, inner: int = 50, reps: int = 10) -> list[dict]:
+    """The dot kernels' own speed, weights in cache (one thread, a C loop, no Python per call):
+    weight bytes/s per type and ISA level. Shows how much faster than memory a kernel can go."""
+    types = [t for t in (BENCH_TYPES if types is None else types) if t in SUPPORTED_TYPES]
+    levels = [_isa(v) for v in (range(1, best_isa_level() + 1) if levels is None else levels)]
+    x = np.random.default_rng(3).standard_normal(n_cols, dtype=np.float32)
+    out = []
+    for t in types:
+        w = random_weights(t, n_rows, n_cols, seed=t)
+        for lv in levels:
+            a = quantize_activations(t, x, isa=lv)
+            sec = lib.llk_bench_vec_dot(lv, t, ffi.from_buffer(w), w.strides[0], n_rows, n_cols,
+                                        ffi.from_buffer(a), inner, reps)
+            if sec <= 0:
+                raise KernelError(f"bench_in_cache: {TYPE_NAMES[t]} at level {lv} failed")
+            out.append(dict(type=TYPE_NAMES[t], type_id=t, isa=isa_name(lv),
+                            bytes_per_s=w.nbytes * inner / sec))
+    return out
+
+
 def format_bench(rows: list[dict]) -> str:
     """A plain-text table of bench_kernels() results."""
     lines = [f"{'type':<7} {'thr':>3} {'isa':<12} {'MiB':>6} {'ms':>8} {'GB/s':>7} {'read GB/s':>9} {'of bw':>6}"]
@@ -678,10 +699,19 @@ def main(argv: Sequence[str] | None = None) -> int:  # python -m app.kernels [--
     ap.add_argument("--isa", default=None)
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--matmul", action="store_true", help="matrix x matrix GFLOP/s instead")
+    ap.add_argument("--in-cache", action="store_true", help="the dot kernels' in-cache speed instead")
     args = ap.parse_args(argv)
     by_name = {v: k for k, v in TYPE_NAMES.items()}
     types = None if not args.types else [by_name[s.strip().upper()] for s in args.types.split(",")]
     threads = [int(s) for s in args.threads.split(",")]
+    if args.in_cache:
+        rows = bench_in_cache(types, None if args.isa is None else [args.isa])
+        if args.json:
+            print(json.dumps(rows, indent=1))
+        else:
+            for r in rows:
+                print(f"{r['type']:<7} {r['isa']:<12} {r['bytes_per_s'] / 1e9:7.1f} GB/s in cache")
+        return 0
     if args.matmul:
         rows = bench_matmul(threads, types, reps=args.reps, isa=args.isa)
         print(json.dumps(rows, indent=1) if args.json else format_bench_matmul(rows))

@@ -210,6 +210,10 @@ void llk_fp16_to_fp32(const uint16_t *x, float *y, int64_t n);
 /* Read `bytes` of buf (>= 64-byte multiple) `reps` times across the pool; returns seconds. */
 double llk_read_bandwidth_probe(llk_pool *pool, const void *buf, size_t bytes, int reps);
 double llk_now_seconds(void);
+/* Best-of-`reps` seconds of `inner` back-to-back passes of vec_dot over n_rows rows of `type`
+ * against activations a (no thread pool, no call overhead): the kernels' in-cache throughput. */
+double llk_bench_vec_dot(int isa, int type, const void *w, size_t row_stride, int64_t n_rows,
+                         int64_t n_cols, const void *a, int inner, int reps);
 
 /* --- the generic decoder (llk_decode.c) ------------------------------------------------------ */
 

@@ -422,3 +422,24 @@ double llk_read_bandwidth_probe(llk_pool *pool, const void *buf, size_t bytes, i
     free(j);
     return dt;
 }
+
+double llk_bench_vec_dot(int isa, int type, const void *w, size_t row_stride, int64_t n_rows,
+                         int64_t n_cols, const void *a, int inner, int reps) {
+    const llk_kernels *k; const llk_traits *t;
+    if (mm_check(isa, type, w, row_stride, n_rows, n_cols, &k, &t) || !a || inner < 1 || reps < 1)
+        return -1.0;
+    volatile float sink = 0.0f;
+    double best = 1e300;
+    for (int r = 0; r < reps; r++) {
+        double t0 = llk_now_seconds();
+        float s = 0.0f;
+        for (int i = 0; i < inner; i++)
+            for (int64_t row = 0; row < n_rows; row++)
+                s += k->dot[type]((const uint8_t *)w + (size_t)row * row_stride, a, n_cols);
+        double dt = llk_now_seconds() - t0;
+        sink += s;
+        if (dt < best) best = dt;
+    }
+    (void)sink;
+    return best;
+}

@@ -19,3 +19,9 @@ def test_bench_matmul_small():
     rows = K.bench_matmul(threads=[1], types=[3], n_tok=8, n_rows=64, n_cols=256, reps=1)
     assert rows[0]["type"] == "Q4_1" and rows[0]["gflops"] > 0
     assert "GFLOP/s" in K.format_bench_matmul(rows)
+
+
+def test_bench_in_cache_small():
+    rows = K.bench_in_cache(types=[2], n_rows=4, n_cols=256, inner=2, reps=1)
+    assert {r["isa"] for r in rows} == {K.isa_name(lv) for lv in range(1, K.best_isa_level() + 1)}
+    assert all(r["bytes_per_s"] > 0 for r in rows)
