@@ -65,3 +65,27 @@ def test_matmul_abort(pools):
     finally:
         p.clear_abort()
     K.matvec(p, t, w, n_cols, np.ones(n_cols, np.float32))
+
+
+@pytest.mark.parametrize("isa", LEVELS)
+def test_matmul_part_splits_cover_every_row(isa):
+    """llk_matmul_part (for callers with their own pool) gives the same rows as llk_matmul for any
+    (ith, nth) split, activations quantized by the caller."""
+    t, n_cols, n_rows, n_tok = 12, 512, 45, 6
+    w = K.random_weights(t, n_rows, n_cols, seed=1)
+    x = np.random.default_rng(1).standard_normal((n_tok, n_cols)).astype(np.float32)
+    want = K.matmul(None, t, w, n_cols, x, isa=isa)
+    ab = K.act_row_bytes(t, n_cols)
+    a = np.concatenate([K.quantize_activations(t, row, isa=isa) for row in x])
+    for nth in (1, 2, 7):
+        y = np.full((n_tok, n_rows), np.nan, np.float32)
+        for ith in range(nth):
+            st = K.lib.llk_matmul_part(K.ISA_NAMES.index(isa), t, K.ffi.from_buffer(w), w.strides[0],
+                                       n_rows, n_cols, K.ffi.from_buffer(a), n_tok,
+                                       K.ffi.from_buffer("float[]", y), n_rows, ith, nth)
+            assert st == 0
+        np.testing.assert_array_equal(y, want)
+    assert a.nbytes == n_tok * ab
+    bad = K.lib.llk_matmul_part(0, t, K.ffi.from_buffer(w), w.strides[0], n_rows, n_cols,
+                                K.ffi.from_buffer(a), n_tok, K.ffi.from_buffer("float[]", y), n_rows, 3, 3)
+    assert bad != 0

@@ -212,3 +212,26 @@ def test_attention_rejects_bad_shapes():
         K.attention(None, cfg, q, np.zeros((3, 2, 8), np.float32), np.zeros((3, 2, 8), np.float16), [0])
     with pytest.raises(ValueError):
         K.AttentionConfig(6, 4, 8)
+
+
+def test_fp16_conversions_match_numpy():
+    """The library's own float16 rounding (round to nearest even, subnormals, overflow to inf)."""
+    rng = np.random.default_rng(5)
+    x = np.concatenate([
+        rng.standard_normal(4000).astype(np.float32) * 100,
+        (rng.standard_normal(1000) * 1e-6).astype(np.float32),            # float16 subnormals
+        np.array([0.0, -0.0, 65504.0, 65519.99, 65520.0, 1e9, -1e9, np.inf, -np.inf,
+                  6.1035156e-05, 5.9604645e-08, 2.9802322e-08, 2.9802326e-08, 1.0009765625,
+                  1.00048828125, 1.00146484375], np.float32),              # edges and ties
+    ])
+    h = np.empty(x.size, np.uint16)
+    K.lib.llk_fp32_to_fp16(K.ffi.from_buffer("float[]", x), K.ffi.from_buffer("uint16_t[]", h), x.size)
+    with np.errstate(over="ignore"):
+        want = x.astype(np.float16)
+    np.testing.assert_array_equal(h, want.view(np.uint16))
+    back = np.empty(x.size, np.float32)
+    K.lib.llk_fp16_to_fp32(K.ffi.from_buffer("uint16_t[]", h), K.ffi.from_buffer("float[]", back), x.size)
+    np.testing.assert_array_equal(back, h.view(np.float16).astype(np.float32))
+    nan = np.array([np.nan], np.float32)
+    K.lib.llk_fp32_to_fp16(K.ffi.from_buffer("float[]", nan), K.ffi.from_buffer("uint16_t[]", h), 1)
+    assert np.isnan(h[:1].view(np.float16)[0])
