@@ -7,9 +7,9 @@ listed with llama.cpp's top-two gap there, next to the same list for llama.cpp a
     python scripts/check_vs_llamacpp.py MODEL.gguf "prompt one" "prompt two" [--chat] [--n 64]
         [--llama-python /work/llvenv/bin/python] [--isa avx2]
 
-Exit status 1 when a divergence happens where llama.cpp's gap is >= the tolerance (0.35: the
-noise floor measured between llama.cpp's own batch and one-by-one decoding; see
-tests/engine/test_decoder_smollm2.py).
+Exit status 1 when a divergence happens where llama.cpp's gap is >= the tolerance (0.75; why it
+is not 0.1: llama.cpp's own batch and one-by-one decoding disagree at gaps up to ~0.3 and the
+largest gap is a heavy-tailed statistic; see tests/engine/test_decoder_smollm2.py).
 """
 from __future__ import annotations
 
@@ -59,7 +59,7 @@ def main() -> int:
     ap.add_argument("--chat", action="store_true", help="wrap each prompt in the chat template")
     ap.add_argument("--n", type=int, default=64)
     ap.add_argument("--isa", default=None)
-    ap.add_argument("--tolerance", type=float, default=0.35)
+    ap.add_argument("--tolerance", type=float, default=0.75)
     ap.add_argument("--llama-python", default="/work/llvenv/bin/python")
     a = ap.parse_args()
     payload = json.dumps({"model": a.model, "prompts": a.prompts, "chat": a.chat, "n": a.n})

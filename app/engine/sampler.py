@@ -1,5 +1,5 @@
 """Choosing the next token from logits: greedy, or penalties → top-k → top-p → min-p →
-temperature → a seeded draw. Cheap on 262,144-entry vocabularies: nothing sorts the whole
+temperature → a seeded draw (llama.cpp's default order). Cheap on 262,144-entry vocabularies: nothing sorts the whole
 vocabulary (argpartition picks candidates, only they are sorted) and penalties touch only the
 tokens of the window. Same seed and settings, same tokens.
 """
@@ -83,40 +83,36 @@ class Sampler:
         return out
 
     def candidates(self, logits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(ids, logits) that survive top-k, top-p and min-p, best first (before temperature)."""
+        """(ids, logits) that survive top-k, then top-p, then min-p, best first (before
+        temperature) -- llama.cpp's order: top-p's probabilities are renormalised over what
+        top-k kept, min-p is relative to the best token."""
         s = self.settings
         n = logits.shape[0]
-        k = min(s.top_k, n) if s.top_k > 0 else n
+        k = s.top_k if 0 < s.top_k < n else n
         mx = float(logits.max())
-        # probabilities at temperature 1, as the filters see them; the normaliser needs the whole
-        # vocabulary once (one exp over n values), everything after works on the candidates
-        if s.top_p < 1.0 or s.min_p > 0.0:
-            z = float(np.exp(logits - mx).sum())
-        else:
-            z = 1.0
-        if s.min_p > 0.0:
-            # tokens with p >= min_p * p_max are those with logit >= max + log(min_p)
-            keep = np.flatnonzero(logits >= mx + np.log(s.min_p))
-            if keep.size > k:
-                keep = keep[np.argpartition(-logits[keep], k - 1)[:k]]
-        else:
-            keep = _top(logits, k) if k < n else None
-        ids = keep
-        if ids is None:          # no top-k, no min-p: grow the candidate set until top-p is met
-            ids = _top(logits, min(n, 64))
-            while True:
-                p = np.exp(logits[ids] - mx) / z
-                if s.top_p >= 1.0 or ids.size == n or p.sum() >= s.top_p:
-                    break
-                ids = _top(logits, min(n, ids.size * 8))
-        order = np.argsort(-logits[ids], kind="stable")
-        ids = ids[order]
-        vals = logits[ids]
+        ids = _top(logits, k) if k < n else None
         if s.top_p < 1.0:
-            cum = np.cumsum(np.exp(vals - mx) / z)
+            if ids is not None:
+                z = float(np.exp(logits[ids] - mx).sum())
+            else:
+                # no top-k: the normaliser needs one exp over the vocabulary, then grow a
+                # candidate set by argpartition until it holds top_p of the mass
+                z = float(np.exp(logits - mx).sum())
+                ids = _top(logits, min(n, 64))
+                while ids.size < n and np.exp(logits[ids] - mx).sum() / z < s.top_p:
+                    ids = _top(logits, min(n, ids.size * 8))
+            ids = ids[np.argsort(-logits[ids], kind="stable")]
+            cum = np.cumsum(np.exp(logits[ids] - mx) / z)
             cut = int(np.searchsorted(cum, s.top_p)) + 1   # the first prefix with mass >= top_p
-            ids, vals = ids[:cut], vals[:cut]
-        return ids, vals
+            ids = ids[:cut]
+        if s.min_p > 0.0:
+            # p >= min_p * p_max  <=>  logit >= max + log(min_p)
+            floor = mx + np.log(s.min_p)
+            ids = np.flatnonzero(logits >= floor) if ids is None else ids[logits[ids] >= floor]
+        if ids is None:
+            ids = np.arange(n)
+        ids = ids[np.argsort(-logits[ids], kind="stable")]
+        return ids, logits[ids]
 
     def sample(self, logits: np.ndarray, context: Sequence[int] = ()) -> int:
         logits = self.apply_penalties(np.asarray(logits, dtype=np.float32), context)
@@ -132,7 +128,17 @@ class Sampler:
 
 
 def _top(logits: np.ndarray, k: int) -> np.ndarray:
-    """Indices of the k largest logits, unordered."""
-    if k >= logits.shape[0]:
-        return np.arange(logits.shape[0])
+    """Indices of the k largest logits, unordered. On a large vocabulary the k-th largest of
+    every 16th logit bounds the answer from below (a subset's k-th largest is never above the
+    whole set's), so one comparison pass leaves a few hundred candidates for argpartition."""
+    n = logits.shape[0]
+    if k >= n:
+        return np.arange(n)
+    if n >= 64 * k and n >= 4096:
+        sub = logits[::16]
+        floor = np.partition(sub, sub.size - k)[sub.size - k]
+        cand = np.flatnonzero(logits >= floor)
+        if cand.size > k:
+            return cand[np.argpartition(-logits[cand], k - 1)[:k]]
+        return cand
     return np.argpartition(-logits, k - 1)[:k]

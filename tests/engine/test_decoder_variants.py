@@ -20,11 +20,11 @@ from app.engine.decoder import CDecoder
 from app.gguf import open_gguf
 from app.model import config_from_gguf
 from tests.engine.conftest import DATA
-from tests.engine.test_decoder_smollm2 import GAP_TOLERANCE
+from tests.engine.test_decoder_smollm2 import GAP_TOLERANCE, MEAN_TOP8_TOLERANCE
 
 GOLDEN = DATA / "smollm2_variants.json"
 VARIANTS = json.loads(GOLDEN.read_text())["variants"] if GOLDEN.exists() else []
-MEAN_TOP4_TOLERANCE = 0.25
+MEAN_TOP4_TOLERANCE = MEAN_TOP8_TOLERANCE   # measured 0.08..0.12 (F16: 0.002, BF16: 0.013)
 
 
 def _variant_path(v: dict) -> Path:
@@ -51,7 +51,7 @@ def test_variant_greedy_goldens(variant):
     with open_gguf(path) as f:
         cfg = config_from_gguf(f)
         with CDecoder(f, cfg, 256, n_threads=2) as d:
-            for case in variant["cases"][:3]:
+            for case in variant["cases"][::3]:           # one raw, one chat prompt
                 p = len(case["prompt_ids"])
                 logits = d.decode(case["prompt_ids"], 0)
                 misses, diffs = [], []

@@ -10,23 +10,23 @@ from app.engine.sampler import GREEDY, Sampler, SamplerSettings
 
 
 def naive_candidates(logits: np.ndarray, s: SamplerSettings) -> list[int]:
-    """Full sort, then top-k, top-p, min-p in that order (probabilities at temperature 1)."""
+    """Full sort, then top-k, top-p (over what top-k kept, renormalised), min-p, as llama.cpp."""
     order = np.argsort(-logits, kind="stable")
-    p = np.exp(logits - logits.max())
-    p /= p.sum()
     keep = list(order)
     if s.top_k > 0:
         keep = keep[:s.top_k]
-    if s.min_p > 0:
-        keep = [i for i in keep if p[i] >= s.min_p * p[order[0]]]
     if s.top_p < 1:
+        p = np.exp(logits[keep].astype(np.float64) - logits.max())
+        p /= p.sum()
         out, acc = [], 0.0
-        for i in keep:
+        for i, pi in zip(keep, p):
             out.append(i)
-            acc += p[i]
+            acc += pi
             if acc >= s.top_p:
                 break
         keep = out
+    if s.min_p > 0:
+        keep = [i for i in keep if logits[i] >= logits.max() + np.log(s.min_p)]
     return [int(i) for i in keep]
 
 
@@ -129,3 +129,15 @@ def test_sampling_a_262144_vocabulary_is_cheap_next_to_its_output_projection():
             kernels.matvec(pool, 8, w, n_embd, x)
         t_proj = (time.perf_counter() - t) / 5
     assert t_sample < 0.25 * t_proj, (t_sample, t_proj)
+
+
+@pytest.mark.parametrize("s", SETTINGS[:3] + [SamplerSettings(top_k=1)])
+def test_candidates_on_a_large_vocabulary_with_ties(s):
+    """The subsample bound of _top on 262,144 logits, including many exact ties."""
+    rng = np.random.default_rng(5)
+    for logits in ((rng.standard_normal(262144) * 3).astype(np.float32),
+                   np.round(rng.standard_normal(262144) * 4).astype(np.float32)):
+        ids, _ = Sampler(s).candidates(logits)
+        want = naive_candidates(logits, s)
+        assert len(ids) == len(want)
+        np.testing.assert_array_equal(np.sort(logits[ids]), np.sort(logits[want]))
