@@ -17,6 +17,7 @@ from PySide6.QtWidgets import (
 from app.ui.markdown import CodeSegment, TextSegment, render
 
 RENDER_EVERY_MS = 80
+SHOW_CHARS = 20000          # longer texts are shown cut (drawing megabytes would freeze the window)
 CODE_MAX_LINES = 24
 
 EMPTY_TEXT = (
@@ -37,6 +38,13 @@ def _plain_label(text: str, name: str) -> QLabel:
     label.setAccessibleName(name)
     label.setAcceptDrops(False)
     return label
+
+
+def _shown(text: str) -> str:
+    if len(text) <= SHOW_CHARS:
+        return text
+    return (text[:SHOW_CHARS] + f"\n\n… ({len(text) - SHOW_CHARS:,} more characters not shown; "
+            "Copy copies the whole message)")
 
 
 class CodeBlock(QFrame):
@@ -138,7 +146,7 @@ class MessageWidget(QFrame):
         lay.addLayout(self.body)
         self.parts: list[QWidget] = []
         if role == "user":
-            self.parts.append(_plain_label(text, "Message text"))
+            self.parts.append(_plain_label(_shown(text), "Message text"))
             self.body.addWidget(self.parts[0])
         else:
             self.set_text(text)
@@ -152,9 +160,9 @@ class MessageWidget(QFrame):
         """Re-render an assistant message; widgets are reused where the structure is unchanged."""
         self.text = text
         if self.role == "user":
-            self.parts[0].setText(text)
+            self.parts[0].setText(_shown(text))
             return
-        segments = render(text) if text else [TextSegment("")]
+        segments = render(_shown(text)) or [TextSegment("")]
         for i, seg in enumerate(segments):
             widget = self.parts[i] if i < len(self.parts) else None
             wants_code = isinstance(seg, CodeSegment)

@@ -71,7 +71,12 @@ def inline(text: str) -> str:
 
 
 def _blocks_to_html(lines: list[str]) -> str:
-    """Block structure of lines without fences."""
+    return "".join(_blocks(lines))
+
+
+def _blocks(lines: list[str]) -> list[str]:
+    """Block structure of lines without fences: one HTML string per top-level block (paragraph,
+    list, heading, rule, quote), so a streaming view redraws only the block that changed."""
     out: list[str] = []
     para: list[str] = []
     list_kind: str | None = None
@@ -138,7 +143,13 @@ def _blocks_to_html(lines: list[str]) -> str:
     end_quote()
     end_para()
     end_list()
-    return "".join(out)
+    blocks: list[str] = []
+    for token in out:
+        if blocks and token.startswith(("<li>", "</ul>", "</ol>")):
+            blocks[-1] += token
+        else:
+            blocks.append(token)
+    return blocks
 
 
 def render(text: str) -> list[Segment]:
@@ -153,8 +164,7 @@ def render(text: str) -> list[Segment]:
             pending.append(lines[i])
             i += 1
             continue
-        if any(s.strip() for s in pending):
-            segments.append(TextSegment(_blocks_to_html(pending)))
+        segments.extend(TextSegment(b) for b in _blocks(pending))
         pending = []
         fence, lang = m.group(1), m.group(2)
         code: list[str] = []
@@ -168,8 +178,7 @@ def render(text: str) -> list[Segment]:
             code.append(lines[i])
             i += 1
         segments.append(CodeSegment(lang, "\n".join(code), closed))
-    if any(s.strip() for s in pending):
-        segments.append(TextSegment(_blocks_to_html(pending)))
+    segments.extend(TextSegment(b) for b in _blocks(pending))
     return segments
 
 

@@ -32,3 +32,9 @@ def test_links_only_http_and_escaped():
     out = html_of('[a](http://x.y/"q) [b](javascript:alert(1))')
     assert 'href="http://x.y/&quot;q"' in out
     assert "javascript:alert(1)" in out and 'href="javascript' not in out
+
+
+def test_one_segment_per_block_so_streaming_redraws_only_the_last():
+    segs = render("para one\nstill one\n\n- a\n- b\n\n# head\n\npara two")
+    assert [s.html for s in segs] == ["<p>para one<br>still one</p>", "<ul><li>a</li><li>b</li></ul>",
+                                      "<h3>head</h3>", "<p>para two</p>"]

@@ -306,3 +306,75 @@ def test_the_stall_probe_sees_work_on_the_ui_thread(qtbot):
         probe.stop()
 
     assert least_stall(run, attempts=1) >= 110
+
+
+def test_huge_user_text_is_shown_cut_and_copied_whole(qtbot, make_window, smollm2_path):
+    from PySide6.QtGui import QGuiApplication
+
+    w, engine = loaded(qtbot, make_window, smollm2_path)
+    huge = "x" * 300_000
+    w.input.setPlainText(huge)
+    w.send()
+    qtbot.waitUntil(lambda: not w.generating, timeout=20000)
+    label = w.chat.messages[0].parts[0]
+    assert len(label.text()) < 21_000 and "more characters not shown" in label.text()
+    assert engine.calls[-1][0][-1]["content"] == huge and w.state.messages()[0].content == huge
+    w.chat.messages[0].copy_button.click()
+    assert QGuiApplication.clipboard().text() == huge
+
+
+def test_model_picker_loads_a_library_model(qtbot, make_window, smollm2_path):
+    from app.library import ModelLibrary
+
+    ModelLibrary().import_model(smollm2_path)
+    w = make_window(FakeEngine)
+    assert w.model_picker.count() == 2 and w.model_info is None
+    w.model_picker.setCurrentIndex(1)
+    w.model_picker.activated.emit(1)
+    qtbot.waitUntil(lambda: w.model_info is not None, timeout=20000)
+    assert w.worker._engine.loaded.endswith(".gguf") and w.info_panel.values["Quantization"].text() == "Q4_1"
+
+
+RUN_WINDOW = """
+import argparse, sys
+from PySide6.QtCore import QTimer
+from PySide6.QtWidgets import QApplication
+from tests.ui.fake_engine import FakeEngine
+from app.ui import main as ui_main, window as ui_window
+
+app = ui_main.make_app()
+real, seen = ui_window.MainWindow, {}
+
+def make(*a, **kw):
+    seen["w"] = real(*a, engine_factory=FakeEngine, **kw)
+    return seen["w"]
+
+ui_window.MainWindow = make
+
+def check():
+    w = seen.get("w")
+    if w is not None and (w.model_info is not None or w.errors):
+        print("loaded", (w.model_info or {}).get("architecture"), w.errors, flush=True)
+        w.close()
+    else:
+        QTimer.singleShot(50, check)
+
+QTimer.singleShot(50, check)
+QTimer.singleShot(60000, lambda: QApplication.instance().quit())
+sys.exit(ui_main.run_window(argparse.Namespace(file=sys.argv[1], starter=False)))
+"""
+
+
+def test_run_window_opens_the_file_given_on_the_command_line(smollm2_path, tmp_path):
+    """`llambda FILE.gguf`: run_window(args) opens the window on the file, and returns 0 when
+    the window is closed (a separate process: it runs the application's own event loop)."""
+    import os
+    import subprocess
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = dict(os.environ, QT_QPA_PLATFORM="offscreen", PYTHONPATH=root)
+    r = subprocess.run([sys.executable, "-c", RUN_WINDOW, str(smollm2_path)], env=env, cwd=root,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "loaded llama []" in r.stdout
