@@ -382,6 +382,73 @@ static float dot_q6_K_512(const void *w, const void *a, int64_t n) {
     return _mm512_reduce_add_ps(acc);
 }
 
+/* Q2_K and Q3_K: the 2-bit fields of one 32-byte row of qs hold four groups of 32; two of them
+ * per zmm meet 64 contiguous activation bytes; the scales of the four 16-element groups a maddubs
+ * result spans come from one word permute. */
+static float dot_q2_K_512(const void *w, const void *a, int64_t n) {
+    const blk_q2_K *blk = (const blk_q2_K *)w;
+    const llk_block_q8_256 *ab = (const llk_block_q8_256 *)a;
+    const int64_t nb = n / 256;
+    const __m256i m2 = _mm256_set1_epi8(3);
+    __m512 acc = _mm512_setzero_ps();
+    __m256 accm = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        __m128i sb = _mm_loadu_si128((const __m128i *)blk[b].scales);
+        __m512i sc512 = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(_mm_and_si128(sb, _mm_set1_epi8(15))));
+        __m256i mn16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sb, 4), _mm_set1_epi8(15)));
+        __m512i isum = _mm512_setzero_si512();
+        for (int h = 0; h < 2; h++) {
+            __m256i v = _mm256_loadu_si256((const __m256i *)(blk[b].qs + 32 * h));
+            __m512i z01 = join256(_mm256_and_si256(v, m2), _mm256_and_si256(_mm256_srli_epi16(v, 2), m2));
+            __m512i z23 = join256(_mm256_and_si256(_mm256_srli_epi16(v, 4), m2), _mm256_and_si256(_mm256_srli_epi16(v, 6), m2));
+            __m512i p01 = _mm512_maddubs_epi16(z01, _mm512_loadu_si512((const void *)(ab[b].qs + 128 * h)));
+            __m512i p23 = _mm512_maddubs_epi16(z23, _mm512_loadu_si512((const void *)(ab[b].qs + 128 * h + 64)));
+            isum = wsum512(isum, p01, _mm512_permutexvar_epi16(quad_idx(8 * h), sc512));
+            isum = wsum512(isum, p23, _mm512_permutexvar_epi16(quad_idx(8 * h + 4), sc512));
+        }
+        __m256i m = _mm256_madd_epi16(mn16, _mm256_loadu_si256((const __m256i *)ab[b].bsums));
+        float dx = ab[b].d;
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(h2f(blk[b].d) * dx), acc);
+        accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(m), _mm256_set1_ps(h2f(blk[b].dmin) * dx), accm);
+    }
+    return _mm512_reduce_add_ps(acc) - hsum8(accm);
+}
+
+/* bit k of each byte of hm, moved to bit 2 (the Q3_K high bit as +4 on the level) */
+static inline __m256i q3_hbit(__m256i hm, int k) {
+    __m256i t = k <= 2 ? _mm256_slli_epi16(hm, 2 - k) : _mm256_srli_epi16(hm, k - 2);
+    return _mm256_and_si256(t, _mm256_set1_epi8(4));
+}
+
+static float dot_q3_K_512(const void *w, const void *a, int64_t n) {
+    const blk_q3_K *blk = (const blk_q3_K *)w;
+    const llk_block_q8_256 *ab = (const llk_block_q8_256 *)a;
+    const int64_t nb = n / 256;
+    const __m256i m2 = _mm256_set1_epi8(3);
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        __m256i sc16 = k3_scales(blk[b].scales);
+        __m512i sc512 = _mm512_castsi256_si512(sc16);
+        /* level + 4 = low2 + 4 * high bit (0..7): subtract 4 * sum_g sc[g] * bsums[g] */
+        __m256i off = _mm256_slli_epi32(_mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i *)ab[b].bsums)), 2);
+        __m512i isum = join256(_mm256_sub_epi32(_mm256_setzero_si256(), off), _mm256_setzero_si256());
+        __m256i hm = _mm256_loadu_si256((const __m256i *)blk[b].hmask);
+        for (int h = 0; h < 2; h++) {
+            __m256i v = _mm256_loadu_si256((const __m256i *)(blk[b].qs + 32 * h));
+            __m512i z01 = join256(_mm256_or_si256(_mm256_and_si256(v, m2), q3_hbit(hm, 4 * h)),
+                                  _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 2), m2), q3_hbit(hm, 4 * h + 1)));
+            __m512i z23 = join256(_mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), m2), q3_hbit(hm, 4 * h + 2)),
+                                  _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 6), m2), q3_hbit(hm, 4 * h + 3)));
+            __m512i p01 = _mm512_maddubs_epi16(z01, _mm512_loadu_si512((const void *)(ab[b].qs + 128 * h)));
+            __m512i p23 = _mm512_maddubs_epi16(z23, _mm512_loadu_si512((const void *)(ab[b].qs + 128 * h + 64)));
+            isum = wsum512(isum, p01, _mm512_permutexvar_epi16(quad_idx(8 * h), sc512));
+            isum = wsum512(isum, p23, _mm512_permutexvar_epi16(quad_idx(8 * h + 4), sc512));
+        }
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(h2f(blk[b].d) * ab[b].d), acc);
+    }
+    return _mm512_reduce_add_ps(acc);
+}
+
 #if defined(LLK_VNNI)
 /* IQ4_XS, two groups of 32 per zmm: table values + 128 (unsigned, up to 241) times the activation
  * bytes in one vpdpbusd (exact in i32, where maddubs would saturate), group scales by one vpmulld;
@@ -444,6 +511,8 @@ void LLK_FILL(llk_kernels *k) {
     k->dot[LLK_TYPE_Q4_K] = dot_q4_K_512;
     k->dot[LLK_TYPE_Q5_K] = dot_q5_K_512;
     k->dot[LLK_TYPE_Q6_K] = dot_q6_K_512;
+    k->dot[LLK_TYPE_Q2_K] = dot_q2_K_512;
+    k->dot[LLK_TYPE_Q3_K] = dot_q3_K_512;
 }
 #else
 #if !defined(LLK_VNNI)
