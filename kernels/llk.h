@@ -39,7 +39,7 @@ typedef enum {
 typedef enum {
     LLK_ISA_REF = 0,          /* plain C, every CPU */
     LLK_ISA_AVX2 = 1,         /* AVX2 + FMA + F16C */
-    LLK_ISA_AVX512 = 2,       /* AVX-512 F/BW/VL (+ VNNI where present) */
+    LLK_ISA_AVX512 = 2,       /* AVX-512 F/BW/VL/DQ (+ VNNI where present) */
     LLK_ISA_DEFAULT = -1      /* whatever llk_isa() says: the chosen level */
 } llk_isa_level;
 
@@ -114,7 +114,7 @@ uint64_t llk_pool_chunks(const llk_pool *pool, int ith);
 uint64_t llk_pool_jobs(const llk_pool *pool);
 /* Microseconds a waiting worker spins before it sleeps (default 200: covers the gaps between the
  * steps of one decode; 0 sleeps at once). */
-void llk_pool_set_spin(llk_pool *pool, int spin_iters);
+void llk_pool_set_spin(llk_pool *pool, int spin_us);
 /* Test job: n_items items in chunks of `chunk`; each item burns `work` units of arithmetic and
  * adds 1 to counts[item] (counts may be NULL). Proves that every item runs exactly once. */
 llk_status llk_pool_test_job(llk_pool *pool, int64_t n_items, int64_t chunk, int64_t work,

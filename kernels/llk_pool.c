@@ -254,9 +254,8 @@ uint64_t llk_pool_chunks(const llk_pool *p, int ith) {
     return atomic_load(&((llk_pool *)p)->slots[ith].chunks);
 }
 uint64_t llk_pool_jobs(const llk_pool *p) { return p ? atomic_load(&((llk_pool *)p)->jobs) : 0; }
-void llk_pool_set_spin(llk_pool *p, int spin_iters) {
-    /* one "iteration" ~ 1 µs of spinning; 0 sleeps at once */
-    if (p) p->spin_ns = spin_iters < 0 ? 0 : spin_iters * 1000;
+void llk_pool_set_spin(llk_pool *p, int spin_us) {
+    if (p) p->spin_ns = spin_us < 0 ? 0 : (spin_us > 1000000 ? 1000000000 : spin_us * 1000);
 }
 
 static llk_status run_locked(llk_pool *p, int64_t n_items, int64_t chunk, llk_job_fn fn, void *arg) {
