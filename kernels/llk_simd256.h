@@ -301,6 +301,88 @@ LEGACY_DOT4(dot4_iq4_nl, blk_iq4_nl, un_iq4_nl, dot_ss, cf_iq4_nl)
 
 #include "llk_simd256_k.h"
 
+/* --- row dequantization of the hot types --------------------------------------------------------
+ * Bit-identical to the reference (and to gguf.quants): the same float products in the same order,
+ * separate multiplies and adds (no FMA contraction). */
+
+static inline __m256 i8x8_f(__m128i v) { return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v)); }
+static inline void store32(float *y, __m256i q8, __m256 d) {   /* y[0..32) = d * q (i8 levels) */
+    __m128i lo = _mm256_castsi256_si128(q8), hi = _mm256_extracti128_si256(q8, 1);
+    _mm256_storeu_ps(y, _mm256_mul_ps(d, i8x8_f(lo)));
+    _mm256_storeu_ps(y + 8, _mm256_mul_ps(d, i8x8_f(_mm_srli_si128(lo, 8))));
+    _mm256_storeu_ps(y + 16, _mm256_mul_ps(d, i8x8_f(hi)));
+    _mm256_storeu_ps(y + 24, _mm256_mul_ps(d, i8x8_f(_mm_srli_si128(hi, 8))));
+}
+static inline void store32_add(float *y, __m256i q8, __m256 d, __m256 m) {   /* d * q + m */
+    __m128i lo = _mm256_castsi256_si128(q8), hi = _mm256_extracti128_si256(q8, 1);
+    _mm256_storeu_ps(y, _mm256_add_ps(_mm256_mul_ps(d, i8x8_f(lo)), m));
+    _mm256_storeu_ps(y + 8, _mm256_add_ps(_mm256_mul_ps(d, i8x8_f(_mm_srli_si128(lo, 8))), m));
+    _mm256_storeu_ps(y + 16, _mm256_add_ps(_mm256_mul_ps(d, i8x8_f(hi)), m));
+    _mm256_storeu_ps(y + 24, _mm256_add_ps(_mm256_mul_ps(d, i8x8_f(_mm_srli_si128(hi, 8))), m));
+}
+
+static void deq_q4_0(const void *x, float *y, int64_t n) {
+    const blk_q4_0 *blk = (const blk_q4_0 *)x;
+    for (int64_t b = 0; b < n / 32; b++, y += 32)
+        store32(y, _mm256_sub_epi8(nib32(blk[b].qs), _mm256_set1_epi8(8)), _mm256_set1_ps(h2f(blk[b].d)));
+}
+static void deq_q4_1(const void *x, float *y, int64_t n) {
+    const blk_q4_1 *blk = (const blk_q4_1 *)x;
+    for (int64_t b = 0; b < n / 32; b++, y += 32)
+        store32_add(y, nib32(blk[b].qs), _mm256_set1_ps(h2f(blk[b].d)), _mm256_set1_ps(h2f(blk[b].m)));
+}
+static void deq_q8_0(const void *x, float *y, int64_t n) {
+    const blk_q8_0 *blk = (const blk_q8_0 *)x;
+    for (int64_t b = 0; b < n / 32; b++, y += 32)
+        store32(y, _mm256_loadu_si256((const __m256i *)blk[b].qs), _mm256_set1_ps(h2f(blk[b].d)));
+}
+static void deq_q4_K(const void *x, float *y, int64_t n) {
+    const blk_q4_K *blk = (const blk_q4_K *)x;
+    const __m256i m4 = _mm256_set1_epi8(15);
+    for (int64_t b = 0; b < n / 256; b++, y += 256) {
+        uint32_t scw[2], mnw[2];
+        uint8_t sc[8], mn[8];
+        k4_unpack(blk[b].scales, scw, mnw);
+        memcpy(sc, scw, 8); memcpy(mn, mnw, 8);
+        float d = h2f(blk[b].d), dm = h2f(blk[b].dmin);
+        for (int c = 0; c < 4; c++) {
+            __m256i v = _mm256_loadu_si256((const __m256i *)(blk[b].qs + 32 * c));
+            store32_add(y + 64 * c, _mm256_and_si256(v, m4), _mm256_set1_ps(d * (float)sc[2 * c]),
+                        _mm256_set1_ps(-(dm * (float)mn[2 * c])));
+            store32_add(y + 64 * c + 32, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4),
+                        _mm256_set1_ps(d * (float)sc[2 * c + 1]), _mm256_set1_ps(-(dm * (float)mn[2 * c + 1])));
+        }
+    }
+}
+static void deq_q6_K(const void *x, float *y, int64_t n) {
+    const blk_q6_K *blk = (const blk_q6_K *)x;
+    const __m256i m4 = _mm256_set1_epi8(15), m2 = _mm256_set1_epi8(3 << 4), k32 = _mm256_set1_epi8(32);
+    for (int64_t b = 0; b < n / 256; b++, y += 256) {
+        const float d = h2f(blk[b].d);
+        for (int h = 0; h < 2; h++) {
+            __m256i l0 = _mm256_loadu_si256((const __m256i *)(blk[b].ql + 64 * h));
+            __m256i l1 = _mm256_loadu_si256((const __m256i *)(blk[b].ql + 64 * h + 32));
+            __m256i qh = _mm256_loadu_si256((const __m256i *)(blk[b].qh + 32 * h));
+            __m256i q[4] = {
+                _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m2)),
+                _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m2)),
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(qh, m2)),
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), _mm256_and_si256(_mm256_srli_epi16(qh, 2), m2))};
+            for (int s = 0; s < 4; s++) {
+                __m256i v = _mm256_sub_epi8(q[s], k32);                 /* levels -32..31 */
+                float *o = y + 128 * h + 32 * s;
+                const int g = 8 * h + 2 * s;
+                __m128i lo = _mm256_castsi256_si128(v), hi = _mm256_extracti128_si256(v, 1);
+                __m256 d0 = _mm256_set1_ps(d * (float)blk[b].scales[g]), d1 = _mm256_set1_ps(d * (float)blk[b].scales[g + 1]);
+                _mm256_storeu_ps(o, _mm256_mul_ps(d0, i8x8_f(lo)));
+                _mm256_storeu_ps(o + 8, _mm256_mul_ps(d0, i8x8_f(_mm_srli_si128(lo, 8))));
+                _mm256_storeu_ps(o + 16, _mm256_mul_ps(d1, i8x8_f(hi)));
+                _mm256_storeu_ps(o + 24, _mm256_mul_ps(d1, i8x8_f(_mm_srli_si128(hi, 8))));
+            }
+        }
+    }
+}
+
 /* --- attention inner loops ------------------------------------------------------------------- */
 
 static inline __m256 cache8(const uint8_t *row, int i, int f16) {
@@ -395,6 +477,11 @@ static float expsum(float *x, int64_t n, float mx) {
 
 static void llk_fill_256(llk_kernels *k) {
     k->expsum = expsum;
+    k->dequant[LLK_TYPE_Q4_0] = deq_q4_0;
+    k->dequant[LLK_TYPE_Q4_1] = deq_q4_1;
+    k->dequant[LLK_TYPE_Q8_0] = deq_q8_0;
+    k->dequant[LLK_TYPE_Q4_K] = deq_q4_K;
+    k->dequant[LLK_TYPE_Q6_K] = deq_q6_K;
     k->kdots[0] = kdots_f32; k->kdots[1] = kdots_f16;
     k->vacc[0] = vacc_f32; k->vacc[1] = vacc_f16;
     k->quant_q8_32 = quant_q8_32;
