@@ -187,4 +187,9 @@ def plain_to_html(text: str) -> str:
     return _escape(text).replace("\n", "<br>")
 
 
-__all__ = ["render", "inline", "plain_to_html", "TextSegment", "CodeSegment"]
+def plain_tooltip(text: str) -> str:
+    """A tooltip that shows `text` literally (Qt guesses rich text in tooltips by itself)."""
+    return f"<p>{plain_to_html(text)}</p>" if text else ""
+
+
+__all__ = ["render", "inline", "plain_to_html", "plain_tooltip", "TextSegment", "CodeSegment"]

@@ -12,6 +12,8 @@ from PySide6.QtWidgets import (
     QVBoxLayout, QAbstractItemView,
 )
 
+from app.ui.markdown import plain_tooltip
+
 UNDO_SECONDS = 10
 
 
@@ -95,7 +97,7 @@ class ConversationPanel(QFrame):
                 item = QListWidgetItem(c.title or "Untitled")
                 item.setData(Qt.UserRole, c.id)
                 item.setFlags(item.flags() | Qt.ItemIsEditable)
-                item.setToolTip(c.title)
+                item.setToolTip(plain_tooltip(c.title))
                 self.list.addItem(item)
                 if c.id == current_id:
                     self.list.setCurrentItem(item)
@@ -221,7 +223,7 @@ class ModelInfoPanel(QFrame):
         }
         for k, v in vals.items():
             self.values[k].setText(_elide(str(v)))
-            self.values[k].setToolTip(str(v))
+            self.values[k].setToolTip(plain_tooltip(str(v)))
         verdict = info.get("verdict") or {}
         reasons = verdict.get("reasons") if isinstance(verdict, dict) else None
         self.notes.setText("\n".join(str(r) for r in reasons) if reasons else "")

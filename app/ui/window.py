@@ -460,6 +460,11 @@ class MainWindow(QMainWindow):
         self.progress_panel.hide()
         self.info_panel.show_info(info)
         self.stats.set_model(info.get("file_size") or 0, info.get("n_ctx"), info.get("pool_size"))
+        isa = str(info.get("isa") or info.get("kernels") or "")
+        if isa == "ref" or isa.endswith(": ref"):
+            self._load_note = (self._load_note + " " if self._load_note else "") + (
+                "This processor has no AVX2: Llambda runs its portable reference kernels, "
+                "which are much slower.")
         self.show_notice(self._load_note)
         self._load_note = ""
         self.statusBar().showMessage(f"Ready: {info.get('name') or os.path.basename(info.get('path', ''))}", 4000)

@@ -378,3 +378,24 @@ def test_run_window_opens_the_file_given_on_the_command_line(smollm2_path, tmp_p
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr[-2000:]
     assert "loaded llama []" in r.stdout
+
+
+def test_titles_and_model_names_never_become_html(qtbot, make_window, smollm2_path):
+    w, engine = loaded(qtbot, make_window, smollm2_path)
+    send(qtbot, w, "<img src=x onerror=alert(1)> <b>bold?</b>")
+    item = w.conversations.list.item(0)
+    assert item.text().startswith("<img src=x")
+    assert "&lt;img src=x" in item.toolTip() and "<img" not in item.toolTip()
+    assert w.windowTitle().startswith("<img src=x")
+    w.info_panel.show_info({"name": "<b>evil</b>", "path": "/x/<i>.gguf"})
+    assert w.info_panel.values["Model"].textFormat() == Qt.PlainText
+    assert "&lt;b&gt;evil" in w.info_panel.values["Model"].toolTip()
+
+
+def test_reference_kernels_are_announced(qtbot, make_window, smollm2_path):
+    class RefEngine(FakeEngine):
+        def load(self, *a):
+            return {**super().load(*a), "isa": "ref"}
+
+    w, _ = loaded(qtbot, make_window, smollm2_path, RefEngine())
+    assert "no AVX2" in w.notice.text() and w.notice.isVisible()
