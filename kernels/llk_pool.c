@@ -77,15 +77,40 @@ static void free_lines(void *p) {
 
 /* --- CPU counts ------------------------------------------------------------------------------ */
 
+#if defined(__linux__)
+/* A container's CPU quota (cgroup v2 cpu.max, or v1 cfs quota/period) as whole CPUs; 0: none. */
+static int cgroup_cpu_limit(void) {
+    long long quota = -1, period = 0;
+    FILE *f = fopen("/sys/fs/cgroup/cpu.max", "r");
+    if (f) {
+        char q[32] = {0};
+        if (fscanf(f, "%31s %lld", q, &period) == 2 && strcmp(q, "max") != 0) quota = atoll(q);
+        fclose(f);
+    } else if ((f = fopen("/sys/fs/cgroup/cpu/cpu.cfs_quota_us", "r"))) {
+        if (fscanf(f, "%lld", &quota) != 1) quota = -1;
+        fclose(f);
+        if ((f = fopen("/sys/fs/cgroup/cpu/cpu.cfs_period_us", "r"))) {
+            if (fscanf(f, "%lld", &period) != 1) period = 0;
+            fclose(f);
+        }
+    }
+    if (quota <= 0 || period <= 0) return 0;
+    long long cpus = (quota + period - 1) / period;
+    return cpus > 0 && cpus < 65536 ? (int)cpus : 0;
+}
+#endif
+
 int llk_cpu_count_allowed(void) {
 #if defined(__linux__)
+    int c = 0;
     cpu_set_t set;
-    if (sched_getaffinity(0, sizeof set, &set) == 0) {
-        int c = CPU_COUNT(&set);
-        if (c > 0) return c;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) c = CPU_COUNT(&set);
+    if (c <= 0) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        c = n > 0 ? (int)n : 1;
     }
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n > 0 ? (int)n : 1;
+    int limit = cgroup_cpu_limit();
+    return limit > 0 && limit < c ? limit : c;
 #elif defined(_WIN32)
     DWORD_PTR proc, sys;
     if (GetProcessAffinityMask(GetCurrentProcess(), &proc, &sys)) {
@@ -128,7 +153,7 @@ int llk_cpu_count_physical(void) {
         for (int i = 0; i < nk; i++) if (keys[i] == key) { seen = 1; break; }
         if (!seen) keys[nk++] = key;
     }
-    return nk > 0 && nk <= allowed ? nk : allowed;
+    return nk > 0 && nk <= allowed ? nk : allowed;   /* a CPU quota below the core count wins */
 #elif defined(__APPLE__)
     int v = 0; size_t len = sizeof v;
     if (sysctlbyname("hw.physicalcpu", &v, &len, NULL, 0) == 0 && v > 0 && v <= allowed) return v;
