@@ -7,7 +7,6 @@ testable on their own. The view reads from this object and calls its methods.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 
 from app.chats.store import COMPLETE, ERROR, INTERRUPTED, ChatStore, Conversation, Message

@@ -11,13 +11,11 @@ from __future__ import annotations
 
 import os
 
-from PySide6.QtCore import QByteArray, Qt, QTimer, Signal
+from PySide6.QtCore import QByteArray, Qt, Signal
 from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import (
-    QComboBox, QFileDialog, QFrame, QHBoxLayout, QLabel, QMainWindow, QMessageBox, QPlainTextEdit,
-    QProgressBar, QPushButton, QSplitter, QVBoxLayout, QWidget,
-)
+from PySide6.QtWidgets import QFileDialog, QMainWindow, QMessageBox, QSplitter, QVBoxLayout, QWidget
 
+from app.ui.bars import ChatInput, Composer, ModelBar, ProgressPanel
 from app.ui.chat_view import EMPTY_TEXT, ChatView
 from app.ui.panels import ConversationPanel, ModelInfoPanel
 from app.ui.settings_dialog import SettingsDialog
@@ -27,28 +25,6 @@ from app.ui.theme import app_icon
 from app.ui.worker import EngineThread, EngineWorker, preload_modules
 
 TITLE = "Llambda"
-
-
-class ChatInput(QPlainTextEdit):
-    """Enter sends, Shift+Enter adds a line."""
-
-    send_requested = Signal()
-
-    def __init__(self, parent=None):
-        super().__init__(parent)
-        self.setObjectName("chatInput")
-        self.setAccessibleName("Message")
-        self.setPlaceholderText("Message Llambda — Enter to send, Shift+Enter for a new line")
-        self.setAcceptDrops(False)
-        self.setTabChangesFocus(True)
-        self.setFixedHeight(84)
-
-    def keyPressEvent(self, event) -> None:
-        if event.key() in (Qt.Key_Return, Qt.Key_Enter) and not (event.modifiers() & Qt.ShiftModifier):
-            self.send_requested.emit()
-            event.accept()
-            return
-        super().keyPressEvent(event)
 
 
 def _local_files(mime) -> list[str]:
@@ -133,107 +109,35 @@ class MainWindow(QMainWindow):
         col.setContentsMargins(0, 0, 0, 0)
         col.setSpacing(0)
 
-        bar = QFrame()
-        bar.setObjectName("modelBar")
-        row = QHBoxLayout(bar)
-        row.setContentsMargins(10, 6, 10, 6)
-        lbl = QLabel("Model")
-        lbl.setObjectName("modelBarLabel")
-        row.addWidget(lbl)
-        self.model_picker = QComboBox()
-        self.model_picker.setObjectName("modelPicker")
-        self.model_picker.setAccessibleName("Model picker")
-        self.model_picker.setMinimumWidth(150)
-        self.model_picker.setSizeAdjustPolicy(QComboBox.AdjustToMinimumContentsLengthWithIcon)
-        self.model_picker.setMinimumContentsLength(16)
+        bar = ModelBar()
+        self.model_picker, self.open_button = bar.picker, bar.open_button
+        self.settings_button, self.info_button = bar.settings_button, bar.info_button
         self.model_picker.activated.connect(self.on_model_picker_activated)
-        row.addWidget(self.model_picker)
-        self.open_button = QPushButton("Open model…")
-        self.open_button.setAccessibleName("Open a model file")
-        self.open_button.setToolTip("Open a GGUF model file (Ctrl+O)")
         self.open_button.clicked.connect(self.open_dialog)
-        row.addWidget(self.open_button)
-        row.addStretch(1)
-        self.settings_button = QPushButton("Settings")
-        self.settings_button.setAccessibleName("Settings")
         self.settings_button.clicked.connect(self.open_settings)
-        row.addWidget(self.settings_button)
-        self.info_button = QPushButton("Model info")
-        self.info_button.setCheckable(True)
-        self.info_button.setChecked(True)
-        self.info_button.setAccessibleName("Show or hide model information")
-        row.addWidget(self.info_button)
         col.addWidget(bar)
 
-        self.progress_panel = QFrame()
-        self.progress_panel.setObjectName("progressPanel")
-        pl = QVBoxLayout(self.progress_panel)
-        pl.setContentsMargins(12, 6, 12, 6)
-        self.preflight_label = QLabel()
-        self.preflight_label.setObjectName("preflightLabel")
-        self.preflight_label.setAccessibleName("Model check")
-        self.preflight_label.setTextFormat(Qt.PlainText)
-        self.preflight_label.setWordWrap(True)
-        pl.addWidget(self.preflight_label)
-        prow = QHBoxLayout()
-        self.progress_label = QLabel()
-        self.progress_label.setTextFormat(Qt.PlainText)
-        self.progress_label.setAccessibleName("Progress")
-        prow.addWidget(self.progress_label)
-        self.progress = QProgressBar()
-        self.progress.setAccessibleName("Import and load progress")
-        self.progress.setRange(0, 1000)
-        prow.addWidget(self.progress, 1)
-        self.cancel_button = QPushButton("Cancel")
-        self.cancel_button.setAccessibleName("Cancel the import")
+        self.progress_panel = ProgressPanel()
+        p = self.progress_panel
+        self.preflight_label, self.progress_label = p.preflight_label, p.progress_label
+        self.progress, self.cancel_button = p.progress, p.cancel_button
         self.cancel_button.clicked.connect(self.on_cancel_button_clicked)
-        prow.addWidget(self.cancel_button)
-        pl.addLayout(prow)
-        self.progress_panel.hide()
         col.addWidget(self.progress_panel)
 
         self.chat = ChatView()
         self.chat.edit_requested.connect(self.on_chat_edit_requested)
         col.addWidget(self.chat, 1)
 
-        composer = QFrame()
-        composer.setObjectName("composer")
-        cl = QVBoxLayout(composer)
-        cl.setContentsMargins(12, 8, 12, 8)
-        cl.setSpacing(4)
-        self.edit_banner = QLabel("Editing a message: Enter resends it and replaces what followed; Esc cancels.")
-        self.edit_banner.setObjectName("editBanner")
-        self.edit_banner.hide()
-        cl.addWidget(self.edit_banner)
-        irow = QHBoxLayout()
-        self.input = ChatInput()
+        self.composer = Composer()
+        c = self.composer
+        self.input, self.edit_banner, self.notice = c.input, c.edit_banner, c.notice
+        self.send_button, self.stop_button = c.send_button, c.stop_button
+        self.regenerate_button = c.regenerate_button
         self.input.send_requested.connect(self.send)
-        irow.addWidget(self.input, 1)
-        buttons = QVBoxLayout()
-        self.send_button = QPushButton("Send")
-        self.send_button.setObjectName("sendButton")
-        self.send_button.setAccessibleName("Send message")
         self.send_button.clicked.connect(self.send)
-        self.stop_button = QPushButton("Stop")
-        self.stop_button.setObjectName("stopButton")
-        self.stop_button.setAccessibleName("Stop generating")
-        self.stop_button.setToolTip("Stop (Esc)")
         self.stop_button.clicked.connect(self.stop)
-        self.regenerate_button = QPushButton("Regenerate")
-        self.regenerate_button.setAccessibleName("Regenerate the last reply")
         self.regenerate_button.clicked.connect(self.regenerate)
-        for b in (self.send_button, self.stop_button, self.regenerate_button):
-            buttons.addWidget(b)
-        irow.addLayout(buttons)
-        cl.addLayout(irow)
-        self.notice = QLabel()
-        self.notice.setObjectName("notice")
-        self.notice.setAccessibleName("Notice")
-        self.notice.setTextFormat(Qt.PlainText)
-        self.notice.setWordWrap(True)
-        self.notice.hide()
-        cl.addWidget(self.notice)
-        col.addWidget(composer)
+        col.addWidget(self.composer)
 
         self.info_panel = ModelInfoPanel()
         self.info_button.toggled.connect(self.info_panel.setVisible)

@@ -6,7 +6,6 @@ stalls. Replies are short (greedy, a few dozen tokens) to keep the suite fast on
 from __future__ import annotations
 
 import statistics
-import time
 
 import pytest
 from PySide6.QtCore import Qt

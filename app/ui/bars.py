@@ -1,0 +1,132 @@
+"""The strips around the chat: the model bar (picker, open, settings, info toggle), the progress
+panel (pre-flight verdict, import/load progress, cancel) and the composer (input, send, stop,
+regenerate, edit banner, notices). Views only: the window connects their widgets.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (
+    QComboBox, QFrame, QHBoxLayout, QLabel, QPlainTextEdit, QProgressBar, QPushButton, QVBoxLayout,
+)
+
+
+def _label(name: str, object_name: str = "") -> QLabel:
+    label = QLabel()
+    label.setTextFormat(Qt.PlainText)
+    label.setWordWrap(True)
+    label.setAccessibleName(name)
+    if object_name:
+        label.setObjectName(object_name)
+    return label
+
+
+def _button(text: str, name: str, object_name: str = "", tip: str = "") -> QPushButton:
+    b = QPushButton(text)
+    b.setAccessibleName(name)
+    if object_name:
+        b.setObjectName(object_name)
+    if tip:
+        b.setToolTip(tip)
+    return b
+
+
+class ModelBar(QFrame):
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.setObjectName("modelBar")
+        row = QHBoxLayout(self)
+        row.setContentsMargins(10, 6, 10, 6)
+        title = QLabel("Model")
+        title.setObjectName("modelBarLabel")
+        row.addWidget(title)
+        self.picker = QComboBox()
+        self.picker.setObjectName("modelPicker")
+        self.picker.setAccessibleName("Model picker")
+        self.picker.setMinimumWidth(150)
+        self.picker.setSizeAdjustPolicy(QComboBox.AdjustToMinimumContentsLengthWithIcon)
+        self.picker.setMinimumContentsLength(16)
+        row.addWidget(self.picker)
+        self.open_button = _button("Open model…", "Open a model file", tip="Open a GGUF model file (Ctrl+O)")
+        row.addWidget(self.open_button)
+        row.addStretch(1)
+        self.settings_button = _button("Settings", "Settings")
+        row.addWidget(self.settings_button)
+        self.info_button = _button("Model info", "Show or hide model information")
+        self.info_button.setCheckable(True)
+        self.info_button.setChecked(True)
+        row.addWidget(self.info_button)
+
+
+class ProgressPanel(QFrame):
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.setObjectName("progressPanel")
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(12, 6, 12, 6)
+        self.preflight_label = _label("Model check", "preflightLabel")
+        lay.addWidget(self.preflight_label)
+        row = QHBoxLayout()
+        self.progress_label = _label("Progress")
+        self.progress_label.setWordWrap(False)
+        row.addWidget(self.progress_label)
+        self.progress = QProgressBar()
+        self.progress.setAccessibleName("Import and load progress")
+        self.progress.setRange(0, 1000)
+        row.addWidget(self.progress, 1)
+        self.cancel_button = _button("Cancel", "Cancel the import")
+        row.addWidget(self.cancel_button)
+        lay.addLayout(row)
+        self.hide()
+
+
+class ChatInput(QPlainTextEdit):
+    """Enter sends, Shift+Enter adds a line."""
+
+    send_requested = Signal()
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.setObjectName("chatInput")
+        self.setAccessibleName("Message")
+        self.setPlaceholderText("Message Llambda — Enter to send, Shift+Enter for a new line")
+        self.setAcceptDrops(False)
+        self.setTabChangesFocus(True)
+        self.setFixedHeight(84)
+
+    def keyPressEvent(self, event) -> None:
+        if event.key() in (Qt.Key_Return, Qt.Key_Enter) and not (event.modifiers() & Qt.ShiftModifier):
+            self.send_requested.emit()
+            event.accept()
+            return
+        super().keyPressEvent(event)
+
+
+class Composer(QFrame):
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.setObjectName("composer")
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(12, 8, 12, 8)
+        lay.setSpacing(4)
+        self.edit_banner = _label("Editing", "editBanner")
+        self.edit_banner.setText("Editing a message: Enter resends it and replaces what followed; Esc cancels.")
+        self.edit_banner.hide()
+        lay.addWidget(self.edit_banner)
+        row = QHBoxLayout()
+        self.input = ChatInput()
+        row.addWidget(self.input, 1)
+        buttons = QVBoxLayout()
+        self.send_button = _button("Send", "Send message", "sendButton")
+        self.stop_button = _button("Stop", "Stop generating", "stopButton", "Stop (Esc)")
+        self.regenerate_button = _button("Regenerate", "Regenerate the last reply", tip="Regenerate (Ctrl+R)")
+        for b in (self.send_button, self.stop_button, self.regenerate_button):
+            buttons.addWidget(b)
+        row.addLayout(buttons)
+        lay.addLayout(row)
+        self.notice = _label("Notice", "notice")
+        self.notice.hide()
+        lay.addWidget(self.notice)
+
+
+__all__ = ["ModelBar", "ProgressPanel", "ChatInput", "Composer"]
