@@ -269,6 +269,9 @@ size_t llk_decoder_kv_bytes(const llk_decoder *d);
  * writes logits: n_tok x n_vocab if all_logits, else n_vocab (the last position). */
 llk_status llk_decode(llk_decoder *d, const int32_t *tokens, int64_t n_tok, int64_t start_pos,
                       int all_logits, float *logits);
+/* Drop cache positions [p0, p0 + n_drop) of the n_past filled ones; later positions move down
+ * and their keys are re-rotated. LLK_ERR_ARG for YaRN (decode the moved tokens again instead). */
+llk_status llk_decoder_kv_shift(llk_decoder *d, int64_t p0, int64_t n_drop, int64_t n_past);
 
 /* LLK_CDEF_END */
 

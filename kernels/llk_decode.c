@@ -354,3 +354,35 @@ llk_status llk_decode(llk_decoder *d, const int32_t *tokens, int64_t n_tok, int6
     }
     return LLK_OK;
 }
+
+/* Drop cache positions [p0, p0 + n_drop) and move [p0 + n_drop, n_past) down to p0, rotating the
+ * moved keys by -n_drop positions (RoPE angles are linear in the position, so rotating again by a
+ * delta gives the key at its new position). YaRN also scales magnitudes, which a second rotation
+ * would square: LLK_ERR_ARG, and the caller decodes the moved tokens again instead. */
+llk_status llk_decoder_kv_shift(llk_decoder *d, int64_t p0, int64_t n_drop, int64_t n_past) {
+    if (!d || p0 < 0 || n_drop < 0 || n_past > d->c.n_ctx || p0 + n_drop > n_past) return LLK_ERR_ARG;
+    if (d->c.rope.n_rot > 0 && d->c.rope.scaling == LLK_ROPE_SCALING_YARN) return LLK_ERR_ARG;
+    if (n_drop == 0) return LLK_OK;
+    const llk_decoder_config *c = &d->c;
+    const int64_t KD = (int64_t)c->n_head_kv * c->head_dim, n_move = n_past - p0 - n_drop;
+    const size_t elem = c->kv_f16 ? 2 : 4, row = (size_t)KD * elem;
+    for (int64_t t = 0; t < c->n_batch; t++) d->pos[t] = (int32_t)-n_drop;
+    for (int il = 0; il < c->n_layer; il++) {
+        uint8_t *kc = (uint8_t *)d->k_cache + (size_t)il * d->kv_layer_bytes;
+        uint8_t *vc = (uint8_t *)d->v_cache + (size_t)il * d->kv_layer_bytes;
+        memmove(kc + (size_t)p0 * row, kc + (size_t)(p0 + n_drop) * row, (size_t)n_move * row);
+        memmove(vc + (size_t)p0 * row, vc + (size_t)(p0 + n_drop) * row, (size_t)n_move * row);
+        if (c->rope.n_rot <= 0) continue;
+        for (int64_t b = 0; b < n_move; b += c->n_batch) {   /* rows through the k scratch */
+            int64_t T = n_move - b < c->n_batch ? n_move - b : c->n_batch;
+            uint8_t *rows = kc + (size_t)(p0 + b) * row;
+            if (c->kv_f16) llk_fp16_to_fp32((const uint16_t *)rows, d->k, T * KD);
+            else memcpy(d->k, rows, (size_t)T * row);
+            llk_status st = llk_rope(&c->rope, d->k, T, c->n_head_kv, d->pos);
+            if (st) return st;
+            if (c->kv_f16) llk_fp32_to_fp16(d->k, (uint16_t *)rows, T * KD);
+            else memcpy(rows, d->k, (size_t)T * row);
+        }
+    }
+    return LLK_OK;
+}
