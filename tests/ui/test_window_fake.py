@@ -399,3 +399,33 @@ def test_reference_kernels_are_announced(qtbot, make_window, smollm2_path):
 
     w, _ = loaded(qtbot, make_window, smollm2_path, RefEngine())
     assert "no AVX2" in w.notice.text() and w.notice.isVisible()
+
+
+def test_switching_conversations_while_a_reply_streams(qtbot, make_window, smollm2_path):
+    w, engine = loaded(qtbot, make_window, smollm2_path, FakeEngine(delay=0.0))
+    send(qtbot, w, "older chat")
+    older = w.state.current_id
+    w.on_conversations_new_requested()
+    engine.delay = 0.01
+    w.input.setPlainText("streaming chat")
+    w.send()
+    streaming = w.state.current_id
+    qtbot.waitUntil(lambda: len(w.state.reply.text) > 5, timeout=10000)
+    w.conversations.list.setCurrentItem(w.conversations.item_for(older))
+    assert [m.text for m in w.chat.messages] == ["older chat", engine.reply] and w.chat.streaming is None
+    qtbot.wait(100)
+    assert [m.text for m in w.chat.messages] == ["older chat", engine.reply]
+    w.conversations.list.setCurrentItem(w.conversations.item_for(streaming))
+    assert w.generating and w.chat.streaming is not None
+    qtbot.waitUntil(lambda: not w.generating, timeout=20000)
+    assert w.chat.messages[-1].text == engine.reply and w.chat.messages[-1].status == "complete"
+
+
+def test_escape_cancels_an_edit(qtbot, make_window, smollm2_path):
+    w, engine = loaded(qtbot, make_window, smollm2_path)
+    send(qtbot, w, "keep me")
+    w.chat.messages[0].edit_button.click()
+    assert w.edit_banner.isVisible() and w.input.toPlainText() == "keep me"
+    qtbot.keyClick(w, Qt.Key_Escape)
+    assert not w.edit_banner.isVisible() and w.input.toPlainText() == "" and w.editing_id is None
+    assert [m.content for m in w.state.messages()] == ["keep me", engine.reply]
