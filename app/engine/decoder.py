@@ -206,6 +206,17 @@ class CDecoder:
         kernels._check(st, "decode")
         return out
 
+    def kv_shift(self, p0: int, n_drop: int, n_past: int) -> bool:
+        """Drop cache positions [p0, p0 + n_drop) of n_past, moving the later ones down (keys
+        re-rotated). False where the RoPE kind cannot be re-rotated: decode those tokens again."""
+        if not 0 <= p0 <= p0 + n_drop <= n_past <= self.n_ctx:
+            raise ValueError(f"kv_shift: bad range {p0}+{n_drop} of {n_past}")
+        st = lib.llk_decoder_kv_shift(self.ptr, int(p0), int(n_drop), int(n_past))
+        if st == 1:
+            return False
+        kernels._check(st, "kv_shift")
+        return True
+
     def abort(self) -> None:
         self.pool.abort()
 

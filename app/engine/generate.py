@@ -149,9 +149,11 @@ def generate(session: Session, tokenizer, request: GenerationRequest) -> Iterato
                     reason = "context_full"
                     break
                 keep = min(request.n_keep, session.n_past - 1)
-                new = session.shifted(keep, (session.n_past - keep) // 2)
+                n_drop = (session.n_past - keep) // 2
+                new = session.shifted(keep, n_drop)
+                session.drop(keep, n_drop)          # keys moved in place where RoPE allows
                 stats.context_shifts += 1
-                yield ContextShifted(session.n_past - len(new), len(new))
+                yield ContextShifted(n_drop, len(new))
                 logits = session.feed(new + [tok])
             else:
                 logits = session.step(tok)

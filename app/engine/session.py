@@ -28,12 +28,17 @@ class GenerationCancelled(LlambdaError):
 class Session:
     """KV-cache bookkeeping over one decoder. Not thread-safe except `cancel()`."""
 
-    def __init__(self, decoder: Decoder, n_batch: int = 512):
+    def __init__(self, decoder: Decoder, n_batch: int = 512, shift_in_place: bool = True):
         if n_batch < 1:
             raise ValueError("n_batch must be >= 1")
         self.decoder = decoder
         self.n_ctx = decoder.n_ctx
         self.n_batch = n_batch
+        # True: dropping tokens moves the later keys in the cache (llama.cpp's context shift:
+        # fast, but those keys and values were computed with the dropped tokens in view, so the
+        # result is close to, not equal to, decoding the shortened text afresh). False: the
+        # tokens after a dropped block are decoded again (exact, costs prompt processing).
+        self.shift_in_place = shift_in_place
         self.tokens: list[int] = []     # the tokens whose K/V the cache holds, position = index
         self._cancel = threading.Event()
         self.logits: np.ndarray | None = None   # after the last token fed
@@ -88,12 +93,20 @@ class Session:
 
     def feed_iter(self, ids: Sequence[int]) -> Iterator[tuple[int, int]]:
         """`feed` one batch at a time: yields (tokens done, tokens to decode) after each batch;
-        the logits are in `self.logits` at the end, the count decoded in `self.last_evaluated`."""
+        the logits are in `self.logits` at the end, the count decoded in `self.last_evaluated`.
+
+        When `ids` is the cache with a block removed after the common prefix (a chat that dropped
+        its oldest turns), the block is dropped from the cache instead (keys re-rotated) and only
+        what follows the reused part is decoded."""
         ids = [int(t) for t in ids]
         if not ids:
             raise ValueError("feed: no tokens")
         if len(ids) > self.n_ctx:
             raise ContextFullError(f"{len(ids)} tokens do not fit in the context of {self.n_ctx}")
+        p = self.common_prefix(ids)
+        gap = self._dropped_block(ids, p)
+        if gap:
+            self.drop(p, gap)
         keep = min(self.common_prefix(ids), len(ids) - 1)
         del self.tokens[keep:]
         todo = ids[keep:]
@@ -121,6 +134,36 @@ class Session:
             raise GenerationCancelled("generation cancelled") from None
         self.tokens.append(int(token))
         return logits
+
+    MIN_REUSE = 16   # tokens a dropped block must leave reusable to be worth a shift
+
+    def _dropped_block(self, ids: list[int], p: int) -> int:
+        """n > 0 if cache[p + n:] continues as ids[p:] for at least MIN_REUSE tokens."""
+        rest = len(self.tokens) - p
+        if rest <= self.MIN_REUSE or len(ids) - p < self.MIN_REUSE or \
+                not self.shift_in_place or not hasattr(self.decoder, "kv_shift"):
+            return 0
+        cache = np.asarray(self.tokens[p:], dtype=np.int64)
+        want = np.asarray(ids[p:p + self.MIN_REUSE], dtype=np.int64)
+        for n in np.flatnonzero(cache[1:] == want[0])[:64] + 1:
+            tail = cache[n:n + self.MIN_REUSE]
+            if tail.size == self.MIN_REUSE and (tail == want).all():
+                return int(n)
+        return 0
+
+    def drop(self, p0: int, n_drop: int) -> None:
+        """Forget cache positions [p0, p0 + n_drop); later tokens move down. Where the decoder
+        cannot move them (see CDecoder.kv_shift), they are forgotten too and decoded again by the
+        next feed."""
+        p0 = max(0, min(p0, self.n_past))
+        n_drop = max(0, min(n_drop, self.n_past - p0))
+        if n_drop == 0:
+            return
+        if self.shift_in_place and getattr(self.decoder, "kv_shift", None) and \
+                self.decoder.kv_shift(p0, n_drop, self.n_past):
+            del self.tokens[p0:p0 + n_drop]
+        else:
+            del self.tokens[p0:]
 
     def shifted(self, n_keep: int, n_discard: int) -> list[int]:
         """The token list after dropping n_discard tokens that follow the first n_keep (what

@@ -73,10 +73,16 @@ def test_context_full_stop_and_shift(tiny):
     shifts = [e for e in events if isinstance(e, ContextShifted)]
     assert fin.stop_reason == "length" and len(fin.ids) == 40 and shifts
     assert fin.stats.context_shifts == len(shifts)
-    # after a shift the cache holds exactly the shifted tokens: decoding them afresh agrees
-    cached = list(eng.session.tokens)
-    ref = ReferenceModel(path).forward(cached)
-    assert int(ref[-1].argmax()) == fin.ids[-1]
+    # the exact policy: after a shift the cache holds exactly what decoding the kept tokens
+    # afresh gives, so the last token is the reference's arg-max over them
+    eng.session.shift_in_place = False
+    try:
+        _, fin = run(eng, GenerationRequest(prompt, max_tokens=40, stop_on_eog=False,
+                                            context_policy="shift", n_keep=4))
+        ref = ReferenceModel(path).forward(list(eng.session.tokens))
+        assert int(ref[-1].argmax()) == fin.ids[-1]
+    finally:
+        eng.session.shift_in_place = True
     # a prompt longer than the context: stop refuses, shift keeps n_keep and the newest tokens
     long_prompt = tuple(eng.raw_prompt("y" * 100))
     _, fin = run(eng, GenerationRequest(long_prompt, max_tokens=3))
@@ -134,3 +140,51 @@ def test_smollm2_chat_generation_matches_llamacpp(smollm2_path, smollm2_goldens)
         second = [e for e in chat.send("And of France?", SamplerSettings(temperature=0.0), 16)][-1]
         # the follow-up decodes only its own new tokens, not the whole history
         assert second.stats.prompt_tokens_evaluated < second.stats.prompt_tokens / 2
+
+
+@pytest.mark.parametrize("kv_type,tol", [("f32", 1e-4), ("f16", 2e-2)])
+def test_kv_shift_in_place_equals_fresh_decode_on_one_layer(tmp_path, kv_type, tol):
+    """With one layer, K and V depend only on each token and its position, so moving keys by a
+    re-rotation must give exactly the cache a fresh decode of the shortened sequence builds."""
+    from app.engine.decoder import CDecoder
+    from app.engine.session import Session
+    from app.gguf import open_gguf
+    from app.model import config_from_gguf
+
+    path = write_tiny_model(tmp_path / "one.gguf", TinySpec(n_layer=1, rope_base=500.0), seed=9)
+    ids = [int(t) for t in np.random.default_rng(0).integers(3, 260, 40)]
+    short = ids[:6] + ids[20:]
+    with open_gguf(path) as f:
+        cfg = config_from_gguf(f)
+        with CDecoder(f, cfg, 64, kv_type=kv_type, n_threads=1) as a, \
+                CDecoder(f, cfg, 64, kv_type=kv_type, n_threads=1) as b:
+            s = Session(a, n_batch=16)
+            s.feed(ids)
+            got = s.feed(short + [7, 8])           # finds the dropped block, shifts in place
+            assert s.last_evaluated == 2 and s.tokens == short + [7, 8]
+            want = b.decode(short + [7, 8], 0)
+            np.testing.assert_allclose(got, want, atol=tol)
+            exact = Session(b, n_batch=16, shift_in_place=False)
+            exact.feed(ids)
+            exact.feed(short + [7, 8])
+            assert exact.last_evaluated == len(short) + 2 - 6
+
+
+def test_chat_drops_oldest_turns_and_reuses_the_cache(smollm2_path):
+    with Engine(smollm2_path, n_ctx=192, n_threads=2) as eng:
+        chat = Chat(eng, system="You are brief.", reserve=48)
+        shifted, last = [], None
+        for q in ["Name a fruit.", "Name a colour.", "Name an animal.", "Name a city.",
+                  "Name a river.", "Name a planet."]:
+            for ev in chat.send(q, SamplerSettings(temperature=0.0), max_tokens=24):
+                if isinstance(ev, ContextShifted):
+                    shifted.append(ev)
+                if isinstance(ev, Finished):
+                    last = ev
+                    assert ev.stop_reason in ("eog", "length", "context_full")
+            if shifted:
+                break
+        assert shifted and chat.dropped_turns >= 1
+        assert chat.messages[0]["content"] != "Name a fruit."
+        # the turns after the dropped ones were moved in the cache, not decoded again
+        assert last.stats.prompt_tokens_evaluated < last.stats.prompt_tokens / 2
