@@ -515,7 +515,8 @@ class MainWindow(QMainWindow):
 
     def stop(self) -> None:
         if self.generating:
-            self.worker.cancel()
+            r = self.state.reply
+            self.worker.cancel(r.request_id if r is not None else None)
 
     def on_escape(self) -> None:
         if self.generating:

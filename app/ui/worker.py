@@ -122,13 +122,17 @@ class EngineWorker(QObject):
         self._engine: EngineLike | None = None
         self._library = library
         self._cancel = threading.Event()
+        self._cancelled_ids: set[int] = set()
         self._meter = ThreadMeter()
         self.loaded_path: str | None = None
 
     # -- called from the UI thread -------------------------------------------------------------
 
-    def cancel(self) -> None:
-        """Stop the import or generation in progress (thread-safe)."""
+    def cancel(self, request_id: int | None = None) -> None:
+        """Stop the import or generation in progress (thread-safe). With a request id, that
+        generation stops even if the worker has not started it yet."""
+        if request_id is not None:
+            self._cancelled_ids.add(request_id)
         self._cancel.set()
         engine = self._engine
         if engine is not None:
@@ -272,6 +276,11 @@ class EngineWorker(QObject):
             d.update(self.live_counters())
             return d
 
+        if request_id in self._cancelled_ids:       # stopped before it began
+            self._cancelled_ids.discard(request_id)
+            self.generation_finished.emit(request_id, {"stopped": True, "prompt_tokens": 0,
+                                                       "completion_tokens": 0})
+            return
         try:
             for ev in self._engine.generate([dict(m) for m in messages], dict(settings)):
                 kind = ev.get("type")
@@ -301,7 +310,7 @@ class EngineWorker(QObject):
                 if now - last_stats >= STATS_EVERY_S:
                     self.stats_updated.emit(live())
                     last_stats = now
-                if self._cancel.is_set():
+                if self._cancel.is_set() or request_id in self._cancelled_ids:
                     # The engine ends the stream itself; asking again covers a stop that came
                     # before the engine's loop began. One that ignores it is left after 5 s.
                     if not stopped:
@@ -312,13 +321,15 @@ class EngineWorker(QObject):
         except Exception as e:
             if buffer:
                 self.token_generated.emit(request_id, "".join(buffer))
-            if self._cancel.is_set():
+            if self._cancel.is_set() or request_id in self._cancelled_ids:
                 stopped = True
+                self._cancelled_ids.discard(request_id)
             else:
                 self.generation_failed.emit(request_id, _reason(e))
                 return
         if buffer:
             self.token_generated.emit(request_id, "".join(buffer))
+        self._cancelled_ids.discard(request_id)
         final = live()
         final.update(engine_final)          # the engine's own figures win over the estimates
         final["stopped"] = stopped or bool(final.get("stopped"))

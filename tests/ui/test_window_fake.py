@@ -429,3 +429,13 @@ def test_escape_cancels_an_edit(qtbot, make_window, smollm2_path):
     qtbot.keyClick(w, Qt.Key_Escape)
     assert not w.edit_banner.isVisible() and w.input.toPlainText() == "" and w.editing_id is None
     assert [m.content for m in w.state.messages()] == ["keep me", engine.reply]
+
+
+def test_stop_before_the_worker_starts_the_reply(qtbot, make_window, smollm2_path):
+    w, engine = loaded(qtbot, make_window, smollm2_path)
+    w.worker.cancel(w.state._next_request)          # the next request is stopped before it starts
+    send(qtbot, w, "never mind")
+    last = w.state.messages()[-1]
+    assert last.status == "interrupted" and last.content == "" and not engine.calls
+    send(qtbot, w, "now answer")
+    assert w.state.messages()[-1].content == engine.reply
