@@ -233,8 +233,9 @@ def run_chat(args: argparse.Namespace, stdin=None, stdout=None) -> int:
                         stdout.write(ev.text)
                         stdout.flush()
                     elif isinstance(ev, ContextShifted):
-                        print(f"\n(context full: dropped {ev.dropped} oldest "
-                              f"{'turn' if ev.dropped == 1 else 'turns'})", file=sys.stderr)
+                        what = (f"{ev.dropped_turns} oldest turn{'s' if ev.dropped_turns != 1 else ''}"
+                                if ev.dropped_turns else f"{ev.dropped} oldest tokens of this reply's context")
+                        print(f"\n(context full: dropped {what})", file=sys.stderr)
                     elif isinstance(ev, Finished):
                         stdout.write("\n")
                         stdout.flush()

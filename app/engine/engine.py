@@ -132,7 +132,7 @@ class Chat:
         self.messages.append({"role": "user", "content": user_text})
         ids = self.engine.chat_prompt(self._all(self.messages))
         limit = self.engine.n_ctx - min(self.reserve, self.engine.n_ctx // 4)
-        dropped = 0
+        dropped, n_before = 0, len(ids)
         while len(ids) > limit and self.context_policy == "shift" and len(self.messages) > 1:
             # the oldest exchange after the system prompt goes: a user turn and its reply
             del self.messages[:2 if len(self.messages) > 2 else 1]
@@ -140,7 +140,7 @@ class Chat:
             ids = self.engine.chat_prompt(self._all(self.messages))
         if dropped:
             self.dropped_turns += dropped
-            yield ContextShifted(dropped, len(ids))
+            yield ContextShifted(n_before - len(ids), len(ids), dropped_turns=dropped)
         req = GenerationRequest(tuple(ids), max_tokens=max_tokens,
                                 sampler=sampler or SamplerSettings(),
                                 context_policy=self.context_policy, n_keep=self._n_keep(ids))

@@ -61,7 +61,8 @@ class TextPiece:
 @dataclass(frozen=True)
 class ContextShifted:
     dropped: int              # tokens dropped after the first n_keep
-    n_past: int               # tokens in the cache after the shift
+    n_past: int               # tokens in the prompt / cache after the shift
+    dropped_turns: int = 0    # whole conversation turns dropped (Chat), 0 inside a reply
 
 
 @dataclass(frozen=True)
