@@ -10,7 +10,8 @@
 #include "llk_threads.h"
 #include "llk_pool.h"
 
-#define ROWS_PER_CHUNK 16   /* rows of W per pool chunk: small enough to balance 2..64 threads */
+#define ROWS_PER_CHUNK 16   /* fewest rows of W per pool chunk */
+#define CHUNK_BYTES (128 * 1024) /* aim for chunks this big: each starts a new prefetch stream */
 #define TOK_BLOCK 16        /* tokens per pass over a chunk of W rows in matmul */
 
 static void *aligned_alloc64(size_t bytes) {
@@ -71,12 +72,12 @@ static void mm_rows(const mm_job *j, int64_t r0, int64_t r1) {
     }
 }
 
-typedef struct { mm_job *mm; int64_t n_rows; } mm_outer;
+typedef struct { mm_job *mm; int64_t n_rows, rows_per_chunk; } mm_outer;
 
 static void mm_chunk_fn(void *arg, int64_t b, int64_t e, int ith) {
     (void)ith;
     const mm_outer *o = (const mm_outer *)arg;
-    int64_t r0 = b * ROWS_PER_CHUNK, r1 = e * ROWS_PER_CHUNK;
+    int64_t r0 = b * o->rows_per_chunk, r1 = e * o->rows_per_chunk;
     if (r1 > o->n_rows) r1 = o->n_rows;
     mm_rows(o->mm, r0, r1);
 }
@@ -107,8 +108,14 @@ llk_status llk_matmul(llk_pool *pool, int isa, int type, const void *w, size_t r
         llk_quantize_act_k(k, t->act, x + tk * ldx, a + (size_t)tk * act_bytes, n_cols);
     mm_job j = {k, k->dot[type], k->dot4[type], (const uint8_t *)w, row_stride, a, act_bytes, n_cols, n_tok,
                 ldy, y};
-    mm_outer o = {&j, n_rows};
-    int64_t n_chunks = (n_rows + ROWS_PER_CHUNK - 1) / ROWS_PER_CHUNK;
+    /* Chunks of ~CHUNK_BYTES of weights (a hardware prefetcher restarts at each one), but never
+     * so few that a thread lacks work to balance: at least 8 chunks per thread. */
+    int nth = pool ? llk_pool_size(pool) : 1;
+    int64_t rpc = (int64_t)(CHUNK_BYTES / (row_stride ? row_stride : 1));
+    if (rpc > n_rows / (8 * nth)) rpc = n_rows / (8 * nth);
+    if (rpc < ROWS_PER_CHUNK) rpc = ROWS_PER_CHUNK;
+    mm_outer o = {&j, n_rows, rpc};
+    int64_t n_chunks = (n_rows + rpc - 1) / rpc;
     st = llk_pool_run(pool, n_chunks, 1, mm_chunk_fn, &o);
     aligned_free64(a);
     return st;
