@@ -121,12 +121,15 @@ static inline __m512i dpbusd512(__m512i u, __m512i s) {
 #endif
 }
 
-/* 16 + 16 packed nibble bytes of two blocks -> 64 levels, in element order per block */
+/* 16 + 16 packed nibble bytes of two blocks -> 64 levels, in element order per block:
+ * [a lo, a hi, b lo, b hi] from two 128-bit broadcast loads, a blend and a per-lane shift
+ * (no shuffle-port work: Zen 4/5 and Intel cores have fewer shuffle ports than ALU ports). */
 static inline __m512i nib64(const uint8_t *qa, const uint8_t *qb) {
-    __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)qa)),
-                                        _mm_loadu_si128((const __m128i *)qb), 1);      /* [a | b] */
-    __m512i z = _mm512_inserti64x4(_mm512_castsi256_si512(v), _mm256_srli_epi16(v, 4), 1);
-    z = _mm512_shuffle_i64x2(z, z, _MM_SHUFFLE(3, 1, 2, 0));                         /* [a, a>>4, b, b>>4] */
+    __m512i za = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)qa));
+    __m512i zb = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)qb));
+    __m512i z = _mm512_mask_blend_epi64(0xf0, za, zb);                        /* [a, a, b, b] */
+    z = _mm512_srlv_epi16(z, _mm512_set_epi64(4 * 0x0001000100010001LL, 4 * 0x0001000100010001LL, 0, 0,
+                                              4 * 0x0001000100010001LL, 4 * 0x0001000100010001LL, 0, 0));
     return _mm512_and_si512(z, _mm512_set1_epi8(15));
 }
 static inline __m512i hbits64(const uint8_t qa[4], const uint8_t qb[4]) {
