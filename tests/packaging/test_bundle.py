@@ -1,8 +1,6 @@
 """The double-click bundle, built for real: packaging/build_bundle.sh into a temporary folder,
-then `Llambda --self-test` headless from it. Slow (a PyInstaller build, ~30 s to minutes on two
-cores), so deselected by default:
-
-    python -m pytest -m slow tests/packaging/test_bundle.py
+then `Llambda --self-test` headless from it. A PyInstaller build (~30-60 s on two cores) runs
+once per session for all the tests here; .ci/run installs PyInstaller, Xvfb and xdotool.
 """
 
 from __future__ import annotations
@@ -17,15 +15,12 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow
-
 ROOT = Path(__file__).resolve().parents[2]
 SIZE_BUDGET = 200 * 1024 * 1024      # bytes on disk; 171 MB when this was written (Linux x86-64)
 
 
 @pytest.fixture(scope="module")
 def bundle(tmp_path_factory) -> Path:
-    pytest.importorskip("PyInstaller")
     out = tmp_path_factory.mktemp("bundle")
     env = dict(os.environ, PYTHON=sys.executable, DIST=str(out / "dist"), WORK=str(out / "work"))
     r = subprocess.run(["sh", str(ROOT / "packaging" / "build_bundle.sh")], cwd=ROOT, env=env,
@@ -93,7 +88,6 @@ def test_bundle_size_stays_in_budget(bundle):
     assert size < SIZE_BUDGET
 
 
-@pytest.mark.skipif(not (shutil.which("Xvfb") and shutil.which("xdotool")), reason="needs Xvfb and xdotool")
 def test_window_answers_under_xvfb(bundle, tmp_path):
     """A person's view: the bundle on an X server (xcb), the tiny model opened from the command
     line, "ping" typed and Enter; the stored conversation holds the answer, the screen shows it."""
