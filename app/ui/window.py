@@ -13,7 +13,9 @@ import os
 
 from PySide6.QtCore import QByteArray, Qt, Signal
 from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import QFileDialog, QMainWindow, QMessageBox, QSplitter, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QFileDialog, QLabel, QMainWindow, QMessageBox, QSplitter, QVBoxLayout, QWidget,
+)
 
 from app.ui.bars import ChatInput, Composer, ModelBar, ProgressPanel
 from app.ui.chat_view import EMPTY_TEXT, ChatView
@@ -152,6 +154,14 @@ class MainWindow(QMainWindow):
         self.splitter.setStretchFactor(2, 0)
         self.splitter.setSizes([230, 760, 250])
         self.setCentralWidget(self.splitter)
+
+        self.drop_overlay = QLabel("Drop the GGUF file to check it, add it to your library and load it", self)
+        self.drop_overlay.setObjectName("dropOverlay")
+        self.drop_overlay.setAccessibleName("Drop here")
+        self.drop_overlay.setAlignment(Qt.AlignCenter)
+        self.drop_overlay.setWordWrap(True)
+        self.drop_overlay.setAttribute(Qt.WA_TransparentForMouseEvents)
+        self.drop_overlay.hide()
 
         self.stats = StatsBar()
         self.statusBar().addPermanentWidget(self.stats, 1)
@@ -387,10 +397,16 @@ class MainWindow(QMainWindow):
 
     # -- drag and drop ---------------------------------------------------------------------------
 
+    def _show_drop_overlay(self, shown: bool) -> None:
+        if shown:
+            self.drop_overlay.setGeometry(self.centralWidget().geometry())
+            self.drop_overlay.raise_()
+        self.drop_overlay.setVisible(shown)
+
     def dragEnterEvent(self, event) -> None:
         if _local_files(event.mimeData()):
             event.acceptProposedAction()
-            self.setProperty("dropping", True)
+            self._show_drop_overlay(True)
         else:
             event.ignore()
 
@@ -399,10 +415,10 @@ class MainWindow(QMainWindow):
             event.acceptProposedAction()
 
     def dragLeaveEvent(self, event) -> None:
-        self.setProperty("dropping", False)
+        self._show_drop_overlay(False)
 
     def dropEvent(self, event) -> None:
-        self.setProperty("dropping", False)
+        self._show_drop_overlay(False)
         files = _local_files(event.mimeData())
         if not files:
             event.ignore()

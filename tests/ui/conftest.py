@@ -48,8 +48,9 @@ def track_phases(window, probe) -> None:
     w.generation_finished.connect(lambda *_: setattr(probe, "phase", "ready"))
 
 
-def drop_file(target, path: str) -> bool:
-    """Synthesise a drag-enter then a drop of `path` on `target` (any widget of the window)."""
+def drop_file(target, path: str, seen: dict | None = None) -> bool:
+    """Synthesise a drag-enter then a drop of `path` on `target` (any widget of the window).
+    `seen["overlay"]` tells whether the window showed its drop hint between the two."""
     mime = QMimeData()
     mime.setUrls([QUrl.fromLocalFile(str(path))])
     pos = target.rect().center()
@@ -57,6 +58,8 @@ def drop_file(target, path: str) -> bool:
     QApplication.sendEvent(target, enter)
     if not enter.isAccepted():
         return False
+    if seen is not None:
+        seen["overlay"] = target.window().drop_overlay.isVisible()
     drop = QDropEvent(QPointF(pos), Qt.CopyAction, mime, Qt.LeftButton, Qt.NoModifier)
     QApplication.sendEvent(target, drop)
     return drop.isAccepted()

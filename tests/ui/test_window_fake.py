@@ -36,7 +36,17 @@ def test_first_run_shows_how_to_start(make_window):
 
 
 def test_drop_imports_then_loads_then_ready(qtbot, make_window, smollm2_path):
-    w, _ = loaded(qtbot, make_window, smollm2_path)
+    w = make_window(FakeEngine)
+    seen = {}
+    stages = []
+    w.worker.preflight_done.connect(lambda f: stages.append("preflight"))
+    w.worker.import_progress.connect(lambda d, t: stages.append("import") if stages[-1:] != ["import"] else None)
+    w.worker.load_started.connect(lambda f: stages.append("load"))
+    w.worker.model_loaded.connect(lambda f: stages.append("ready"))
+    assert drop_file(w.chat.viewport(), smollm2_path, seen)
+    assert seen["overlay"] and not w.drop_overlay.isVisible()
+    qtbot.waitUntil(lambda: w.model_info is not None, timeout=20000)
+    assert stages == ["preflight", "import", "load", "ready"]
     assert w.preflight_label.text().startswith(("OK", "WARN"))
     assert "llama" in w.preflight_label.text()
     assert w.model_picker.count() == 2 and w.model_picker.currentIndex() == 1
