@@ -183,6 +183,7 @@ static inline __m256 cf_iq4_nlb(const blk_iq4_nl *B, __m256 dw, int cnt) { (void
             const T *B = blk + 8 * g;                                                             \
             const llk_block_q8_32x8 *G = ag + g;                                                  \
             const int cnt = nb - 8 * g < 8 ? (int)(nb - 8 * g) : 8;                               \
+            PREFETCH_AHEAD(B, 8 * sizeof(T));                                                     \
             __m256 dw = gather_h8((const uint8_t *)B + offsetof(T, d), sizeof(T), cnt);                       \
             __m256 S = _mm256_mul_ps(dw, _mm256_loadu_ps(G->d));                                  \
             accx = _mm256_fmadd_ps(CF(B, dw, cnt), _mm256_loadu_ps(G->s), accx);                 \
@@ -297,6 +298,7 @@ static float dot_q4_K_512(const void *w, const void *a, int64_t n) {
     __m512 acc = _mm512_setzero_ps();
     __m256 accm = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
+        PREFETCH_AHEAD(&blk[b], sizeof *blk);
         uint32_t sc[2], mn[2];
         k4_unpack(blk[b].scales, sc, mn);
         __m512i scv = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)sc[1], (int)sc[0])));
@@ -322,6 +324,7 @@ static float dot_q5_K_512(const void *w, const void *a, int64_t n) {
     __m512 acc = _mm512_setzero_ps();
     __m256 accm = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
+        PREFETCH_AHEAD(&blk[b], sizeof *blk);
         uint32_t sc[2], mn[2];
         k4_unpack(blk[b].scales, sc, mn);
         __m512i scv = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)sc[1], (int)sc[0])));
@@ -358,6 +361,7 @@ static float dot_q6_K_512(const void *w, const void *a, int64_t n) {
     const __m512i m4 = _mm512_set1_epi8(15), m2 = _mm512_set1_epi8(3 << 4);
     __m512 acc = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
+        PREFETCH_AHEAD(&blk[b], sizeof *blk);
         const int8_t *sc = blk[b].scales;
         __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)sc));
         __m256i off = _mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i *)ab[b].bsums));
@@ -396,6 +400,7 @@ static float dot_q2_K_512(const void *w, const void *a, int64_t n) {
     __m512 acc = _mm512_setzero_ps();
     __m256 accm = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
+        PREFETCH_AHEAD(&blk[b], sizeof *blk);
         __m128i sb = _mm_loadu_si128((const __m128i *)blk[b].scales);
         __m512i sc512 = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(_mm_and_si128(sb, _mm_set1_epi8(15))));
         __m256i mn16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sb, 4), _mm_set1_epi8(15)));
@@ -430,6 +435,7 @@ static float dot_q3_K_512(const void *w, const void *a, int64_t n) {
     const __m256i m2 = _mm256_set1_epi8(3);
     __m512 acc = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
+        PREFETCH_AHEAD(&blk[b], sizeof *blk);
         __m256i sc16 = k3_scales(blk[b].scales);
         __m512i sc512 = _mm512_castsi256_si512(sc16);
         /* level + 4 = low2 + 4 * high bit (0..7): subtract 4 * sum_g sc[g] * bsums[g] */
@@ -464,6 +470,7 @@ static float dot_iq4_xs_512(const void *w, const void *a, int64_t n) {
                                                              _mm_set1_epi8((char)0x80)));
     __m512 acc = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
+        PREFETCH_AHEAD(&blk[b], sizeof *blk);
         /* the 8 scales as i32 lanes, built in registers (stored scalars would stall the loads) */
         uint32_t sl; memcpy(&sl, blk[b].scales_l, 4);
         __m256i lo = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)sl), _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28)),

@@ -46,6 +46,7 @@ static float dot_q4_K(const void *w, const void *a, int64_t n) {
     const __m256i m4 = _mm256_set1_epi8(15);
     __m256 acc = _mm256_setzero_ps(), accm = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
+        PREFETCH_AHEAD(&blk[b], sizeof *blk);
         uint32_t sc[2], mn[2];
         k4_unpack(blk[b].scales, sc, mn);
         __m128i s16 = _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)sc[1], (int)sc[0]));
@@ -71,6 +72,7 @@ static float dot_q5_K(const void *w, const void *a, int64_t n) {
     const __m256i m4 = _mm256_set1_epi8(15), b4 = _mm256_set1_epi8(16);
     __m256 acc = _mm256_setzero_ps(), accm = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
+        PREFETCH_AHEAD(&blk[b], sizeof *blk);
         uint32_t sc[2], mn[2];
         k4_unpack(blk[b].scales, sc, mn);
         __m128i s16 = _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)sc[1], (int)sc[0]));
@@ -101,6 +103,7 @@ static float dot_q6_K(const void *w, const void *a, int64_t n) {
     const __m256i m4 = _mm256_set1_epi8(15), m2 = _mm256_set1_epi8(3 << 4);
     __m256 acc = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
+        PREFETCH_AHEAD(&blk[b], sizeof *blk);
         const int8_t *sc = blk[b].scales;
         __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)sc));
         /* the -32 offset: 32 * sum_g sc[g] * bsums[g], one madd */
@@ -218,6 +221,7 @@ static float dot_q2_K(const void *w, const void *a, int64_t n) {
     const __m256i m2 = _mm256_set1_epi8(3);
     __m256 acc = _mm256_setzero_ps(), accm = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
+        PREFETCH_AHEAD(&blk[b], sizeof *blk);
         __m128i sb = _mm_loadu_si128((const __m128i *)blk[b].scales);
         __m256i sc16 = _mm256_cvtepu8_epi16(_mm_and_si128(sb, _mm_set1_epi8(15)));
         __m256i mn16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sb, 4), _mm_set1_epi8(15)));
@@ -257,6 +261,7 @@ static float dot_q3_K(const void *w, const void *a, int64_t n) {
     const __m256i m2 = _mm256_set1_epi8(3), four = _mm256_set1_epi8(4);
     __m256 acc = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
+        PREFETCH_AHEAD(&blk[b], sizeof *blk);
         __m256i sc16 = k3_scales(blk[b].scales);
         /* level + 4 = low2 + 4 * high bit (0..7): subtract 4 * sum_g sc[g] * bsums[g] after */
         __m256i isum = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(
@@ -284,6 +289,7 @@ static float dot_iq4_xs(const void *w, const void *a, int64_t n) {
     const __m256i lut = iq4_lut();
     __m256 acc = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
+        PREFETCH_AHEAD(&blk[b], sizeof *blk);
         __m256i isum = _mm256_setzero_si256();
         for (int g = 0; g < 8; g++) {
             int lo = (blk[b].scales_l[g >> 1] >> (4 * (g & 1))) & 15;
