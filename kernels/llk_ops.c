@@ -407,6 +407,9 @@ static void bw_fn(void *arg, int64_t b, int64_t e, int ith) {
         size_t lo = (size_t)c * BW_CHUNK, hi = lo + BW_CHUNK < j->bytes ? lo + BW_CHUNK : j->bytes;
         const uint64_t *p = (const uint64_t *)(j->buf + lo);
         for (size_t i = 0; i < (hi - lo) / 8; i += 8) {
+#if defined(__x86_64__) || defined(_M_X64) || defined(__i386__) || defined(_M_IX86)
+            _mm_prefetch((const char *)(p + i) + 4096, _MM_HINT_T0);   /* as the kernels do */
+#endif
             a0 ^= p[i]; a1 ^= p[i + 1]; a2 ^= p[i + 2]; a3 ^= p[i + 3];
             a4 ^= p[i + 4]; a5 ^= p[i + 5]; a6 ^= p[i + 6]; a7 ^= p[i + 7];
         }
