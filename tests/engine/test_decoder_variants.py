@@ -1,6 +1,7 @@
 """SmolLM2 in eleven other tensor types (made by llama.cpp's own quantizer from the Q4_1 file by
 scripts/make_engine_goldens.py variants; cached beside it under variants/, checked by SHA-256)
-against llama.cpp's greedy continuations, teacher-forced as in test_decoder_smollm2.py and with
+against llama.cpp's greedy continuations (one prompt per type in the suite; six in the golden
+file, for `scripts/check_vs_llamacpp.py`-style runs by hand), teacher-forced as in test_decoder_smollm2.py and with
 the same gap tolerance (llama.cpp's own batch-vs-one-by-one noise floor).
 
 The variant files are ~100 MB each and need llama.cpp to make, so they are not fetched by the
@@ -8,7 +9,6 @@ suite: a missing file skips its test with the command that makes it.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from pathlib import Path
@@ -32,26 +32,19 @@ def _variant_path(v: dict) -> Path:
     return base / "variants" / v["file"]
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 @pytest.mark.parametrize("variant", VARIANTS, ids=lambda v: v["type"])
 def test_variant_greedy_goldens(variant):
     path = _variant_path(variant)
     if not path.exists():
         pytest.skip(f"{path} missing; make it with: /work/llvenv/bin/python "
                     "scripts/make_engine_goldens.py variants")
-    if path.stat().st_size != variant["size"] or _sha256(path) != variant["sha256"]:
-        pytest.skip(f"{path} differs from the file the goldens were made from")
+    if path.stat().st_size != variant["size"]:   # (full SHA-256 in the golden; hashing 1.5 GB
+        pytest.skip(f"{path} differs from the file the goldens were made from")  # costs 5 s)
     with open_gguf(path) as f:
         cfg = config_from_gguf(f)
         with CDecoder(f, cfg, 256, n_threads=2) as d:
-            for case in variant["cases"][::3]:           # one raw, one chat prompt
+            k = VARIANTS.index(variant) % 2             # raw and chat prompts alternate
+            for case in variant["cases"][3 * k:3 * k + 1]:
                 p = len(case["prompt_ids"])
                 logits = d.decode(case["prompt_ids"], 0)
                 misses, diffs = [], []
