@@ -164,6 +164,43 @@ static inline __m256 cf_q8_0b(const blk_q8_0 *B, __m256 dw, int cnt) { (void)B; 
 static inline __m256 cf_iq4_nlb(const blk_iq4_nl *B, __m256 dw, int cnt) { (void)B; (void)cnt; return _mm256_mul_ps(dw, _mm256_set1_ps(-128.0f)); }
 #endif
 
+/* The 8 float16 fields `off` bytes into 8 consecutive blocks of `stride` bytes (a whole group),
+ * by two-source word permutes over 128-byte windows that stay inside the group: one window when
+ * all 8 fit (18-byte blocks), else one for blocks 0-3 and one for 4-7 (constants fold). */
+static inline __m256 gather_h8_perm(const uint8_t *p, int stride, int off) {
+    const int sw = stride / 2, ow = off / 2;
+    if (ow + 7 * sw < 64) {
+        __m512i lo = _mm512_loadu_si512((const void *)p), hi = _mm512_loadu_si512((const void *)(p + 64));
+        __m512i idx = _mm512_castsi128_si512(_mm_setr_epi16((short)ow, (short)(ow + sw), (short)(ow + 2 * sw),
+            (short)(ow + 3 * sw), (short)(ow + 4 * sw), (short)(ow + 5 * sw), (short)(ow + 6 * sw), (short)(ow + 7 * sw)));
+        return _mm256_cvtph_ps(_mm512_castsi512_si128(_mm512_permutex2var_epi16(lo, idx, hi)));
+    }
+    /* second window: from block 4 if 128 bytes fit before the group's end, else the last 128 */
+    const int b1 = 4 * stride + 128 <= 8 * stride ? 4 * stride : 8 * stride - 128;
+    const int w1 = ow - b1 / 2;   /* word index of block k's field: w1 + k * sw */
+    __m512i lo0 = _mm512_loadu_si512((const void *)p), hi0 = _mm512_loadu_si512((const void *)(p + 64));
+    __m512i lo1 = _mm512_loadu_si512((const void *)(p + b1)), hi1 = _mm512_loadu_si512((const void *)(p + b1 + 64));
+    __m512i i0 = _mm512_castsi128_si512(_mm_setr_epi16((short)ow, (short)(ow + sw), (short)(ow + 2 * sw),
+                                                       (short)(ow + 3 * sw), 0, 0, 0, 0));
+    __m512i i1 = _mm512_castsi128_si512(_mm_setr_epi16(0, 0, 0, 0, (short)(w1 + 4 * sw), (short)(w1 + 5 * sw),
+                                                       (short)(w1 + 6 * sw), (short)(w1 + 7 * sw)));
+    __m128i r = _mm_mask_blend_epi16(0xf0, _mm512_castsi512_si128(_mm512_permutex2var_epi16(lo0, i0, hi0)),
+                                     _mm512_castsi512_si128(_mm512_permutex2var_epi16(lo1, i1, hi1)));
+    return _mm256_cvtph_ps(r);
+}
+#define GATHER_D8(T, B, cnt) ((cnt) == 8 ? gather_h8_perm((const uint8_t *)(B) + 0, (int)sizeof(T), (int)offsetof(T, d)) \
+                                         : gather_h8((const uint8_t *)(B) + offsetof(T, d), sizeof(T), (cnt)))
+static inline __m256 cf512_q4_1(const blk_q4_1 *B, __m256 dw, int cnt) {
+    (void)dw;
+    return cnt == 8 ? gather_h8_perm((const uint8_t *)B, (int)sizeof *B, (int)offsetof(blk_q4_1, m))
+                    : gather_h8((const uint8_t *)B + offsetof(blk_q4_1, m), sizeof *B, cnt);
+}
+static inline __m256 cf512_q5_1(const blk_q5_1 *B, __m256 dw, int cnt) {
+    (void)dw;
+    return cnt == 8 ? gather_h8_perm((const uint8_t *)B, (int)sizeof *B, (int)offsetof(blk_q5_1, m))
+                    : gather_h8((const uint8_t *)B + offsetof(blk_q5_1, m), sizeof *B, cnt);
+}
+
 #define PAIR(LV2, acc, j) {                                                                       \
         __m512i d_ = dpbusd512(LV2(&B[2 * (j)]), _mm512_loadu_si512((const void *)G->qs[2 * (j)])); \
         __m512 s_ = _mm512_permutexvar_ps(_mm512_set_epi32(2 * (j) + 1, 2 * (j) + 1, 2 * (j) + 1,  \
@@ -184,7 +221,7 @@ static inline __m256 cf_iq4_nlb(const blk_iq4_nl *B, __m256 dw, int cnt) { (void
             const llk_block_q8_32x8 *G = ag + g;                                                  \
             const int cnt = nb - 8 * g < 8 ? (int)(nb - 8 * g) : 8;                               \
             PREFETCH_AHEAD(B, 8 * sizeof(T));                                                     \
-            __m256 dw = gather_h8((const uint8_t *)B + offsetof(T, d), sizeof(T), cnt);                       \
+            __m256 dw = GATHER_D8(T, B, cnt);                                                     \
             __m256 S = _mm256_mul_ps(dw, _mm256_loadu_ps(G->d));                                  \
             accx = _mm256_fmadd_ps(CF(B, dw, cnt), _mm256_loadu_ps(G->s), accx);                 \
             if (cnt == 8) {                                                                       \
@@ -201,9 +238,9 @@ static inline __m256 cf_iq4_nlb(const blk_iq4_nl *B, __m256 dw, int cnt) { (void
     }
 
 LEGACY_DOT512(dot_q4_0_512, blk_q4_0, lv2_q4_0, lv_q4_0, cf_q4_0)
-LEGACY_DOT512(dot_q4_1_512, blk_q4_1, lv2_q4_1, lv_q4_1, cf_q4_1)
+LEGACY_DOT512(dot_q4_1_512, blk_q4_1, lv2_q4_1, lv_q4_1, cf512_q4_1)
 LEGACY_DOT512(dot_q5_0_512, blk_q5_0, lv2_q5_0, lv_q5_0, cf_q5_0)
-LEGACY_DOT512(dot_q5_1_512, blk_q5_1, lv2_q5_1, lv_q5_1, cf_q5_1)
+LEGACY_DOT512(dot_q5_1_512, blk_q5_1, lv2_q5_1, lv_q5_1, cf512_q5_1)
 #if defined(LLK_VNNI)
 LEGACY_DOT512(dot_q8_0_512, blk_q8_0, lv2_q8_0, lv_q8_0b, cf_q8_0b)
 LEGACY_DOT512(dot_iq4_nl_512, blk_iq4_nl, lv2_iq4_nl, lv_iq4_nlb, cf_iq4_nlb)
@@ -230,7 +267,7 @@ static inline __m512 pair_scale(__m512 S512, int j) {
         for (int64_t g = 0; 8 * g < nb; g++) {                                                    \
             const T *B = blk + 8 * g;                                                             \
             const int cnt = nb - 8 * g < 8 ? (int)(nb - 8 * g) : 8;                               \
-            __m256 dw = gather_h8((const uint8_t *)B + offsetof(T, d), sizeof(T), cnt);                       \
+            __m256 dw = GATHER_D8(T, B, cnt);                                                     \
             const llk_block_q8_32x8 *G[4];                                                        \
             __m256 S[4];                                                                          \
             const __m256 cf = CF(B, dw, cnt);                                                     \
@@ -259,9 +296,9 @@ static inline __m512 pair_scale(__m512 S512, int j) {
     }
 
 LEGACY_DOT4_512(dot4_q4_0_512, blk_q4_0, lv2_q4_0, lv_q4_0, cf_q4_0)
-LEGACY_DOT4_512(dot4_q4_1_512, blk_q4_1, lv2_q4_1, lv_q4_1, cf_q4_1)
+LEGACY_DOT4_512(dot4_q4_1_512, blk_q4_1, lv2_q4_1, lv_q4_1, cf512_q4_1)
 LEGACY_DOT4_512(dot4_q5_0_512, blk_q5_0, lv2_q5_0, lv_q5_0, cf_q5_0)
-LEGACY_DOT4_512(dot4_q5_1_512, blk_q5_1, lv2_q5_1, lv_q5_1, cf_q5_1)
+LEGACY_DOT4_512(dot4_q5_1_512, blk_q5_1, lv2_q5_1, lv_q5_1, cf512_q5_1)
 #if defined(LLK_VNNI)
 LEGACY_DOT4_512(dot4_q8_0_512, blk_q8_0, lv2_q8_0, lv_q8_0b, cf_q8_0b)
 LEGACY_DOT4_512(dot4_iq4_nl_512, blk_iq4_nl, lv2_iq4_nl, lv_iq4_nlb, cf_iq4_nlb)
