@@ -84,3 +84,34 @@ def test_generate_resident_memory_within_file_plus_kv_plus_80mb(smollm2_path):
     kv = 2 * 30 * n_ctx * 3 * 64 * 2
     limit = os.path.getsize(smollm2_path) + kv + 80 * 2**20
     assert 0 < stats["peak_rss_bytes"] <= limit, (stats["peak_rss_bytes"] / 2**20, limit / 2**20)
+
+
+@pytest.mark.skipif(not hasattr(__import__("signal"), "SIGINT") or __import__("os").name == "nt",
+                    reason="POSIX signals")
+def test_chat_ctrl_c_stops_the_reply_not_the_chat(smollm2_path):
+    """A long reply (a story, 2000 tokens allowed) stops at Ctrl+C; the next turn is answered;
+    /exit leaves with status 0."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    p = subprocess.Popen([sys.executable, "-m", "app.engine.cli", "chat", str(smollm2_path),
+                          "--max-tokens", "2000", "--ctx", "512", "--threads", "2",
+                          "--temperature", "0"],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    try:
+        p.stdin.write("Write a long story about a dragon.\n")
+        p.stdin.flush()
+        time.sleep(3.0)
+        p.send_signal(signal.SIGINT)
+        time.sleep(0.3)
+        p.stdin.write("What is 2+2?\n/exit\n")
+        p.stdin.flush()
+        out, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 0, err
+    assert "(stopped)" in err and err.count("tok/s") == 2
