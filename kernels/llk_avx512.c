@@ -327,6 +327,14 @@ static inline __m512i join256(__m256i lo, __m256i hi) {
     return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
 }
 
+/* 32 bytes of nibbles -> [low nibbles | high nibbles] (unmasked): a 256-bit broadcast load and a
+ * per-half shift, no shuffle-port work */
+static inline __m512i nib_lohi(const uint8_t *q) {
+    __m512i z = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)q));
+    return _mm512_srlv_epi16(z, _mm512_set_epi64(4 * 0x0001000100010001LL, 4 * 0x0001000100010001LL,
+                                                 4 * 0x0001000100010001LL, 4 * 0x0001000100010001LL, 0, 0, 0, 0));
+}
+
 static float dot_q4_K_512(const void *w, const void *a, int64_t n) {
     const blk_q4_K *blk = (const blk_q4_K *)w;
     const llk_block_q8_256 *ab = (const llk_block_q8_256 *)a;
@@ -341,8 +349,7 @@ static float dot_q4_K_512(const void *w, const void *a, int64_t n) {
         __m512i scv = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)sc[1], (int)sc[0])));
         __m512i isum = _mm512_setzero_si512();
         for (int c = 0; c < 4; c++) {
-            __m256i v = _mm256_loadu_si256((const __m256i *)(blk[b].qs + 32 * c));
-            __m512i z = _mm512_and_si512(join256(v, _mm256_srli_epi16(v, 4)), m4);
+            __m512i z = _mm512_and_si512(nib_lohi(blk[b].qs + 32 * c), m4);
             __m512i p = _mm512_maddubs_epi16(z, _mm512_loadu_si512((const void *)(ab[b].qs + 64 * c)));
             isum = wsum512(isum, p, bcast_w2(scv, 2 * c));
         }
@@ -368,11 +375,10 @@ static float dot_q5_K_512(const void *w, const void *a, int64_t n) {
         __m256i qh = _mm256_loadu_si256((const __m256i *)blk[b].qh);
         __m512i isum = _mm512_setzero_si512();
         for (int c = 0; c < 4; c++) {
-            __m256i v = _mm256_loadu_si256((const __m256i *)(blk[b].qs + 32 * c));
             /* bits 2c and 2c + 1 of qh, each moved to bit 4 */
             __m256i hlo = c < 2 ? _mm256_slli_epi16(qh, 4 - 2 * c) : _mm256_srli_epi16(qh, 2 * c - 4);
             __m256i hhi = c < 2 ? _mm256_slli_epi16(qh, 3 - 2 * c) : _mm256_srli_epi16(qh, 2 * c - 3);
-            __m512i z = _mm512_or_si512(_mm512_and_si512(join256(v, _mm256_srli_epi16(v, 4)), m4),
+            __m512i z = _mm512_or_si512(_mm512_and_si512(nib_lohi(blk[b].qs + 32 * c), m4),
                                         _mm512_and_si512(join256(hlo, hhi), b4));
             __m512i p = _mm512_maddubs_epi16(z, _mm512_loadu_si512((const void *)(ab[b].qs + 64 * c)));
             isum = wsum512(isum, p, bcast_w2(scv, 2 * c));
