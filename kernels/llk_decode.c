@@ -179,6 +179,80 @@ static llk_status norm_rows(const llk_decoder *d, const float *x, const llk_tens
     return LLK_OK;
 }
 
+/* --- per-token steps across the pool (prompt batches) ---------------------------------------
+ * A batch's norms, activation quantization, RoPE and gated activation are independent per token:
+ * with many tokens they run as pool jobs over token ranges, so that prompt processing scales
+ * past one core. For a few tokens (generation) the serial loop is cheaper than a wake-up. */
+
+#define PAR_MIN_TOKENS 4
+
+enum { ROWS_NORM, ROWS_QUANT, ROWS_ROPE, ROWS_ACT };
+
+typedef struct {
+    const llk_decoder *d;
+    int op;
+    const float *x; float *y; const llk_tensor *w, *b; int64_t n;      /* NORM: rows of n */
+    int type; uint8_t *a; size_t ab;                                   /* QUANT: x -> a */
+    float *q, *k;                                                      /* ROPE */
+    float *g; const float *u;                                          /* ACT: g = act(g) * u */
+    volatile int failed;
+} rows_job;
+
+static llk_status norm_rows(const llk_decoder *d, const float *x, const llk_tensor *w,
+                            const llk_tensor *b, float *y, int64_t T, int64_t n);
+
+static void rows_fn(void *arg, int64_t t0, int64_t t1, int ith) {
+    (void)ith;
+    rows_job *j = (rows_job *)arg;
+    const llk_decoder_config *c = &j->d->c;
+    const int64_t T = t1 - t0;
+    switch (j->op) {
+    case ROWS_NORM:
+        if (norm_rows(j->d, j->x + t0 * j->n, j->w, j->b, j->y + t0 * j->n, T, j->n)) j->failed = 1;
+        break;
+    case ROWS_QUANT:
+        for (int64_t t = t0; t < t1; t++)
+            if (llk_quantize_act(c->isa, j->type, j->x + t * j->n, j->a + (size_t)t * j->ab, j->n))
+                j->failed = 1;
+        break;
+    case ROWS_ROPE:
+        if (llk_rope(&c->rope, j->q + t0 * c->n_head * c->head_dim, T, c->n_head, j->d->pos + t0) ||
+            llk_rope(&c->rope, j->k + t0 * c->n_head_kv * c->head_dim, T, c->n_head_kv, j->d->pos + t0))
+            j->failed = 1;
+        break;
+    case ROWS_ACT: {
+        const int64_t F = c->n_ff;
+        float *g = j->g + t0 * F;
+        const float *u = j->u + t0 * F;
+        if (c->ffn_act == LLK_FFN_GELU) llk_geglu(g, u, g, T * F);
+        else if (c->ffn_act == LLK_FFN_GELU_ERF) { llk_gelu_erf(g, g, T * F); llk_mul(g, u, g, T * F); }
+        else llk_swiglu(g, u, g, T * F);
+        break;
+    }
+    }
+}
+
+static llk_status run_rows(const llk_decoder *d, rows_job *j, int64_t T) {
+    j->d = d;
+    j->failed = 0;
+    if (T < PAR_MIN_TOKENS || !d->pool) {
+        rows_fn(j, 0, T, 0);
+    } else {
+        int64_t chunk = T / (4 * (int64_t)llk_pool_size(d->pool));
+        llk_status st = llk_pool_run(d->pool, T, chunk < 1 ? 1 : chunk, rows_fn, j);
+        if (st) return st;
+    }
+    return j->failed ? LLK_ERR_ARG : LLK_OK;
+}
+
+static llk_status norm_par(const llk_decoder *d, const float *x, const llk_tensor *w,
+                           const llk_tensor *b, float *y, int64_t T, int64_t n) {
+    rows_job j;
+    memset(&j, 0, sizeof j);
+    j.op = ROWS_NORM; j.x = x; j.y = y; j.w = w; j.b = b; j.n = n;
+    return run_rows(d, &j, T);
+}
+
 /* --- fused matrix products: several weights that read the same input, one pool job ---------- */
 
 typedef struct {
@@ -225,11 +299,12 @@ static llk_status linear_multi(llk_decoder *d, int n, const llk_tensor *const *w
         if (slot == i) {
             size_t ab = llk_act_row_bytes(w[i]->type, w[i]->n_cols);
             if (ab > d->act_bytes) return LLK_ERR_ARG;
-            for (int64_t t = 0; t < T; t++) {
-                llk_status st = llk_quantize_act(d->c.isa, w[i]->type, x + t * w[i]->n_cols,
-                                                 d->act[i] + (size_t)t * ab, w[i]->n_cols);
-                if (st) return st;
-            }
+            rows_job q;
+            memset(&q, 0, sizeof q);
+            q.op = ROWS_QUANT; q.type = w[i]->type; q.x = x; q.n = w[i]->n_cols;
+            q.a = d->act[i]; q.ab = ab;
+            llk_status st = run_rows(d, &q, T);
+            if (st) return st;
             j.a[i] = d->act[i];
         } else {
             j.a[i] = j.a[slot];
@@ -263,7 +338,7 @@ static void softcap(float *x, int64_t n, float cap) {
 static llk_status decode_batch(llk_decoder *d, const int32_t *tokens, int64_t T, int64_t p0,
                                int all_logits, float *logits) {
     const llk_decoder_config *c = &d->c;
-    const int64_t E = c->n_embd, D = c->head_dim, KD = (int64_t)c->n_head_kv * D, F = c->n_ff;
+    const int64_t E = c->n_embd, D = c->head_dim, KD = (int64_t)c->n_head_kv * D;
     const size_t elem = c->kv_f16 ? 2 : 4;
     llk_status st;
     for (int64_t t = 0; t < T; t++) {
@@ -277,7 +352,7 @@ static llk_status decode_batch(llk_decoder *d, const int32_t *tokens, int64_t T,
     for (int il = 0; il < c->n_layer; il++) {
         const llk_layer *L = &d->layers[il];
         /* attention: xb = norm(x); q, k, v = xb W^T; rope; cache; att = softmax(q k^T) v */
-        if ((st = norm_rows(d, d->x, &L->attn_norm, &L->attn_norm_b, d->xb, T, E))) return st;
+        if ((st = norm_par(d, d->x, &L->attn_norm, &L->attn_norm_b, d->xb, T, E))) return st;
         {
             const llk_tensor *ws[3] = {&L->wq, &L->wk, &L->wv}, *bs[3] = {&L->bq, &L->bk, &L->bv};
             float *ys[3] = {d->q, d->k, d->v};
@@ -288,8 +363,10 @@ static llk_status decode_batch(llk_decoder *d, const int32_t *tokens, int64_t T,
             if ((st = llk_rms_norm(d->k, (const float *)L->k_norm.data, d->k, T * c->n_head_kv, D, c->norm_eps))) return st;
         }
         if (rope.n_rot > 0) {
-            if ((st = llk_rope(&rope, d->q, T, c->n_head, d->pos))) return st;
-            if ((st = llk_rope(&rope, d->k, T, c->n_head_kv, d->pos))) return st;
+            rows_job r;
+            memset(&r, 0, sizeof r);
+            r.op = ROWS_ROPE; r.q = d->q; r.k = d->k;
+            if ((st = run_rows(d, &r, T))) return st;
         }
         uint8_t *kc = (uint8_t *)d->k_cache + (size_t)il * d->kv_layer_bytes;
         uint8_t *vc = (uint8_t *)d->v_cache + (size_t)il * d->kv_layer_bytes;
@@ -311,17 +388,18 @@ static llk_status decode_batch(llk_decoder *d, const int32_t *tokens, int64_t T,
         if (c->post_norms && (st = norm_rows(d, d->xb2, &L->attn_post_norm, NULL, d->xb2, T, E))) return st;
         llk_add(d->x, d->xb2, d->x, T * E);
         /* feed-forward: x += down(act(gate(xb)) * up(xb)), xb = norm(x) */
-        if ((st = norm_rows(d, d->x, &L->ffn_norm, &L->ffn_norm_b, d->xb, T, E))) return st;
+        if ((st = norm_par(d, d->x, &L->ffn_norm, &L->ffn_norm_b, d->xb, T, E))) return st;
         {
             const llk_tensor *ws[2] = {&L->ffn_gate, &L->ffn_up}, *bs[2] = {NULL, NULL};
             float *ys[2] = {d->g, d->u};
             if ((st = linear_multi(d, 2, ws, bs, d->xb, T, ys))) return st;
         }
-        if (c->ffn_act == LLK_FFN_GELU) llk_geglu(d->g, d->u, d->g, T * F);
-        else if (c->ffn_act == LLK_FFN_GELU_ERF) {
-            llk_gelu_erf(d->g, d->g, T * F);
-            llk_mul(d->g, d->u, d->g, T * F);
-        } else llk_swiglu(d->g, d->u, d->g, T * F);
+        {
+            rows_job a;
+            memset(&a, 0, sizeof a);
+            a.op = ROWS_ACT; a.g = d->g; a.u = d->u;
+            if ((st = run_rows(d, &a, T))) return st;
+        }
         if ((st = linear(d, &L->ffn_down, NULL, d->g, T, d->xb2))) return st;
         if (c->post_norms && (st = norm_rows(d, d->xb2, &L->ffn_post_norm, NULL, d->xb2, T, E))) return st;
         llk_add(d->x, d->xb2, d->x, T * E);
