@@ -133,7 +133,7 @@ def test_pools_come_and_go_without_leaking_threads():
     for _ in range(50):
         with K.ThreadPool(2) as p:
             p.test_job(20, 1, 0)
-    assert proc.num_threads() == before
+    assert proc.num_threads() <= before     # (other runtimes may end threads meanwhile)
 
 
 def test_describe_names_the_level():
