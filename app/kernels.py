@@ -1,9 +1,22 @@
 """The only Python module that talks to the compiled kernel library (`app._llk`, built by cffi).
 
 Thin typed wrappers: validate -> allocate -> call (GIL released) -> check the status -> return
-numpy arrays. C returns a status; this module raises `KernelError`. Also the kernel benchmark
-(`bench_kernels`), which `llambda bench --kernels` prints with `format_bench`.
-Not here: model logic, file parsing, the decoder loop.
+numpy arrays. C returns a status; this module raises `KernelError` (`KernelAborted` when a pool's
+abort flag stopped the job). Not here: model logic, file parsing, the decoder loop.
+
+  dispatch   isa_name(), isa_level(), best_isa_level(), describe(), version(), ISA_NAMES
+  types      SUPPORTED_TYPES, TYPE_NAMES, block_size(), row_bytes(), act_row_bytes(),
+             dequantize_row(), quantize_activations(), vec_dot(), random_weights()
+  threads    ThreadPool (size, abort, clear_abort, busy_ns, chunks, jobs), cpu_count_*()
+  products   matvec(), matmul()
+  decoder    rms_norm(), layer_norm(), softmax(), silu(), gelu(), gelu_erf(), swiglu(),
+             geglu(), add(), mul(), RopeConfig + rope(), AttentionConfig + attention()
+  measure    bench_kernels() + format_bench() (matrix x vector vs read bandwidth; what
+             `llambda bench --kernels` prints), bench_matmul(), bench_in_cache(),
+             read_bandwidth(); `python -m app.kernels --help`
+
+Every per-row / product function takes `isa=None|"ref"|"avx2"|"avx512"` (None: the level in use,
+which LLAMBDA_ISA=ref|avx2|avx512 can lower).
 """
 from __future__ import annotations
 
