@@ -345,9 +345,9 @@ class GGUFFile:
         n_kv = cur.u64("metadata count")
         remaining = self.file_size - cur.pos
         if n_kv > remaining // MIN_KV_BYTES:
-            raise cur.fail(f"metadata count {n_kv} cannot fit in the {remaining} bytes left")
+            raise cur.fail(f"truncated or damaged: metadata count {n_kv} cannot fit in the {remaining} bytes left")
         if n_tensors > remaining // MIN_TENSOR_INFO_BYTES:
-            raise cur.fail(f"tensor count {n_tensors} cannot fit in the {remaining} bytes left")
+            raise cur.fail(f"truncated or damaged: tensor count {n_tensors} cannot fit in the {remaining} bytes left")
 
         self.metadata = md = Metadata(self._mmap, where)
         for i in range(n_kv):
