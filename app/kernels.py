@@ -446,6 +446,7 @@ class RopeConfig:
     low_freq_factor: float = 1.0      # llama3
     high_freq_factor: float = 4.0     # llama3
     factor: float = 8.0               # llama3
+    freq_factors: tuple | None = None  # n_rot/2 frequency divisors (GGUF rope_freqs.weight)
 
     SCALINGS = ("none", "linear", "yarn", "llama3")
 
@@ -455,6 +456,11 @@ class RopeConfig:
             raise ValueError(f"rope: n_rot {n_rot} must be even and within head_dim {self.head_dim}")
         if self.scaling not in self.SCALINGS:
             raise ValueError(f"rope: unknown scaling {self.scaling!r}")
+        if self.freq_factors is not None:
+            ff = tuple(float(v) for v in self.freq_factors)
+            if len(ff) != n_rot // 2 or not all(v > 0 for v in ff):
+                raise ValueError(f"rope: freq_factors needs {n_rot // 2} positive values")
+            object.__setattr__(self, "freq_factors", ff)
 
     def _c(self):
         p = ffi.new("llk_rope_params *")
@@ -470,7 +476,11 @@ class RopeConfig:
         p.beta_fast, p.beta_slow = self.beta_fast, self.beta_slow
         p.low_freq_factor, p.high_freq_factor = self.low_freq_factor, self.high_freq_factor
         p.factor = self.factor
-        return p
+        keep = None
+        if self.freq_factors is not None:
+            keep = ffi.new("float[]", list(self.freq_factors))
+            p.freq_factors = keep
+        return p, keep
 
 
 def rope(cfg: RopeConfig, x, positions) -> np.ndarray:
@@ -481,7 +491,8 @@ def rope(cfg: RopeConfig, x, positions) -> np.ndarray:
     pos = np.ascontiguousarray(positions, dtype=np.int32).reshape(-1)
     if pos.size != y.shape[0]:
         raise KernelError("rope: one position per token")
-    _check(lib.llk_rope(cfg._c(), _fp(y), y.shape[0], y.shape[1], ffi.from_buffer("int32_t[]", pos)), "rope")
+    params, _keep = cfg._c()     # _keep holds the freq_factors buffer through the call
+    _check(lib.llk_rope(params, _fp(y), y.shape[0], y.shape[1], ffi.from_buffer("int32_t[]", pos)), "rope")
     return y
 
 

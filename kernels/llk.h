@@ -174,6 +174,8 @@ typedef struct {
     float low_freq_factor;    /* Llama-3: 1 */
     float high_freq_factor;   /* Llama-3: 4 */
     float factor;             /* Llama-3 scaling factor, e.g. 8 */
+    const float *freq_factors;/* NULL, or n_rot/2 divisors of the pairs' frequencies (GGUF
+                                 rope_freqs.weight: Llama 3.1, LongRoPE); applied before scaling */
 } llk_rope_params;
 
 void llk_rope_params_default(llk_rope_params *p, int head_dim);

@@ -238,6 +238,10 @@ static llk_status rope_freqs(const llk_rope_params *p, double *inv_freq, double 
     *mscale = 1.0;
     for (int i = 0; i < half; i++) {
         inv_freq[i] = pow(base, -2.0 * i / p->n_rot);
+        if (p->freq_factors) {
+            if (!(p->freq_factors[i] > 0.0f)) return LLK_ERR_ARG;
+            inv_freq[i] /= p->freq_factors[i];
+        }
         mix[i] = 1.0; interp[i] = 1.0;
     }
     switch (p->scaling) {

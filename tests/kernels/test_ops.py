@@ -138,6 +138,24 @@ def test_rope_scaling_properties():
     np.testing.assert_allclose(K.rope(yarn1, x, [777]), K.rope(plain, x, [777]), atol=1e-5)
 
 
+def test_rope_freq_factors_as_in_gguf_rope_freqs():
+    """Per-pair frequency divisors (Llama 3.1 ships its scaling as rope_freqs.weight) give the same
+    rotation as the Llama-3 formula that produced them."""
+    cfg3 = K.RopeConfig(128, neox=True, freq_base=5e5, scaling="llama3", n_ctx_orig=8192, factor=8.0)
+    i = np.arange(64, dtype=np.float64)
+    inv = 5e5 ** (-2 * i / 128)
+    wl = 2 * math.pi / inv
+    smooth = (8192 / wl - 1.0) / (4.0 - 1.0)
+    new = np.where(wl < 8192 / 4.0, inv, np.where(wl > 8192 / 1.0, inv / 8.0,
+                                                  (1 - smooth) * inv / 8.0 + smooth * inv))
+    cff = K.RopeConfig(128, neox=True, freq_base=5e5, freq_factors=tuple(inv / new))
+    x = RNG.standard_normal((3, 2, 128)).astype(np.float32)
+    pos = np.array([5, 900, 20000], np.int32)
+    np.testing.assert_allclose(K.rope(cff, x, pos), K.rope(cfg3, x, pos), rtol=1e-5, atol=2e-5)
+    with pytest.raises(ValueError):
+        K.RopeConfig(128, freq_factors=(1.0,) * 63)
+
+
 def test_rope_rejects_bad_configs():
     with pytest.raises(ValueError):
         K.RopeConfig(64, n_rot=63)
