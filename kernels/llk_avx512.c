@@ -1,10 +1,12 @@
-/* llk_avx512.c — AVX-512 F/BW/VL kernels, built twice: with VNNI (-mavx512vnni, LLK_VNNI=1,
- * exported as llk_fill_avx512vnni) and without (llk_fill_avx512). Called only after dispatch has
- * seen the features. Each kernel matches its twin in llk_ref.c.
+/* llk_avx512.c — the AVX-512 level (F/BW/VL/DQ), built twice: with VNNI (-mavx512vnni,
+ * LLK_VNNI=1, exported as llk_fill_avx512vnni) and without (llk_fill_avx512). Called only after
+ * dispatch has seen the features. Each kernel matches its twin in llk_ref.c.
  *
- * The quantized kernels are llk_simd256.h's, recompiled here with dot_us() as VNNI's vpdpbusd
+ * The table starts from llk_simd256.h's kernels, recompiled here with dot_us() as VNNI's vpdpbusd
  * (u8 x s8 -> i32 in one instruction, where AVX2 needs maddubs + madd) and bits -> bytes through a
- * mask register; the float dots use 16 lanes.
+ * mask register. Then the hot dots are replaced by 512-bit ones: float types 16 lanes at a time;
+ * legacy 32-blocks two blocks per zmm (dots and 1 x 4 matmul kernels); K-quants and IQ4_XS 64
+ * weights per zmm. Kernels whose biased levels exceed maddubs' range exist only with VNNI.
  */
 #include "llk_internal.h"
 
