@@ -35,6 +35,8 @@ struct llk_decoder {
 };
 
 #define ROWS_PER_CHUNK 32           /* weight rows per pool chunk in the fused products */
+#define ATTN_SERIAL_WORK (1 << 18)  /* query x key x dim products below which attention runs on
+                                     * the caller alone (~50 us) */
 
 static int tensor_ok(const llk_tensor *t, int64_t rows, int64_t cols) {
     if (!t->data) return 0;
@@ -383,7 +385,11 @@ static llk_status decode_batch(llk_decoder *d, const int32_t *tokens, int64_t T,
         ap.kv_f16 = c->kv_f16;
         ap.scale = c->attn_scale > 0.0f ? c->attn_scale : 1.0f / sqrtf((float)D);
         ap.softcap = c->attn_softcap; ap.window = L->window; ap.causal = 1;
-        if ((st = llk_attention(d->pool, &ap, d->q, kc, vc, p0 + T, T, d->pos, d->att))) return st;
+        /* a short attention (a generated token over a short context) costs less than waking
+         * the pool: the caller does it alone (one barrier less per layer) */
+        int64_t work = T * (int64_t)c->n_head * (p0 + T) * D;
+        llk_pool *ap_pool = work < ATTN_SERIAL_WORK ? NULL : d->pool;
+        if ((st = llk_attention(ap_pool, &ap, d->q, kc, vc, p0 + T, T, d->pos, d->att))) return st;
         if ((st = linear(d, &L->wo, &L->bo, d->att, T, d->xb2))) return st;
         if (c->post_norms && (st = norm_rows(d, d->xb2, &L->attn_post_norm, NULL, d->xb2, T, E))) return st;
         llk_add(d->x, d->xb2, d->x, T * E);

@@ -84,3 +84,15 @@ def test_decode_rejects_bad_input(synth):
         with pytest.raises(ValueError):
             d.decode([1], 16)
         assert d.kv_bytes == 2 * cfg.n_layer * 16 * cfg.n_head_kv * cfg.head_dim * 2
+
+
+def test_pool_jobs_per_generated_token(smollm2_file):
+    """One generated token of a 30-layer model wakes the pool 4 times per layer (Q/K/V together,
+    the attention output, gate/up together, down; short attention runs on the caller) plus the
+    output projection: 121 barriers, a count rather than a time."""
+    cfg = config_from_gguf(smollm2_file)
+    with CDecoder(smollm2_file, cfg, 256, n_threads=2) as d:
+        d.decode(list(range(100, 150)), 0)
+        before = d.pool.jobs
+        d.decode([5], 50)
+        assert d.pool.jobs - before == 4 * cfg.n_layer + 1
