@@ -80,3 +80,27 @@ def test_free_running_greedy_matches_where_llamacpp_is_confident(smollm2_file, s
                 if a != b:
                     assert case["gaps"][i] < GAP_TOLERANCE, (case["text"], i)
                     break
+
+
+@pytest.mark.parametrize("isa", ISA_LEVELS)
+def test_llambda_isa_environment_runs_the_whole_engine_at_that_level(smollm2_path, smollm2_goldens, isa):
+    """LLAMBDA_ISA lowers every kernel (attention included) for a whole `generate` process; the
+    greedy reply follows llama.cpp's up to the first step where its gap is under the tolerance."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    case = smollm2_goldens["cases"][6]          # "1, 2, 3, 4, 5," ... (raw)
+    env = dict(os.environ, LLAMBDA_ISA=isa)
+    out = subprocess.run([sys.executable, "-m", "app.engine.cli", "generate", str(smollm2_path),
+                          "--prompt", case["text"], "--raw", "--temperature", "0",
+                          "--max-tokens", "24", "--threads", "2", "--ctx", "256", "--json"],
+                         capture_output=True, text=True, env=env, check=True, timeout=120)
+    got = json.loads(out.stdout)
+    assert got["prompt_ids"] == case["prompt_ids"]
+    assert got["stats"]["isa"].startswith(isa)
+    for i, (a, b) in enumerate(zip(got["ids"], case["ids"])):
+        if a != b:
+            assert case["gaps"][i] < GAP_TOLERANCE, (i, a, b)
+            break
