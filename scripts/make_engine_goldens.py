@@ -122,8 +122,6 @@ def _self_divergence(llm, case: dict) -> list[list[float]]:
 
 
 def make_smollm2(path: str) -> None:
-    from llama_cpp import llama_token_to_piece  # noqa: F401  (import check only)
-
     llm = _llama(path, logits_all=True)
     md = llm.metadata
     template = md["tokenizer.chat_template"]

@@ -115,7 +115,6 @@ class CDecoder:
         self._ptr = out[0]
         self._cfg_c = c
         self.kv_bytes = int(lib.llk_decoder_kv_bytes(self._ptr))
-        self._logits_last = np.empty(cfg.n_vocab, np.float32)
 
     # -- binding -----------------------------------------------------------------------------
 

@@ -11,7 +11,6 @@ it drops the oldest turns after the system prompt (and says so with a ContextShi
 """
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Iterator
 
 from app.engine.decoder import CDecoder
@@ -151,7 +150,3 @@ class Chat:
             yield ev
         if fin is not None:
             self.messages.append({"role": "assistant", "content": fin.text})
-
-    def reply_request(self, **kw) -> GenerationRequest:  # pragma: no cover - convenience
-        ids = self.engine.chat_prompt(self._all(self.messages))
-        return replace(GenerationRequest(tuple(ids)), **kw)

@@ -67,7 +67,7 @@ class ReferenceModel:
             self.cfg: DecoderConfig = config_from_gguf(f)
             self.w = {name: dequantize_tensor(f, name) for name in f.tensors}
         if self.cfg.spec.norm_kind != "rms" or self.cfg.rope_scaling != "none":
-            raise NotImplementedError(f"reference covers RMS norm without RoPE scaling only")
+            raise NotImplementedError("reference covers RMS norm without RoPE scaling only")
 
     def _opt(self, name: str):
         return self.w.get(name)
