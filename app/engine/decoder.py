@@ -13,7 +13,7 @@ from typing import Protocol, Sequence
 import numpy as np
 
 from app import kernels
-from app.errors import KernelError, UnsupportedModelError
+from app.errors import KernelError, ModelFormatError, UnsupportedModelError
 from app.gguf import GGUFFile
 from app.kernels import KernelAborted, ThreadPool, ffi, lib
 from app.model import DecoderConfig
@@ -133,6 +133,16 @@ class CDecoder:
         else:
             r.n_ctx_orig = cfg.rope_orig_ctx or cfg.n_ctx_train
 
+    def _expected_shape(self, name: str) -> tuple[int, int] | None:
+        """(rows, row length) the decoder needs for a weight matrix, by its GGUF name."""
+        c = self.config
+        hd, kd = c.n_head * c.head_dim, c.n_head_kv * c.head_dim
+        table = {"attn_q": (hd, c.n_embd), "attn_k": (kd, c.n_embd), "attn_v": (kd, c.n_embd),
+                 "attn_output": (c.n_embd, hd), "ffn_gate": (c.n_ff, c.n_embd),
+                 "ffn_up": (c.n_ff, c.n_embd), "ffn_down": (c.n_embd, c.n_ff),
+                 "token_embd": (c.n_vocab, c.n_embd), "output": (c.n_vocab, c.n_embd)}
+        return table.get(name.split(".")[-2])
+
     def _matrix(self, name: str, required: bool = True):
         t = ffi.new("llk_tensor *")
         info = self._file.tensors.get(name)
@@ -140,6 +150,11 @@ class CDecoder:
             if required:
                 raise UnsupportedModelError(f"{self._file.path}: tensor {name} is missing")
             return t
+        want = self._expected_shape(name)
+        got = (info.n_rows, info.dims[0])
+        if len(info.dims) != 2 or (want is not None and got != want):
+            raise ModelFormatError(f"{self._file.path}: tensor {name} is {list(info.dims)}, "
+                                   f"the hyper-parameters need [{want[1]}, {want[0]}]")
         if info.type.id not in kernels.SUPPORTED_TYPES:
             raise UnsupportedModelError(
                 f"{self._file.path}: tensor {name} has type {info.type.name}, which the engine cannot run")
@@ -157,6 +172,10 @@ class CDecoder:
                 raise UnsupportedModelError(f"{self._file.path}: tensor {name} is missing")
             return t
         n = info.n_elements
+        want = self._vector_length(name)
+        if want is not None and n != want:
+            raise ModelFormatError(f"{self._file.path}: tensor {name} has {n} values, "
+                                   f"the hyper-parameters need {want}")
         if info.type.name == "F32":
             arr = np.ascontiguousarray(self._file.tensor_array(name).reshape(-1))
         else:
@@ -166,6 +185,17 @@ class CDecoder:
         t.data = ffi.cast("const void *", arr.ctypes.data)
         t.type, t.n_rows, t.n_cols, t.row_stride = 0, 1, n, 4 * n
         return t
+
+    def _vector_length(self, name: str) -> int | None:
+        c = self.config
+        stem = name.rsplit(".", 1)[0].split(".")[-1]
+        if stem in ("attn_q_norm", "attn_k_norm"):
+            return c.head_dim
+        if stem == "attn_q" and name.endswith(".bias"):
+            return c.n_head * c.head_dim
+        if stem in ("attn_k", "attn_v") and name.endswith(".bias"):
+            return c.n_head_kv * c.head_dim
+        return c.n_embd
 
     def _bind_layer(self, L, il: int) -> None:
         p = f"blk.{il}."

@@ -36,3 +36,17 @@ def test_switches_match_reference(arch, tmp_path):
     if arch == "gemma2":
         assert cfg.sliding_window == 5 and [layer_window(cfg, i) for i in range(3)] == [5, 0, 5]
         assert np.abs(got).max() <= cfg.final_softcap
+
+
+def test_a_tensor_of_the_wrong_shape_is_named(tmp_path):
+    """A file whose attn_k rows disagree with head_count_kv: a one-line ModelFormatError naming
+    the tensor, before the C decoder sees it."""
+    from app.errors import ModelFormatError
+    from tests.synth import TinySpec, write_tiny_model
+
+    path = write_tiny_model(tmp_path / "bad.gguf", TinySpec(n_head_kv=2), seed=1,
+                            extra_metadata={"llama.attention.head_count_kv": 1})
+    with open_gguf(path) as f:
+        cfg = config_from_gguf(f)
+        with pytest.raises(ModelFormatError, match=r"blk\.0\.attn_k\.weight"):
+            CDecoder(f, cfg, 16, n_threads=1)
