@@ -50,7 +50,9 @@ ISA_NAMES = ("ref", "avx2", "avx512")   # index = level
 
 TYPE_NAMES = {
     0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 6: "Q5_0", 7: "Q5_1", 8: "Q8_0", 10: "Q2_K",
-    11: "Q3_K", 12: "Q4_K", 13: "Q5_K", 14: "Q6_K", 20: "IQ4_NL", 23: "IQ4_XS", 30: "BF16",
+    11: "Q3_K", 12: "Q4_K", 13: "Q5_K", 14: "Q6_K", 16: "IQ2_XXS", 17: "IQ2_XS", 18: "IQ3_XXS",
+    19: "IQ1_S", 20: "IQ4_NL", 21: "IQ3_S", 22: "IQ2_S", 23: "IQ4_XS", 29: "IQ1_M", 30: "BF16",
+    34: "TQ1_0", 35: "TQ2_0", 39: "MXFP4",
 }
 SUPPORTED_TYPES = frozenset(t for t in range(64) if lib.llk_type_supported(t))
 
@@ -542,8 +544,12 @@ def attention(pool: ThreadPool | None, cfg: AttentionConfig, q, k_cache, v_cache
 
 # Where each type keeps its float16 scale fields inside a block (byte offsets): the benchmark fills
 # random blocks and makes these sane so no NaN or infinity reaches the arithmetic.
+# Byte offsets of the float16 scales in a block (IQ1_M: the four u16 whose top nibbles hold d;
+# MXFP4: its one-byte exponent), for random rows with sane scales.
 _SCALE_OFFSETS = {2: (0,), 3: (0, 2), 6: (0,), 7: (0, 2), 8: (0,), 10: (80, 82), 11: (108,),
-                  12: (0, 2), 13: (0, 2), 14: (208,), 20: (0,), 23: (0,)}
+                  12: (0, 2), 13: (0, 2), 14: (208,), 16: (0,), 17: (0,), 18: (0,), 19: (0,),
+                  20: (0,), 21: (0,), 22: (0,), 23: (0,), 29: (48, 50, 52, 54), 34: (52,),
+                  35: (64,), 39: (0,)}
 
 
 def random_weights(type_id: int, n_rows: int, n_cols: int, seed: int = 0) -> np.ndarray:
@@ -562,6 +568,14 @@ def random_weights(type_id: int, n_rows: int, n_cols: int, seed: int = 0) -> np.
     bb = int(lib.llk_type_block_bytes(t))
     blocks = w.reshape(n_rows, rb // bb, bb)
     scale = np.frombuffer(np.float16(1.0 / 64).tobytes(), dtype=np.uint8)
+    if t == 29:   # IQ1_M: d = 1/64 (0x2400) spread over the top nibbles of the four scale words
+        sw = blocks[:, :, 48:56].copy().view(np.uint16) & np.uint16(0x0FFF)
+        sw |= np.array([0x0000, 0x0000, 0x4000, 0x2000], dtype=np.uint16)
+        blocks[:, :, 48:56] = sw.view(np.uint8)
+        return w
+    if t == 39:   # MXFP4: exponent byte 121, a scale of 2^-7
+        blocks[:, :, 0] = 121
+        return w
     for off in _SCALE_OFFSETS[t]:
         blocks[:, :, off:off + 2] = scale
     return w

@@ -20,6 +20,7 @@ _GCC_AVX2 = ["-mavx2", "-mfma", "-mf16c"]
 _GCC_AVX512 = _GCC_AVX2 + ["-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq"]
 SOURCES = [
     ("llk_ref.c", [], [], []),
+    ("llk_ref_iq.c", [], [], []),
     ("llk_dispatch.c", [], [], []),
     ("llk_pool.c", [], [], []),
     ("llk_ops.c", [], [], []),

@@ -154,6 +154,16 @@ static const llk_traits g_traits[LLK_N_TYPES] = {
     [LLK_TYPE_Q6_K] = {256, 210, LLK_ACT_Q8_256},
     [LLK_TYPE_IQ4_NL] = {32, 18, LLK_ACT_Q8_32},
     [LLK_TYPE_IQ4_XS] = {256, 136, LLK_ACT_Q8_256},
+    [LLK_TYPE_IQ2_XXS] = {256, 66, LLK_ACT_Q8_256},
+    [LLK_TYPE_IQ2_XS] = {256, 74, LLK_ACT_Q8_256},
+    [LLK_TYPE_IQ2_S] = {256, 82, LLK_ACT_Q8_256},
+    [LLK_TYPE_IQ3_XXS] = {256, 98, LLK_ACT_Q8_256},
+    [LLK_TYPE_IQ3_S] = {256, 110, LLK_ACT_Q8_256},
+    [LLK_TYPE_IQ1_S] = {256, 50, LLK_ACT_Q8_256},
+    [LLK_TYPE_IQ1_M] = {256, 56, LLK_ACT_Q8_256},
+    [LLK_TYPE_TQ1_0] = {256, 54, LLK_ACT_Q8_256},
+    [LLK_TYPE_TQ2_0] = {256, 66, LLK_ACT_Q8_256},
+    [LLK_TYPE_MXFP4] = {32, 17, LLK_ACT_Q8_32},
 };
 
 const llk_traits *llk_traits_of(int type) {

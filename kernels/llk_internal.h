@@ -56,6 +56,39 @@ typedef struct { llk_half d; uint8_t qs[16]; } blk_iq4_nl;
 /* IQ4_XS: 8 groups of 32; 6-bit scale (minus 32) = low 4 bits from scales_l, high 2 from
  * scales_h; group g: low nibbles of qs[16g ..] then high nibbles; x = d * ls * kvalues[n]. */
 typedef struct { llk_half d; uint16_t scales_h; uint8_t scales_l[4]; uint8_t qs[128]; } blk_iq4_xs;
+/* The IQ1/IQ2/IQ3 grids (llk_iq_tables.h): a super-block of 256 is 8 sub-blocks of 32, each
+ * made of grid entries (8 or 4 magnitudes) with signs and a 4- or 3-bit scale. Multi-byte fields
+ * are little-endian and read with memcpy (they sit at odd offsets).
+ * IQ2_XXS: sub-block s = 8 bytes at qs[8s]: 4 grid indexes (bytes), then a u32 of four 7-bit
+ * ksigns indexes (bits 0-27) and the scale ls (bits 28-31); x = d * (0.5 + ls) / 4 * grid * sign. */
+typedef struct { llk_half d; uint8_t qs[64]; } blk_iq2_xxs;
+/* IQ2_XS: 32 u16 in qs, one per 8 elements: 9-bit grid index | 7-bit ksigns index << 9;
+ * scales[s]: low nibble for elements 32s .. 32s+15, high nibble for the next 16; as IQ2_XXS. */
+typedef struct { llk_half d; uint8_t qs[64]; uint8_t scales[8]; } blk_iq2_xs;
+/* IQ2_S: grid index of 8 elements k = qs[k] | ((qh[k / 4] >> 2(k % 4)) & 3) << 8; one sign bit
+ * per element (bit i % 8 of signs[i / 8]); scales as IQ2_XS. */
+typedef struct { llk_half d; uint8_t qs[32]; uint8_t signs[32]; uint8_t qh[8]; uint8_t scales[8]; } blk_iq2_s;
+/* IQ3_XXS: qs[k] = grid index of 4 elements; sub-block s: u32 at sas[4s] as IQ2_XXS's second
+ * word; x = d * (0.5 + ls) / 2 * grid * sign. */
+typedef struct { llk_half d; uint8_t qs[64]; uint8_t sas[32]; } blk_iq3_xxs;
+/* IQ3_S: grid index of 4 elements k = qs[k] | bit (k % 8) of qh[k / 8] << 8; sign bits as IQ2_S;
+ * scale nibble of sub-block s in scales[s / 2] (low nibble first); x = d * (1 + 2 sc) * grid * sign. */
+typedef struct { llk_half d; uint8_t qs[64]; uint8_t qh[8]; uint8_t signs[32]; uint8_t scales[4]; } blk_iq3_s;
+/* IQ1_S: sub-block s: u16 h = qh[2s..]; grid index of 8 elements k (k < 4) = qs[4s + k] |
+ * ((h >> 3k) & 7) << 8; x = d * (2 ((h >> 12) & 7) + 1) * (grid + (h >> 15 ? -1/8 : 1/8)). */
+typedef struct { llk_half d; uint8_t qs[32]; uint8_t qh[16]; } blk_iq1_s;
+/* IQ1_M: grid index k = qs[k] | (nibble k of qh) & 7 << 8, delta sign = bit 3 of that nibble
+ * (per 8 elements); 16 3-bit scales (one per 16 elements) in bits 0-11 of the 4 u16 of scales,
+ * the float16 d in their top nibbles (d bits 4w .. 4w+3 from u16 w). */
+typedef struct { uint8_t qs[32]; uint8_t qh[16]; uint8_t scales[8]; } blk_iq1_m;
+/* TQ1_0: ternary, base-3 digits packed 5 per byte (4 in qh) as ceil(v * 256 / 243): digit j of
+ * byte b is ((b * 3^j mod 256) * 3) >> 8; elements: qs[0..32) digit j -> 32j + m, qs[32..48) ->
+ * 160 + 16j + m, qh -> 240 + 4j + m; x = d * (digit - 1). */
+typedef struct { uint8_t qs[48]; uint8_t qh[4]; llk_half d; } blk_tq1_0;
+/* TQ2_0: element 128c + 32j + m = ((qs[32c + m] >> 2j) & 3) - 1, times d. */
+typedef struct { uint8_t qs[64]; llk_half d; } blk_tq2_0;
+/* MXFP4 (32 per block): x = 2^(e - 128) * llk_mxfp4_values[nibble]; nibble order as Q4_0. */
+typedef struct { uint8_t e; uint8_t qs[16]; } blk_mxfp4;
 
 /* Block j of a q8_32 activation row (groups of 8, see llk_block_q8_32x8). */
 #define ACT_D(g, j) ((g)[(j) >> 3].d[(j) & 7])
@@ -65,6 +98,19 @@ typedef struct { llk_half d; uint16_t scales_h; uint8_t scales_l[4]; uint8_t qs[
 
 /* The 16 levels of the IQ4 non-linear grid (a format constant). */
 extern const int8_t llk_iq4_values[16];
+/* llk_iq_tables.h (generated from the gguf package's tables, defined in llk_ref.c) */
+extern const uint64_t llk_iq2xxs_grid[256], llk_iq2xs_grid[512], llk_iq2s_grid[1024];
+extern const uint32_t llk_iq3xxs_grid[256], llk_iq3s_grid[512];
+extern const uint64_t llk_iq1s_grid[2048];
+extern const uint8_t llk_ksigns[128];
+extern const uint64_t llk_ksigns64[128];
+extern const int8_t llk_mxfp4_values[16];
+
+/* MXFP4's shared scale: 2^(e - 128), the e8m0 exponent halved (the values are doubled). */
+static inline float llk_e8m0_half(uint8_t e) {
+    uint32_t bits = e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23;
+    float f; memcpy(&f, &bits, 4); return f;
+}
 
 /* --- scalar float16 / bfloat16 (exact, handle subnormals, inf and NaN) --------------------- */
 
@@ -126,7 +172,7 @@ static inline float llk_bf2f(uint16_t b) { return llk_bits_f32((uint32_t)b << 16
 
 /* --- kernel table ---------------------------------------------------------------------------- */
 
-#define LLK_N_TYPES 31
+#define LLK_N_TYPES 40
 
 typedef void (*llk_dequant_fn)(const void *x, float *y, int64_t n);
 typedef void (*llk_quant_fn)(const float *x, void *a, int64_t n);
@@ -157,6 +203,7 @@ typedef struct {
 
 /* Each ISA file fills a table from the one below it, then overwrites what it accelerates. */
 void llk_fill_ref(llk_kernels *k);
+void llk_fill_ref_iq(llk_kernels *k);    /* the grid, ternary and MXFP4 types (llk_ref_iq.c) */
 void llk_fill_avx2(llk_kernels *k);
 void llk_fill_avx512(llk_kernels *k);      /* AVX-512 F/BW/VL without VNNI */
 void llk_fill_avx512vnni(llk_kernels *k);  /* the same file built with VNNI */

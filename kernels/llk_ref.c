@@ -460,4 +460,5 @@ void llk_fill_ref(llk_kernels *k) {
     SET(LLK_TYPE_IQ4_NL, deq_iq4_nl, dot_iq4_nl);
     SET(LLK_TYPE_IQ4_XS, deq_iq4_xs, dot_iq4_xs);
 #undef SET
+    llk_fill_ref_iq(k);
 }

@@ -21,10 +21,12 @@ ATTN_ATOL = 2e-5
 LEVELS = [name for i, name in enumerate(K.ISA_NAMES) if i <= K.best_isa_level()]
 SIMD_LEVELS = LEVELS[1:]
 
-QUANT_TYPES = [2, 3, 6, 7, 8, 10, 11, 12, 13, 14, 20, 23]
+# the grid types (IQ1/IQ2/IQ3), the ternary TQ1_0 / TQ2_0 and MXFP4
+GRID_TYPES = [16, 17, 18, 19, 21, 22, 29, 34, 35, 39]
+QUANT_TYPES = [2, 3, 6, 7, 8, 10, 11, 12, 13, 14, 20, 23] + GRID_TYPES
 FLOAT_TYPES = [0, 1, 30]
 ALL_TYPES = FLOAT_TYPES + QUANT_TYPES
-GGUF_QUANTIZABLE = [0, 1, 30, 2, 3, 6, 7, 8]   # gguf.quants can quantize these itself
+GGUF_QUANTIZABLE = [0, 1, 30, 2, 3, 6, 7, 8, 34, 35, 39]   # gguf.quants can quantize these itself
 
 
 def name(t: int) -> str:
