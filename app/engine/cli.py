@@ -254,6 +254,9 @@ def add_bench_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tg", type=_int_list, default=[128], help="generation lengths, e.g. 128")
     p.add_argument("--reps", type=_positive, default=3, help="repetitions of each test")
     p.add_argument("--kv-type", choices=("f16", "f32"), default="f16")
+    p.add_argument("--kernels", action="store_true",
+                   help="instead: the kernel library's matrix x vector bytes/s per tensor type "
+                        "against memory bandwidth (MODEL is not read)")
     p.add_argument("--json", action="store_true",
                    help='print a list of {"threads", "test", "tok_s", ...}')
 
@@ -304,6 +307,12 @@ def bench(path: str, threads=(1, 2), pp=(512,), tg=(128,), reps: int = 3,
 def run_bench(args: argparse.Namespace) -> int:
     import os
 
+    if args.kernels:
+        from app import kernels
+
+        rows = kernels.bench_kernels(threads=args.threads)
+        print(json.dumps(rows) if args.json else kernels.format_bench(rows))
+        return EXIT_OK
     path = _resolve(args.model)
     rows = bench(path, args.threads, args.pp, args.tg, args.reps, args.kv_type)
     if args.json:
