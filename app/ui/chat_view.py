@@ -40,6 +40,14 @@ def _plain_label(text: str, name: str) -> QLabel:
     return label
 
 
+def _discard(layout, widget: QWidget) -> None:
+    """Out of the layout now, deleted by Qt later. Never setParent(None): that hands the widget
+    to a Python wrapper that may free it while Qt still points at it."""
+    layout.removeWidget(widget)
+    widget.hide()
+    widget.deleteLater()
+
+
 def _shown(text: str) -> str:
     if len(text) <= SHOW_CHARS:
         return text
@@ -168,8 +176,7 @@ class MessageWidget(QFrame):
             wants_code = isinstance(seg, CodeSegment)
             if widget is not None and isinstance(widget, CodeBlock) != wants_code:
                 for w in self.parts[i:]:
-                    w.setParent(None)
-                    w.deleteLater()
+                    _discard(self.body, w)
                 del self.parts[i:]
                 widget = None
             if widget is None:
@@ -181,8 +188,7 @@ class MessageWidget(QFrame):
             elif widget.text() != seg.html:
                 widget.setText(seg.html)
         for w in self.parts[len(segments):]:
-            w.setParent(None)
-            w.deleteLater()
+            _discard(self.body, w)
         del self.parts[len(segments):]
 
     def _text_label(self) -> QLabel:
@@ -241,15 +247,13 @@ class ChatView(QScrollArea):
         self._render_timer.stop()
         self.streaming = None
         self._pending_text = None
-        for w in self.messages:
-            w.setParent(None)
-            w.deleteLater()
         self.messages = []
         while self.column.count() > 2:                      # keep the empty label and the end stretch
-            item = self.column.takeAt(1)
-            if item.widget() is not None:
-                item.widget().setParent(None)
-                item.widget().deleteLater()
+            w = self.column.itemAt(1).widget()
+            if w is None:
+                self.column.takeAt(1)
+            else:
+                _discard(self.column, w)
 
     def set_empty_text(self, text: str | None) -> None:
         self.empty.setVisible(text is not None)
@@ -289,6 +293,7 @@ class ChatView(QScrollArea):
         marker.setAlignment(Qt.AlignCenter)
         index = self.column.indexOf(widget) if widget is not None else self.column.count() - 1
         self.column.insertWidget(index, marker)
+        marker.setVisible(self.inner.isVisible())   # now, not on the next turn of the event loop
         return marker
 
     def begin_reply(self, message_id: int) -> MessageWidget:

@@ -14,9 +14,10 @@ import os
 from PySide6.QtCore import QByteArray, Qt, Signal
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import (
-    QFileDialog, QLabel, QMainWindow, QMessageBox, QSplitter, QVBoxLayout, QWidget,
+    QApplication, QFileDialog, QLabel, QMainWindow, QMessageBox, QSplitter, QVBoxLayout, QWidget,
 )
 
+from app.ui import gc_guard
 from app.ui.bars import ChatInput, Composer, ModelBar, ProgressPanel
 from app.ui.chat_view import EMPTY_TEXT, ChatView
 from app.ui.panels import ConversationPanel, ModelInfoPanel
@@ -66,6 +67,7 @@ class MainWindow(QMainWindow):
         self._build_menus()
 
         preload_modules()
+        gc_guard.acquire(self)
         self.worker = EngineWorker(engine_factory, library=self._library)
         self.thread = EngineThread(self.worker)
         w = self.worker
@@ -87,6 +89,9 @@ class MainWindow(QMainWindow):
         w.generation_finished.connect(self.on_worker_generation_finished)
         w.generation_failed.connect(self.on_worker_generation_failed)
         self.thread.start()
+        app = QApplication.instance()
+        if app is not None:               # a window never closed still stops its thread cleanly
+            app.aboutToQuit.connect(self.shutdown)
 
         self._restore_geometry()
         self.refresh_models()
@@ -637,6 +642,11 @@ class MainWindow(QMainWindow):
     # -- closing ---------------------------------------------------------------------------------
 
     def closeEvent(self, event) -> None:
+        self.shutdown()
+        super().closeEvent(event)
+
+    def shutdown(self) -> None:
+        """Save the geometry, stop the worker thread, keep the reply in flight; once."""
         if not self._closed:
             self._closed = True
             try:
@@ -655,7 +665,7 @@ class MainWindow(QMainWindow):
                     pass
             if self._owns_state:
                 self.state.close()
-        super().closeEvent(event)
+            gc_guard.release()
 
 
 __all__ = ["MainWindow", "ChatInput", "TITLE"]

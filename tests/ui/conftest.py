@@ -35,6 +35,12 @@ def make_window(qtbot):
     yield make
     for w in made:
         w.close()
+    # Free the windows here, on the UI thread, before another test's worker thread could collect
+    # them (a Qt object freed from the wrong thread crashes).
+    import gc
+
+    made.clear()
+    gc.collect()
 
 
 def track_phases(window, probe) -> None:
@@ -104,6 +110,10 @@ class StallProbe:
         if self.machine is not None:
             self.machine.stop()
 
+    def close(self):
+        self.stop()
+        self.timer.deleteLater()      # deleted on the UI thread; a later GC frees only the wrapper
+
     @property
     def worst_ms(self) -> float:
         return 1000 * max(self.gaps, default=0.0)
@@ -160,7 +170,7 @@ def least_stall(run, attempts: int = 3, phases=None) -> float:
     for _ in range(attempts):
         probe = StallProbe()
         run(probe)
-        probe.stop()
+        probe.close()
         assert len(probe.gaps) > 50, "the probe hardly ticked"
         best = min(best, probe.unexcused_ms(phases))
         if best < 50:
@@ -172,4 +182,4 @@ def least_stall(run, attempts: int = 3, phases=None) -> float:
 def stall_probe():
     p = StallProbe()
     yield p
-    p.stop()
+    p.close()

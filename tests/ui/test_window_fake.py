@@ -195,15 +195,19 @@ def test_restart_finds_history_settings_and_geometry(qtbot, make_window, smollm2
     assert settings["temperature"] == 0.3 and settings["overflow"] == "stop"
 
 
+def visible_markers(w):
+    return [m for m in w.chat.findChildren(type(w.chat.empty), "shiftMarker") if m.isVisibleTo(w)]
+
+
 def test_context_shift_is_marked(qtbot, make_window, smollm2_path):
     w, engine = loaded(qtbot, make_window, smollm2_path, FakeEngine(shift_after=5))
     send(qtbot, w, "long")
-    markers = w.chat.findChildren(type(w.chat.empty), "shiftMarker")
+    markers = visible_markers(w)
     assert len(markers) == 1 and "dropped" in markers[0].text()
     assert w.state.messages()[-1].timings["context_shifts"] == 1
     w.on_conversations_new_requested()
     w.conversations.list.setCurrentItem(w.conversations.item_for(w.state.store.list_conversations()[-1].id))
-    assert len(w.chat.findChildren(type(w.chat.empty), "shiftMarker")) == 1
+    assert len(visible_markers(w)) == 1
 
 
 def test_stats_bar_moves_during_generation(qtbot, make_window, smollm2_path):
