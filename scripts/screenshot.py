@@ -113,6 +113,9 @@ def main(argv=None) -> int:
 
     pump(0.5)
     shot("01-first-run")
+    window._show_drop_overlay(True)          # what a file dragged over the window looks like
+    shot("01b-dragging-a-file")
+    window._show_drop_overlay(False)
 
     window.open_model_file(args.model)
     wait_until(lambda: window.preflight.get("path") or window.errors or window.model_info, 60, "the pre-flight check")
