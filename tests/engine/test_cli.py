@@ -101,15 +101,33 @@ def test_chat_ctrl_c_stops_the_reply_not_the_chat(smollm2_path):
                           "--temperature", "0"],
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          text=True)
+    import threading
+
+    chunks: list[str] = []
+    started = threading.Event()
+
+    def read_stdout():
+        while True:
+            c = p.stdout.read(1)
+            if not c:
+                break
+            chunks.append(c)
+            if len(chunks) > 20:
+                started.set()           # the reply is streaming: the handler is installed
+
+    reader = threading.Thread(target=read_stdout, daemon=True)
+    reader.start()
     try:
         p.stdin.write("Write a long story about a dragon.\n")
         p.stdin.flush()
-        time.sleep(3.0)
+        assert started.wait(90), "no reply streamed"
         p.send_signal(signal.SIGINT)
         time.sleep(0.3)
         p.stdin.write("What is 2+2?\n/exit\n")
         p.stdin.flush()
-        out, err = p.communicate(timeout=60)
+        p.stdin.close()
+        err = p.stderr.read()
+        p.wait(timeout=90)
     finally:
         if p.poll() is None:
             p.kill()
