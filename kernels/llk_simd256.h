@@ -308,6 +308,7 @@ LEGACY_DOT4(dot4_q8_0, blk_q8_0, un_q8_0, dot_ss, cf_q8_0)
 LEGACY_DOT4(dot4_iq4_nl, blk_iq4_nl, un_iq4_nl, dot_ss, cf_iq4_nl)
 
 #include "llk_simd256_k.h"
+#include "llk_simd256_iq.h"
 
 /* --- row dequantization of the hot types --------------------------------------------------------
  * Bit-identical to the reference (and to gguf.quants): the same float products in the same order,
@@ -518,6 +519,7 @@ static void llk_fill_256(llk_kernels *k) {
     k->dot4[LLK_TYPE_IQ4_NL] = dot4_iq4_nl;
     k->dot4[LLK_TYPE_Q4_K] = dot4_q4_K;
     k->dot4[LLK_TYPE_Q6_K] = dot4_q6_K;
+    llk_fill_256_iq(k);
 }
 
 #endif /* LLK_SIMD256_H */
