@@ -98,6 +98,7 @@ class MainWindow(QMainWindow):
         self.refresh_conversations()
         self.show_current()
         self._update_controls()
+        self.input.setFocus()             # type at once; the window's shortcuts work from the start
 
     # -- layout ----------------------------------------------------------------------------------
 

@@ -29,6 +29,8 @@ def make_window(qtbot):
         qtbot.addWidget(w)
         w.show()
         qtbot.waitExposed(w)
+        w.activateWindow()                # shortcuts go to the active window
+        qtbot.waitUntil(lambda: QApplication.activeWindow() is w, timeout=5000)
         made.append(w)
         return w
 

@@ -453,3 +453,21 @@ def test_stop_before_the_worker_starts_the_reply(qtbot, make_window, smollm2_pat
     assert last.status == "interrupted" and last.content == "" and not engine.calls
     send(qtbot, w, "now answer")
     assert w.state.messages()[-1].content == engine.reply
+
+
+def test_ctrl_o_opens_a_file_chosen_in_the_dialog(qtbot, make_window, smollm2_path, monkeypatch):
+    from PySide6.QtWidgets import QFileDialog
+
+    asked = []
+
+    def choose(parent, caption, folder, filters):
+        asked.append(filters)
+        return str(smollm2_path), filters
+
+    monkeypatch.setattr(QFileDialog, "getOpenFileName", staticmethod(choose))
+    w = make_window(FakeEngine)
+    qtbot.keyClick(w, Qt.Key_O, Qt.ControlModifier)
+    assert asked, "Ctrl+O did not ask for a file"
+    qtbot.waitUntil(lambda: w.model_info is not None or bool(w.errors), timeout=20000)
+    assert not w.errors, w.errors
+    assert "*.gguf" in asked[0] and w.model_picker.count() == 2
