@@ -29,6 +29,24 @@ def make_app(argv: list[str] | None = None) -> QApplication:
     return app
 
 
+def _close_on_signals(window) -> None:
+    """Ctrl+C in the terminal (or SIGTERM) closes the window the normal way: the reply in flight
+    is kept, the geometry saved. A timer lets Python run its signal handlers inside Qt's loop."""
+    import signal
+
+    def close(*_):
+        window.close()
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            signal.signal(sig, close)
+        except (ValueError, OSError):      # not the main thread, or not supported here
+            pass
+    window._signal_timer = QTimer(window)
+    window._signal_timer.timeout.connect(lambda: None)
+    window._signal_timer.start(250)
+
+
 def run_window(args) -> int:
     """Open the window (on `args.file` when given) and run until it closes; returns the exit code."""
     app = make_app()
@@ -40,6 +58,7 @@ def run_window(args) -> int:
         print(f"llambda: error: {e}", file=sys.stderr)
         return 1
     window.show()
+    _close_on_signals(window)
     path = getattr(args, "file", None)
     if path:
         QTimer.singleShot(0, lambda: window.open_model_file(str(path)))

@@ -471,3 +471,11 @@ def test_ctrl_o_opens_a_file_chosen_in_the_dialog(qtbot, make_window, smollm2_pa
     qtbot.waitUntil(lambda: w.model_info is not None or bool(w.errors), timeout=20000)
     assert not w.errors, w.errors
     assert "*.gguf" in asked[0] and w.model_picker.count() == 2
+
+
+def test_stats_bar_refreshes_at_least_twice_a_second_when_idle(qtbot, make_window):
+    w = make_window(FakeEngine)
+    start = w.stats.updates
+    qtbot.wait(1100)
+    assert w.stats.updates - start >= 2
+    assert "RAM" in w.stats.text() and "MB" in w.stats.labels["mem"].text()
