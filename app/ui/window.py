@@ -95,6 +95,7 @@ class MainWindow(QMainWindow):
 
         self._restore_geometry()
         self.refresh_models()
+        self._reopen_last_conversation()
         self.refresh_conversations()
         self.show_current()
         self._update_controls()
@@ -247,6 +248,15 @@ class MainWindow(QMainWindow):
         sizes = self.state.get("splitter_sizes")
         if isinstance(sizes, list) and len(sizes) == 3 and all(isinstance(s, int) for s in sizes):
             self.splitter.setSizes(sizes)
+
+    def _reopen_last_conversation(self) -> None:
+        last = self.state.get("last_conversation")
+        try:
+            known = {c.id for c in self.state.conversations()}
+        except Exception:
+            return
+        if isinstance(last, int) and last in known:
+            self.state.select(last)
 
     def engine_options(self) -> dict:
         return self.state.engine_settings()
@@ -653,6 +663,7 @@ class MainWindow(QMainWindow):
             try:
                 self.state.put("window_geometry", bytes(self.saveGeometry().toBase64()).decode("ascii"))
                 self.state.put("splitter_sizes", [int(s) for s in self.splitter.sizes()])
+                self.state.put("last_conversation", self.state.current_id)
             except Exception:
                 pass
             self.chat._render_timer.stop()

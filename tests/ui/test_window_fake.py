@@ -179,7 +179,7 @@ def test_restart_finds_history_settings_and_geometry(qtbot, make_window, smollm2
     w2 = make_window(lambda: FakeEngine())
     assert (w2.size().width(), w2.size().height()) == (798, 520)
     assert w2.conversations.list.count() == 1
-    w2.conversations.list.setCurrentItem(w2.conversations.item_for(conv))
+    assert w2.state.current_id == conv and w2.conversations.current_id() == conv   # reopened
     assert [m.text for m in w2.chat.messages] == ["remember me", engine.reply]
     assert w2.state.current().system_prompt == "You are terse."
     assert w2.state.sampling()["temperature"] == 0.3 and w2.state.sampling()["seed"] == 42
@@ -479,3 +479,27 @@ def test_stats_bar_refreshes_at_least_twice_a_second_when_idle(qtbot, make_windo
     qtbot.wait(1100)
     assert w.stats.updates - start >= 2
     assert "RAM" in w.stats.text() and "MB" in w.stats.labels["mem"].text()
+
+
+def test_dark_palette_means_dark_theme():
+    from PySide6.QtGui import QColor, QPalette
+    from PySide6.QtWidgets import QApplication
+
+    from app.ui.theme import system_is_dark
+
+    app = QApplication.instance()
+    saved = app.palette()
+    try:
+        dark = QPalette(saved)
+        dark.setColor(QPalette.Window, QColor("#202124"))
+        app.setPalette(dark)
+        scheme = app.styleHints().colorScheme()
+        if scheme == Qt.ColorScheme.Unknown:
+            assert system_is_dark(app)
+        light = QPalette(saved)
+        light.setColor(QPalette.Window, QColor("#f5f5f5"))
+        app.setPalette(light)
+        if scheme == Qt.ColorScheme.Unknown:
+            assert not system_is_dark(app)
+    finally:
+        app.setPalette(saved)
