@@ -98,7 +98,7 @@ typedef struct { uint8_t e; uint8_t qs[16]; } blk_mxfp4;
 
 /* The 16 levels of the IQ4 non-linear grid (a format constant). */
 extern const int8_t llk_iq4_values[16];
-/* llk_iq_tables.h (generated from the gguf package's tables, defined in llk_ref.c) */
+/* llk_iq_tables.h (generated from the gguf package's tables, defined in llk_ref_iq.c) */
 extern const uint64_t llk_iq2xxs_grid[256], llk_iq2xs_grid[512], llk_iq2s_grid[1024];
 extern const uint32_t llk_iq3xxs_grid[256], llk_iq3s_grid[512];
 extern const uint64_t llk_iq1s_grid[2048];

@@ -1,9 +1,11 @@
 """Per-type kernels at every ISA level: dequantization against gguf.quants.dequantize, activation
 quantization and dot products against the reference twin and against the exact float product.
 
-Weights come from four places: gguf's own quantizer (legacy and float types), random blocks with
-sane scales (every bit pattern of the level fields), real rows quantized by llama.cpp
-(tests/data/kernels/real_rows.npz, made by make_real_rows.py), and the SmolLM2 Q4_1 model.
+Weights come from four places: gguf's own quantizer (legacy, float, TQ1_0, TQ2_0 and MXFP4 types),
+random blocks with sane scales (every bit pattern of the level fields; the only source for the IQ1,
+IQ2 and IQ3_XXS types, which llama.cpp quantizes only with an importance matrix), real rows quantized
+by llama.cpp (tests/data/kernels/real_rows.npz, made by make_real_rows.py), and the SmolLM2 Q4_1
+model.
 """
 from __future__ import annotations
 
@@ -15,9 +17,9 @@ from gguf import GGMLQuantizationType as T
 from gguf.quants import quantize
 
 import app.kernels as K
-from tests.kernels.helpers import (ALL_TYPES, DOT_REL_ERR, GGUF_QUANTIZABLE, LEVELS, QUANT_TYPES,
-                                   SIMD_LEVELS, SIMD_VS_REF_REL, name, norm_err, oracle_dequant,
-                                   unaligned)
+from tests.kernels.helpers import (ALL_TYPES, DOT_REL_ERR, GGUF_QUANTIZABLE, GRID_TYPES, LEVELS,
+                                   QUANT_TYPES, SIMD_LEVELS, SIMD_VS_REF_REL, name, norm_err,
+                                   oracle_dequant, unaligned)
 
 REAL_ROWS = Path(__file__).resolve().parents[1] / "data" / "kernels" / "real_rows.npz"
 
@@ -76,7 +78,34 @@ def test_dequant_real_llamacpp_rows(t, n, rows, isa):
 
 
 def test_real_type_coverage():
-    assert {t for t, _, _ in REAL} >= {10, 11, 12, 13, 14, 20, 23, 2, 6, 7, 8}
+    assert {t for t, _, _ in REAL} >= {10, 11, 12, 13, 14, 20, 23, 2, 6, 7, 8, 21, 34, 35}
+
+
+def test_iq_tables_header_is_current():
+    """kernels/llk_iq_tables.h is what kernels/gen_iq_tables.py makes from the installed gguf."""
+    import importlib.util
+    kernels = Path(__file__).resolve().parents[2] / "kernels"
+    spec = importlib.util.spec_from_file_location("gen_iq_tables", kernels / "gen_iq_tables.py")
+    gen = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gen)
+    assert (kernels / "llk_iq_tables.h").read_text(encoding="utf-8") == gen.render()
+
+
+@pytest.mark.parametrize("isa", LEVELS)
+@pytest.mark.parametrize("t", GRID_TYPES, ids=name)
+def test_grid_types_many_blocks(t, isa):
+    """64 random blocks a row: most grid entries and every scale, sign and delta pattern, against
+    gguf.quants (dequantization) and the reference twin (dot)."""
+    n = 64 * K.block_size(t)
+    rows = K.random_weights(t, 2, n, seed=1000 + t)
+    x = np.random.default_rng(t).standard_normal(n).astype(np.float32)
+    a = K.quantize_activations(t, x, isa=isa)
+    for row in rows:
+        w = oracle_dequant(t, row, n)
+        np.testing.assert_array_equal(K.dequantize_row(t, row, n, isa=isa), w.astype(np.float32))
+        got = K.vec_dot(t, row, a, n, isa=isa)
+        assert norm_err(got, w @ x, w, x) < DOT_REL_ERR
+        assert norm_err(got, K.vec_dot(t, row, a, n, isa="ref"), w, x) < SIMD_VS_REF_REL
 
 
 @pytest.fixture(scope="module")

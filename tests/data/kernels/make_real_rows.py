@@ -6,7 +6,7 @@ first 8 rows of the first tensor of that type are stored as raw bytes. K-quant a
 llama.cpp's quantizer (the gguf package has none for them); the legacy types come along for free.
 
     python tests/data/kernels/make_real_rows.py --model SmolLM2-135M-Instruct.Q4_1.gguf \
-        --llama-python /work/llvenv/bin/python
+        --llama-python /work/llvenv/bin/python [--only IQ3_S,TQ1_0,TQ2_0]
 
 The llama-python is any interpreter with llama-cpp-python installed; this script's own
 interpreter needs numpy and gguf.
@@ -34,6 +34,11 @@ FTYPES = {  # llama_ftype name -> the tensor type we want rows of
     "LLAMA_FTYPE_MOSTLY_Q5_0": "Q5_0",
     "LLAMA_FTYPE_MOSTLY_Q5_1": "Q5_1",
     "LLAMA_FTYPE_MOSTLY_Q8_0": "Q8_0",
+    # Of the grid and ternary types, llama.cpp makes these without an importance matrix (IQ1_*,
+    # IQ2_* and IQ3_XXS refuse to run without one; those are tested on random blocks instead).
+    "LLAMA_FTYPE_MOSTLY_IQ3_S": "IQ3_S",
+    "LLAMA_FTYPE_MOSTLY_TQ1_0": "TQ1_0",
+    "LLAMA_FTYPE_MOSTLY_TQ2_0": "TQ2_0",
 }
 N_ROWS = 8
 
@@ -55,10 +60,18 @@ def main() -> int:
     ap.add_argument("--model", required=True)
     ap.add_argument("--llama-python", required=True)
     ap.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "real_rows.npz"))
+    ap.add_argument("--only", default="",
+                    help="comma-separated tensor types to (re)make; the other entries of --out are kept")
     args = ap.parse_args()
+    only = {t for t in args.only.split(",") if t}
     arrays: dict[str, np.ndarray] = {}
+    if only and os.path.exists(args.out):
+        with np.load(args.out) as old:
+            arrays = {k: old[k] for k in old.files if k.split("__")[0] not in only}
     with tempfile.TemporaryDirectory() as tmp:
         for ftype, want in FTYPES.items():
+            if only and want not in only:
+                continue
             dst = os.path.join(tmp, f"{want}.gguf")
             subprocess.run([args.llama_python, "-c", QUANTIZE, args.model, dst, ftype], check=True,
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
