@@ -240,6 +240,8 @@ typedef struct {
     llk_tensor ffn_gate, ffn_up, ffn_down;      /* F x E, F x E, E x F */
     llk_tensor ffn_post_norm;                   /* E (optional) */
     int window;                                 /* sliding window of this layer; 0 = full */
+    float rope_base;                            /* > 0: this layer's RoPE base, unscaled, instead
+                                                   of the config's (gemma3's local layers) */
 } llk_layer;
 
 typedef struct {

@@ -4,7 +4,7 @@
  * allocated once for n_ctx positions.
  *
  * Generic over llk_decoder_config: norm kind (RMS / layer), gated activation (SiLU / GELU),
- * QKV biases, QK-norm, post-norms, RoPE (any llk_rope_params), per-layer sliding window,
+ * QKV biases, QK-norm, post-norms, RoPE (any llk_rope_params; a per-layer base), per-layer sliding window,
  * embedding scale, tied output, attention and final logit soft-caps. Architectures differ by data:
  * absent tensors have data == NULL. Not here: sampling, tokens, policy (Python owns those).
  *
@@ -106,7 +106,7 @@ llk_status llk_decoder_new(const llk_decoder_config *cfg, const llk_tensor *tok_
         if (c->qkv_bias && (!L->bq.data || !L->bk.data || !L->bv.data)) return LLK_ERR_ARG;
         if (c->qk_norm && (!L->q_norm.data || !L->k_norm.data)) return LLK_ERR_ARG;
         if (c->post_norms && (!L->attn_post_norm.data || !L->ffn_post_norm.data)) return LLK_ERR_ARG;
-        if (L->window < 0) return LLK_ERR_ARG;
+        if (L->window < 0 || !(L->rope_base >= 0.0f && L->rope_base < 1e12f)) return LLK_ERR_ARG;
     }
     llk_decoder *d = (llk_decoder *)calloc(1, sizeof *d);
     if (!d) return LLK_ERR_NOMEM;
@@ -195,7 +195,7 @@ typedef struct {
     int op;
     const float *x; float *y; const llk_tensor *w, *b; int64_t n;      /* NORM: rows of n */
     int type; uint8_t *a; size_t ab;                                   /* QUANT: x -> a */
-    float *q, *k;                                                      /* ROPE */
+    float *q, *k; const llk_rope_params *rope;                         /* ROPE */
     float *g; const float *u;                                          /* ACT: g = act(g) * u */
     volatile int failed;
 } rows_job;
@@ -218,8 +218,8 @@ static void rows_fn(void *arg, int64_t t0, int64_t t1, int ith) {
                 j->failed = 1;
         break;
     case ROWS_ROPE:
-        if (llk_rope(&c->rope, j->q + t0 * c->n_head * c->head_dim, T, c->n_head, j->d->pos + t0) ||
-            llk_rope(&c->rope, j->k + t0 * c->n_head_kv * c->head_dim, T, c->n_head_kv, j->d->pos + t0))
+        if (llk_rope(j->rope, j->q + t0 * c->n_head * c->head_dim, T, c->n_head, j->d->pos + t0) ||
+            llk_rope(j->rope, j->k + t0 * c->n_head_kv * c->head_dim, T, c->n_head_kv, j->d->pos + t0))
             j->failed = 1;
         break;
     case ROWS_ACT: {
@@ -350,9 +350,12 @@ static llk_status decode_batch(llk_decoder *d, const int32_t *tokens, int64_t T,
         if (st) return st;
         if (c->embd_scale != 1.0f) llk_scale(d->x + t * E, c->embd_scale, d->x + t * E, E);
     }
-    llk_rope_params rope = c->rope;
     for (int il = 0; il < c->n_layer; il++) {
         const llk_layer *L = &d->layers[il];
+        llk_rope_params rope = c->rope;
+        if (L->rope_base > 0.0f) {  /* a local layer's own base, unscaled (gemma3) */
+            rope.freq_base = L->rope_base; rope.scaling = LLK_ROPE_SCALING_NONE; rope.freq_scale = 1.0f;
+        }
         /* attention: xb = norm(x); q, k, v = xb W^T; rope; cache; att = softmax(q k^T) v */
         if ((st = norm_par(d, d->x, &L->attn_norm, &L->attn_norm_b, d->xb, T, E))) return st;
         {
@@ -367,7 +370,7 @@ static llk_status decode_batch(llk_decoder *d, const int32_t *tokens, int64_t T,
         if (rope.n_rot > 0) {
             rows_job r;
             memset(&r, 0, sizeof r);
-            r.op = ROWS_ROPE; r.q = d->q; r.k = d->k;
+            r.op = ROWS_ROPE; r.q = d->q; r.k = d->k; r.rope = &rope;
             if ((st = run_rows(d, &r, T))) return st;
         }
         uint8_t *kc = (uint8_t *)d->k_cache + (size_t)il * d->kv_layer_bytes;
@@ -457,12 +460,16 @@ llk_status llk_decoder_kv_shift(llk_decoder *d, int64_t p0, int64_t n_drop, int6
         memmove(kc + (size_t)p0 * row, kc + (size_t)(p0 + n_drop) * row, (size_t)n_move * row);
         memmove(vc + (size_t)p0 * row, vc + (size_t)(p0 + n_drop) * row, (size_t)n_move * row);
         if (c->rope.n_rot <= 0) continue;
+        llk_rope_params rope = c->rope;
+        if (d->layers[il].rope_base > 0.0f) {
+            rope.freq_base = d->layers[il].rope_base; rope.scaling = LLK_ROPE_SCALING_NONE; rope.freq_scale = 1.0f;
+        }
         for (int64_t b = 0; b < n_move; b += c->n_batch) {   /* rows through the k scratch */
             int64_t T = n_move - b < c->n_batch ? n_move - b : c->n_batch;
             uint8_t *rows = kc + (size_t)(p0 + b) * row;
             if (c->kv_f16) llk_fp16_to_fp32((const uint16_t *)rows, d->k, T * KD);
             else memcpy(d->k, rows, (size_t)T * row);
-            llk_status st = llk_rope(&c->rope, d->k, T, c->n_head_kv, d->pos);
+            llk_status st = llk_rope(&rope, d->k, T, c->n_head_kv, d->pos);
             if (st) return st;
             if (c->kv_f16) llk_fp32_to_fp16(d->k, (uint16_t *)rows, T * KD);
             else memcpy(rows, d->k, (size_t)T * row);

@@ -5,6 +5,7 @@ Run with an interpreter that has llama_cpp, numpy and gguf (not the app's venv):
     /work/llvenv/bin/python scripts/make_engine_goldens.py synth      # tests/data/engine/synth_logits.json
     /work/llvenv/bin/python scripts/make_engine_goldens.py smollm2 [MODEL.gguf]
     /work/llvenv/bin/python scripts/make_engine_goldens.py variants   # smollm2_variants.json
+    /work/llvenv/bin/python scripts/make_engine_goldens.py archs      # arch_goldens.json
 
 synth: tiny seeded F32 llama models (tests/synth.py) and every position's logits of a fixed token
 sequence, KV cache in float32. smollm2: for fixed prompts (raw and chat-templated, tokenized by
@@ -13,6 +14,8 @@ each step, plus the top logits of every prompt position of one prompt. variants:
 by llama.cpp's own quantizer into other tensor types (files cached beside the Q4_1 one, under
 variants/, with their SHA-256 in the golden file) and greedy goldens for a subset of the prompts. The test suite reads these
 files and never needs llama.cpp.
+archs: the seeded synthetic model of each architecture (tests/engine/synth_arch.py), KV cache in
+float32: the logits of every position of a fixed prompt, then 32 greedy tokens, one eval each.
 """
 from __future__ import annotations
 
@@ -79,6 +82,38 @@ def make_synth() -> None:
                                   "logits": np.round(logits, 5).tolist()})
             del llm
     _write("synth_logits.json", out)
+
+
+ARCH_MODELS = ["qwen2", "qwen3", "llama_variant", "gemma2", "gemma3"]
+ARCH_SEED = 3
+ARCH_PROMPT = 12
+ARCH_GEN = 32
+
+
+def make_archs() -> None:
+    from tests.engine.synth_arch import write_arch_model
+
+    out = {"seed": ARCH_SEED, "kv": "f32", "n_gen": ARCH_GEN, "models": {}}
+    with tempfile.TemporaryDirectory() as d:
+        for name in ARCH_MODELS:
+            path = write_arch_model(os.path.join(d, name + ".gguf"), name, seed=ARCH_SEED)
+            llm = _llama(str(path), logits_all=True, f32_kv=True)
+            rng = np.random.default_rng(1234)
+            prompt = [int(t) for t in rng.integers(3, llm.n_vocab(), ARCH_PROMPT)]
+            llm.eval(prompt)
+            logits = np.array(llm.scores[:ARCH_PROMPT], dtype=np.float32)
+            ids, gaps = [], []
+            for _ in range(ARCH_GEN):
+                last = np.array(llm.scores[llm.n_tokens - 1], dtype=np.float32)
+                top = np.argsort(-last)[:2]
+                ids.append(int(top[0]))
+                gaps.append(round(float(last[top[0]] - last[top[1]]), 5))
+                llm.eval([int(top[0])])
+            out["models"][name] = {"prompt": prompt, "logits": np.round(logits, 5).tolist(),
+                                   "greedy": ids, "gaps": gaps}
+            print(f"{name}: greedy {ids[:8]}... min gap {min(gaps):.4f}", file=sys.stderr)
+            del llm
+    _write("arch_goldens.json", out)
 
 
 def _render_chat(template: str, system, user: str, bos: str, eos: str) -> str:
@@ -228,6 +263,8 @@ if __name__ == "__main__":
     what = sys.argv[1] if len(sys.argv) > 1 else "all"
     if what in ("synth", "all"):
         make_synth()
+    if what in ("archs", "all"):
+        make_archs()
     if what in ("smollm2", "all"):
         make_smollm2(sys.argv[2] if len(sys.argv) > 2 else SMOLLM2)
     if what in ("variants", "all"):

@@ -21,9 +21,7 @@ from app.model import DecoderConfig
 __all__ = ["Decoder", "CDecoder", "DecodeCancelled", "KV_TYPES"]
 
 KV_TYPES = ("f16", "f32")
-# every n-th layer attends to the whole context, the others to the sliding window
-_SWA_PATTERN = {"gemma2": 2, "gemma3": 6}
-_ROPE_SCALING = {"none": 0, "linear": 1, "yarn": 2, "llama3": 3}
+_ROPE_SCALING = {"none": 0, "linear": 1, "yarn": 2}
 _FFN_ACT = {"silu": 0, "gelu": 1, "gelu_erf": 2}
 _NORM = {"rms": 0, "layer": 1}
 
@@ -50,12 +48,14 @@ class Decoder(Protocol):
 
 def layer_window(cfg: DecoderConfig, il: int) -> int:
     """The sliding window of layer il (0 = attends to the whole context)."""
-    if cfg.sliding_window <= 0:
-        return 0
-    pattern = _SWA_PATTERN.get(cfg.arch, 0)
-    if pattern and il % pattern == pattern - 1:
+    if cfg.sliding_window <= 0 or not cfg.swa_layers or not cfg.swa_layers[il]:
         return 0
     return cfg.sliding_window
+
+
+def layer_rope_base(cfg: DecoderConfig, il: int) -> float:
+    """The RoPE base of layer il: its own for gemma3's sliding-window layers, else 0 (the model's)."""
+    return cfg.rope_base_swa if cfg.rope_base_swa > 0 and layer_window(cfg, il) > 0 else 0.0
 
 
 class CDecoder:
@@ -96,7 +96,13 @@ class CDecoder:
         c.post_norms, c.tied_output = int(cfg.spec.post_norms), int(cfg.tied_output)
         c.embd_scale = float(np.sqrt(cfg.n_embd)) if cfg.spec.embd_scale_sqrt else 1.0
         c.attn_softcap, c.final_softcap = cfg.attn_softcap, cfg.final_softcap
+        c.attn_scale = cfg.attn_scale
         self._fill_rope(ffi.addressof(c, "rope"), cfg)
+        if cfg.rope_freqs:
+            ff = self._vector("rope_freqs.weight")       # n_rot/2 divisors, length checked
+            if not np.all(self._keep[-1] > 0):            # also refuses NaN
+                raise ModelFormatError(f"{f.path}: rope_freqs.weight holds a value that is not positive")
+            c.rope.freq_factors = ffi.cast("const float *", ff.data)
         c.isa = kernels._isa(isa)
         self.isa = kernels.isa_name(c.isa if c.isa >= 0 else None)
         layers = ffi.new("llk_layer[]", cfg.n_layer)
@@ -127,11 +133,7 @@ class CDecoder:
         r.scaling = _ROPE_SCALING[cfg.rope_scaling]
         if cfg.rope_scaling in ("linear", "yarn") and cfg.rope_scale > 0:
             r.freq_scale = 1.0 / cfg.rope_scale
-        if cfg.rope_scaling == "llama3":
-            r.factor = cfg.rope_scale if cfg.rope_scale > 1 else 8.0
-            r.n_ctx_orig = cfg.rope_orig_ctx or 8192
-        else:
-            r.n_ctx_orig = cfg.rope_orig_ctx or cfg.n_ctx_train
+        r.n_ctx_orig = cfg.rope_orig_ctx or cfg.n_ctx_train
 
     def _expected_shape(self, name: str) -> tuple[int, int] | None:
         """(rows, row length) the decoder needs for a weight matrix, by its GGUF name."""
@@ -191,6 +193,8 @@ class CDecoder:
         stem = name.rsplit(".", 1)[0].split(".")[-1]
         if stem in ("attn_q_norm", "attn_k_norm"):
             return c.head_dim
+        if stem == "rope_freqs":
+            return c.rope_dim // 2
         if stem == "attn_q" and name.endswith(".bias"):
             return c.n_head * c.head_dim
         if stem in ("attn_k", "attn_v") and name.endswith(".bias"):
@@ -214,6 +218,7 @@ class CDecoder:
         for field, name in optional:
             setattr(L, field, self._vector(p + name, required=False)[0])
         L.window = layer_window(cfg, il)
+        L.rope_base = layer_rope_base(cfg, il)
 
     # -- running -----------------------------------------------------------------------------
 

@@ -24,7 +24,7 @@ MAX_N_CTX = 1 << 27
 
 @dataclass(frozen=True)
 class ArchSpec:
-    """What distinguishes one architecture for the generic decoder."""
+    """What distinguishes one architecture for the generic decoder (as llama.cpp reads it)."""
 
     rope_kind: str = "normal"  # "normal" (pairs 2i, 2i+1) or "neox" (pairs i, i + d/2)
     norm_kind: str = "rms"
@@ -34,20 +34,47 @@ class ArchSpec:
     post_norms: bool = False
     embd_scale_sqrt: bool = False  # scale embeddings by sqrt(n_embd)
     norm_weight_offset: float = 0.0  # some exporters store (w - 1) — none of ours do
-    runnable: bool = False  # the engine runs it today
+    # sliding window: None = the architecture has none (a sliding_window key is ignored, as
+    # llama.cpp does for llama/Mistral files); n = every n-th layer attends globally, the others
+    # to the window (1: every layer global)
+    swa_pattern: int | None = None
+    swa_default: int = 0  # window when the file has no attention.sliding_window key
+    swa_own_rope_base: bool = False  # local layers use rope.freq_base_swa (default 10000)
+    output_always_tied: bool = False  # output.weight is never read (gemma2)
+    big_model_layers: int = 0  # at this block_count queries scale by 1/sqrt(n_embd / n_head)
+    runnable: bool = False  # the engine runs it today, proven against llama.cpp
 
 
 ARCHITECTURES: dict[str, ArchSpec] = {
     "llama": ArchSpec(runnable=True),
-    "mistral": ArchSpec(),
-    "qwen2": ArchSpec(rope_kind="neox", qkv_bias=True),
-    "qwen3": ArchSpec(rope_kind="neox", qk_norm=True),
+    "qwen2": ArchSpec(rope_kind="neox", qkv_bias=True, runnable=True),
+    "qwen3": ArchSpec(rope_kind="neox", qk_norm=True, runnable=True),
     "gemma": ArchSpec(rope_kind="neox", activation="gelu", embd_scale_sqrt=True),
-    "gemma2": ArchSpec(rope_kind="neox", activation="gelu", post_norms=True, embd_scale_sqrt=True),
+    "gemma2": ArchSpec(rope_kind="neox", activation="gelu", post_norms=True, embd_scale_sqrt=True,
+                       swa_pattern=2, swa_default=4096, output_always_tied=True,
+                       big_model_layers=46, runnable=True),
     "gemma3": ArchSpec(rope_kind="neox", activation="gelu", post_norms=True, qk_norm=True,
-                       embd_scale_sqrt=True),
+                       embd_scale_sqrt=True, swa_pattern=6, swa_own_rope_base=True,
+                       big_model_layers=62, runnable=True),
     "phi3": ArchSpec(rope_kind="neox"),
 }
+
+# tensors every layer needs, and those an architecture adds
+LAYER_TENSORS = ("attn_norm.weight", "attn_q.weight", "attn_k.weight", "attn_v.weight",
+                 "attn_output.weight", "ffn_norm.weight", "ffn_gate.weight", "ffn_up.weight",
+                 "ffn_down.weight")
+
+
+def layer_tensor_names(spec: ArchSpec) -> tuple[str, ...]:
+    """The per-layer tensor names (after "blk.N.") the decoder needs for this architecture."""
+    names = list(LAYER_TENSORS)
+    if spec.qkv_bias:
+        names += ["attn_q.bias", "attn_k.bias", "attn_v.bias"]
+    if spec.qk_norm:
+        names += ["attn_q_norm.weight", "attn_k_norm.weight"]
+    if spec.post_norms:
+        names += ["post_attention_norm.weight", "post_ffw_norm.weight"]
+    return tuple(names)
 
 
 @dataclass(frozen=True)
@@ -69,10 +96,14 @@ class DecoderConfig:
     norm_eps: float
     rope_dim: int
     rope_base: float = 10000.0
-    rope_scaling: str = "none"  # none | linear | yarn | llama3
-    rope_scale: float = 1.0  # context extension factor for linear / yarn / llama3
+    rope_scaling: str = "none"  # none | linear | yarn
+    rope_scale: float = 1.0  # context extension factor for linear / yarn
     rope_orig_ctx: int = 0
     sliding_window: int = 0  # 0: full attention on every layer
+    swa_layers: tuple[bool, ...] = ()  # per layer: attends to the sliding window (else global)
+    rope_base_swa: float = 0.0  # > 0: RoPE base of the sliding-window layers (unscaled)
+    attn_scale: float = 0.0  # > 0: query scale instead of 1/sqrt(head_dim)
+    rope_freqs: bool = False  # rope_freqs.weight divides the pairs' frequencies (Llama 3.1)
     attn_softcap: float = 0.0
     final_softcap: float = 0.0
     tied_output: bool = False
@@ -104,6 +135,10 @@ class DecoderConfig:
                 f"{self.arch}: {self.n_head} query heads cannot be shared by {self.n_head_kv} KV heads")
         if self.rope_dim % 2:
             raise ModelFormatError(f"{self.arch}.rope.dimension_count {self.rope_dim} is odd")
+        if len(self.swa_layers) not in (0, self.n_layer):
+            raise ModelFormatError(f"{self.arch}: {len(self.swa_layers)} sliding-window flags for {self.n_layer} layers")
+        if not (0 <= self.rope_base_swa < 1e12):
+            raise ModelFormatError(f"{self.arch}.rope.freq_base_swa is {self.rope_base_swa}, not a positive finite number")
         for name, value in (("rope.freq_base", self.rope_base), ("rope.scaling.factor", self.rope_scale)):
             if not (0 < value < 1e12):  # also refuses NaN
                 raise ModelFormatError(f"{self.arch}.{name} is {value}, not a positive finite number")
@@ -125,6 +160,26 @@ class DecoderConfig:
 
 def _int(md: Metadata, key: str, default=Metadata._MISSING) -> int:
     return md.integer(key, default)
+
+
+def _sliding_window(md: Metadata, p: str, spec: ArchSpec, n_layer: int) -> tuple[int, tuple[bool, ...]]:
+    """(window, per-layer flags) as llama.cpp reads them: the architecture's default pattern of
+    local and global layers, or attention.sliding_window_pattern (a period or one flag a layer)."""
+    if spec.swa_pattern is None:
+        return 0, ()
+    window = _int(md, p + "attention.sliding_window", spec.swa_default)
+    if window <= 0 or n_layer < 1 or n_layer > MAX_N_LAYER:
+        return 0, ()
+    key = p + "attention.sliding_window_pattern"
+    raw = md.integer_or_array(key, spec.swa_pattern) if key in md else spec.swa_pattern
+    if isinstance(raw, int):
+        n = raw
+        flags = tuple(n == 0 or il % n < n - 1 for il in range(n_layer))
+    else:
+        flags = tuple(bool(v) for v in raw)
+        if len(flags) != n_layer:
+            raise ModelFormatError(f"{key} has {len(flags)} entries for {n_layer} layers")
+    return window, flags
 
 
 def config_from_gguf(f: GGUFFile) -> DecoderConfig:
@@ -160,8 +215,15 @@ def config_from_gguf(f: GGUFFile) -> DecoderConfig:
     scaling = md.string(p + "rope.scaling.type", "none")
     if scaling not in ("none", "linear", "yarn"):
         raise UnsupportedModelError(f"{arch}: rope scaling {scaling!r} is not supported")
-    if "rope_freqs.weight" in f.tensors:
-        scaling = "llama3" if scaling == "none" else scaling
+    n_layer = _int(md, p + "block_count")
+    window, swa_layers = _sliding_window(md, p, spec, n_layer)
+    rope_base = md.number(p + "rope.freq_base", 10000.0)
+    rope_base_swa = 0.0
+    if window and spec.swa_own_rope_base:
+        rope_base_swa = md.number(p + "rope.freq_base_swa", 10000.0)
+    attn_scale = 0.0
+    if spec.big_model_layers and n_layer == spec.big_model_layers:
+        attn_scale = float((n_embd // n_head) ** -0.5)
 
     try:
         cfg = DecoderConfig(
@@ -169,21 +231,25 @@ def config_from_gguf(f: GGUFFile) -> DecoderConfig:
             n_vocab=n_vocab,
             n_ctx_train=_int(md, p + "context_length"),
             n_embd=n_embd,
-            n_layer=_int(md, p + "block_count"),
+            n_layer=n_layer,
             n_head=n_head,
             n_head_kv=n_head_kv,
             head_dim=head_dim,
             n_ff=_int(md, p + "feed_forward_length"),
             norm_eps=md.number(p + "attention.layer_norm_rms_epsilon", 1e-5),
             rope_dim=_int(md, p + "rope.dimension_count", head_dim),
-            rope_base=md.number(p + "rope.freq_base", 10000.0),
+            rope_base=rope_base,
             rope_scaling=scaling,
             rope_scale=md.number(p + "rope.scaling.factor", 1.0),
             rope_orig_ctx=_int(md, p + "rope.scaling.original_context_length", 0),
-            sliding_window=_int(md, p + "attention.sliding_window", 0),
+            sliding_window=window,
+            swa_layers=swa_layers,
+            rope_base_swa=rope_base_swa,
+            attn_scale=attn_scale,
+            rope_freqs="rope_freqs.weight" in f.tensors,
             attn_softcap=md.number(p + "attn_logit_softcapping", 0.0),
             final_softcap=md.number(p + "final_logit_softcapping", 0.0),
-            tied_output="output.weight" not in f.tensors,
+            tied_output=spec.output_always_tied or "output.weight" not in f.tensors,
             spec=spec,
         )
     except ModelFormatError as e:

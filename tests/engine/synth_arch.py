@@ -1,7 +1,9 @@
-"""Tiny random-weight GGUF models of the architectures after llama, for the decoder's switches:
-QKV biases (qwen2), QK-norm (qwen3), post-norms, GeGLU, soft-caps, sliding windows and embedding
-scale (gemma2). Written with gguf.GGUFWriter; norm weights random (not ones) so that every weight
-vector is exercised. Only the tensors and keys the decoder reads; no tokenizer.
+"""Tiny seeded random-weight GGUF models of each architecture the engine runs, for the decoder's
+switches and for llama.cpp goldens: QKV biases (qwen2), QK-norm (qwen3), Llama-3 rope_freqs and a
+Mistral-style sliding_window key (llama), post-norms, GeGLU, soft-caps, sliding windows and
+embedding scale (gemma2), QK-norm + 5:1 local/global layers with their own rope base and
+head_dim != n_embd / n_head (gemma3). Written with gguf.GGUFWriter with the tiny byte-level
+vocabulary of tests/synth.py (so llama.cpp loads them); norm weights random, not ones.
 """
 from __future__ import annotations
 
@@ -9,23 +11,37 @@ from pathlib import Path
 
 import numpy as np
 
+# per architecture: the features its synthetic model carries
 FEATURES = {
+    "llama": dict(),
     "qwen2": dict(biases=True),
     "qwen3": dict(qk_norm=True),
-    "gemma2": dict(post_norms=True, sliding_window=5, attn_softcap=20.0, final_softcap=15.0),
-    "llama": dict(),
+    # a Mistral-style file: sliding_window key (llama.cpp ignores it for llama) and Llama-3.1
+    # frequency divisors in rope_freqs.weight
+    "llama_variant": dict(arch="llama", sliding_window=6, rope_freqs=True, rope_base=500000.0),
+    "gemma2": dict(post_norms=True, sliding_window=5, attn_softcap=20.0, final_softcap=15.0,
+                   gemma=True),
+    "gemma3": dict(post_norms=True, qk_norm=True, sliding_window=4, gemma=True, key_length=24,
+                   rope_base=1000000.0, rope_base_swa=10000.0),
 }
 
 
-def write_arch_model(path: str | Path, arch: str, seed: int = 0, n_embd: int = 64, n_head: int = 4,
-                     n_head_kv: int = 2, n_ff: int = 96, n_layer: int = 3, n_vocab: int = 300,
+def write_arch_model(path: str | Path, name: str, seed: int = 0, n_embd: int = 64, n_head: int = 4,
+                     n_head_kv: int = 2, n_ff: int = 96, n_layer: int = 3,
                      tied: bool = False) -> Path:
     import gguf
 
-    f = FEATURES[arch]
+    from tests.synth import tiny_vocab
+
+    f = FEATURES[name]
+    arch = f.get("arch", name)
+    if arch == "gemma3":
+        n_layer = max(n_layer, 7)       # one global layer after five local ones, then local again
     rng = np.random.default_rng(seed)
     path = Path(path)
-    head_dim = n_embd // n_head
+    tokens, types, merges = tiny_vocab()
+    n_vocab = len(tokens)
+    head_dim = f.get("key_length", n_embd // n_head)
     w = gguf.GGUFWriter(str(path), arch)
     w.add_context_length(128)
     w.add_embedding_length(n_embd)
@@ -33,7 +49,12 @@ def write_arch_model(path: str | Path, arch: str, seed: int = 0, n_embd: int = 6
     w.add_feed_forward_length(n_ff)
     w.add_head_count(n_head)
     w.add_head_count_kv(n_head_kv)
-    w.add_rope_freq_base(10000.0)
+    if "key_length" in f:
+        w.add_key_length(head_dim)
+        w.add_value_length(head_dim)
+    w.add_rope_freq_base(f.get("rope_base", 10000.0))
+    if "rope_base_swa" in f:
+        w.add_float32(f"{arch}.rope.freq_base_swa", f["rope_base_swa"])
     w.add_layer_norm_rms_eps(1e-6)
     w.add_file_type(0)
     if f.get("sliding_window"):
@@ -42,11 +63,23 @@ def write_arch_model(path: str | Path, arch: str, seed: int = 0, n_embd: int = 6
         w.add_float32(f"{arch}.attn_logit_softcapping", f["attn_softcap"])
     if f.get("final_softcap"):
         w.add_float32(f"{arch}.final_logit_softcapping", f["final_softcap"])
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre("default")
+    w.add_token_list(tokens)
+    w.add_token_types(types)
+    w.add_token_merges(merges)
+    w.add_bos_token_id(0)
+    w.add_eos_token_id(1)
+    w.add_add_bos_token(False)
 
     def t(name, *shape, scale=0.2, around=0.0):
         w.add_tensor(name, (around + rng.standard_normal(shape) * scale).astype(np.float32))
 
-    t("token_embd.weight", n_vocab, n_embd, scale=1.0)
+    # gemma scales embeddings by sqrt(n_embd): smaller ones keep the residual stream near 1
+    t("token_embd.weight", n_vocab, n_embd, scale=n_embd ** -0.5 if f.get("gemma") else 1.0)
+    if f.get("rope_freqs"):
+        # Llama-3.1-shaped divisors: 1 for high frequencies, up to 8 for the low ones
+        w.add_tensor("rope_freqs.weight", np.linspace(1.0, 8.0, head_dim // 2).astype(np.float32))
     for i in range(n_layer):
         p = f"blk.{i}."
         t(p + "attn_norm.weight", n_embd, scale=0.1, around=1.0)
@@ -69,7 +102,7 @@ def write_arch_model(path: str | Path, arch: str, seed: int = 0, n_embd: int = 6
         t(p + "ffn_up.weight", n_ff, n_embd)
         t(p + "ffn_down.weight", n_embd, n_ff)
     t("output_norm.weight", n_embd, scale=0.1, around=1.0)
-    if not tied:
+    if not tied and not f.get("gemma"):
         t("output.weight", n_vocab, n_embd)
     w.write_header_to_file()
     w.write_kv_data_to_file()

@@ -6,7 +6,8 @@ written to be read, not to be fast: every weight is dequantized once with `gguf.
 Covers: RMSNorm, RoPE (normal or NeoX pair order, base, rotated dims), grouped-query attention,
 SwiGLU or GeGLU (tanh), tied or separate output, and the switches of the next architectures as the
 config names them: QKV/output biases, QK-norm, post-norms, sliding windows per layer, embedding
-scale, attention and final logit soft-caps. Not covered: layer norm, RoPE scaling.
+scale, attention and final logit soft-caps, a per-layer RoPE base (gemma3's local layers), a query
+scale, RoPE frequency divisors (rope_freqs.weight). Not covered: layer norm, RoPE scaling.
 """
 from __future__ import annotations
 
@@ -33,11 +34,15 @@ def rms_norm(x: np.ndarray, w: np.ndarray, eps: float) -> np.ndarray:
     return (x / np.sqrt(ms + eps)).astype(np.float32) * w
 
 
-def rope(x: np.ndarray, pos: np.ndarray, n_rot: int, base: float, neox: bool) -> np.ndarray:
+def rope(x: np.ndarray, pos: np.ndarray, n_rot: int, base: float, neox: bool,
+         freq_factors: np.ndarray | None = None) -> np.ndarray:
     """x: (T, H, D) rotated at positions pos (T,). Normal order rotates pairs (2i, 2i+1), NeoX
-    order pairs (i, i + n_rot/2); dims past n_rot pass through."""
+    order pairs (i, i + n_rot/2); dims past n_rot pass through. freq_factors (n_rot/2,): divisors
+    of the pairs' frequencies (GGUF rope_freqs.weight)."""
     half = n_rot // 2
     inv_freq = base ** (-2.0 * np.arange(half, dtype=np.float64) / n_rot)
+    if freq_factors is not None:
+        inv_freq = inv_freq / freq_factors.astype(np.float64)
     theta = pos[:, None].astype(np.float64) * inv_freq[None, :]            # (T, half)
     cos = np.cos(theta)[:, None, :].astype(np.float32)
     sin = np.sin(theta)[:, None, :].astype(np.float32)
@@ -73,7 +78,7 @@ class ReferenceModel:
         return self.w.get(name)
 
     def forward(self, tokens) -> np.ndarray:
-        from app.engine.decoder import layer_window
+        from app.engine.decoder import layer_rope_base, layer_window
 
         c, w, spec = self.cfg, self.w, self.cfg.spec
         tokens = np.asarray(tokens, dtype=np.int64)
@@ -97,15 +102,18 @@ class ReferenceModel:
                 q = rms_norm(q, w[p + "attn_q_norm.weight"], c.norm_eps)
                 k = rms_norm(k, w[p + "attn_k_norm.weight"], c.norm_eps)
             neox = spec.rope_kind == "neox"
-            q = rope(q, pos, c.rope_dim, c.rope_base, neox)
-            k = rope(k, pos, c.rope_dim, c.rope_base, neox)
+            base = layer_rope_base(c, il) or c.rope_base
+            ff = w.get("rope_freqs.weight") if c.rope_freqs else None
+            q = rope(q, pos, c.rope_dim, base, neox, ff)
+            k = rope(k, pos, c.rope_dim, base, neox, ff)
             if self.kv_f16:
                 k = k.astype(np.float16).astype(np.float32)
                 v = v.astype(np.float16).astype(np.float32)
             att = np.empty((T, c.n_head, hd), np.float32)
             for hh in range(c.n_head):
                 kh = hh // c.n_gqa
-                s = (q[:, hh, :] @ k[:, kh, :].T) / np.float32(np.sqrt(hd))     # (T, T)
+                scale = np.float32(c.attn_scale) if c.attn_scale > 0 else 1 / np.float32(np.sqrt(hd))
+                s = (q[:, hh, :] @ k[:, kh, :].T) * scale                          # (T, T)
                 if c.attn_softcap > 0:
                     s = c.attn_softcap * np.tanh(s / c.attn_softcap)
                 s = s + mask
