@@ -43,20 +43,23 @@ class ArchSpec:
     output_always_tied: bool = False  # output.weight is never read (gemma2)
     big_model_layers: int = 0  # at this block_count queries scale by 1/sqrt(n_embd / n_head)
     runnable: bool = False  # the engine runs it today, proven against llama.cpp
+    lacking: str = ""  # when not runnable: what the engine lacks for it, in a verdict's words
 
 
 ARCHITECTURES: dict[str, ArchSpec] = {
     "llama": ArchSpec(runnable=True),
     "qwen2": ArchSpec(rope_kind="neox", qkv_bias=True, runnable=True),
     "qwen3": ArchSpec(rope_kind="neox", qk_norm=True, runnable=True),
-    "gemma": ArchSpec(rope_kind="neox", activation="gelu", embd_scale_sqrt=True),
+    "gemma": ArchSpec(rope_kind="neox", activation="gelu", embd_scale_sqrt=True,
+                      lacking="no synthetic model proven against llama.cpp yet"),
     "gemma2": ArchSpec(rope_kind="neox", activation="gelu", post_norms=True, embd_scale_sqrt=True,
                        swa_pattern=2, swa_default=4096, output_always_tied=True,
                        big_model_layers=46, runnable=True),
     "gemma3": ArchSpec(rope_kind="neox", activation="gelu", post_norms=True, qk_norm=True,
                        embd_scale_sqrt=True, swa_pattern=6, swa_own_rope_base=True,
                        big_model_layers=62, runnable=True),
-    "phi3": ArchSpec(rope_kind="neox"),
+    "phi3": ArchSpec(rope_kind="neox",
+                     lacking="fused attn_qkv and ffn_up tensors and LongRoPE factors are not bound"),
 }
 
 # tensors every layer needs, and those an architecture adds

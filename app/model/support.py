@@ -15,8 +15,7 @@ from app.gguf.reader import GGUFFile
 
 TOKENIZER_MODELS = {"gpt2": "byte-level BPE", "llama": "SentencePiece"}
 SPECIAL_ID_KEYS = ("bos", "eos", "eot", "eom", "unknown", "padding", "sep", "cls", "mask")
-LAYER_TENSORS = ("attn_norm", "attn_q", "attn_k", "attn_v", "attn_output",
-                 "ffn_norm", "ffn_gate", "ffn_up", "ffn_down")
+MAX_NAMED_MISSING = 3  # tensors named one by one in a verdict; the rest are counted
 
 
 @dataclass
@@ -74,6 +73,15 @@ def check_tokenizer_metadata(f: GGUFFile) -> None:
                 raise ModelFormatError(f"{f.path}: metadata {key} is {tid}, outside the vocabulary of {n}")
 
 
+def missing_tensors(f: GGUFFile, cfg) -> list[str]:
+    """Names of the tensors the decoder needs for cfg's architecture that the file lacks."""
+    from app.model.config import layer_tensor_names
+
+    need = ["token_embd.weight", "output_norm.weight"]
+    need += [f"blk.{i}.{t}" for i in range(cfg.n_layer) for t in layer_tensor_names(cfg.spec)]
+    return [name for name in need if name not in f.tensors]
+
+
 def support_verdict(f: GGUFFile) -> Verdict:
     """Every reason this engine cannot run the model; `supported` when there is none.
 
@@ -87,20 +95,20 @@ def support_verdict(f: GGUFFile) -> Verdict:
         reasons.append("general.architecture is missing")
     elif arch not in ARCHITECTURES:
         reasons.append(f"architecture {arch!r} is not supported")
+    elif not ARCHITECTURES[arch].runnable:
+        spec = ARCHITECTURES[arch]
+        reasons.append(f"architecture {arch!r} is not supported yet"
+                       + (f" ({spec.lacking})" if spec.lacking else ""))
     else:
         try:
             cfg = config_from_gguf(f)
         except UnsupportedModelError as e:
             reasons.append(str(e))
         else:
-            if not cfg.spec.runnable:
-                reasons.append(f"architecture {arch!r} is recognised but this version cannot run it yet")
-            missing = [f"blk.{i}.{t}.weight" for i in range(cfg.n_layer) for t in LAYER_TENSORS
-                       if f"blk.{i}.{t}.weight" not in f.tensors]
-            missing += [t for t in ("output_norm.weight",) if t not in f.tensors]
-            if missing:
-                more = f" and {len(missing) - 3} more" if len(missing) > 3 else ""
-                reasons.append(f"missing tensors: {', '.join(missing[:3])}{more}")
+            reasons += [f"{name} missing" for name in missing_tensors(f, cfg)[:MAX_NAMED_MISSING]]
+            extra = len(missing_tensors(f, cfg)) - MAX_NAMED_MISSING
+            if extra > 0:
+                reasons.append(f"{extra} more tensor{'s' if extra > 1 else ''} missing")
 
     runnable = runnable_tensor_types()
     if runnable is None:
@@ -126,5 +134,5 @@ def require_supported(f: GGUFFile) -> Verdict:
     return v
 
 
-__all__ = ["Verdict", "support_verdict", "require_supported", "check_tokenizer_metadata",
+__all__ = ["Verdict", "support_verdict", "missing_tensors", "require_supported", "check_tokenizer_metadata",
            "runnable_tensor_types", "LlambdaError"]
