@@ -11,11 +11,37 @@ import pytest
 
 import app.kernels as K
 from app.errors import KernelError
-from tests.kernels.helpers import ALL_TYPES, LEVELS
+from tests.kernels.helpers import ALL_TYPES, GRID_TYPES, LEVELS, name
 
 
-def test_supported_types_are_the_fifteen():
+def test_supported_types_are_the_twenty_five():
     assert K.SUPPORTED_TYPES == frozenset(ALL_TYPES)
+    assert len(ALL_TYPES) == 25
+
+
+@pytest.mark.parametrize("t", GRID_TYPES, ids=name)
+def test_verdict_accepts_a_model_of_the_type(t, tmp_path, monkeypatch):
+    """SUPPORTED_TYPES drives the model verdict: a tiny llama whose matrices are all of type t."""
+    from app.gguf import open_gguf
+    from app.model.support import support_verdict
+    from tests.synth import TinySpec, write_tiny_model
+
+    add_tensor = gguf.GGUFWriter.add_tensor
+
+    def quantized(self, tname, data, *args, **kw):
+        if data.ndim == 2 and data.shape[1] % K.block_size(t) == 0:
+            rows = K.random_weights(t, data.shape[0], data.shape[1], seed=len(tname))
+            return add_tensor(self, tname, rows, raw_dtype=gguf.GGMLQuantizationType(t))
+        return add_tensor(self, tname, data, *args, **kw)
+
+    monkeypatch.setattr(gguf.GGUFWriter, "add_tensor", quantized)
+    path = write_tiny_model(tmp_path / "m.gguf", TinySpec(n_embd=256, n_ff=512))
+    f = open_gguf(path)
+    try:
+        assert K.TYPE_NAMES[t] in {info.type.name for info in f.tensors.values()}
+        assert support_verdict(f).supported, support_verdict(f).summary()
+    finally:
+        f.close()
 
 
 @pytest.mark.parametrize("t", ALL_TYPES)
