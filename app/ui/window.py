@@ -14,12 +14,13 @@ import os
 from PySide6.QtCore import QByteArray, Qt, Signal
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import (
-    QApplication, QFileDialog, QLabel, QMainWindow, QMessageBox, QSplitter, QVBoxLayout, QWidget,
+    QApplication, QLabel, QMainWindow, QMessageBox, QSplitter, QVBoxLayout, QWidget,
 )
 
 from app.ui import gc_guard
 from app.ui.bars import ChatInput, Composer, ModelBar, ProgressPanel
 from app.ui.chat_view import EMPTY_TEXT, ChatView
+from app.ui.model_files import ModelFilesMixin
 from app.ui.panels import ConversationPanel, ModelInfoPanel
 from app.ui.settings_dialog import SettingsDialog
 from app.ui.state import ChatState
@@ -30,13 +31,7 @@ from app.ui.worker import EngineThread, EngineWorker, preload_modules
 TITLE = "Llambda"
 
 
-def _local_files(mime) -> list[str]:
-    if not mime.hasUrls():
-        return []
-    return [u.toLocalFile() for u in mime.urls() if u.isLocalFile() and u.toLocalFile()]
-
-
-class MainWindow(QMainWindow):
+class MainWindow(ModelFilesMixin, QMainWindow):
     # requests to the worker (queued into its thread)
     open_requested = Signal(str, dict)
     load_requested = Signal(str, dict)
@@ -122,8 +117,8 @@ class MainWindow(QMainWindow):
         self.model_picker, self.open_button = bar.picker, bar.open_button
         self.settings_button, self.info_button = bar.settings_button, bar.info_button
         self.model_picker.activated.connect(self.on_model_picker_activated)
-        self.open_button.clicked.connect(self.open_dialog)
-        self.settings_button.clicked.connect(self.open_settings)
+        self.open_button.clicked.connect(self.on_open_button_clicked)
+        self.settings_button.clicked.connect(self.on_settings_button_clicked)
         col.addWidget(bar)
 
         self.progress_panel = ProgressPanel()
@@ -142,10 +137,10 @@ class MainWindow(QMainWindow):
         self.input, self.edit_banner, self.notice = c.input, c.edit_banner, c.notice
         self.send_button, self.stop_button = c.send_button, c.stop_button
         self.regenerate_button = c.regenerate_button
-        self.input.send_requested.connect(self.send)
-        self.send_button.clicked.connect(self.send)
-        self.stop_button.clicked.connect(self.stop)
-        self.regenerate_button.clicked.connect(self.regenerate)
+        self.input.send_requested.connect(self.on_input_send_requested)
+        self.send_button.clicked.connect(self.on_send_button_clicked)
+        self.stop_button.clicked.connect(self.on_stop_button_clicked)
+        self.regenerate_button.clicked.connect(self.on_regenerate_button_clicked)
         col.addWidget(self.composer)
 
         self.info_panel = ModelInfoPanel()
@@ -174,6 +169,25 @@ class MainWindow(QMainWindow):
         self.statusBar().addPermanentWidget(self.stats, 1)
         self.statusBar().setSizeGripEnabled(True)
         self.resize(1240, 780)
+
+    # Slots of the bars' widgets; the actions themselves are public methods (menus, tests).
+    def on_open_button_clicked(self) -> None:
+        self.open_dialog()
+
+    def on_settings_button_clicked(self) -> None:
+        self.open_settings()
+
+    def on_input_send_requested(self) -> None:
+        self.send()
+
+    def on_send_button_clicked(self) -> None:
+        self.send()
+
+    def on_stop_button_clicked(self) -> None:
+        self.stop()
+
+    def on_regenerate_button_clicked(self) -> None:
+        self.regenerate()
 
     def _build_menus(self) -> None:
         def action(menu, text, slot, shortcut=None, name=None):
@@ -260,187 +274,6 @@ class MainWindow(QMainWindow):
 
     def engine_options(self) -> dict:
         return self.state.engine_settings()
-
-    # -- models ----------------------------------------------------------------------------------
-
-    def refresh_models(self, select_sha: str | None = None) -> None:
-        try:
-            entries = self.library().list()
-        except Exception as e:
-            entries = []
-            self.show_notice(f"The model library cannot be read: {e}")
-        self.model_picker.blockSignals(True)
-        self.model_picker.clear()
-        self.model_picker.addItem("Choose a model…" if entries else "No models yet: drop a GGUF file", None)
-        for e in entries:
-            self.model_picker.addItem(f"{e.name}  ·  {e.quantization}  ·  {e.size / 2**20:.0f} MB", e.sha256)
-        if select_sha:
-            i = self.model_picker.findData(select_sha)
-            if i >= 0:
-                self.model_picker.setCurrentIndex(i)
-        self.model_picker.blockSignals(False)
-
-    def open_model_file(self, path: str) -> None:
-        """Pre-flight, import and load a model file (drop, File → Open, command line)."""
-        if self.model_busy:
-            self.show_notice("Please wait: a model is being opened.")
-            return
-        if self.generating:
-            self.stop()
-        self.model_busy = True
-        self.progress_panel.show()
-        self.preflight_label.setText(f"Checking {os.path.basename(path)}…")
-        self.progress_label.setText("Checking")
-        self.progress.setValue(0)
-        self.cancel_button.setEnabled(True)
-        self._update_controls()
-        self.open_requested.emit(os.path.abspath(path), self.engine_options())
-
-    def load_library_model(self, sha256: str) -> None:
-        try:
-            path = str(self.library().resolve(sha256))
-        except Exception as e:
-            self.show_error(str(e))
-            return
-        if self.generating:
-            self.stop()
-        self.model_busy = True
-        self._update_controls()
-        self.load_requested.emit(path, self.engine_options())
-
-    def load_last_used(self) -> bool:
-        """Load the model used most recently, if the library has one."""
-        try:
-            entries = self.library().list()
-        except Exception:
-            return False
-        if not entries:
-            return False
-        last = max(entries, key=lambda e: (e.last_used or 0.0, e.added))
-        self.refresh_models(last.sha256)
-        self.load_library_model(last.sha256)
-        return True
-
-    def on_model_picker_activated(self, index: int) -> None:
-        sha = self.model_picker.itemData(index)
-        if sha:
-            self.load_library_model(sha)
-
-    def open_dialog(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(self, "Open a model", os.path.expanduser("~"),
-                                              "GGUF models (*.gguf);;All files (*)")
-        if path:
-            self.open_model_file(path)
-
-    def on_cancel_button_clicked(self) -> None:
-        self.worker.cancel()
-        self.cancel_button.setEnabled(False)
-
-    def on_worker_preflight_done(self, facts: dict) -> None:
-        params = facts.get("n_params") or 0
-        parts = [facts.get("model_name") or facts.get("name") or "model",
-                 facts.get("architecture") or "?",
-                 f"{params / 1e6:.0f}M parameters" if params < 1e9 else f"{params / 1e9:.1f}B parameters",
-                 facts.get("quantization") or "?",
-                 f"{(facts.get('file_size') or 0) / 2**20:.0f} MB file"]
-        needed = facts.get("needed_bytes") or 0
-        if needed:
-            parts.append(f"needs {needed / 2**20:.0f} MB of memory at context {facts.get('n_ctx')}")
-        parts.append({"ok": "chat template ok", "missing": "no chat template (fallback)",
-                      "invalid": "chat template broken (fallback)"}.get(facts.get("template_status"), ""))
-        verdict = facts.get("verdict", "")
-        self.preflight_label.setText(f"{verdict.upper()}: " + " · ".join(p for p in parts if p))
-        self.progress_label.setText("Importing")
-        self.preflight = facts
-
-    def on_worker_import_progress(self, done: int, total: int) -> None:
-        self.progress_label.setText("Importing")
-        self.progress.setValue(int(1000 * done / total) if total else 0)
-
-    def on_worker_import_finished(self, entry: dict) -> None:
-        self.refresh_models(entry.get("sha256"))
-        self._load_note = (f"{entry.get('name')} is already in your library; selected it."
-                           if entry.get("duplicate") else "")
-
-    def on_worker_import_failed(self, reason: str) -> None:
-        self.model_busy = False
-        self.progress_panel.hide()
-        self._update_controls()
-        if "cancelled" in reason:
-            self.show_notice("Import cancelled; nothing was kept.")
-            return
-        self.show_error(reason)
-
-    def on_worker_load_started(self, facts: dict) -> None:
-        self.model_busy = True
-        self.progress_panel.show()
-        self.progress_label.setText("Loading")
-        self.progress.setValue(0)
-        self.cancel_button.setEnabled(False)
-        self._update_controls()
-
-    def on_worker_load_progress(self, fraction: float) -> None:
-        self.progress_label.setText("Loading")
-        self.progress.setValue(int(1000 * max(0.0, min(1.0, fraction))))
-
-    def on_worker_model_loaded(self, info: dict) -> None:
-        self.model_busy = False
-        self.model_info = info
-        self.progress.setValue(1000)
-        self.progress_panel.hide()
-        self.info_panel.show_info(info)
-        self.stats.set_model(info.get("file_size") or 0, info.get("n_ctx"), info.get("pool_size"))
-        isa = str(info.get("isa") or info.get("kernels") or "")
-        if isa == "ref" or isa.endswith(": ref"):
-            self._load_note = (self._load_note + " " if self._load_note else "") + (
-                "This processor has no AVX2: Llambda runs its portable reference kernels, "
-                "which are much slower.")
-        self.show_notice(self._load_note)
-        self._load_note = ""
-        self.statusBar().showMessage(f"Ready: {info.get('name') or os.path.basename(info.get('path', ''))}", 4000)
-        self.show_current()
-        self._update_controls()
-        self.input.setFocus()
-
-    def on_worker_load_failed(self, reason: str) -> None:
-        self.model_busy = False
-        self.model_info = None
-        self.progress_panel.hide()
-        self.info_panel.show_info(None)
-        self.show_current()
-        self._update_controls()
-        self.show_error(reason, "Cannot load this model")
-
-    # -- drag and drop ---------------------------------------------------------------------------
-
-    def _show_drop_overlay(self, shown: bool) -> None:
-        if shown:
-            self.drop_overlay.setGeometry(self.centralWidget().geometry())
-            self.drop_overlay.raise_()
-        self.drop_overlay.setVisible(shown)
-
-    def dragEnterEvent(self, event) -> None:
-        if _local_files(event.mimeData()):
-            event.acceptProposedAction()
-            self._show_drop_overlay(True)
-        else:
-            event.ignore()
-
-    def dragMoveEvent(self, event) -> None:
-        if _local_files(event.mimeData()):
-            event.acceptProposedAction()
-
-    def dragLeaveEvent(self, event) -> None:
-        self._show_drop_overlay(False)
-
-    def dropEvent(self, event) -> None:
-        self._show_drop_overlay(False)
-        files = _local_files(event.mimeData())
-        if not files:
-            event.ignore()
-            return
-        event.acceptProposedAction()
-        self.open_model_file(files[0])
 
     # -- conversations ---------------------------------------------------------------------------
 
