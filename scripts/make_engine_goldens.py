@@ -84,7 +84,7 @@ def make_synth() -> None:
     _write("synth_logits.json", out)
 
 
-ARCH_MODELS = ["qwen2", "qwen3", "llama_variant", "gemma2", "gemma3"]
+ARCH_MODELS = ["qwen2", "qwen3", "llama_variant", "gemma2", "gemma3", "phi3", "phi3_long"]
 ARCH_SEED = 3
 ARCH_PROMPT = 12
 ARCH_GEN = 32
@@ -93,7 +93,7 @@ ARCH_GEN = 32
 def make_archs() -> None:
     from tests.engine.synth_arch import write_arch_model
 
-    out = {"seed": ARCH_SEED, "kv": "f32", "n_gen": ARCH_GEN, "models": {}}
+    out = {"seed": ARCH_SEED, "kv": "f32", "n_ctx": 512, "n_gen": ARCH_GEN, "models": {}}
     with tempfile.TemporaryDirectory() as d:
         for name in ARCH_MODELS:
             path = write_arch_model(os.path.join(d, name + ".gguf"), name, seed=ARCH_SEED)

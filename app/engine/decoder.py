@@ -58,6 +58,15 @@ def layer_rope_base(cfg: DecoderConfig, il: int) -> float:
     return cfg.rope_base_swa if cfg.rope_base_swa > 0 and layer_window(cfg, il) > 0 else 0.0
 
 
+def _rows(t, first: int, n: int):
+    """Rows [first, first + n) of a bound matrix, as another llk_tensor (same memory): the
+    parts of a fused weight. Rows are whole blocks of any type, so any split is exact."""
+    v = ffi.new("llk_tensor *")
+    v.data = ffi.cast("const char *", t.data) + first * t.row_stride
+    v.type, v.n_rows, v.n_cols, v.row_stride = t.type, n, t.n_cols, t.row_stride
+    return v
+
+
 class CDecoder:
     """`llk_decode` over the tensors of an open GGUF file (kept open while the decoder lives).
 
@@ -103,6 +112,14 @@ class CDecoder:
             if not np.all(self._keep[-1] > 0):            # also refuses NaN
                 raise ModelFormatError(f"{f.path}: rope_freqs.weight holds a value that is not positive")
             c.rope.freq_factors = ffi.cast("const float *", ff.data)
+        elif cfg.rope_longrope:
+            # LongRoPE (phi3): the long factors once the context passes the original one
+            which = "long" if self.n_ctx > (cfg.rope_orig_ctx or cfg.n_ctx_train) else "short"
+            ff = self._vector(f"rope_factors_{which}.weight")
+            if not np.all(self._keep[-1] > 0):
+                raise ModelFormatError(f"{f.path}: rope_factors_{which}.weight holds a value that is not positive")
+            c.rope.freq_factors = ffi.cast("const float *", ff.data)
+            self.rope_factors = which
         c.isa = kernels._isa(isa)
         self.isa = kernels.isa_name(c.isa if c.isa >= 0 else None)
         layers = ffi.new("llk_layer[]", cfg.n_layer)
@@ -134,14 +151,17 @@ class CDecoder:
         if cfg.rope_scaling in ("linear", "yarn") and cfg.rope_scale > 0:
             r.freq_scale = 1.0 / cfg.rope_scale
         r.n_ctx_orig = cfg.rope_orig_ctx or cfg.n_ctx_train
+        r.attn_factor = cfg.rope_attn_factor
 
     def _expected_shape(self, name: str) -> tuple[int, int] | None:
         """(rows, row length) the decoder needs for a weight matrix, by its GGUF name."""
         c = self.config
         hd, kd = c.n_head * c.head_dim, c.n_head_kv * c.head_dim
         table = {"attn_q": (hd, c.n_embd), "attn_k": (kd, c.n_embd), "attn_v": (kd, c.n_embd),
+                 "attn_qkv": (hd + 2 * kd, c.n_embd),
                  "attn_output": (c.n_embd, hd), "ffn_gate": (c.n_ff, c.n_embd),
-                 "ffn_up": (c.n_ff, c.n_embd), "ffn_down": (c.n_embd, c.n_ff),
+                 "ffn_up": ((2 if c.spec.fused_ffn else 1) * c.n_ff, c.n_embd),
+                 "ffn_down": (c.n_embd, c.n_ff),
                  "token_embd": (c.n_vocab, c.n_embd), "output": (c.n_vocab, c.n_embd)}
         return table.get(name.split(".")[-2])
 
@@ -193,7 +213,7 @@ class CDecoder:
         stem = name.rsplit(".", 1)[0].split(".")[-1]
         if stem in ("attn_q_norm", "attn_k_norm"):
             return c.head_dim
-        if stem == "rope_freqs":
+        if stem in ("rope_freqs", "rope_factors_short", "rope_factors_long"):
             return c.rope_dim // 2
         if stem == "attn_q" and name.endswith(".bias"):
             return c.n_head * c.head_dim
@@ -204,10 +224,24 @@ class CDecoder:
     def _bind_layer(self, L, il: int) -> None:
         p = f"blk.{il}."
         cfg = self.config
-        for field, name in [("wq", "attn_q"), ("wk", "attn_k"), ("wv", "attn_v"),
-                            ("wo", "attn_output"), ("ffn_gate", "ffn_gate"), ("ffn_up", "ffn_up"),
-                            ("ffn_down", "ffn_down")]:
-            setattr(L, field, self._matrix(p + name + ".weight")[0])
+        hd, kd = cfg.n_head * cfg.head_dim, cfg.n_head_kv * cfg.head_dim
+        if cfg.spec.fused_qkv_ok and p + "attn_qkv.weight" in self._file.tensors:
+            qkv = self._matrix(p + "attn_qkv.weight")         # Q rows, then K, then V
+            L.wq = _rows(qkv, 0, hd)[0]
+            L.wk = _rows(qkv, hd, kd)[0]
+            L.wv = _rows(qkv, hd + kd, kd)[0]
+        else:
+            for field in ("attn_q", "attn_k", "attn_v"):
+                setattr(L, "w" + field[-1], self._matrix(p + field + ".weight")[0])
+        if cfg.spec.fused_ffn:
+            up = self._matrix(p + "ffn_up.weight")            # gate rows, then up rows
+            L.ffn_gate = _rows(up, 0, cfg.n_ff)[0]
+            L.ffn_up = _rows(up, cfg.n_ff, cfg.n_ff)[0]
+        else:
+            L.ffn_gate = self._matrix(p + "ffn_gate.weight")[0]
+            L.ffn_up = self._matrix(p + "ffn_up.weight")[0]
+        L.wo = self._matrix(p + "attn_output.weight")[0]
+        L.ffn_down = self._matrix(p + "ffn_down.weight")[0]
         optional = [("attn_norm_b", "attn_norm.bias"), ("bq", "attn_q.bias"), ("bk", "attn_k.bias"),
                     ("bv", "attn_v.bias"), ("bo", "attn_output.bias"),
                     ("q_norm", "attn_q_norm.weight"), ("k_norm", "attn_k_norm.weight"),

@@ -42,6 +42,8 @@ class ArchSpec:
     swa_own_rope_base: bool = False  # local layers use rope.freq_base_swa (default 10000)
     output_always_tied: bool = False  # output.weight is never read (gemma2)
     big_model_layers: int = 0  # at this block_count queries scale by 1/sqrt(n_embd / n_head)
+    fused_ffn: bool = False  # ffn_up holds gate rows then up rows, no ffn_gate (phi3)
+    fused_qkv_ok: bool = False  # attn_qkv (Q, K then V rows) may stand for attn_q/k/v (phi3)
     runnable: bool = False  # the engine runs it today, proven against llama.cpp
     lacking: str = ""  # when not runnable: what the engine lacks for it, in a verdict's words
 
@@ -58,8 +60,7 @@ ARCHITECTURES: dict[str, ArchSpec] = {
     "gemma3": ArchSpec(rope_kind="neox", activation="gelu", post_norms=True, qk_norm=True,
                        embd_scale_sqrt=True, swa_pattern=6, swa_own_rope_base=True,
                        big_model_layers=62, runnable=True),
-    "phi3": ArchSpec(rope_kind="neox",
-                     lacking="fused attn_qkv and ffn_up tensors and LongRoPE factors are not bound"),
+    "phi3": ArchSpec(rope_kind="neox", fused_ffn=True, fused_qkv_ok=True, runnable=True),
 }
 
 # tensors every layer needs, and those an architecture adds
@@ -68,9 +69,15 @@ LAYER_TENSORS = ("attn_norm.weight", "attn_q.weight", "attn_k.weight", "attn_v.w
                  "ffn_down.weight")
 
 
-def layer_tensor_names(spec: ArchSpec) -> tuple[str, ...]:
-    """The per-layer tensor names (after "blk.N.") the decoder needs for this architecture."""
+def layer_tensor_names(spec: ArchSpec, fused_qkv: bool = False) -> tuple[str, ...]:
+    """The per-layer tensor names (after "blk.N.") the decoder needs for this architecture
+    (fused_qkv: the file has attn_qkv where the architecture allows it)."""
     names = list(LAYER_TENSORS)
+    if spec.fused_qkv_ok and fused_qkv:
+        names = [n for n in names if n not in ("attn_q.weight", "attn_k.weight", "attn_v.weight")]
+        names.insert(1, "attn_qkv.weight")
+    if spec.fused_ffn:
+        names.remove("ffn_gate.weight")
     if spec.qkv_bias:
         names += ["attn_q.bias", "attn_k.bias", "attn_v.bias"]
     if spec.qk_norm:
@@ -107,6 +114,8 @@ class DecoderConfig:
     rope_base_swa: float = 0.0  # > 0: RoPE base of the sliding-window layers (unscaled)
     attn_scale: float = 0.0  # > 0: query scale instead of 1/sqrt(head_dim)
     rope_freqs: bool = False  # rope_freqs.weight divides the pairs' frequencies (Llama 3.1)
+    rope_longrope: bool = False  # rope_factors_short/long.weight do (phi3), by context length
+    rope_attn_factor: float = 1.0  # rope.scaling.attn_factor: scales cos and sin (LongRoPE)
     attn_softcap: float = 0.0
     final_softcap: float = 0.0
     tied_output: bool = False
@@ -142,7 +151,8 @@ class DecoderConfig:
             raise ModelFormatError(f"{self.arch}: {len(self.swa_layers)} sliding-window flags for {self.n_layer} layers")
         if not (0 <= self.rope_base_swa < 1e12):
             raise ModelFormatError(f"{self.arch}.rope.freq_base_swa is {self.rope_base_swa}, not a positive finite number")
-        for name, value in (("rope.freq_base", self.rope_base), ("rope.scaling.factor", self.rope_scale)):
+        for name, value in (("rope.freq_base", self.rope_base), ("rope.scaling.factor", self.rope_scale),
+                            ("rope.scaling.attn_factor", self.rope_attn_factor)):
             if not (0 < value < 1e12):  # also refuses NaN
                 raise ModelFormatError(f"{self.arch}.{name} is {value}, not a positive finite number")
         for name, value in (("attn_logit_softcapping", self.attn_softcap),
@@ -216,6 +226,8 @@ def config_from_gguf(f: GGUFFile) -> DecoderConfig:
     n_vocab = emb.dims[1] if len(emb.dims) == 2 else 0
 
     scaling = md.string(p + "rope.scaling.type", "none")
+    if scaling == "longrope":   # the factor tensors carry it
+        scaling = "none"
     if scaling not in ("none", "linear", "yarn"):
         raise UnsupportedModelError(f"{arch}: rope scaling {scaling!r} is not supported")
     n_layer = _int(md, p + "block_count")
@@ -250,6 +262,9 @@ def config_from_gguf(f: GGUFFile) -> DecoderConfig:
             rope_base_swa=rope_base_swa,
             attn_scale=attn_scale,
             rope_freqs="rope_freqs.weight" in f.tensors,
+            rope_longrope="rope_freqs.weight" not in f.tensors and "rope_factors_short.weight" in f.tensors
+                          and "rope_factors_long.weight" in f.tensors,
+            rope_attn_factor=md.number(p + "rope.scaling.attn_factor", 1.0),
             attn_softcap=md.number(p + "attn_logit_softcapping", 0.0),
             final_softcap=md.number(p + "final_logit_softcapping", 0.0),
             tied_output=spec.output_always_tied or "output.weight" not in f.tensors,

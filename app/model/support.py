@@ -78,7 +78,9 @@ def missing_tensors(f: GGUFFile, cfg) -> list[str]:
     from app.model.config import layer_tensor_names
 
     need = ["token_embd.weight", "output_norm.weight"]
-    need += [f"blk.{i}.{t}" for i in range(cfg.n_layer) for t in layer_tensor_names(cfg.spec)]
+    for i in range(cfg.n_layer):
+        fused = f"blk.{i}.attn_qkv.weight" in f.tensors
+        need += [f"blk.{i}.{t}" for t in layer_tensor_names(cfg.spec, fused)]
     return [name for name in need if name not in f.tensors]
 
 

@@ -2,7 +2,8 @@
 switches and for llama.cpp goldens: QKV biases (qwen2), QK-norm (qwen3), Llama-3 rope_freqs and a
 Mistral-style sliding_window key (llama), post-norms, GeGLU, soft-caps, sliding windows and
 embedding scale (gemma2), QK-norm + 5:1 local/global layers with their own rope base and
-head_dim != n_embd / n_head (gemma3). Written with gguf.GGUFWriter with the tiny byte-level
+head_dim != n_embd / n_head (gemma3), fused QKV and gate/up tensors, partial rotary dimensions and
+LongRoPE short/long factors (phi3). Written with gguf.GGUFWriter with the tiny byte-level
 vocabulary of tests/synth.py (so llama.cpp loads them); norm weights random, not ones.
 """
 from __future__ import annotations
@@ -23,6 +24,11 @@ FEATURES = {
                    gemma=True),
     "gemma3": dict(post_norms=True, qk_norm=True, sliding_window=4, gemma=True, key_length=24,
                    rope_base=1000000.0, rope_base_swa=10000.0),
+    # fused QKV and gate/up, half the head dims rotated, LongRoPE factors and attention factor:
+    # the short factors within the original context (llama.cpp's n_ctx 512 <= 4096) ...
+    "phi3": dict(fused=True, rope_dim=8, longrope=True, orig_ctx=4096),
+    # ... and the long ones past it (512 > 256)
+    "phi3_long": dict(arch="phi3", fused=True, rope_dim=8, longrope=True, orig_ctx=256),
 }
 
 
@@ -56,6 +62,11 @@ def write_arch_model(path: str | Path, name: str, seed: int = 0, n_embd: int = 6
     if "rope_base_swa" in f:
         w.add_float32(f"{arch}.rope.freq_base_swa", f["rope_base_swa"])
     w.add_layer_norm_rms_eps(1e-6)
+    if "rope_dim" in f:
+        w.add_rope_dimension_count(f["rope_dim"])
+    if f.get("longrope"):
+        w.add_uint32(f"{arch}.rope.scaling.original_context_length", f["orig_ctx"])
+        w.add_float32(f"{arch}.rope.scaling.attn_factor", 1.1)
     w.add_file_type(0)
     if f.get("sliding_window"):
         w.add_uint32(f"{arch}.attention.sliding_window", f["sliding_window"])
@@ -80,12 +91,19 @@ def write_arch_model(path: str | Path, name: str, seed: int = 0, n_embd: int = 6
     if f.get("rope_freqs"):
         # Llama-3.1-shaped divisors: 1 for high frequencies, up to 8 for the low ones
         w.add_tensor("rope_freqs.weight", np.linspace(1.0, 8.0, head_dim // 2).astype(np.float32))
+    if f.get("longrope"):
+        n_pairs = f["rope_dim"] // 2
+        w.add_tensor("rope_factors_short.weight", np.linspace(1.0, 1.5, n_pairs).astype(np.float32))
+        w.add_tensor("rope_factors_long.weight", np.linspace(1.0, 6.0, n_pairs).astype(np.float32))
     for i in range(n_layer):
         p = f"blk.{i}."
         t(p + "attn_norm.weight", n_embd, scale=0.1, around=1.0)
-        t(p + "attn_q.weight", n_head * head_dim, n_embd)
-        t(p + "attn_k.weight", n_head_kv * head_dim, n_embd)
-        t(p + "attn_v.weight", n_head_kv * head_dim, n_embd)
+        if f.get("fused"):
+            t(p + "attn_qkv.weight", (n_head + 2 * n_head_kv) * head_dim, n_embd)
+        else:
+            t(p + "attn_q.weight", n_head * head_dim, n_embd)
+            t(p + "attn_k.weight", n_head_kv * head_dim, n_embd)
+            t(p + "attn_v.weight", n_head_kv * head_dim, n_embd)
         if f.get("biases"):
             t(p + "attn_q.bias", n_head * head_dim, scale=0.5)
             t(p + "attn_k.bias", n_head_kv * head_dim, scale=0.5)
@@ -98,8 +116,11 @@ def write_arch_model(path: str | Path, name: str, seed: int = 0, n_embd: int = 6
             t(p + "post_attention_norm.weight", n_embd, scale=0.1, around=1.0)
             t(p + "post_ffw_norm.weight", n_embd, scale=0.1, around=1.0)
         t(p + "ffn_norm.weight", n_embd, scale=0.1, around=1.0)
-        t(p + "ffn_gate.weight", n_ff, n_embd)
-        t(p + "ffn_up.weight", n_ff, n_embd)
+        if f.get("fused"):
+            t(p + "ffn_up.weight", 2 * n_ff, n_embd)       # gate rows first, then up
+        else:
+            t(p + "ffn_gate.weight", n_ff, n_embd)
+            t(p + "ffn_up.weight", n_ff, n_embd)
         t(p + "ffn_down.weight", n_embd, n_ff)
     t("output_norm.weight", n_embd, scale=0.1, around=1.0)
     if not tied and not f.get("gemma"):

@@ -3,7 +3,9 @@ against llama.cpp (tests/data/engine/arch_goldens.json, made by scripts/make_eng
 archs) and the numpy reference: qwen2 (QKV biases), qwen3 (QK-norm), a Mistral/Llama-3.1-style
 llama file (sliding_window key that llama.cpp ignores, rope_freqs divisors), gemma2 (post-norms,
 GeGLU, soft-caps, alternate sliding-window layers, embedding scale), gemma3 (QK-norm, 5 local
-layers to 1 global, local RoPE base 10000, head_dim 24 != n_embd / n_head).
+layers to 1 global, local RoPE base 10000, head_dim 24 != n_embd / n_head), phi3 (fused QKV and
+gate/up, 8 of 16 head dims rotated, LongRoPE short factors within the original context and long
+ones past it, attention factor 1.1). Context 512 positions, as llama.cpp ran them.
 
 All weights F32, KV cache f32 on both sides, so only summation order differs. Tolerances:
 - prompt logits (12 positions, one batch) vs llama.cpp: max |diff| < 2e-3 for the SiLU
@@ -48,7 +50,7 @@ def test_matches_llamacpp_and_reference(name, arch_files):
     with open_gguf(path) as f:
         cfg = config_from_gguf(f)
         assert cfg.spec.runnable, f"{cfg.arch} proven here but not marked runnable"
-        with CDecoder(f, cfg, 64, kv_type="f32", n_threads=2) as d:
+        with CDecoder(f, cfg, GOLDENS["n_ctx"], kv_type="f32", n_threads=2) as d:
             got = d.decode(prompt, 0, all_logits=True)
             ids = []
             logits = got[-1]
@@ -58,7 +60,7 @@ def test_matches_llamacpp_and_reference(name, arch_files):
     want = np.array(gold["logits"], np.float32)
     assert np.abs(got - want).max() < LLAMACPP_ATOL[cfg.spec.activation], np.abs(got - want).max()
     assert ids == gold["greedy"]
-    ref = ReferenceModel(path).forward(prompt)
+    ref = ReferenceModel(path, n_ctx=GOLDENS["n_ctx"]).forward(prompt)
     assert np.abs(got - ref).max() < REFERENCE_ATOL, np.abs(got - ref).max()
 
 
@@ -73,6 +75,11 @@ def test_layer_patterns_as_llamacpp_reads_them(arch_files):
     with open_gguf(arch_files["llama_variant"]) as f:
         lv = config_from_gguf(f)
     assert lv.sliding_window == 0 and lv.rope_freqs   # llama.cpp ignores llama's sliding_window
+    for name, n_ctx, which in (("phi3", 512, "short"), ("phi3", 4097, "long"), ("phi3_long", 256, "short"),
+                               ("phi3_long", 257, "long")):
+        with open_gguf(arch_files[name]) as f:
+            with CDecoder(f, config_from_gguf(f), n_ctx, n_threads=1) as d:
+                assert d.rope_factors == which, (name, n_ctx)
 
 
 def test_every_runnable_architecture_is_proven_here():

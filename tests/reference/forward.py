@@ -7,7 +7,8 @@ Covers: RMSNorm, RoPE (normal or NeoX pair order, base, rotated dims), grouped-q
 SwiGLU or GeGLU (tanh), tied or separate output, and the switches of the next architectures as the
 config names them: QKV/output biases, QK-norm, post-norms, sliding windows per layer, embedding
 scale, attention and final logit soft-caps, a per-layer RoPE base (gemma3's local layers), a query
-scale, RoPE frequency divisors (rope_freqs.weight). Not covered: layer norm, RoPE scaling.
+scale, RoPE frequency divisors (rope_freqs.weight; phi3's LongRoPE factors, chosen by n_ctx, and
+attention factor), fused QKV and gate/up weights. Not covered: layer norm, RoPE scaling.
 """
 from __future__ import annotations
 
@@ -35,17 +36,18 @@ def rms_norm(x: np.ndarray, w: np.ndarray, eps: float) -> np.ndarray:
 
 
 def rope(x: np.ndarray, pos: np.ndarray, n_rot: int, base: float, neox: bool,
-         freq_factors: np.ndarray | None = None) -> np.ndarray:
+         freq_factors: np.ndarray | None = None, attn_factor: float = 1.0) -> np.ndarray:
     """x: (T, H, D) rotated at positions pos (T,). Normal order rotates pairs (2i, 2i+1), NeoX
     order pairs (i, i + n_rot/2); dims past n_rot pass through. freq_factors (n_rot/2,): divisors
-    of the pairs' frequencies (GGUF rope_freqs.weight)."""
+    of the pairs' frequencies (GGUF rope_freqs.weight, LongRoPE factors); attn_factor scales cos and
+    sin (LongRoPE's magnitude factor)."""
     half = n_rot // 2
     inv_freq = base ** (-2.0 * np.arange(half, dtype=np.float64) / n_rot)
     if freq_factors is not None:
         inv_freq = inv_freq / freq_factors.astype(np.float64)
     theta = pos[:, None].astype(np.float64) * inv_freq[None, :]            # (T, half)
-    cos = np.cos(theta)[:, None, :].astype(np.float32)
-    sin = np.sin(theta)[:, None, :].astype(np.float32)
+    cos = (np.cos(theta) * attn_factor)[:, None, :].astype(np.float32)
+    sin = (np.sin(theta) * attn_factor)[:, None, :].astype(np.float32)
     y = x.copy()
     if neox:
         a, b = x[..., :half], x[..., half:n_rot]
@@ -65,12 +67,27 @@ def silu(x: np.ndarray) -> np.ndarray:
 class ReferenceModel:
     """All weights of a GGUF file dequantized to float32; `forward(tokens)` -> (T, n_vocab) logits."""
 
-    def __init__(self, path, kv_f16: bool = False):
+    def __init__(self, path, kv_f16: bool = False, n_ctx: int = 512):
         self.path = str(path)
         self.kv_f16 = kv_f16      # round K and V through float16, as a float16 KV cache does
         with open_gguf(path) as f:
             self.cfg: DecoderConfig = config_from_gguf(f)
             self.w = {name: dequantize_tensor(f, name) for name in f.tensors}
+        c = self.cfg
+        self.freq_factors = self.w.get("rope_freqs.weight") if c.rope_freqs else None
+        if c.rope_longrope:       # phi3: long factors once the context passes the original one
+            which = "long" if n_ctx > (c.rope_orig_ctx or c.n_ctx_train) else "short"
+            self.freq_factors = self.w[f"rope_factors_{which}.weight"]
+        hd, kd = c.n_head * c.head_dim, c.n_head_kv * c.head_dim
+        for il in range(c.n_layer):          # fused weights (phi3) split into their parts
+            p = f"blk.{il}."
+            qkv = self.w.pop(p + "attn_qkv.weight", None)
+            if qkv is not None:
+                self.w[p + "attn_q.weight"], self.w[p + "attn_k.weight"], self.w[p + "attn_v.weight"] = \
+                    qkv[:hd], qkv[hd:hd + kd], qkv[hd + kd:]
+            if c.spec.fused_ffn:
+                up = self.w[p + "ffn_up.weight"]
+                self.w[p + "ffn_gate.weight"], self.w[p + "ffn_up.weight"] = up[:c.n_ff], up[c.n_ff:]
         if self.cfg.spec.norm_kind != "rms" or self.cfg.rope_scaling != "none":
             raise NotImplementedError("reference covers RMS norm without RoPE scaling only")
 
@@ -103,9 +120,9 @@ class ReferenceModel:
                 k = rms_norm(k, w[p + "attn_k_norm.weight"], c.norm_eps)
             neox = spec.rope_kind == "neox"
             base = layer_rope_base(c, il) or c.rope_base
-            ff = w.get("rope_freqs.weight") if c.rope_freqs else None
-            q = rope(q, pos, c.rope_dim, base, neox, ff)
-            k = rope(k, pos, c.rope_dim, base, neox, ff)
+            ff = self.freq_factors
+            q = rope(q, pos, c.rope_dim, base, neox, ff, c.rope_attn_factor)
+            k = rope(k, pos, c.rope_dim, base, neox, ff, c.rope_attn_factor)
             if self.kv_f16:
                 k = k.astype(np.float16).astype(np.float32)
                 v = v.astype(np.float16).astype(np.float32)
