@@ -32,78 +32,43 @@ static inline __m256i sign_bits32(const uint8_t *p) {
 static inline uint32_t rd32u(const uint8_t *p) { uint32_t v; memcpy(&v, p, 4); return v; }
 static inline uint16_t rd16u(const uint8_t *p) { uint16_t v; memcpy(&v, p, 2); return v; }
 
-static float dot_iq2_xxs(const void *w, const void *a, int64_t n) {
-    KQ(blk_iq2_xxs);
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t b = 0; b < nb; b++) {
-        PREFETCH_AHEAD(&blk[b], sizeof *blk);
-        const uint8_t *q = blk[b].qs;
-        __m256i i0 = _mm256_setzero_si256(), i1 = _mm256_setzero_si256();
-        for (int s = 0; s < 8; s += 2) {
-            uint32_t a0 = rd32u(q + 8 * s + 4), a1 = rd32u(q + 8 * s + 12);
-            __m256i g0 = grid8x4(llk_iq2xxs_grid, q[8 * s], q[8 * s + 1], q[8 * s + 2], q[8 * s + 3]);
-            __m256i g1 = grid8x4(llk_iq2xxs_grid, q[8 * s + 8], q[8 * s + 9], q[8 * s + 10], q[8 * s + 11]);
-            __m256i p0 = _mm256_maddubs_epi16(g0, _mm256_sign_epi8(XK(b, 32 * s), ksigns32(a0)));
-            __m256i p1 = _mm256_maddubs_epi16(g1, _mm256_sign_epi8(XK(b, 32 * s + 32), ksigns32(a1)));
-            i0 = _mm256_add_epi32(i0, _mm256_madd_epi16(p0, _mm256_set1_epi16((short)(2 * (a0 >> 28) + 1))));
-            i1 = _mm256_add_epi32(i1, _mm256_madd_epi16(p1, _mm256_set1_epi16((short)(2 * (a1 >> 28) + 1))));
-        }
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(i0, i1)),
-                              _mm256_set1_ps(ab[b].d * (h2f(blk[b].d) * 0.125f)), acc);
-    }
-    return hsum8(acc);
+/* --- the grid types: one sub-block unpacker per type, shared dot and 1 x 4 dot shapes ----------
+ * SUB(B, s, &mag, &sgn, &scl) gives sub-block s (elements 32s .. 32s+31) of super-block B as
+ * unsigned magnitudes (bytes), signs (bytes whose sign is the weight's; never 0) and the i16
+ * scales its maddubs pair sums are weighted by; DSCALE(B) is the super-block's float factor. */
+
+static inline __m256i scale16(int s) { return _mm256_set1_epi16((short)s); }
+static inline __m256i scale16x2(int s0, int s1) {   /* s0 for elements 0-15, s1 for 16-31 */
+    return _mm256_set_m128i(_mm_set1_epi16((short)s1), _mm_set1_epi16((short)s0));
 }
 
-static float dot_iq2_xs(const void *w, const void *a, int64_t n) {
-    KQ(blk_iq2_xs);
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t b = 0; b < nb; b++) {
-        PREFETCH_AHEAD(&blk[b], sizeof *blk);
-        const uint8_t *q = blk[b].qs;
-        __m256i i0 = _mm256_setzero_si256(), i1 = _mm256_setzero_si256();
-        for (int s = 0; s < 8; s += 2) {
-            __m256i p[2];
-            for (int h = 0; h < 2; h++) {
-                const uint8_t *qq = q + 8 * (s + h);
-                uint16_t k0 = rd16u(qq), k1 = rd16u(qq + 2), k2 = rd16u(qq + 4), k3 = rd16u(qq + 6);
-                __m256i g = grid8x4(llk_iq2xs_grid, k0 & 511, k1 & 511, k2 & 511, k3 & 511);
-                __m256i sg = grid8x4(llk_ksigns64, k0 >> 9, k1 >> 9, k2 >> 9, k3 >> 9);
-                p[h] = _mm256_maddubs_epi16(g, _mm256_sign_epi8(XK(b, 32 * (s + h)), sg));
-            }
-            const uint8_t s0 = blk[b].scales[s], s1 = blk[b].scales[s + 1];
-            i0 = _mm256_add_epi32(i0, scale2(p[0], 2 * (s0 & 15) + 1, 2 * (s0 >> 4) + 1));
-            i1 = _mm256_add_epi32(i1, scale2(p[1], 2 * (s1 & 15) + 1, 2 * (s1 >> 4) + 1));
-        }
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(i0, i1)),
-                              _mm256_set1_ps(ab[b].d * (h2f(blk[b].d) * 0.125f)), acc);
-    }
-    return hsum8(acc);
+static inline void sub_iq2_xxs(const blk_iq2_xxs *B, int s, __m256i *mag, __m256i *sgn, __m256i *scl) {
+    const uint8_t *q = B->qs + 8 * s;
+    uint32_t aux = rd32u(q + 4);
+    *mag = grid8x4(llk_iq2xxs_grid, q[0], q[1], q[2], q[3]);
+    *sgn = ksigns32(aux);
+    *scl = scale16((int)(2 * (aux >> 28) + 1));
 }
+static inline float ds_iq2_xxs(const blk_iq2_xxs *B) { return h2f(B->d) * 0.125f; }
 
-static float dot_iq2_s(const void *w, const void *a, int64_t n) {
-    KQ(blk_iq2_s);
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t b = 0; b < nb; b++) {
-        PREFETCH_AHEAD(&blk[b], sizeof *blk);
-        const uint8_t *q = blk[b].qs;
-        __m256i i0 = _mm256_setzero_si256(), i1 = _mm256_setzero_si256();
-        for (int s = 0; s < 8; s += 2) {
-            __m256i p[2];
-            for (int h = 0; h < 2; h++) {
-                const int t = s + h, qh = blk[b].qh[t];
-                __m256i g = grid8x4(llk_iq2s_grid, q[4 * t] | (qh & 3) << 8, q[4 * t + 1] | (qh & 12) << 6,
-                                    q[4 * t + 2] | (qh & 48) << 4, q[4 * t + 3] | (qh & 192) << 2);
-                p[h] = _mm256_maddubs_epi16(g, _mm256_sign_epi8(XK(b, 32 * t), sign_bits32(blk[b].signs + 4 * t)));
-            }
-            const uint8_t s0 = blk[b].scales[s], s1 = blk[b].scales[s + 1];
-            i0 = _mm256_add_epi32(i0, scale2(p[0], 2 * (s0 & 15) + 1, 2 * (s0 >> 4) + 1));
-            i1 = _mm256_add_epi32(i1, scale2(p[1], 2 * (s1 & 15) + 1, 2 * (s1 >> 4) + 1));
-        }
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(i0, i1)),
-                              _mm256_set1_ps(ab[b].d * (h2f(blk[b].d) * 0.125f)), acc);
-    }
-    return hsum8(acc);
+static inline void sub_iq2_xs(const blk_iq2_xs *B, int s, __m256i *mag, __m256i *sgn, __m256i *scl) {
+    const uint8_t *q = B->qs + 8 * s;
+    uint16_t k0 = rd16u(q), k1 = rd16u(q + 2), k2 = rd16u(q + 4), k3 = rd16u(q + 6);
+    *mag = grid8x4(llk_iq2xs_grid, k0 & 511, k1 & 511, k2 & 511, k3 & 511);
+    *sgn = grid8x4(llk_ksigns64, k0 >> 9, k1 >> 9, k2 >> 9, k3 >> 9);
+    *scl = scale16x2(2 * (B->scales[s] & 15) + 1, 2 * (B->scales[s] >> 4) + 1);
 }
+static inline float ds_iq2_xs(const blk_iq2_xs *B) { return h2f(B->d) * 0.125f; }
+
+static inline void sub_iq2_s(const blk_iq2_s *B, int s, __m256i *mag, __m256i *sgn, __m256i *scl) {
+    const uint8_t *q = B->qs + 4 * s;
+    const int qh = B->qh[s];
+    *mag = grid8x4(llk_iq2s_grid, q[0] | (qh & 3) << 8, q[1] | (qh & 12) << 6, q[2] | (qh & 48) << 4,
+                   q[3] | (qh & 192) << 2);
+    *sgn = sign_bits32(B->signs + 4 * s);
+    *scl = scale16x2(2 * (B->scales[s] & 15) + 1, 2 * (B->scales[s] >> 4) + 1);
+}
+static inline float ds_iq2_s(const blk_iq2_s *B) { return h2f(B->d) * 0.125f; }
 
 /* eight 4-byte grid entries -> 32 bytes */
 static inline __m256i grid4x8(const uint32_t *grid, const int i[8]) {
@@ -111,121 +76,127 @@ static inline __m256i grid4x8(const uint32_t *grid, const int i[8]) {
                             (int)grid[i[3]], (int)grid[i[2]], (int)grid[i[1]], (int)grid[i[0]]);
 }
 
-static float dot_iq3_xxs(const void *w, const void *a, int64_t n) {
-    KQ(blk_iq3_xxs);
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t b = 0; b < nb; b++) {
-        PREFETCH_AHEAD(&blk[b], sizeof *blk);
-        const uint8_t *q = blk[b].qs;
-        __m256i i0 = _mm256_setzero_si256(), i1 = _mm256_setzero_si256();
-        for (int s = 0; s < 8; s += 2) {
-            __m256i p[2];
-            short sc[2];
-            for (int h = 0; h < 2; h++) {
-                const int t = s + h;
-                const int idx[8] = {q[8 * t], q[8 * t + 1], q[8 * t + 2], q[8 * t + 3],
-                                    q[8 * t + 4], q[8 * t + 5], q[8 * t + 6], q[8 * t + 7]};
-                uint32_t aux = rd32u(blk[b].sas + 4 * t);
-                p[h] = _mm256_maddubs_epi16(grid4x8(llk_iq3xxs_grid, idx), _mm256_sign_epi8(XK(b, 32 * t), ksigns32(aux)));
-                sc[h] = (short)(2 * (aux >> 28) + 1);
-            }
-            i0 = _mm256_add_epi32(i0, _mm256_madd_epi16(p[0], _mm256_set1_epi16(sc[0])));
-            i1 = _mm256_add_epi32(i1, _mm256_madd_epi16(p[1], _mm256_set1_epi16(sc[1])));
-        }
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(i0, i1)),
-                              _mm256_set1_ps(ab[b].d * (h2f(blk[b].d) * 0.25f)), acc);
-    }
-    return hsum8(acc);
+static inline void sub_iq3_xxs(const blk_iq3_xxs *B, int s, __m256i *mag, __m256i *sgn, __m256i *scl) {
+    const uint8_t *q = B->qs + 8 * s;
+    const int idx[8] = {q[0], q[1], q[2], q[3], q[4], q[5], q[6], q[7]};
+    uint32_t aux = rd32u(B->sas + 4 * s);
+    *mag = grid4x8(llk_iq3xxs_grid, idx);
+    *sgn = ksigns32(aux);
+    *scl = scale16((int)(2 * (aux >> 28) + 1));
 }
+static inline float ds_iq3_xxs(const blk_iq3_xxs *B) { return h2f(B->d) * 0.25f; }
 
-static float dot_iq3_s(const void *w, const void *a, int64_t n) {
-    KQ(blk_iq3_s);
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t b = 0; b < nb; b++) {
-        PREFETCH_AHEAD(&blk[b], sizeof *blk);
-        const uint8_t *q = blk[b].qs;
-        __m256i i0 = _mm256_setzero_si256(), i1 = _mm256_setzero_si256();
-        for (int s = 0; s < 8; s += 2) {
-            __m256i p[2];
-            for (int h = 0; h < 2; h++) {
-                const int t = s + h, qh = blk[b].qh[t];
-                int idx[8];
-                for (int j = 0; j < 8; j++) idx[j] = q[8 * t + j] | ((qh >> j) & 1) << 8;
-                p[h] = _mm256_maddubs_epi16(grid4x8(llk_iq3s_grid, idx),
-                                            _mm256_sign_epi8(XK(b, 32 * t), sign_bits32(blk[b].signs + 4 * t)));
-            }
-            const uint8_t sc = blk[b].scales[s >> 1];   /* sub-blocks s and s + 1 */
-            i0 = _mm256_add_epi32(i0, _mm256_madd_epi16(p[0], _mm256_set1_epi16((short)(1 + 2 * (sc & 15)))));
-            i1 = _mm256_add_epi32(i1, _mm256_madd_epi16(p[1], _mm256_set1_epi16((short)(1 + 2 * (sc >> 4)))));
-        }
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(i0, i1)),
-                              _mm256_set1_ps(ab[b].d * h2f(blk[b].d)), acc);
-    }
-    return hsum8(acc);
+static inline void sub_iq3_s(const blk_iq3_s *B, int s, __m256i *mag, __m256i *sgn, __m256i *scl) {
+    const uint8_t *q = B->qs + 8 * s;
+    const int qh = B->qh[s];
+    int idx[8];
+    for (int j = 0; j < 8; j++) idx[j] = q[j] | ((qh >> j) & 1) << 8;
+    *mag = grid4x8(llk_iq3s_grid, idx);
+    *sgn = sign_bits32(B->signs + 4 * s);
+    *scl = scale16(1 + 2 * ((B->scales[s >> 1] >> (4 * (s & 1))) & 15));
 }
+static inline float ds_iq3_s(const blk_iq3_s *B) { return h2f(B->d); }
 
-/* --- IQ1_S / IQ1_M: levels 8 * grid + delta (-9 .. 9) built in bytes, then as a signed dot --- */
-
-/* four int8 grid entries (-1, 0, 1) times 8 plus the deltas (+1 / -1 per entry) */
+/* IQ1: signed levels 8 * grid + delta (-9 .. 9, never 0) built in bytes from four int8 grid
+ * entries (-1, 0, 1) and the deltas (+1 / -1 bytes); magnitude |lv|, sign lv. */
 static inline __m256i iq1_levels(int i0, int i1, int i2, int i3, __m256i delta) {
     __m256i g = grid8x4(llk_iq1s_grid, i0, i1, i2, i3);
     g = _mm256_add_epi8(g, g); g = _mm256_add_epi8(g, g); g = _mm256_add_epi8(g, g);
     return _mm256_add_epi8(g, delta);
 }
-/* i16 pair sums of lv * x for signed lv: |lv| x sign(x, lv) (|lv| <= 9: no saturation) */
-static inline __m256i sdot16(__m256i lv, __m256i x) {
-    return _mm256_maddubs_epi16(_mm256_sign_epi8(lv, lv), _mm256_sign_epi8(x, lv));
+
+static inline void sub_iq1_s(const blk_iq1_s *B, int s, __m256i *mag, __m256i *sgn, __m256i *scl) {
+    const uint8_t *q = B->qs + 4 * s;
+    const int h = rd16u(B->qh + 2 * s);
+    __m256i lv = iq1_levels(q[0] | (h & 7) << 8, q[1] | (h & 0x38) << 5, q[2] | (h & 0x1c0) << 2,
+                            q[3] | (h & 0xe00) >> 1, _mm256_set1_epi8(h & 0x8000 ? -1 : 1));
+    *mag = _mm256_abs_epi8(lv);
+    *sgn = lv;
+    *scl = scale16(2 * ((h >> 12) & 7) + 1);
+}
+static inline float ds_iq1_s(const blk_iq1_s *B) { return h2f(B->d) * 0.125f; }
+
+static inline void sub_iq1_m(const blk_iq1_m *B, int s, __m256i *mag, __m256i *sgn, __m256i *scl) {
+    const uint8_t *q = B->qs + 4 * s;
+    const int h0 = B->qh[2 * s], h1 = B->qh[2 * s + 1];   /* nibbles of entries 4s .. 4s+3 */
+    /* +1 or -1 (-1LL: 0xff in every byte) for the 8 elements of each entry */
+    __m256i delta = _mm256_set_epi64x(h1 & 0x80 ? -1LL : 0x0101010101010101LL,
+                                      h1 & 0x08 ? -1LL : 0x0101010101010101LL,
+                                      h0 & 0x80 ? -1LL : 0x0101010101010101LL,
+                                      h0 & 0x08 ? -1LL : 0x0101010101010101LL);
+    __m256i lv = iq1_levels(q[0] | (h0 & 7) << 8, q[1] | (h0 & 0x70) << 4, q[2] | (h1 & 7) << 8,
+                            q[3] | (h1 & 0x70) << 4, delta);
+    const int sc = rd16u(B->scales + 2 * (s >> 1)) >> (6 * (s & 1));   /* groups 2s, 2s + 1 */
+    *mag = _mm256_abs_epi8(lv);
+    *sgn = lv;
+    *scl = scale16x2(2 * (sc & 7) + 1, 2 * ((sc >> 3) & 7) + 1);
+}
+static inline float ds_iq1_m(const blk_iq1_m *B) {   /* d: the top nibbles of the scale words */
+    llk_half dh = 0;
+    for (int j = 0; j < 4; j++) dh |= (llk_half)((rd16u(B->scales + 2 * j) >> 12) << (4 * j));
+    return h2f(dh) * 0.125f;
 }
 
-static float dot_iq1_s(const void *w, const void *a, int64_t n) {
-    KQ(blk_iq1_s);
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t b = 0; b < nb; b++) {
-        PREFETCH_AHEAD(&blk[b], sizeof *blk);
-        const uint8_t *q = blk[b].qs;
-        __m256i isum = _mm256_setzero_si256();
-        for (int s = 0; s < 8; s++) {
-            const int h = rd16u(blk[b].qh + 2 * s);
-            __m256i delta = _mm256_set1_epi8(h & 0x8000 ? -1 : 1);
-            __m256i lv = iq1_levels(q[4 * s] | (h & 7) << 8, q[4 * s + 1] | (h & 0x38) << 5,
-                                    q[4 * s + 2] | (h & 0x1c0) << 2, q[4 * s + 3] | (h & 0xe00) >> 1, delta);
-            __m256i p = sdot16(lv, XK(b, 32 * s));
-            isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, _mm256_set1_epi16((short)(2 * ((h >> 12) & 7) + 1))));
-        }
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(ab[b].d * (h2f(blk[b].d) * 0.125f)), acc);
-    }
-    return hsum8(acc);
-}
+/* i32 sums of one sub-block against activation bytes x */
+#define IQ_SUB_DOT(m, g, c, x) _mm256_madd_epi16(_mm256_maddubs_epi16(m, _mm256_sign_epi8(x, g)), c)
 
-static float dot_iq1_m(const void *w, const void *a, int64_t n) {
-    KQ(blk_iq1_m);
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t b = 0; b < nb; b++) {
-        PREFETCH_AHEAD(&blk[b], sizeof *blk);
-        const uint8_t *q = blk[b].qs;
-        uint16_t sw[4];
-        llk_half dh = 0;
-        for (int j = 0; j < 4; j++) {
-            sw[j] = rd16u(blk[b].scales + 2 * j);
-            dh |= (llk_half)((sw[j] >> 12) << (4 * j));
-        }
-        __m256i isum = _mm256_setzero_si256();
-        for (int s = 0; s < 8; s++) {
-            const int h0 = blk[b].qh[2 * s], h1 = blk[b].qh[2 * s + 1];   /* nibbles of entries 4s .. 4s+3 */
-            /* +1 or -1 (-1LL: 0xff in every byte) for the 8 elements of each entry */
-            __m256i delta = _mm256_set_epi64x(h1 & 0x80 ? -1LL : 0x0101010101010101LL,
-                                              h1 & 0x08 ? -1LL : 0x0101010101010101LL,
-                                              h0 & 0x80 ? -1LL : 0x0101010101010101LL,
-                                              h0 & 0x08 ? -1LL : 0x0101010101010101LL);
-            __m256i lv = iq1_levels(q[4 * s] | (h0 & 7) << 8, q[4 * s + 1] | (h0 & 0x70) << 4,
-                                    q[4 * s + 2] | (h1 & 7) << 8, q[4 * s + 3] | (h1 & 0x70) << 4, delta);
-            const int sc = sw[s >> 1] >> (6 * (s & 1));   /* 3-bit scales of groups 2s, 2s + 1 */
-            isum = _mm256_add_epi32(isum, scale2(sdot16(lv, XK(b, 32 * s)), 2 * (sc & 7) + 1, 2 * ((sc >> 3) & 7) + 1));
-        }
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(ab[b].d * (llk_h2f(dh) * 0.125f)), acc);
+#define IQ_DOT(NAME, T, SUB, DSCALE)                                                             \
+    static float NAME(const void *w, const void *a, int64_t n) {                                 \
+        KQ(T);                                                                                   \
+        __m256 acc = _mm256_setzero_ps();                                                        \
+        for (int64_t b = 0; b < nb; b++) {                                                       \
+            PREFETCH_AHEAD(&blk[b], sizeof *blk);                                                \
+            __m256i i0 = _mm256_setzero_si256(), i1 = _mm256_setzero_si256();                    \
+            for (int s = 0; s < 8; s += 2) {                                                     \
+                __m256i m0, g0, c0, m1, g1, c1;                                                  \
+                SUB(&blk[b], s, &m0, &g0, &c0);                                                  \
+                SUB(&blk[b], s + 1, &m1, &g1, &c1);                                              \
+                i0 = _mm256_add_epi32(i0, IQ_SUB_DOT(m0, g0, c0, XK(b, 32 * s)));                \
+                i1 = _mm256_add_epi32(i1, IQ_SUB_DOT(m1, g1, c1, XK(b, 32 * s + 32)));           \
+            }                                                                                    \
+            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(i0, i1)),                  \
+                                  _mm256_set1_ps(ab[b].d * DSCALE(&blk[b])), acc);               \
+        }                                                                                        \
+        return hsum8(acc);                                                                       \
     }
-    return hsum8(acc);
-}
+
+/* 1 x 4 (matrix x matrix): each sub-block's lookups done once for four tokens */
+#define IQ_DOT4(NAME, T, SUB, DSCALE)                                                            \
+    static void NAME(const void *w, const void *a, size_t as, int64_t n, float *out) {           \
+        const T *blk = (const T *)w;                                                             \
+        const int64_t nb = n / 256;                                                              \
+        __m256 acc[4];                                                                           \
+        for (int t = 0; t < 4; t++) acc[t] = _mm256_setzero_ps();                                \
+        for (int64_t b = 0; b < nb; b++) {                                                       \
+            const llk_block_q8_256 *A[4];                                                        \
+            for (int t = 0; t < 4; t++) A[t] = (const llk_block_q8_256 *)((const uint8_t *)a + t * as) + b; \
+            __m256i is[4];                                                                       \
+            for (int t = 0; t < 4; t++) is[t] = _mm256_setzero_si256();                          \
+            for (int s = 0; s < 8; s++) {                                                        \
+                __m256i m, g, c;                                                                 \
+                SUB(&blk[b], s, &m, &g, &c);                                                     \
+                for (int t = 0; t < 4; t++)                                                      \
+                    is[t] = _mm256_add_epi32(is[t], IQ_SUB_DOT(m, g, c,                          \
+                        _mm256_loadu_si256((const __m256i *)(A[t]->qs + 32 * s))));              \
+            }                                                                                    \
+            const float d = DSCALE(&blk[b]);                                                     \
+            for (int t = 0; t < 4; t++)                                                          \
+                acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is[t]), _mm256_set1_ps(A[t]->d * d), acc[t]); \
+        }                                                                                        \
+        for (int t = 0; t < 4; t++) out[t] = hsum8(acc[t]);                                      \
+    }
+
+#define IQ_KERNELS(TY)                                            \
+    IQ_DOT(dot_##TY, blk_##TY, sub_##TY, ds_##TY)                 \
+    IQ_DOT4(dot4_##TY, blk_##TY, sub_##TY, ds_##TY)
+
+IQ_KERNELS(iq2_xxs)
+IQ_KERNELS(iq2_xs)
+IQ_KERNELS(iq2_s)
+IQ_KERNELS(iq3_xxs)
+IQ_KERNELS(iq3_s)
+IQ_KERNELS(iq1_s)
+IQ_KERNELS(iq1_m)
 
 /* --- TQ2_0: levels q - 1 with q = 0..2: maddubs(q, x), minus the activations' sum ------------- */
 
@@ -320,6 +291,13 @@ static float dot_mxfp4(const void *w, const void *a, int64_t n) {
 }
 
 static void llk_fill_256_iq(llk_kernels *k) {
+    k->dot4[LLK_TYPE_IQ2_XXS] = dot4_iq2_xxs;
+    k->dot4[LLK_TYPE_IQ2_XS] = dot4_iq2_xs;
+    k->dot4[LLK_TYPE_IQ2_S] = dot4_iq2_s;
+    k->dot4[LLK_TYPE_IQ3_XXS] = dot4_iq3_xxs;
+    k->dot4[LLK_TYPE_IQ3_S] = dot4_iq3_s;
+    k->dot4[LLK_TYPE_IQ1_S] = dot4_iq1_s;
+    k->dot4[LLK_TYPE_IQ1_M] = dot4_iq1_m;
     k->dot[LLK_TYPE_IQ1_S] = dot_iq1_s;
     k->dot[LLK_TYPE_IQ1_M] = dot_iq1_m;
     k->dot[LLK_TYPE_TQ1_0] = dot_tq1_0;
