@@ -42,6 +42,7 @@ class ArchSpec:
     swa_own_rope_base: bool = False  # local layers use rope.freq_base_swa (default 10000)
     output_always_tied: bool = False  # output.weight is never read (gemma2)
     big_model_layers: int = 0  # at this block_count queries scale by 1/sqrt(n_embd / n_head)
+    softcaps: tuple[str, ...] = ()  # which of "attn", "final" logit soft-caps it reads
     fused_ffn: bool = False  # ffn_up holds gate rows then up rows, no ffn_gate (phi3)
     fused_qkv_ok: bool = False  # attn_qkv (Q, K then V rows) may stand for attn_q/k/v (phi3)
     runnable: bool = False  # the engine runs it today, proven against llama.cpp
@@ -56,9 +57,10 @@ ARCHITECTURES: dict[str, ArchSpec] = {
                       lacking="no synthetic model proven against llama.cpp yet"),
     "gemma2": ArchSpec(rope_kind="neox", activation="gelu", post_norms=True, embd_scale_sqrt=True,
                        swa_pattern=2, swa_default=4096, output_always_tied=True,
+                       softcaps=("attn", "final"),
                        big_model_layers=46, runnable=True),
     "gemma3": ArchSpec(rope_kind="neox", activation="gelu", post_norms=True, qk_norm=True,
-                       embd_scale_sqrt=True, swa_pattern=6, swa_own_rope_base=True,
+                       embd_scale_sqrt=True, swa_pattern=6, swa_own_rope_base=True, softcaps=("final",),
                        big_model_layers=62, runnable=True),
     "phi3": ArchSpec(rope_kind="neox", fused_ffn=True, fused_qkv_ok=True, runnable=True),
 }
@@ -236,6 +238,14 @@ def config_from_gguf(f: GGUFFile) -> DecoderConfig:
     rope_base_swa = 0.0
     if window and spec.swa_own_rope_base:
         rope_base_swa = md.number(p + "rope.freq_base_swa", 10000.0)
+    caps = {}
+    for kind in ("attn", "final"):   # checked always, applied where llama.cpp reads them
+        key = f"{p}{kind}_logit_softcapping"
+        value = md.number(key, 0.0)
+        if not (0 <= value < 1e12):
+            raise ModelFormatError(f"{f.path}: {arch}.{kind}_logit_softcapping is {value}, "
+                                   f"not a non-negative finite number")
+        caps[kind] = value if kind in spec.softcaps else 0.0
     attn_scale = 0.0
     if spec.big_model_layers and n_layer == spec.big_model_layers:
         attn_scale = float((n_embd // n_head) ** -0.5)
@@ -265,8 +275,8 @@ def config_from_gguf(f: GGUFFile) -> DecoderConfig:
             rope_longrope="rope_freqs.weight" not in f.tensors and "rope_factors_short.weight" in f.tensors
                           and "rope_factors_long.weight" in f.tensors,
             rope_attn_factor=md.number(p + "rope.scaling.attn_factor", 1.0),
-            attn_softcap=md.number(p + "attn_logit_softcapping", 0.0),
-            final_softcap=md.number(p + "final_logit_softcapping", 0.0),
+            attn_softcap=caps["attn"],
+            final_softcap=caps["final"],
             tied_output=spec.output_always_tied or "output.weight" not in f.tensors,
             spec=spec,
         )

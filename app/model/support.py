@@ -84,6 +84,33 @@ def missing_tensors(f: GGUFFile, cfg) -> list[str]:
     return [name for name in need if name not in f.tensors]
 
 
+GLOBAL_TENSORS = ("token_embd.weight", "output_norm.weight", "output_norm.bias", "output.weight",
+                  "rope_freqs.weight", "rope_factors_short.weight", "rope_factors_long.weight")
+BIASES = ("attn_norm.bias", "attn_q.bias", "attn_k.bias", "attn_v.bias", "attn_output.bias",
+          "ffn_norm.bias")
+
+
+def unused_tensors(f: GGUFFile, cfg) -> dict[str, list[str]]:
+    """Tensors in the file that the decoder would not apply, by name pattern ("blk.*.ffn_up.bias"):
+    a model that needs them would run, and be wrong."""
+    from app.model.config import layer_tensor_names
+
+    per_layer = {"blk.*." + t for t in BIASES}
+    per_layer |= {"blk.*." + t for fused in (False, True) for t in layer_tensor_names(cfg.spec, fused)}
+    unused: dict[str, list[str]] = {}
+    for name in f.tensors:
+        parts = name.split(".")
+        pattern = name
+        if parts[0] == "blk" and len(parts) > 2 and parts[1].isdigit() and int(parts[1]) < cfg.n_layer:
+            pattern = "blk.*." + ".".join(parts[2:])
+            if pattern in per_layer:
+                continue
+        elif name in GLOBAL_TENSORS:
+            continue
+        unused.setdefault(pattern, []).append(name)
+    return unused
+
+
 def support_verdict(f: GGUFFile) -> Verdict:
     """Every reason this engine cannot run the model; `supported` when there is none.
 
@@ -111,6 +138,9 @@ def support_verdict(f: GGUFFile) -> Verdict:
             extra = len(missing_tensors(f, cfg)) - MAX_NAMED_MISSING
             if extra > 0:
                 reasons.append(f"{extra} more tensor{'s' if extra > 1 else ''} missing")
+            for pattern, names in unused_tensors(f, cfg).items():
+                more = f" (and {len(names) - 1} more like it)" if len(names) > 1 else ""
+                reasons.append(f"{names[0]} is not used by this engine{more}")
 
     runnable = runnable_tensor_types()
     if runnable is None:
@@ -136,5 +166,5 @@ def require_supported(f: GGUFFile) -> Verdict:
     return v
 
 
-__all__ = ["Verdict", "support_verdict", "missing_tensors", "require_supported", "check_tokenizer_metadata",
+__all__ = ["Verdict", "support_verdict", "missing_tensors", "unused_tensors", "require_supported", "check_tokenizer_metadata",
            "runnable_tensor_types", "LlambdaError"]

@@ -1,6 +1,7 @@
 """Support verdicts name exactly what is missing, before anything loads: an unknown or not yet
 runnable architecture, each absent tensor of the architecture's layout (biases of qwen2, QK-norms
-of qwen3/gemma3, post-norms of gemma2/3, phi3's fused ffn_up), with the rest counted.
+of qwen3/gemma3, post-norms of gemma2/3, phi3's fused ffn_up), with the rest counted; and tensors
+present that the engine would not apply.
 """
 from __future__ import annotations
 
@@ -80,3 +81,13 @@ def test_other_architectures_are_named(arch, reason, tmp_path):
     with open_gguf(_without(src, tmp_path / "other.gguf", set(), arch=arch)) as f:
         v = support_verdict(f)
     assert v.reasons == [reason]
+
+
+def test_tensors_the_engine_would_not_apply_are_named(tmp_path):
+    """A qwen3 file labelled llama: its QK-norm weights would be loaded and silently skipped,
+    and the model would run wrong. The verdict names them instead."""
+    src = write_arch_model(tmp_path / "m.gguf", "qwen3")
+    with open_gguf(_without(src, tmp_path / "relabelled.gguf", set(), arch="llama")) as f:
+        v = support_verdict(f)
+    assert v.reasons == ["blk.0.attn_q_norm.weight is not used by this engine (and 2 more like it)",
+                         "blk.0.attn_k_norm.weight is not used by this engine (and 2 more like it)"]
