@@ -122,31 +122,8 @@ subcommand("generate", "one completion of a prompt, with timings")(_engine_args(
 subcommand("chat", "interactive chat in the terminal")(_engine_args("chat"))(_engine_run("chat"))
 
 
-def _bench_args(p: argparse.ArgumentParser) -> None:
-    from app.engine.cli import add_bench_args
-
-    add_bench_args(p)
-    for action in p._actions:  # with --kernels no model is needed
-        if action.dest == "model":
-            action.nargs, action.default = "?", None
-    p.add_argument("--kernels", action="store_true",
-                   help="benchmark the matrix x vector kernels per tensor type instead (no model needed)")
-
-
-@subcommand("bench", "prompt-processing and generation speed, like llama-bench")(_bench_args)
-def run_bench(args: argparse.Namespace) -> int:
-    if args.kernels:
-        from app.kernels import bench_kernels, format_bench
-
-        rows = bench_kernels(threads=args.threads)
-        print(json.dumps(rows) if args.json else format_bench(rows))
-        return EXIT_OK
-    if not args.model:
-        print("llambda bench: error: a MODEL is needed (or --kernels)", file=sys.stderr)
-        return EXIT_USAGE
-    from app.engine.cli import run_bench as run
-
-    return run(args)
+subcommand("bench", "prompt-processing and generation speed, like llama-bench; --kernels: per type")(
+    _engine_args("bench"))(_engine_run("bench"))
 
 
 # --- models ------------------------------------------------------------------------------------

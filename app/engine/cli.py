@@ -248,7 +248,7 @@ def run_chat(args: argparse.Namespace, stdin=None, stdout=None) -> int:
 # --- bench --------------------------------------------------------------------------------------
 
 def add_bench_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("model", help="a GGUF file, or the name of a model in the library")
+    p.add_argument("model", nargs="?", help="a GGUF file, or the name of a model in the library")
     p.add_argument("--threads", type=_int_list, default=[1, 2], help="comma-separated, e.g. 1,2")
     p.add_argument("--pp", type=_int_list, default=[512], help="prompt lengths, e.g. 512")
     p.add_argument("--tg", type=_int_list, default=[128], help="generation lengths, e.g. 128")
@@ -256,7 +256,7 @@ def add_bench_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--kv-type", choices=("f16", "f32"), default="f16")
     p.add_argument("--kernels", action="store_true",
                    help="instead: the kernel library's matrix x vector bytes/s per tensor type "
-                        "against memory bandwidth (MODEL is not read)")
+                        "against memory bandwidth (no MODEL needed)")
     p.add_argument("--json", action="store_true",
                    help='print a list of {"threads", "test", "tok_s", ...}')
 
@@ -313,6 +313,9 @@ def run_bench(args: argparse.Namespace) -> int:
         rows = kernels.bench_kernels(threads=args.threads)
         print(json.dumps(rows) if args.json else kernels.format_bench(rows))
         return EXIT_OK
+    if not args.model:
+        print("llambda bench: error: a MODEL is needed (or --kernels)", file=sys.stderr)
+        return EXIT_USAGE
     path = _resolve(args.model)
     rows = bench(path, args.threads, args.pp, args.tg, args.reps, args.kv_type)
     if args.json:
