@@ -54,7 +54,7 @@ ARCHITECTURES: dict[str, ArchSpec] = {
     "qwen2": ArchSpec(rope_kind="neox", qkv_bias=True, runnable=True),
     "qwen3": ArchSpec(rope_kind="neox", qk_norm=True, runnable=True),
     "gemma": ArchSpec(rope_kind="neox", activation="gelu", embd_scale_sqrt=True,
-                      lacking="no synthetic model proven against llama.cpp yet"),
+                      output_always_tied=True, runnable=True),
     "gemma2": ArchSpec(rope_kind="neox", activation="gelu", post_norms=True, embd_scale_sqrt=True,
                        swa_pattern=2, swa_default=4096, output_always_tied=True,
                        softcaps=("attn", "final"),

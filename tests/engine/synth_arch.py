@@ -1,7 +1,7 @@
 """Tiny seeded random-weight GGUF models of each architecture the engine runs, for the decoder's
 switches and for llama.cpp goldens: QKV biases (qwen2), QK-norm (qwen3), Llama-3 rope_freqs and a
 Mistral-style sliding_window key (llama), post-norms, GeGLU, soft-caps, sliding windows and
-embedding scale (gemma2), QK-norm + 5:1 local/global layers with their own rope base and
+embedding scale (gemma2; gemma without the norms, caps and windows), QK-norm + 5:1 local/global layers with their own rope base and
 head_dim != n_embd / n_head (gemma3), fused QKV and gate/up tensors, partial rotary dimensions and
 LongRoPE short/long factors (phi3). Written with gguf.GGUFWriter with the tiny byte-level
 vocabulary of tests/synth.py (so llama.cpp loads them); norm weights random, not ones.
@@ -20,6 +20,7 @@ FEATURES = {
     # a Mistral-style file: sliding_window key (llama.cpp ignores it for llama) and Llama-3.1
     # frequency divisors in rope_freqs.weight
     "llama_variant": dict(arch="llama", sliding_window=6, rope_freqs=True, rope_base=500000.0),
+    "gemma": dict(gemma=True),
     "gemma2": dict(post_norms=True, sliding_window=5, attn_softcap=20.0, final_softcap=15.0,
                    gemma=True),
     "gemma3": dict(post_norms=True, qk_norm=True, sliding_window=4, gemma=True, key_length=24,

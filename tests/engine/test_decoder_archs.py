@@ -2,14 +2,15 @@
 against llama.cpp (tests/data/engine/arch_goldens.json, made by scripts/make_engine_goldens.py
 archs) and the numpy reference: qwen2 (QKV biases), qwen3 (QK-norm), a Mistral/Llama-3.1-style
 llama file (sliding_window key that llama.cpp ignores, rope_freqs divisors), gemma2 (post-norms,
-GeGLU, soft-caps, alternate sliding-window layers, embedding scale), gemma3 (QK-norm, 5 local
+GeGLU, soft-caps, alternate sliding-window layers, embedding scale; gemma: GeGLU and embedding
+scale alone), gemma3 (QK-norm, 5 local
 layers to 1 global, local RoPE base 10000, head_dim 24 != n_embd / n_head), phi3 (fused QKV and
 gate/up, 8 of 16 head dims rotated, LongRoPE short factors within the original context and long
 ones past it, attention factor 1.1). Context 512 positions, as llama.cpp ran them.
 
 All weights F32, KV cache f32 on both sides, so only summation order differs. Tolerances:
 - prompt logits (12 positions, one batch) vs llama.cpp: max |diff| < 2e-3 for the SiLU
-  architectures (logits of magnitude ~1..30); < 5e-3 for the GELU ones (gemma2/3: measured
+  architectures (logits of magnitude ~1..30); < 5e-3 for the GELU ones (gemma/2/3: measured
   2.3e-3 and 1.6e-3 with the numpy reference just as far, because ggml's CPU GELU rounds its input
   to float16 and reads a table, where ours and the reference compute tanh in float32);
 - the same vs the numpy reference: max |diff| < 1e-3;

@@ -40,7 +40,8 @@ def _without(src, dst, drop: set[str], arch: str | None = None):
     return dst
 
 
-@pytest.mark.parametrize("name", ["qwen2", "qwen3", "llama_variant", "gemma2", "gemma3", "phi3"])
+@pytest.mark.parametrize("name", ["qwen2", "qwen3", "llama_variant", "gemma", "gemma2", "gemma3",
+                                  "phi3"])
 def test_synthetic_models_are_supported(name, tmp_path):
     with open_gguf(write_arch_model(tmp_path / "m.gguf", name)) as f:
         v = support_verdict(f)
@@ -73,8 +74,7 @@ def test_many_missing_tensors_are_counted(tmp_path):
 
 @pytest.mark.parametrize("arch, reason", [
     ("mamba", "architecture 'mamba' is not supported"),
-    ("gemma", "architecture 'gemma' is not supported yet (no synthetic model proven against "
-              "llama.cpp yet)"),
+    ("gptneox", "architecture 'gptneox' is not supported"),
 ])
 def test_other_architectures_are_named(arch, reason, tmp_path):
     src = write_arch_model(tmp_path / "m.gguf", "qwen3")
@@ -91,3 +91,11 @@ def test_tensors_the_engine_would_not_apply_are_named(tmp_path):
         v = support_verdict(f)
     assert v.reasons == ["blk.0.attn_q_norm.weight is not used by this engine (and 2 more like it)",
                          "blk.0.attn_k_norm.weight is not used by this engine (and 2 more like it)"]
+
+
+def test_a_recognised_architecture_not_yet_proven_says_what_it_lacks(tmp_path, monkeypatch):
+    from app.model import config
+
+    monkeypatch.setitem(config.ARCHITECTURES, "qwen3", config.ArchSpec(lacking="no kernel for X"))
+    with open_gguf(write_arch_model(tmp_path / "m.gguf", "qwen3")) as f:
+        assert support_verdict(f).reasons == ["architecture 'qwen3' is not supported yet (no kernel for X)"]
