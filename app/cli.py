@@ -45,19 +45,11 @@ def version_line() -> str:
     return f"llambda {__version__} (kernels: {isa_description()})"
 
 
-def positive_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"{v} is not a positive number")
-    return v
-
-
 # --- inspect -----------------------------------------------------------------------------------
 
 def _inspect_args(p: argparse.ArgumentParser) -> None:
+    from app.engine.cli import positive_int
+
     p.add_argument("model", help="path of a GGUF file")
     p.add_argument("--ctx", type=positive_int, default=None, help="context length for the memory estimate")
     p.add_argument("--json", action="store_true", help="machine-readable output")

@@ -19,7 +19,7 @@ __all__ = ["add_generate_args", "run_generate", "add_chat_args", "run_chat", "ad
            "run_bench", "bench"]
 
 
-def _positive(text: str) -> int:
+def positive_int(text: str) -> int:
     try:
         v = int(text)
     except ValueError:
@@ -42,9 +42,9 @@ def _int_list(text: str) -> list[int]:
 def _common_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", help="a GGUF file, or the name of a model in the library")
     p.add_argument("--threads", type=int, default=0, help="worker threads (default: physical cores)")
-    p.add_argument("--ctx", type=_positive, default=None, help="context length in tokens (default: min(training, 4096))")
+    p.add_argument("--ctx", type=positive_int, default=None, help="context length in tokens (default: min(training, 4096))")
     p.add_argument("--kv-type", choices=("f16", "f32"), default="f16", help="KV cache precision")
-    p.add_argument("--batch", type=_positive, default=512, help="prompt tokens per decoder call")
+    p.add_argument("--batch", type=positive_int, default=512, help="prompt tokens per decoder call")
 
 
 def _sampling_args(p: argparse.ArgumentParser, temperature: float) -> None:
@@ -252,7 +252,7 @@ def add_bench_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threads", type=_int_list, default=[1, 2], help="comma-separated, e.g. 1,2")
     p.add_argument("--pp", type=_int_list, default=[512], help="prompt lengths, e.g. 512")
     p.add_argument("--tg", type=_int_list, default=[128], help="generation lengths, e.g. 128")
-    p.add_argument("--reps", type=_positive, default=3, help="repetitions of each test")
+    p.add_argument("--reps", type=positive_int, default=3, help="repetitions of each test")
     p.add_argument("--kv-type", choices=("f16", "f32"), default="f16")
     p.add_argument("--kernels", action="store_true",
                    help="instead: the kernel library's matrix x vector bytes/s per tensor type "
