@@ -119,11 +119,11 @@ static inline float ds_iq1_s(const blk_iq1_s *B) { return h2f(B->d) * 0.125f; }
 static inline void sub_iq1_m(const blk_iq1_m *B, int s, __m256i *mag, __m256i *sgn, __m256i *scl) {
     const uint8_t *q = B->qs + 4 * s;
     const int h0 = B->qh[2 * s], h1 = B->qh[2 * s + 1];   /* nibbles of entries 4s .. 4s+3 */
-    /* +1 or -1 (-1LL: 0xff in every byte) for the 8 elements of each entry */
-    __m256i delta = _mm256_set_epi64x(h1 & 0x80 ? -1LL : 0x0101010101010101LL,
-                                      h1 & 0x08 ? -1LL : 0x0101010101010101LL,
-                                      h0 & 0x80 ? -1LL : 0x0101010101010101LL,
-                                      h0 & 0x08 ? -1LL : 0x0101010101010101LL);
+    /* the delta bits (bit 3 of each nibble: bits 3, 7, 11, 15 of h) -> +1 / -1 in every byte of
+     * the entry's 64-bit lane */
+    const __m256i one64 = _mm256_set1_epi64x(1);
+    __m256i db = _mm256_and_si256(_mm256_srlv_epi64(_mm256_set1_epi64x(h0 | h1 << 8), _mm256_setr_epi64x(3, 7, 11, 15)), one64);
+    __m256i delta = _mm256_or_si256(_mm256_cmpeq_epi64(db, one64), _mm256_set1_epi8(1));
     __m256i lv = iq1_levels(q[0] | (h0 & 7) << 8, q[1] | (h0 & 0x70) << 4, q[2] | (h1 & 7) << 8,
                             q[3] | (h1 & 0x70) << 4, delta);
     const int sc = rd16u(B->scales + 2 * (s >> 1)) >> (6 * (s & 1));   /* groups 2s, 2s + 1 */
