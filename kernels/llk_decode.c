@@ -461,6 +461,7 @@ llk_status llk_decoder_kv_shift(llk_decoder *d, int64_t p0, int64_t n_drop, int6
         memmove(vc + (size_t)p0 * row, vc + (size_t)(p0 + n_drop) * row, (size_t)n_move * row);
         if (c->rope.n_rot <= 0) continue;
         llk_rope_params rope = c->rope;
+        rope.attn_factor = 1.0f;    /* the magnitude factor belongs to the first rotation only */
         if (d->layers[il].rope_base > 0.0f) {
             rope.freq_base = d->layers[il].rope_base; rope.scaling = LLK_ROPE_SCALING_NONE; rope.freq_scale = 1.0f;
         }

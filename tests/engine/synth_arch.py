@@ -34,7 +34,7 @@ FEATURES = {
 
 
 def write_arch_model(path: str | Path, name: str, seed: int = 0, n_embd: int = 64, n_head: int = 4,
-                     n_head_kv: int = 2, n_ff: int = 96, n_layer: int = 3,
+                     n_head_kv: int = 2, n_ff: int = 96, n_layer: int | None = None,
                      tied: bool = False) -> Path:
     import gguf
 
@@ -42,8 +42,8 @@ def write_arch_model(path: str | Path, name: str, seed: int = 0, n_embd: int = 6
 
     f = FEATURES[name]
     arch = f.get("arch", name)
-    if arch == "gemma3":
-        n_layer = max(n_layer, 7)       # one global layer after five local ones, then local again
+    if n_layer is None:                 # gemma3: one global layer after five local ones, then local
+        n_layer = 7 if arch == "gemma3" else 3
     rng = np.random.default_rng(seed)
     path = Path(path)
     tokens, types, merges = tiny_vocab()

@@ -100,3 +100,23 @@ def test_a_tensor_of_the_wrong_shape_is_named(tmp_path):
         cfg = config_from_gguf(f)
         with pytest.raises(ModelFormatError, match=r"blk\.0\.attn_k\.weight"):
             CDecoder(f, cfg, 16, n_threads=1)
+
+
+@pytest.mark.parametrize("name", ["gemma3", "phi3", "llama_variant"])
+def test_kv_shift_equals_decoding_the_shorter_sequence(name, tmp_path):
+    """Dropping cache positions re-rotates the later keys: a local layer's own RoPE base (gemma3),
+    frequency divisors, and LongRoPE's attention factor (applied once, not again). One layer, so
+    that a key depends on its token and position alone and the shifted cache must equal a fresh
+    decode of the sequence without the dropped tokens; f32 cache, max |diff| < 1e-4."""
+    path = write_arch_model(tmp_path / "one.gguf", name, seed=4, n_layer=1)
+    tokens = list(np.random.default_rng(5).integers(3, 200, 20))
+    keep = tokens[:2] + tokens[6:]
+    with open_gguf(path) as f:
+        cfg = config_from_gguf(f)
+        with CDecoder(f, cfg, 64, kv_type="f32", n_threads=1) as d:
+            d.decode(tokens, 0)
+            assert d.kv_shift(2, 4, len(tokens))
+            shifted = d.decode([7], len(keep))
+        with CDecoder(f, cfg, 64, kv_type="f32", n_threads=1) as d:
+            fresh = d.decode(keep + [7], 0)
+    assert np.abs(shifted - fresh).max() < 1e-4, np.abs(shifted - fresh).max()
