@@ -9,6 +9,7 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QComboBox, QFrame, QHBoxLayout, QLabel, QPlainTextEdit, QProgressBar, QPushButton, QVBoxLayout,
 )
+from app.ui.qt_fix import emit
 
 
 def _label(name: str, object_name: str = "") -> QLabel:
@@ -96,7 +97,7 @@ class ChatInput(QPlainTextEdit):
 
     def keyPressEvent(self, event) -> None:
         if event.key() in (Qt.Key_Return, Qt.Key_Enter) and not (event.modifiers() & Qt.ShiftModifier):
-            self.send_requested.emit()
+            emit(self.send_requested)
             event.accept()
             return
         super().keyPressEvent(event)

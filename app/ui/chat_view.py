@@ -15,6 +15,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.ui.markdown import CodeSegment, TextSegment, render
+from app.ui.qt_fix import emit
 
 RENDER_EVERY_MS = 80
 SHOW_CHARS = 20000          # longer texts are shown cut (drawing megabytes would freeze the window)
@@ -141,7 +142,7 @@ class MessageWidget(QFrame):
             self.edit_button = QPushButton("Edit")
             self.edit_button.setObjectName("messageAction")
             self.edit_button.setAccessibleName("Edit and resend this message")
-            self.edit_button.clicked.connect(lambda: self.edit_requested.emit(self.message_id))
+            self.edit_button.clicked.connect(lambda: emit(self.edit_requested, self.message_id))
             head.addWidget(self.edit_button)
         self.copy_button = QPushButton("Copy")
         self.copy_button.setObjectName("messageAction")

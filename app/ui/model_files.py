@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 
 from PySide6.QtWidgets import QFileDialog
+from app.ui.qt_fix import emit
 
 
 def _local_files(mime) -> list[str]:
@@ -52,7 +53,7 @@ class ModelFilesMixin:
         self.progress.setValue(0)
         self.cancel_button.setEnabled(True)
         self._update_controls()
-        self.open_requested.emit(os.path.abspath(path), self.engine_options())
+        emit(self.open_requested, os.path.abspath(path), self.engine_options())
 
     def load_library_model(self, sha256: str) -> None:
         try:
@@ -64,7 +65,7 @@ class ModelFilesMixin:
             self.stop()
         self.model_busy = True
         self._update_controls()
-        self.load_requested.emit(path, self.engine_options())
+        emit(self.load_requested, path, self.engine_options())
 
     def load_last_used(self) -> bool:
         """Load the model used most recently, if the library has one."""

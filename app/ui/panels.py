@@ -13,6 +13,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.ui.markdown import plain_tooltip
+from app.ui.qt_fix import emit
 
 UNDO_SECONDS = 10
 
@@ -121,11 +122,11 @@ class ConversationPanel(QFrame):
 
     def on_list_current_item_changed(self, current, _previous) -> None:
         if not self._filling and current is not None:
-            self.selected.emit(int(current.data(Qt.UserRole)))
+            emit(self.selected, int(current.data(Qt.UserRole)))
 
     def on_list_item_changed(self, item) -> None:
         if not self._filling:
-            self.rename_requested.emit(int(item.data(Qt.UserRole)), item.text())
+            emit(self.rename_requested, int(item.data(Qt.UserRole)), item.text())
 
     def on_rename_button_clicked(self) -> None:
         item = self.list.currentItem()
@@ -135,11 +136,11 @@ class ConversationPanel(QFrame):
     def on_delete_button_clicked(self) -> None:
         conv_id = self.current_id()
         if conv_id is not None:
-            self.delete_requested.emit(conv_id)
+            emit(self.delete_requested, conv_id)
 
     def on_undo_button_clicked(self) -> None:
         self.undo_bar.hide()
-        self.undo_requested.emit()
+        emit(self.undo_requested)
 
 
 def _count(n) -> str:

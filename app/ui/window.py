@@ -27,15 +27,16 @@ from app.ui.state import ChatState
 from app.ui.stats_bar import StatsBar
 from app.ui.theme import app_icon
 from app.ui.worker import EngineThread, EngineWorker, preload_modules
+from app.ui.qt_fix import emit
 
 TITLE = "Llambda"
 
 
 class MainWindow(ModelFilesMixin, QMainWindow):
     # requests to the worker (queued into its thread)
-    open_requested = Signal(str, dict)
-    load_requested = Signal(str, dict)
-    generate_requested = Signal(int, list, dict)
+    open_requested = Signal(str, object)
+    load_requested = Signal(str, object)
+    generate_requested = Signal(int, object, object)
 
     def __init__(self, state: ChatState | None = None, engine_factory=None, library=None):
         super().__init__()
@@ -376,7 +377,7 @@ class MainWindow(ModelFilesMixin, QMainWindow):
                                                  if k == "overflow"}}
         self.generating = True
         self._update_controls()
-        self.generate_requested.emit(reply.request_id, messages, settings)
+        emit(self.generate_requested, reply.request_id, messages, settings)
 
     def stop(self) -> None:
         if self.generating:
@@ -473,7 +474,7 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         if reload_needed and self.model_info is not None and self.worker.loaded_path and not self.generating:
             self.model_busy = True
             self._update_controls()
-            self.load_requested.emit(self.worker.loaded_path, self.engine_options())
+            emit(self.load_requested, self.worker.loaded_path, self.engine_options())
 
     def about(self) -> None:
         box = QMessageBox(self)

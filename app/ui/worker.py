@@ -1,7 +1,9 @@
 """The inference worker: a QObject living in its own QThread that owns the engine.
 
 The window only sends requests (queued signals into the `on_window_*` slots) and receives
-plain-data signals back. Every exception becomes a `*_failed` signal with a one-line reason.
+plain-data signals back. Dicts and lists travel as `object`: each is a fresh one, never touched
+again by its sender, and it skips Qt's QVariant conversion (which, in PySide6, loses a reference
+to True/False on the way back and crashes the interpreter after enough replies). Every exception becomes a `*_failed` signal with a one-line reason.
 `cancel()` is the one method the UI thread calls directly: it sets a flag the loops poll and
 asks the engine to abort its current step.
 
@@ -20,6 +22,7 @@ from typing import Callable, Iterator, Protocol
 from PySide6.QtCore import QObject, QThread, Signal, Slot
 
 from app.errors import LlambdaError, one_line
+from app.ui.qt_fix import emit
 
 TOKEN_BATCH_S = 0.08          # one view update per 80 ms at most
 STATS_EVERY_S = 0.25           # live figures four times a second while generating
@@ -100,20 +103,20 @@ class EngineWorker(QObject):
     """Owns the engine; lives in an EngineThread. Slots run in the worker thread."""
 
     # model file: pre-flight -> import -> load
-    preflight_done = Signal(dict)              # {"path", "verdict", "summary", "messages", ...}
+    preflight_done = Signal(object)              # {"path", "verdict", "summary", "messages", ...}
     import_progress = Signal(int, int)         # bytes done, bytes total
-    import_finished = Signal(dict)             # library entry as plain data (+ "duplicate")
+    import_finished = Signal(object)             # library entry as plain data (+ "duplicate")
     import_failed = Signal(str)                # one-line reason
-    load_started = Signal(dict)                # {"path", "name"}
+    load_started = Signal(object)                # {"path", "name"}
     load_progress = Signal(float)              # 0..1
-    model_loaded = Signal(dict)                # model info (describe) + engine facts
+    model_loaded = Signal(object)                # model info (describe) + engine facts
     load_failed = Signal(str)
     # generation
     generation_started = Signal(int)           # request id
     token_generated = Signal(int, str)         # request id, batched text
     context_shifted = Signal(int, int)         # request id, tokens dropped
-    stats_updated = Signal(dict)               # live figures
-    generation_finished = Signal(int, dict)    # request id, final stats ("stopped": bool)
+    stats_updated = Signal(object)               # live figures
+    generation_finished = Signal(int, object)    # request id, final stats ("stopped": bool)
     generation_failed = Signal(int, str)       # request id, one-line reason
 
     def __init__(self, engine_factory: EngineFactory | None = None, library=None):
@@ -174,7 +177,7 @@ class EngineWorker(QObject):
 
     # -- model files -----------------------------------------------------------------------------
 
-    @Slot(str, dict)
+    @Slot(str, object)
     def on_window_open_requested(self, path: str, options: dict) -> None:
         """Pre-flight, import into the library (or find it there), then load."""
         self._cancel.clear()
@@ -183,13 +186,13 @@ class EngineWorker(QObject):
 
             report = preflight(path, options.get("n_ctx") or None)
         except Exception as e:
-            self.import_failed.emit(_reason(e))
+            emit(self.import_failed, _reason(e))
             return
         facts = _preflight_facts(path, report)
-        self.preflight_done.emit(facts)
+        emit(self.preflight_done, facts)
         if report.verdict == REFUSE:
             reasons = [m for m in report.messages if "not supported" in m or "does not have enough" in m]
-            self.import_failed.emit(one_line(reasons[0] if reasons else report.summary()))
+            emit(self.import_failed, one_line(reasons[0] if reasons else report.summary()))
             return
         from app.library import DuplicateModelError
 
@@ -199,7 +202,7 @@ class EngineWorker(QObject):
             now = time.monotonic()
             if now - last[0] >= PROGRESS_EVERY_S or done >= total:
                 last[0] = now
-                self.import_progress.emit(int(done), int(total))
+                emit(self.import_progress, int(done), int(total))
 
         try:
             entry = self.library().import_model(path, progress=progress, cancel=self._cancel)
@@ -207,18 +210,18 @@ class EngineWorker(QObject):
         except DuplicateModelError as e:
             entry, duplicate = e.entry, True
         except Exception as e:
-            self.import_failed.emit(_reason(e))
+            emit(self.import_failed, _reason(e))
             return
         data = entry.to_json()
         data["duplicate"] = duplicate
         data["file"] = str(entry.file_path(self.library().folder))
-        self.import_finished.emit(data)
+        emit(self.import_finished, data)
         self.on_window_load_requested(data["file"], options)
 
-    @Slot(str, dict)
+    @Slot(str, object)
     def on_window_load_requested(self, path: str, options: dict) -> None:
         self._cancel.clear()
-        self.load_started.emit({"path": path, "name": os.path.basename(path)})
+        emit(self.load_started, {"path": path, "name": os.path.basename(path)})
         try:
             from app.model.inspect import describe
 
@@ -231,30 +234,30 @@ class EngineWorker(QObject):
                 now = time.monotonic()
                 if now - last[0] >= PROGRESS_EVERY_S or fraction >= 1.0:
                     last[0] = now
-                    self.load_progress.emit(float(fraction))
+                    emit(self.load_progress, float(fraction))
 
             trained = int(info.get("context_length") or 0) or 4096
             n_ctx = min(int(options.get("n_ctx") or 0) or 4096, trained)
             facts = engine.load(path, n_ctx, int(options.get("threads") or 0), progress)
         except Exception as e:
             self.loaded_path = None
-            self.load_failed.emit(_reason(e))
+            emit(self.load_failed, _reason(e))
             return
         info = {**info, **dict(facts or {})}
         info.setdefault("n_ctx", n_ctx)
         self.loaded_path = path
-        self.model_loaded.emit(_plain(info))
-        self.stats_updated.emit(self.live_counters())
+        emit(self.model_loaded, _plain(info))
+        emit(self.stats_updated, self.live_counters())
 
     # -- generation ------------------------------------------------------------------------------
 
-    @Slot(int, list, dict)
+    @Slot(int, object, object)
     def on_window_generate_requested(self, request_id: int, messages: list, settings: dict) -> None:
         self._cancel.clear()
         if self._engine is None or self.loaded_path is None:
-            self.generation_failed.emit(request_id, "no model is loaded; drop a GGUF file on the window")
+            emit(self.generation_failed, request_id, "no model is loaded; drop a GGUF file on the window")
             return
-        self.generation_started.emit(request_id)
+        emit(self.generation_started, request_id)
         t0 = time.monotonic()
         stats: dict = {"prompt_tokens": 0, "completion_tokens": 0}
         engine_final: dict = {}
@@ -278,7 +281,7 @@ class EngineWorker(QObject):
 
         if request_id in self._cancelled_ids:       # stopped before it began
             self._cancelled_ids.discard(request_id)
-            self.generation_finished.emit(request_id, {"stopped": True, "prompt_tokens": 0,
+            emit(self.generation_finished, request_id, {"stopped": True, "prompt_tokens": 0,
                                                        "completion_tokens": 0})
             return
         try:
@@ -297,18 +300,18 @@ class EngineWorker(QObject):
                         stats["prompt_tok_s"] = stats["prompt_tokens"] / ps
                 elif kind == "context_shift":
                     if buffer:
-                        self.token_generated.emit(request_id, "".join(buffer))
+                        emit(self.token_generated, request_id, "".join(buffer))
                         buffer.clear()
-                    self.context_shifted.emit(request_id, int(ev.get("dropped", 0)))
+                    emit(self.context_shifted, request_id, int(ev.get("dropped", 0)))
                 elif kind == "done":
                     engine_final = {k: v for k, v in dict(ev.get("stats") or {}).items()
                                     if isinstance(v, (int, float, str, bool)) or v is None}
                 if buffer and now - last_flush >= TOKEN_BATCH_S:
-                    self.token_generated.emit(request_id, "".join(buffer))
+                    emit(self.token_generated, request_id, "".join(buffer))
                     buffer.clear()
                     last_flush = now
                 if now - last_stats >= STATS_EVERY_S:
-                    self.stats_updated.emit(live())
+                    emit(self.stats_updated, live())
                     last_stats = now
                 if self._cancel.is_set() or request_id in self._cancelled_ids:
                     # The engine ends the stream itself; asking again covers a stop that came
@@ -320,23 +323,23 @@ class EngineWorker(QObject):
                         break
         except Exception as e:
             if buffer:
-                self.token_generated.emit(request_id, "".join(buffer))
+                emit(self.token_generated, request_id, "".join(buffer))
             if self._cancel.is_set() or request_id in self._cancelled_ids:
                 stopped = True
                 self._cancelled_ids.discard(request_id)
             else:
-                self.generation_failed.emit(request_id, _reason(e))
+                emit(self.generation_failed, request_id, _reason(e))
                 return
         if buffer:
-            self.token_generated.emit(request_id, "".join(buffer))
+            emit(self.token_generated, request_id, "".join(buffer))
         self._cancelled_ids.discard(request_id)
         final = live()
         final.update(engine_final)          # the engine's own figures win over the estimates
         final["stopped"] = stopped or bool(final.get("stopped"))
         final["seconds"] = time.monotonic() - t0
         final["threads_busy"] = 0.0
-        self.stats_updated.emit(final)
-        self.generation_finished.emit(request_id, final)
+        emit(self.stats_updated, final)
+        emit(self.generation_finished, request_id, final)
 
     @Slot()
     def on_window_closing(self) -> None:
