@@ -1,8 +1,8 @@
 /* llk_simd256_iq.h — the 256-bit dot products of the grid types (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS,
  * IQ3_S, IQ1_S, IQ1_M) and the ternary TQ1_0 / TQ2_0 against q8_256 activations, and of MXFP4
  * against q8_32. Part of llk_simd256.h and included by it only: it uses that file's helpers
- * (hsum8, h2f, nib32, dot_ss, scale2, KQ, XK) and its includer's bits32_x16, and is compiled once
- * per ISA file like the rest. Twins: llk_ref_iq.c. Dequantization stays with the reference.
+ * (hsum8, h2f, nib32, dot_ss, KQ, XK) and is compiled once per ISA file like the rest.
+ * Twins: llk_ref_iq.c. Dequantization stays with the reference.
  *
  * Shape, per sub-block of 32: the grid entries (unsigned magnitudes, 8 or 4 bytes each) are looked
  * up from the tables in llk_iq_tables.h and assembled into one ymm; the signs go onto the
@@ -11,6 +11,8 @@
  * weights them by the integer scale (2 ls + 1 or 1 + 2 sc), and one FMA per super-block applies
  * d * dx times the type's constant. IQ1 builds its signed levels (8 grid + delta) in bytes; the
  * ternary types multiply unsigned digits and subtract the activations' sum (the -1 offset).
+ * The grid types also have 1 x 4 kernels (matrix x matrix): the lookups once for four tokens.
+ * Measured against ggml's own kernels on the same bytes by kernels/bench_vs_ggml.py.
  */
 #ifndef LLK_SIMD256_IQ_H
 #define LLK_SIMD256_IQ_H
@@ -26,8 +28,17 @@ static inline __m256i ksigns32(uint32_t aux) {
 }
 /* 32 sign bits (bit i: element i negative) -> 32 bytes of +1 / -1 */
 static inline __m256i sign_bits32(const uint8_t *p) {
-    __m256i m = _mm256_cmpeq_epi8(bits32_x16(p), _mm256_set1_epi8(0x10));
-    return _mm256_or_si256(m, _mm256_set1_epi8(1));
+    uint32_t b; memcpy(&b, p, 4);
+#if defined(LLK_TARGET_AVX512)
+    return _mm256_mask_mov_epi8(_mm256_set1_epi8(1), (__mmask32)b, _mm256_set1_epi8(-1));
+#else
+    /* byte i gets byte i / 8 of b, then tests bit i % 8 */
+    const __m256i shuf = _mm256_set_epi64x(0x0303030303030303LL, 0x0202020202020202LL,
+                                           0x0101010101010101LL, 0x0000000000000000LL);
+    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
+    __m256i v = _mm256_and_si256(_mm256_shuffle_epi8(_mm256_set1_epi32((int)b), shuf), bit);
+    return _mm256_or_si256(_mm256_cmpeq_epi8(v, bit), _mm256_set1_epi8(1));
+#endif
 }
 static inline uint32_t rd32u(const uint8_t *p) { uint32_t v; memcpy(&v, p, 4); return v; }
 static inline uint16_t rd16u(const uint8_t *p) { uint16_t v; memcpy(&v, p, 2); return v; }
