@@ -18,6 +18,7 @@ from app.ui.markdown import CodeSegment, TextSegment, render
 from app.ui.qt_fix import emit
 
 RENDER_EVERY_MS = 80
+SHOW_LAST = 40              # messages drawn when a conversation opens; the rest on request
 SHOW_CHARS = 20000          # longer texts are shown cut (drawing megabytes would freeze the window)
 CODE_MAX_LINES = 24
 
@@ -233,6 +234,7 @@ class ChatView(QScrollArea):
         self.column.addStretch(0)
         self.setWidget(self.inner)
         self.messages: list[MessageWidget] = []
+        self._history: list = []
         self.streaming: MessageWidget | None = None
         self._pending_text: str | None = None
         self._render_timer = QTimer(self)
@@ -261,10 +263,19 @@ class ChatView(QScrollArea):
         if text is not None:
             self.empty.setText(text)
 
-    def show_messages(self, messages) -> None:
-        """Replace the column with these messages (objects with id, role, content, status, timings)."""
+    def show_messages(self, messages, show_all: bool = False) -> None:
+        """Replace the column with these messages (objects with id, role, content, status,
+        timings); a long conversation opens on its last SHOW_LAST, with a button for the rest."""
         self.clear()
-        for m in messages:
+        self._history = list(messages)
+        hidden = 0 if show_all else max(0, len(self._history) - SHOW_LAST)
+        if hidden:
+            more = QPushButton(f"Show {hidden} earlier messages")
+            more.setObjectName("earlierButton")
+            more.setAccessibleName("Show earlier messages")
+            more.clicked.connect(self.on_earlier_button_clicked)
+            self.column.insertWidget(self.column.count() - 1, more)
+        for m in self._history[hidden:]:
             w = self._add(m.id, m.role, m.content, m.status)
             shifts = (m.timings or {}).get("context_shifts") if hasattr(m, "timings") else None
             if shifts:
@@ -272,6 +283,20 @@ class ChatView(QScrollArea):
                                               "was dropped for this reply")
         self._stick_to_bottom = True
         self.scroll_to_bottom()
+
+    def on_earlier_button_clicked(self) -> None:
+        streaming = self.streaming.message_id if self.streaming is not None else None
+        pending = self._pending_text
+        self.show_messages(self._history, show_all=True)
+        if streaming is not None:
+            for w in self.messages:
+                if w.message_id == streaming:
+                    self.streaming = w
+                    w.set_status("streaming")
+            if pending is not None:
+                self.update_reply(pending)
+        self._stick_to_bottom = False
+        self.verticalScrollBar().setValue(0)
 
     def _add(self, message_id: int, role: str, text: str, status: str) -> MessageWidget:
         self.set_empty_text(None)

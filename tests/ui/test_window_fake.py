@@ -503,3 +503,18 @@ def test_dark_palette_means_dark_theme():
             assert not system_is_dark(app)
     finally:
         app.setPalette(saved)
+
+
+def test_a_long_conversation_opens_on_its_last_messages(qtbot, make_window):
+    from app.ui.chat_view import SHOW_LAST
+
+    w = make_window(FakeEngine)
+    conv = w.state.new_conversation()
+    for i in range(60):
+        w.state.store.add_message(conv, "user" if i % 2 == 0 else "assistant", f"message {i}")
+    w.show_current()
+    assert len(w.chat.messages) == SHOW_LAST and w.chat.messages[-1].text == "message 59"
+    more = w.chat.findChild(type(w.send_button), "earlierButton")
+    assert more is not None and "20 earlier" in more.text()
+    more.click()
+    assert len(w.chat.messages) == 60 and w.chat.messages[0].text == "message 0"
