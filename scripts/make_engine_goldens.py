@@ -87,7 +87,7 @@ def make_synth() -> None:
     _write("synth_logits.json", out)
 
 
-ARCH_MODELS = ["qwen2", "qwen3", "llama_variant", "gemma", "gemma2", "gemma3", "phi3", "phi3_long"]
+ARCH_MODELS = ["qwen2", "qwen3", "llama_variant", "gemma", "gemma2", "gemma2_46", "gemma3", "phi3", "phi3_long"]
 ARCH_SEED = 3
 ARCH_PROMPT = 12
 ARCH_GEN = 32

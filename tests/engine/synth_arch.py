@@ -23,6 +23,10 @@ FEATURES = {
     "gemma": dict(gemma=True),
     "gemma2": dict(post_norms=True, sliding_window=5, attn_softcap=20.0, final_softcap=15.0,
                    gemma=True),
+    # at gemma2-27B's 46 layers llama.cpp scales queries by 1/sqrt(n_embd / n_head), not by
+    # 1/sqrt(key_length): a key_length of 24 against n_embd / n_head = 16 tells them apart
+    "gemma2_46": dict(arch="gemma2", post_norms=True, sliding_window=5, attn_softcap=20.0,
+                      final_softcap=15.0, gemma=True, key_length=24, n_layer=46),
     "gemma3": dict(post_norms=True, qk_norm=True, sliding_window=4, gemma=True, key_length=24,
                    rope_base=1000000.0, rope_base_swa=10000.0),
     # fused QKV and gate/up, half the head dims rotated, LongRoPE factors and attention factor:
@@ -43,7 +47,7 @@ def write_arch_model(path: str | Path, name: str, seed: int = 0, n_embd: int = 6
     f = FEATURES[name]
     arch = f.get("arch", name)
     if n_layer is None:                 # gemma3: one global layer after five local ones, then local
-        n_layer = 7 if arch == "gemma3" else 3
+        n_layer = f.get("n_layer", 7 if arch == "gemma3" else 3)
     rng = np.random.default_rng(seed)
     path = Path(path)
     tokens, types, merges = tiny_vocab()
