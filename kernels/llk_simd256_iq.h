@@ -46,7 +46,8 @@ static inline uint16_t rd16u(const uint8_t *p) { uint16_t v; memcpy(&v, p, 2); r
 /* --- the grid types: one sub-block unpacker per type, shared dot and 1 x 4 dot shapes ----------
  * SUB(B, s, &mag, &sgn, &scl) gives sub-block s (elements 32s .. 32s+31) of super-block B as
  * unsigned magnitudes (bytes), signs (bytes whose sign is the weight's; never 0) and the i16
- * scales its maddubs pair sums are weighted by; DSCALE(B) is the super-block's float factor. */
+ * scales its maddubs pair sums are weighted by; DSCALE(B) is the super-block's float factor;
+ * EXTRA(B, A) starts the super-block's i32 sums (a term taken from the activations A). */
 
 static inline __m256i scale16(int s) { return _mm256_set1_epi16((short)s); }
 static inline __m256i scale16x2(int s0, int s1) {   /* s0 for elements 0-15, s1 for 16-31 */
@@ -116,14 +117,30 @@ static inline __m256i iq1_levels(int i0, int i1, int i2, int i3, __m256i delta) 
     return _mm256_add_epi8(g, delta);
 }
 
+/* IQ1_S: the grid levels (-1, 0, 1) as they are, scaled by 8 sc; the delta (+-1/8 of the
+ * scale, per sub-block) comes once per super-block from the activations' block sums (ex_iq1_s) */
 static inline void sub_iq1_s(const blk_iq1_s *B, int s, __m256i *mag, __m256i *sgn, __m256i *scl) {
     const uint8_t *q = B->qs + 4 * s;
     const int h = rd16u(B->qh + 2 * s);
-    __m256i lv = iq1_levels(q[0] | (h & 7) << 8, q[1] | (h & 0x38) << 5, q[2] | (h & 0x1c0) << 2,
-                            q[3] | (h & 0xe00) >> 1, _mm256_set1_epi8(h & 0x8000 ? -1 : 1));
-    *mag = _mm256_abs_epi8(lv);
-    *sgn = lv;
-    *scl = scale16(2 * ((h >> 12) & 7) + 1);
+    __m256i g = grid8x4(llk_iq1s_grid, q[0] | (h & 7) << 8, q[1] | (h & 0x38) << 5, q[2] | (h & 0x1c0) << 2,
+                        q[3] | (h & 0xe00) >> 1);
+    *mag = _mm256_abs_epi8(g);
+    *sgn = g;   /* 0 where the level is 0: sign_epi8 zeroes those activations, as the product is */
+    *scl = scale16(8 * (2 * ((h >> 12) & 7) + 1));
+}
+/* sum over sub-blocks s of delta_s * sc_s * (bsums[2s] + bsums[2s+1]), as i32 lanes */
+static inline __m256i ex_iq1_s(const blk_iq1_s *B, const llk_block_q8_256 *A) {
+    __m128i h = _mm_loadu_si128((const __m128i *)B->qh);                                /* 8 x u16 */
+    __m128i sc = _mm_add_epi16(_mm_slli_epi16(_mm_and_si128(_mm_srli_epi16(h, 12), _mm_set1_epi16(7)), 1),
+                               _mm_set1_epi16(1));
+    __m128i neg = _mm_srai_epi16(h, 15);                                                /* -1 where bit 15 */
+    sc = _mm_sub_epi16(_mm_xor_si128(sc, neg), neg);
+    __m256i sc2 = _mm256_set_m128i(_mm_unpackhi_epi16(sc, sc), _mm_unpacklo_epi16(sc, sc));
+    return _mm256_madd_epi16(sc2, _mm256_loadu_si256((const __m256i *)A->bsums));
+}
+static inline __m256i ex_none(const void *B, const llk_block_q8_256 *A) {
+    (void)B; (void)A;
+    return _mm256_setzero_si256();
 }
 static inline float ds_iq1_s(const blk_iq1_s *B) { return h2f(B->d) * 0.125f; }
 
@@ -151,13 +168,13 @@ static inline float ds_iq1_m(const blk_iq1_m *B) {   /* d: the top nibbles of th
 /* i32 sums of one sub-block against activation bytes x */
 #define IQ_SUB_DOT(m, g, c, x) _mm256_madd_epi16(_mm256_maddubs_epi16(m, _mm256_sign_epi8(x, g)), c)
 
-#define IQ_DOT(NAME, T, SUB, DSCALE)                                                             \
+#define IQ_DOT(NAME, T, SUB, DSCALE, EXTRA)                                                      \
     static float NAME(const void *w, const void *a, int64_t n) {                                 \
         KQ(T);                                                                                   \
         __m256 acc = _mm256_setzero_ps();                                                        \
         for (int64_t b = 0; b < nb; b++) {                                                       \
             PREFETCH_AHEAD(&blk[b], sizeof *blk);                                                \
-            __m256i i0 = _mm256_setzero_si256(), i1 = _mm256_setzero_si256();                    \
+            __m256i i0 = EXTRA(&blk[b], &ab[b]), i1 = _mm256_setzero_si256();                   \
             for (int s = 0; s < 8; s += 2) {                                                     \
                 __m256i m0, g0, c0, m1, g1, c1;                                                  \
                 SUB(&blk[b], s, &m0, &g0, &c0);                                                  \
@@ -172,7 +189,7 @@ static inline float ds_iq1_m(const blk_iq1_m *B) {   /* d: the top nibbles of th
     }
 
 /* 1 x 4 (matrix x matrix): each sub-block's lookups done once for four tokens */
-#define IQ_DOT4(NAME, T, SUB, DSCALE)                                                            \
+#define IQ_DOT4(NAME, T, SUB, DSCALE, EXTRA)                                                     \
     static void NAME(const void *w, const void *a, size_t as, int64_t n, float *out) {           \
         const T *blk = (const T *)w;                                                             \
         const int64_t nb = n / 256;                                                              \
@@ -182,7 +199,7 @@ static inline float ds_iq1_m(const blk_iq1_m *B) {   /* d: the top nibbles of th
             const llk_block_q8_256 *A[4];                                                        \
             for (int t = 0; t < 4; t++) A[t] = (const llk_block_q8_256 *)((const uint8_t *)a + t * as) + b; \
             __m256i is[4];                                                                       \
-            for (int t = 0; t < 4; t++) is[t] = _mm256_setzero_si256();                          \
+            for (int t = 0; t < 4; t++) is[t] = EXTRA(&blk[b], A[t]);                            \
             for (int s = 0; s < 8; s++) {                                                        \
                 __m256i m, g, c;                                                                 \
                 SUB(&blk[b], s, &m, &g, &c);                                                     \
@@ -197,17 +214,17 @@ static inline float ds_iq1_m(const blk_iq1_m *B) {   /* d: the top nibbles of th
         for (int t = 0; t < 4; t++) out[t] = hsum8(acc[t]);                                      \
     }
 
-#define IQ_KERNELS(TY)                                            \
-    IQ_DOT(dot_##TY, blk_##TY, sub_##TY, ds_##TY)                 \
-    IQ_DOT4(dot4_##TY, blk_##TY, sub_##TY, ds_##TY)
+#define IQ_KERNELS(TY, EXTRA)                                     \
+    IQ_DOT(dot_##TY, blk_##TY, sub_##TY, ds_##TY, EXTRA)          \
+    IQ_DOT4(dot4_##TY, blk_##TY, sub_##TY, ds_##TY, EXTRA)
 
-IQ_KERNELS(iq2_xxs)
-IQ_KERNELS(iq2_xs)
-IQ_KERNELS(iq2_s)
-IQ_KERNELS(iq3_xxs)
-IQ_KERNELS(iq3_s)
-IQ_KERNELS(iq1_s)
-IQ_KERNELS(iq1_m)
+IQ_KERNELS(iq2_xxs, ex_none)
+IQ_KERNELS(iq2_xs, ex_none)
+IQ_KERNELS(iq2_s, ex_none)
+IQ_KERNELS(iq3_xxs, ex_none)
+IQ_KERNELS(iq3_s, ex_none)
+IQ_KERNELS(iq1_s, ex_iq1_s)
+IQ_KERNELS(iq1_m, ex_none)
 
 /* --- TQ2_0: levels q - 1 with q = 0..2: maddubs(q, x), minus the activations' sum ------------- */
 
