@@ -27,7 +27,6 @@ from pathlib import Path
 APP_NAME = "llambda"
 
 CHATS_DB_NAME = "chats.sqlite3"
-SETTINGS_NAME = "settings.json"
 
 
 def _env_dir(name: str) -> Path | None:
@@ -90,10 +89,6 @@ def chats_db_path() -> Path:
     return data_dir() / CHATS_DB_NAME
 
 
-def settings_path() -> Path:
-    """The settings file (JSON, written atomically) in the data folder."""
-    return data_dir() / SETTINGS_NAME
-
 
 def ensure_dir(path: str | os.PathLike) -> Path:
     """Create a folder (and its parents) if needed; return it as a Path."""
@@ -150,5 +145,5 @@ def atomic_write_text(path: str | os.PathLike, text: str, mode: int = 0o644) -> 
 
 __all__ = [
     "APP_NAME", "home_dir", "cache_dir", "models_dir", "data_dir", "log_dir", "chats_db_path",
-    "settings_path", "ensure_dir", "fsync_dir", "atomic_write_bytes", "atomic_write_text",
+    "ensure_dir", "fsync_dir", "atomic_write_bytes", "atomic_write_text",
 ]

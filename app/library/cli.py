@@ -101,9 +101,10 @@ def _import(lib: ModelLibrary, ns, out, err) -> int:
             err.write("\r\033[K")
     report = None
     if ns.ctx is None:
-        from app.chats.settings import load_settings
+        from app.chats import ChatStore, engine_settings
 
-        ns.ctx = load_settings().n_ctx
+        with ChatStore() as store:
+            ns.ctx = engine_settings(store)["n_ctx"]
     try:
         from app.library.preflight import preflight
 

@@ -9,17 +9,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from app.chats.settings import (ENGINE_DEFAULTS, OVERFLOW_POLICIES, SAMPLING_DEFAULTS, clean, engine_settings,
+                                sampling_defaults)
 from app.chats.store import COMPLETE, ERROR, INTERRUPTED, ChatStore, Conversation, Message
 
 NEW_TITLE = "New chat"
 TITLE_CHARS = 48
 
-SAMPLING_DEFAULTS = {
-    "temperature": 0.7, "top_k": 40, "top_p": 0.95, "min_p": 0.05, "repeat_penalty": 1.1,
-    "seed": -1, "max_tokens": 512,
-}
-ENGINE_DEFAULTS = {"n_ctx": 2048, "threads": 0, "overflow": "shift"}   # threads 0 = automatic
-OVERFLOW_POLICIES = ("shift", "stop")
 
 
 def title_from(text: str) -> str:
@@ -68,8 +64,7 @@ class ChatState:
             return None
 
     def new_conversation(self, model: str | None = None) -> int:
-        defaults = dict(SAMPLING_DEFAULTS)
-        defaults.update(self.store.get_setting("sampling_defaults", {}) or {})
+        defaults = sampling_defaults(self.store)
         system = self.store.get_setting("system_prompt_default", "") or ""
         self.current_id = self.store.create_conversation(NEW_TITLE, model=model, system_prompt=system,
                                                          sampling=defaults)
@@ -103,17 +98,12 @@ class ChatState:
     # -- settings ------------------------------------------------------------------------------
 
     def sampling(self, conv_id: int | None = None) -> dict:
-        s = dict(SAMPLING_DEFAULTS)
-        s.update(self.store.get_setting("sampling_defaults", {}) or {})
+        s = sampling_defaults(self.store)
         conv = self.current() if conv_id is None else self.store.get_conversation(conv_id)
-        if conv is not None:
-            s.update({k: v for k, v in conv.sampling.items() if k in SAMPLING_DEFAULTS})
-        return s
+        return clean(conv.sampling, s) if conv is not None else s
 
     def engine_settings(self) -> dict:
-        s = dict(ENGINE_DEFAULTS)
-        s.update({k: v for k, v in (self.store.get_setting("engine", {}) or {}).items() if k in ENGINE_DEFAULTS})
-        return s
+        return engine_settings(self.store)
 
     def save_settings(self, system_prompt: str, sampling: dict, engine: dict) -> None:
         sampling = {k: sampling[k] for k in SAMPLING_DEFAULTS if k in sampling}

@@ -66,8 +66,9 @@ def test_usage_error_exits_2():
 
 
 def test_preflight_context_defaults_to_the_settings(tmp_path):
-    from app.chats.settings import update_settings
+    from app.chats import ChatStore
 
-    update_settings(n_ctx=512)
+    with ChatStore() as store:  # as the window's settings dialog saves it
+        store.set_setting("engine", {"n_ctx": 512, "threads": 0, "overflow": "shift"})
     code, out, _ = run("import", str(write_tiny_model(tmp_path / "s.gguf", seed=8)), "--json")
     assert code == 0 and json.loads(out)["preflight"]["n_ctx"] == 512

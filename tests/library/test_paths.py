@@ -17,7 +17,6 @@ def test_llambda_home_moves_everything(isolated_home):
     assert paths.data_dir() == home / "data"
     assert paths.log_dir() == home / "logs"
     assert paths.chats_db_path().parent == paths.data_dir()
-    assert paths.settings_path().parent == paths.data_dir()
     real = [platformdirs.user_cache_dir("llambda"), platformdirs.user_data_dir("llambda"),
             platformdirs.user_log_dir("llambda")]
     for p in (paths.models_dir(), paths.data_dir(), paths.log_dir(), paths.chats_db_path()):
@@ -65,7 +64,7 @@ def test_atomic_write_replaces_whole_file_and_leaves_no_temp(tmp_path, monkeypat
 
 
 def test_real_user_folders_are_never_touched(tmp_path):
-    from app.chats import ChatStore, save_settings, Settings
+    from app.chats import ChatStore, engine_settings
     from app.library import ModelLibrary
     from tests.synth import write_tiny_model
 
@@ -75,5 +74,6 @@ def test_real_user_folders_are_never_touched(tmp_path):
     ModelLibrary().import_model(write_tiny_model(tmp_path / "m.gguf"))
     with ChatStore() as s:
         s.add_message(s.create_conversation("x"), "user", "hi")
-    save_settings(Settings())
+        s.set_setting("engine", {"n_ctx": 1024})
+        assert engine_settings(s)["n_ctx"] == 1024
     assert {p: sorted(os.listdir(p)) if p.exists() else None for p in real} == before
