@@ -117,7 +117,8 @@ class CDecoder:
             which = "long" if self.n_ctx > (cfg.rope_orig_ctx or cfg.n_ctx_train) else "short"
             ff = self._vector(f"rope_factors_{which}.weight")
             if not np.all(self._keep[-1] > 0):
-                raise ModelFormatError(f"{f.path}: rope_factors_{which}.weight holds a value that is not positive")
+                raise ModelFormatError(
+                    f"{f.path}: rope_factors_{which}.weight holds a value that is not positive")
             c.rope.freq_factors = ffi.cast("const float *", ff.data)
             self.rope_factors = which
         c.isa = kernels._isa(isa)

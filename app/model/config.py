@@ -150,9 +150,11 @@ class DecoderConfig:
         if self.rope_dim % 2:
             raise ModelFormatError(f"{self.arch}.rope.dimension_count {self.rope_dim} is odd")
         if len(self.swa_layers) not in (0, self.n_layer):
-            raise ModelFormatError(f"{self.arch}: {len(self.swa_layers)} sliding-window flags for {self.n_layer} layers")
+            raise ModelFormatError(
+                f"{self.arch}: {len(self.swa_layers)} sliding-window flags for {self.n_layer} layers")
         if not (0 <= self.rope_base_swa < 1e12):
-            raise ModelFormatError(f"{self.arch}.rope.freq_base_swa is {self.rope_base_swa}, not a positive finite number")
+            raise ModelFormatError(
+                f"{self.arch}.rope.freq_base_swa is {self.rope_base_swa}, not a positive finite number")
         for name, value in (("rope.freq_base", self.rope_base), ("rope.scaling.factor", self.rope_scale),
                             ("rope.scaling.attn_factor", self.rope_attn_factor)):
             if not (0 < value < 1e12):  # also refuses NaN

@@ -166,5 +166,6 @@ def require_supported(f: GGUFFile) -> Verdict:
     return v
 
 
-__all__ = ["Verdict", "support_verdict", "missing_tensors", "unused_tensors", "require_supported", "check_tokenizer_metadata",
+__all__ = ["Verdict", "support_verdict", "missing_tensors", "unused_tensors", "require_supported",
+           "check_tokenizer_metadata",
            "runnable_tensor_types", "LlambdaError"]

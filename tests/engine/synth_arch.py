@@ -1,10 +1,11 @@
 """Tiny seeded random-weight GGUF models of each architecture the engine runs, for the decoder's
 switches and for llama.cpp goldens: QKV biases (qwen2), QK-norm (qwen3), Llama-3 rope_freqs and a
 Mistral-style sliding_window key (llama), post-norms, GeGLU, soft-caps, sliding windows and
-embedding scale (gemma2; gemma without the norms, caps and windows), QK-norm + 5:1 local/global layers with their own rope base and
-head_dim != n_embd / n_head (gemma3), fused QKV and gate/up tensors, partial rotary dimensions and
-LongRoPE short/long factors (phi3). Written with gguf.GGUFWriter with the tiny byte-level
-vocabulary of tests/synth.py (so llama.cpp loads them); norm weights random, not ones.
+embedding scale (gemma2; gemma without the norms, caps and windows), QK-norm + 5:1 local/global
+layers with their own rope base and head_dim != n_embd / n_head (gemma3), fused QKV and gate/up
+tensors, partial rotary dimensions and LongRoPE short/long factors (phi3). Written with
+gguf.GGUFWriter with the tiny byte-level vocabulary of tests/synth.py (so llama.cpp loads them);
+norm weights random, not ones.
 """
 from __future__ import annotations
 

