@@ -36,7 +36,8 @@ class ArchSpec:
     norm_weight_offset: float = 0.0  # some exporters store (w - 1) — none of ours do
     # sliding window: None = the architecture has none (a sliding_window key is ignored, as
     # llama.cpp does for llama/Mistral files); n = every n-th layer attends globally, the others
-    # to the window (1: every layer global)
+    # to the window (1: every layer global; 0: every layer local). A file's
+    # attention.sliding_window_pattern (a period, or one flag per layer) overrides it.
     swa_pattern: int | None = None
     swa_default: int = 0  # window when the file has no attention.sliding_window key
     swa_own_rope_base: bool = False  # local layers use rope.freq_base_swa (default 10000)
