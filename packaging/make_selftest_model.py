@@ -24,6 +24,8 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from app.text.tokenizer import byte_to_unicode  # noqa: E402
 DEFAULT_OUT = ROOT / "resources" / "selftest" / "tiny.gguf"
 
 SEED = 20261129
@@ -46,20 +48,7 @@ CHATML = (
 )
 
 
-def bytes_to_unicode() -> dict[int, str]:
-    """The printable stand-ins byte-level BPE vocabularies use for the 256 byte values."""
-    printable = set(range(0x21, 0x7F)) | set(range(0xA1, 0xAD)) | set(range(0xAE, 0x100))
-    table, shift = {}, 0
-    for b in range(256):
-        if b in printable:
-            table[b] = chr(b)
-        else:
-            table[b] = chr(0x100 + shift)
-            shift += 1
-    return table
-
-
-B2U = bytes_to_unicode()
+B2U = byte_to_unicode()  # the printable stand-ins byte-level BPE uses for the 256 bytes
 
 
 def spell(text: str) -> str:

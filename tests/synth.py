@@ -12,18 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-
-def _byte_to_unicode() -> dict[int, str]:
-    """GPT-2's reversible map from bytes to printable characters (a published fact of the format)."""
-    keep = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
-    mapping, extra = {}, 0
-    for b in range(256):
-        if b in keep:
-            mapping[b] = chr(b)
-        else:
-            mapping[b] = chr(256 + extra)
-            extra += 1
-    return mapping
+from app.text.tokenizer import byte_to_unicode
 
 
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
@@ -49,7 +38,7 @@ class TinySpec:
 
 def tiny_vocab() -> tuple[list[str], list[int], list[str]]:
     """(tokens, token types, merges): specials first, then 256 byte tokens, then merged pairs."""
-    b2u = _byte_to_unicode()
+    b2u = byte_to_unicode()
     tokens = list(SPECIALS) + [b2u[b] for b in range(256)]
     types = [3] * len(SPECIALS) + [1] * 256
     merges = []
