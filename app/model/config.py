@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from app.errors import ModelFormatError, UnsupportedModelError
+from app.gguf.constants import ValueType
 from app.gguf.reader import GGUFFile, Metadata
 
 # Sanity ceilings: far above any real model, far below what would overflow a size computation.
@@ -189,7 +190,11 @@ def _sliding_window(md: Metadata, p: str, spec: ArchSpec, n_layer: int) -> tuple
     if window <= 0 or n_layer < 1 or n_layer > MAX_N_LAYER:
         return 0, ()
     key = p + "attention.sliding_window_pattern"
-    raw = md.integer_or_array(key, spec.swa_pattern) if key in md else spec.swa_pattern
+    a = md.array_info(key)
+    if a is not None and a.elem_type == ValueType.BOOL:      # one flag per layer, as written
+        raw = md.get(key)
+    else:
+        raw = md.integer_or_array(key, spec.swa_pattern) if key in md else spec.swa_pattern
     if isinstance(raw, int):
         n = raw
         flags = tuple(n == 0 or il % n < n - 1 for il in range(n_layer))

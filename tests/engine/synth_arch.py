@@ -40,7 +40,7 @@ FEATURES = {
 
 def write_arch_model(path: str | Path, name: str, seed: int = 0, n_embd: int = 64, n_head: int = 4,
                      n_head_kv: int = 2, n_ff: int = 96, n_layer: int | None = None,
-                     tied: bool = False) -> Path:
+                     tied: bool = False, swa_pattern: int | list[bool] | None = None) -> Path:
     import gguf
 
     from tests.synth import tiny_vocab
@@ -76,6 +76,10 @@ def write_arch_model(path: str | Path, name: str, seed: int = 0, n_embd: int = 6
     w.add_file_type(0)
     if f.get("sliding_window"):
         w.add_uint32(f"{arch}.attention.sliding_window", f["sliding_window"])
+    if isinstance(swa_pattern, list):           # attention.sliding_window_pattern, as a flag a layer
+        w.add_array(f"{arch}.attention.sliding_window_pattern", swa_pattern)
+    elif swa_pattern is not None:               # or as a period
+        w.add_uint32(f"{arch}.attention.sliding_window_pattern", swa_pattern)
     if f.get("attn_softcap"):
         w.add_float32(f"{arch}.attn_logit_softcapping", f["attn_softcap"])
     if f.get("final_softcap"):

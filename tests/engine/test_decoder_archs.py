@@ -88,6 +88,17 @@ def test_layer_patterns_as_llamacpp_reads_them(arch_files):
                 assert d.rope_factors == which, (name, n_ctx)
 
 
+@pytest.mark.parametrize("pattern, windows", [
+    (3, [4, 4, 0, 4, 4, 0, 4]),
+    ([True, False, True, False, True, False, True], [4, 0, 4, 0, 4, 0, 4]),
+])
+def test_a_files_sliding_window_pattern_overrides_the_architectures(pattern, windows, tmp_path):
+    path = write_arch_model(tmp_path / "p.gguf", "gemma3", swa_pattern=pattern)
+    with open_gguf(path) as f:
+        cfg = config_from_gguf(f)
+    assert [layer_window(cfg, i) for i in range(7)] == windows
+
+
 def test_every_runnable_architecture_is_proven_here():
     proven = {FEATURES[n].get("arch", n) for n in GOLDENS["models"]} | {"llama"}
     assert {a for a, s in ARCHITECTURES.items() if s.runnable} <= proven
