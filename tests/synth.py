@@ -49,17 +49,12 @@ def tiny_vocab() -> tuple[list[str], list[int], list[str]]:
     return tokens, types, merges
 
 
-def write_tiny_model(path: str | Path, spec: TinySpec = TinySpec(), seed: int = 0,
-                     extra_metadata: dict | None = None) -> Path:
+def _begin(path: Path, spec: TinySpec, name: str, n_vocab: int):
+    """A GGUFWriter with the decoder's hyper-parameters written (F32 weights follow)."""
     import gguf
 
-    rng = np.random.default_rng(seed)
-    path = Path(path)
-    tokens, types, merges = tiny_vocab()
-    n_vocab = len(tokens)
-    a = spec.arch
-    w = gguf.GGUFWriter(str(path), a)
-    w.add_name(f"tiny-{a}-seed{seed}")
+    w = gguf.GGUFWriter(str(path), spec.arch)
+    w.add_name(name)
     w.add_context_length(spec.n_ctx)
     w.add_embedding_length(spec.n_embd)
     w.add_block_count(spec.n_layer)
@@ -71,18 +66,13 @@ def write_tiny_model(path: str | Path, spec: TinySpec = TinySpec(), seed: int = 
     w.add_rope_dimension_count(spec.n_embd // spec.n_head)
     w.add_vocab_size(n_vocab)
     w.add_file_type(0)
-    w.add_tokenizer_model("gpt2")
-    w.add_tokenizer_pre("default")
-    w.add_token_list(tokens)
-    w.add_token_types(types)
-    w.add_token_merges(merges)
-    w.add_bos_token_id(0)
-    w.add_eos_token_id(SPECIALS.index("<|im_end|>"))
-    w.add_add_bos_token(False)
-    w.add_chat_template(CHATML)
+    return w
+
+
+def _add_extra(w, extra_metadata: dict | None) -> None:
+    """Extra keys; a value may be (value, gguf.GGUFValueType[, element type]) to force its type.
+    A key that exists already is overwritten."""
     for k, v in (extra_metadata or {}).items():
-        # a value may be (value, gguf.GGUFValueType[, element type]) to force its type;
-        # a key that exists already is overwritten
         if isinstance(v, tuple):
             w.add_key_value(k, *v)
         elif isinstance(v, str):
@@ -96,6 +86,9 @@ def write_tiny_model(path: str | Path, spec: TinySpec = TinySpec(), seed: int = 
         else:
             w.add_array(k, v)
 
+
+def _finish(w, spec: TinySpec, n_vocab: int, rng: np.random.Generator, path: Path) -> Path:
+    """Seeded random F32 weights for every llama tensor, then the file is written."""
     def t(name: str, *shape: int, scale: float = 0.02, ones: bool = False) -> None:
         data = np.ones(shape, np.float32) if ones else (rng.standard_normal(shape) * scale).astype(np.float32)
         w.add_tensor(name, data)
@@ -121,6 +114,26 @@ def write_tiny_model(path: str | Path, spec: TinySpec = TinySpec(), seed: int = 
     w.write_tensors_to_file()
     w.close()
     return path
+
+
+def write_tiny_model(path: str | Path, spec: TinySpec = TinySpec(), seed: int = 0,
+                     extra_metadata: dict | None = None) -> Path:
+    rng = np.random.default_rng(seed)
+    path = Path(path)
+    tokens, types, merges = tiny_vocab()
+    n_vocab = len(tokens)
+    w = _begin(path, spec, f"tiny-{spec.arch}-seed{seed}", n_vocab)
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre("default")
+    w.add_token_list(tokens)
+    w.add_token_types(types)
+    w.add_token_merges(merges)
+    w.add_bos_token_id(0)
+    w.add_eos_token_id(SPECIALS.index("<|im_end|>"))
+    w.add_add_bos_token(False)
+    w.add_chat_template(CHATML)
+    _add_extra(w, extra_metadata)
+    return _finish(w, spec, n_vocab, rng, path)
 
 
 # ---- SentencePiece-style vocabularies (tokenizer.ggml.model == "llama") -----------------------
@@ -149,27 +162,13 @@ def write_tiny_spm_model(path: str | Path, add_space_prefix: bool | None = True,
 
     `add_space_prefix=None` leaves the key out (llama.cpp then defaults to true for "llama");
     `type_overrides` {token id: GGUF token type} changes some token types (unused, undefined...)."""
-    import gguf
-
     rng = np.random.default_rng(seed)
     path = Path(path)
     tokens, scores, types = spm_vocab()
     for i, t in (type_overrides or {}).items():
         types[i] = t
     n_vocab = len(tokens)
-    w = gguf.GGUFWriter(str(path), spec.arch)
-    w.add_name(f"tiny-spm-{spec.arch}-seed{seed}")
-    w.add_context_length(spec.n_ctx)
-    w.add_embedding_length(spec.n_embd)
-    w.add_block_count(spec.n_layer)
-    w.add_feed_forward_length(spec.n_ff)
-    w.add_head_count(spec.n_head)
-    w.add_head_count_kv(spec.n_head_kv)
-    w.add_rope_freq_base(spec.rope_base)
-    w.add_layer_norm_rms_eps(spec.eps)
-    w.add_rope_dimension_count(spec.n_embd // spec.n_head)
-    w.add_vocab_size(n_vocab)
-    w.add_file_type(0)
+    w = _begin(path, spec, f"tiny-spm-{spec.arch}-seed{seed}", n_vocab)
     w.add_tokenizer_model("llama")
     w.add_token_list(tokens)
     w.add_token_scores(scores)
@@ -183,41 +182,8 @@ def write_tiny_spm_model(path: str | Path, add_space_prefix: bool | None = True,
         w.add_add_space_prefix(add_space_prefix)
     if chat_template is not None:
         w.add_chat_template(chat_template)
-    for k, v in (extra_metadata or {}).items():
-        if isinstance(v, str):
-            w.add_string(k, v)
-        elif isinstance(v, bool):
-            w.add_bool(k, v)
-        elif isinstance(v, int):
-            w.add_uint32(k, v)
-        else:
-            w.add_array(k, v)
-    head_dim = spec.n_embd // spec.n_head
-
-    def t(name: str, *shape: int, scale: float = 0.02, ones: bool = False) -> None:
-        data = np.ones(shape, np.float32) if ones else (rng.standard_normal(shape) * scale).astype(np.float32)
-        w.add_tensor(name, data)
-
-    t("token_embd.weight", n_vocab, spec.n_embd, scale=1.0)
-    for i in range(spec.n_layer):
-        p = f"blk.{i}"
-        t(f"{p}.attn_norm.weight", spec.n_embd, ones=True)
-        t(f"{p}.attn_q.weight", spec.n_head * head_dim, spec.n_embd, scale=0.2)
-        t(f"{p}.attn_k.weight", spec.n_head_kv * head_dim, spec.n_embd, scale=0.2)
-        t(f"{p}.attn_v.weight", spec.n_head_kv * head_dim, spec.n_embd, scale=0.2)
-        t(f"{p}.attn_output.weight", spec.n_embd, spec.n_head * head_dim, scale=0.2)
-        t(f"{p}.ffn_norm.weight", spec.n_embd, ones=True)
-        t(f"{p}.ffn_gate.weight", spec.n_ff, spec.n_embd, scale=0.2)
-        t(f"{p}.ffn_up.weight", spec.n_ff, spec.n_embd, scale=0.2)
-        t(f"{p}.ffn_down.weight", spec.n_embd, spec.n_ff, scale=0.2)
-    t("output_norm.weight", spec.n_embd, ones=True)
-    if not spec.tied_output:
-        t("output.weight", n_vocab, spec.n_embd, scale=0.2)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-    return path
+    _add_extra(w, extra_metadata)
+    return _finish(w, spec, n_vocab, rng, path)
 
 
 # ---- byte-level BPE vocabularies with any pre-tokenizer name ----------------------------------
@@ -230,24 +196,10 @@ def write_tiny_bpe_model(path: str | Path, tokens: list[str], types: list[int], 
                                                    tied_output=True)) -> Path:
     """A tiny random-weight llama model with a given byte-level BPE vocabulary (for example one
     copied from a real model) and any `tokenizer.ggml.pre` (None leaves the key out)."""
-    import gguf
-
     rng = np.random.default_rng(seed)
     path = Path(path)
     n_vocab = len(tokens)
-    w = gguf.GGUFWriter(str(path), spec.arch)
-    w.add_name(f"tiny-bpe-{pre}-seed{seed}")
-    w.add_context_length(spec.n_ctx)
-    w.add_embedding_length(spec.n_embd)
-    w.add_block_count(spec.n_layer)
-    w.add_feed_forward_length(spec.n_ff)
-    w.add_head_count(spec.n_head)
-    w.add_head_count_kv(spec.n_head_kv)
-    w.add_rope_freq_base(spec.rope_base)
-    w.add_layer_norm_rms_eps(spec.eps)
-    w.add_rope_dimension_count(spec.n_embd // spec.n_head)
-    w.add_vocab_size(n_vocab)
-    w.add_file_type(0)
+    w = _begin(path, spec, f"tiny-bpe-{pre}-seed{seed}", n_vocab)
     w.add_tokenizer_model("gpt2")
     if pre is not None:
         w.add_tokenizer_pre(pre)
@@ -262,41 +214,8 @@ def write_tiny_bpe_model(path: str | Path, tokens: list[str], types: list[int], 
         w.add_add_bos_token(add_bos)
     if chat_template is not None:
         w.add_chat_template(chat_template)
-    for k, v in (extra_metadata or {}).items():
-        if isinstance(v, str):
-            w.add_string(k, v)
-        elif isinstance(v, bool):
-            w.add_bool(k, v)
-        elif isinstance(v, int):
-            w.add_uint32(k, v)
-        else:
-            w.add_array(k, v)
-    head_dim = spec.n_embd // spec.n_head
-
-    def t(name: str, *shape: int, scale: float = 0.02, ones: bool = False) -> None:
-        data = np.ones(shape, np.float32) if ones else (rng.standard_normal(shape) * scale).astype(np.float32)
-        w.add_tensor(name, data)
-
-    t("token_embd.weight", n_vocab, spec.n_embd, scale=1.0)
-    for i in range(spec.n_layer):
-        p = f"blk.{i}"
-        t(f"{p}.attn_norm.weight", spec.n_embd, ones=True)
-        t(f"{p}.attn_q.weight", spec.n_head * head_dim, spec.n_embd, scale=0.2)
-        t(f"{p}.attn_k.weight", spec.n_head_kv * head_dim, spec.n_embd, scale=0.2)
-        t(f"{p}.attn_v.weight", spec.n_head_kv * head_dim, spec.n_embd, scale=0.2)
-        t(f"{p}.attn_output.weight", spec.n_embd, spec.n_head * head_dim, scale=0.2)
-        t(f"{p}.ffn_norm.weight", spec.n_embd, ones=True)
-        t(f"{p}.ffn_gate.weight", spec.n_ff, spec.n_embd, scale=0.2)
-        t(f"{p}.ffn_up.weight", spec.n_ff, spec.n_embd, scale=0.2)
-        t(f"{p}.ffn_down.weight", spec.n_embd, spec.n_ff, scale=0.2)
-    t("output_norm.weight", spec.n_embd, ones=True)
-    if not spec.tied_output:
-        t("output.weight", n_vocab, spec.n_embd, scale=0.2)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-    return path
+    _add_extra(w, extra_metadata)
+    return _finish(w, spec, n_vocab, rng, path)
 
 
 def smollm2_vocab(path: str | Path) -> tuple[list[str], list[int], list[str]]:
