@@ -17,6 +17,7 @@ from gguf import GGMLQuantizationType as T
 from gguf.quants import quantize
 
 import app.kernels as K
+import app.kernels.bench as KB
 from tests.kernels.helpers import (ALL_TYPES, DOT_REL_ERR, GGUF_QUANTIZABLE, GRID_TYPES, LEVELS,
                                    QUANT_TYPES, SIMD_LEVELS, SIMD_VS_REF_REL, name, norm_err,
                                    oracle_dequant, unaligned)
@@ -226,7 +227,7 @@ def _edge_blocks(t: int, n: int) -> list[np.ndarray]:
             row = np.where(mask, row, w)
             sane = K.random_weights(t, 1, n, seed=fill)[0]
             bb = K.lib.llk_type_block_bytes(t)
-            for off in K._SCALE_OFFSETS[t]:
+            for off in KB.SCALE_OFFSETS[t]:
                 for b in range(rb // bb):
                     row[b * bb + off:b * bb + off + 2] = sane[b * bb + off:b * bb + off + 2]
         out.append(row)
