@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from collections import Counter
 
 from app.gguf import FILE_TYPES, open_gguf
 from app.model.memory import format_bytes

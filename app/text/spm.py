@@ -11,7 +11,6 @@ tokens are BYTE and the unknown token UNKNOWN.
 from __future__ import annotations
 
 import re
-import struct
 
 import numpy as np
 

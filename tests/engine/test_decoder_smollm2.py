@@ -33,7 +33,7 @@ MAX_WIDE_DIVERGENCES_PER_PROMPT = 1.0     # gap >= 0.1; llama.cpp vs itself: 0.3
 FULL_LEVEL = "avx2" if "avx2" in ISA_LEVELS else ISA_LEVELS[-1]   # every prompt at this level
 
 
-def _teacher_forced(d: CDecoder, case: dict) -> tuple[list[tuple[int, float]], float]:
+def teacher_forced(d: CDecoder, case: dict) -> tuple[list[tuple[int, float]], float]:
     p = len(case["prompt_ids"])
     logits = d.decode(case["prompt_ids"], 0)
     misses, diffs = [], []
@@ -57,7 +57,7 @@ def test_greedy_goldens_at_every_isa_level(smollm2_file, smollm2_goldens, isa):
     wide = []
     with CDecoder(smollm2_file, cfg, 256, n_threads=2, isa=isa) as d:
         for case in cases:
-            misses, mean_diff = _teacher_forced(d, case)
+            misses, mean_diff = teacher_forced(d, case)
             label = f"{isa} {case['kind']} {case['text'][-40:]!r}"
             assert all(gap < GAP_TOLERANCE for _, gap in misses), f"{label}: {misses}"
             assert mean_diff < MEAN_TOP8_TOLERANCE, f"{label}: mean top-8 diff {mean_diff}"

@@ -13,14 +13,13 @@ import json
 import os
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from app.engine.decoder import CDecoder
 from app.gguf import open_gguf
 from app.model import config_from_gguf
 from tests.engine.conftest import DATA
-from tests.engine.test_decoder_smollm2 import GAP_TOLERANCE, MEAN_TOP8_TOLERANCE
+from tests.engine.test_decoder_smollm2 import GAP_TOLERANCE, MEAN_TOP8_TOLERANCE, teacher_forced
 
 GOLDEN = DATA / "smollm2_variants.json"
 VARIANTS = json.loads(GOLDEN.read_text())["variants"] if GOLDEN.exists() else []
@@ -47,17 +46,7 @@ def test_variant_greedy_goldens(variant):
         with CDecoder(f, cfg, 256, n_threads=2) as d:
             k = VARIANTS.index(variant) % 2             # raw and chat prompts alternate
             for case in variant["cases"][3 * k:3 * k + 1]:
-                p = len(case["prompt_ids"])
-                logits = d.decode(case["prompt_ids"], 0)
-                misses, diffs = [], []
-                for i, tok in enumerate(case["ids"]):
-                    if int(logits.argmax()) != tok:
-                        misses.append((i, case["gaps"][i]))
-                    top = np.array(case["top_ids"][i])
-                    diff = logits[top] - np.array(case["top_logits"][i], dtype=np.float32)
-                    diffs.append(np.abs(diff - diff.mean()).mean())
-                    if i + 1 < len(case["ids"]):
-                        logits = d.decode([tok], p + i)
+                misses, mean_diff = teacher_forced(d, case)
                 label = f"{variant['type']} {case['text'][-30:]!r}"
                 assert all(g < GAP_TOLERANCE for _, g in misses), f"{label}: {misses}"
-                assert float(np.mean(diffs)) < MEAN_TOP4_TOLERANCE, f"{label}: {np.mean(diffs)}"
+                assert mean_diff < MEAN_TOP4_TOLERANCE, f"{label}: {mean_diff}"
