@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from app.errors import LlambdaError, ModelFormatError, UnsupportedModelError
+from app.errors import ModelFormatError, UnsupportedModelError
 from app.gguf.constants import ValueType
 from app.gguf.reader import GGUFFile
 
@@ -167,5 +167,4 @@ def require_supported(f: GGUFFile) -> Verdict:
 
 
 __all__ = ["Verdict", "support_verdict", "missing_tensors", "unused_tensors", "require_supported",
-           "check_tokenizer_metadata",
-           "runnable_tensor_types", "LlambdaError"]
+           "check_tokenizer_metadata", "runnable_tensor_types"]
