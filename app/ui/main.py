@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 
-from PySide6.QtCore import QTimer
+from PySide6.QtCore import QEvent, QObject, QTimer
 from PySide6.QtWidgets import QApplication
 
 from app.errors import LlambdaError
@@ -47,6 +47,23 @@ def _close_on_signals(window) -> None:
     window._signal_timer.start(250)
 
 
+class FileOpenForwarder(QObject):
+    """macOS hands a double-clicked .gguf to a running app as a FileOpen event, not as an argument:
+    forward it to the window like a dropped file."""
+
+    def __init__(self, window):
+        super().__init__(window)
+        self.window = window
+
+    def eventFilter(self, obj, event) -> bool:  # noqa: N802 (Qt's name)
+        if event.type() == QEvent.Type.FileOpen:
+            path = event.file()
+            if path:
+                self.window.open_model_file(path)
+                return True
+        return False
+
+
 def run_window(args) -> int:
     """Open the window (on `args.file` when given) and run until it closes; returns the exit code."""
     app = make_app()
@@ -59,6 +76,8 @@ def run_window(args) -> int:
         return 1
     window.show()
     _close_on_signals(window)
+    window._file_open_forwarder = FileOpenForwarder(window)
+    app.installEventFilter(window._file_open_forwarder)
     path = getattr(args, "file", None)
     if path:
         QTimer.singleShot(0, lambda: window.open_model_file(str(path)))

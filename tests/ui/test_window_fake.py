@@ -518,3 +518,22 @@ def test_a_long_conversation_opens_on_its_last_messages(qtbot, make_window):
     assert more is not None and "20 earlier" in more.text()
     more.click()
     assert len(w.chat.messages) == 60 and w.chat.messages[0].text == "message 0"
+
+
+def test_macos_file_open_event_opens_the_model(qtbot, make_window, smollm2_path):
+    """Finder hands a double-clicked file to a running app as a FileOpen event."""
+    from PySide6.QtGui import QFileOpenEvent
+    from PySide6.QtWidgets import QApplication
+
+    from app.ui.main import FileOpenForwarder
+
+    engine = FakeEngine()
+    w = make_window(lambda: engine)
+    forwarder = FileOpenForwarder(w)
+    QApplication.instance().installEventFilter(forwarder)
+    try:
+        QApplication.sendEvent(QApplication.instance(), QFileOpenEvent(str(smollm2_path)))
+        qtbot.waitUntil(lambda: w.model_info is not None, timeout=20000)
+        assert w.model_info["architecture"] == "llama" and not w.errors
+    finally:
+        QApplication.instance().removeEventFilter(forwarder)
