@@ -365,18 +365,12 @@ static void deq_q4_K(const void *x, float *y, int64_t n) {
 }
 static void deq_q6_K(const void *x, float *y, int64_t n) {
     const blk_q6_K *blk = (const blk_q6_K *)x;
-    const __m256i m4 = _mm256_set1_epi8(15), m2 = _mm256_set1_epi8(3 << 4), k32 = _mm256_set1_epi8(32);
+    const __m256i k32 = _mm256_set1_epi8(32);
     for (int64_t b = 0; b < n / 256; b++, y += 256) {
         const float d = h2f(blk[b].d);
         for (int h = 0; h < 2; h++) {
-            __m256i l0 = _mm256_loadu_si256((const __m256i *)(blk[b].ql + 64 * h));
-            __m256i l1 = _mm256_loadu_si256((const __m256i *)(blk[b].ql + 64 * h + 32));
-            __m256i qh = _mm256_loadu_si256((const __m256i *)(blk[b].qh + 32 * h));
-            __m256i q[4] = {
-                _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m2)),
-                _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m2)),
-                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(qh, m2)),
-                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), _mm256_and_si256(_mm256_srli_epi16(qh, 2), m2))};
+            __m256i q[4];
+            q6k_half(&blk[b], h, q);
             for (int s = 0; s < 4; s++) {
                 __m256i v = _mm256_sub_epi8(q[s], k32);                 /* levels -32..31 */
                 float *o = y + 128 * h + 32 * s;

@@ -98,9 +98,21 @@ static float dot_q5_K(const void *w, const void *a, int64_t n) {
     return hsum8(_mm256_sub_ps(acc, accm));
 }
 
+/* Q6_K: half h (128 levels) of a super-block -> four vectors of 32 six-bit levels 0..63 (the
+ * -32 offset is left to the caller): low nibbles from ql, the top two bits from qh. */
+static inline void q6k_half(const blk_q6_K *blk, int h, __m256i q[4]) {
+    const __m256i m4 = _mm256_set1_epi8(15), m2 = _mm256_set1_epi8(3 << 4);
+    __m256i l0 = _mm256_loadu_si256((const __m256i *)(blk->ql + 64 * h));
+    __m256i l1 = _mm256_loadu_si256((const __m256i *)(blk->ql + 64 * h + 32));
+    __m256i qh = _mm256_loadu_si256((const __m256i *)(blk->qh + 32 * h));
+    q[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m2));
+    q[1] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m2));
+    q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(qh, m2));
+    q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), _mm256_and_si256(_mm256_srli_epi16(qh, 2), m2));
+}
+
 static float dot_q6_K(const void *w, const void *a, int64_t n) {
     KQ(blk_q6_K);
-    const __m256i m4 = _mm256_set1_epi8(15), m2 = _mm256_set1_epi8(3 << 4);
     __m256 acc = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         PREFETCH_AHEAD(&blk[b], sizeof *blk);
@@ -110,18 +122,13 @@ static float dot_q6_K(const void *w, const void *a, int64_t n) {
         __m256i off = _mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i *)ab[b].bsums));
         __m256i i0 = _mm256_setzero_si256(), i1 = _mm256_setzero_si256();
         for (int h = 0; h < 2; h++) {
-            __m256i l0 = _mm256_loadu_si256((const __m256i *)(blk[b].ql + 64 * h));
-            __m256i l1 = _mm256_loadu_si256((const __m256i *)(blk[b].ql + 64 * h + 32));
-            __m256i qh = _mm256_loadu_si256((const __m256i *)(blk[b].qh + 32 * h));
-            __m256i q0 = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m2));
-            __m256i q1 = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m2));
-            __m256i q2 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(qh, m2));
-            __m256i q3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), _mm256_and_si256(_mm256_srli_epi16(qh, 2), m2));
+            __m256i q[4];
+            q6k_half(&blk[b], h, q);
             const int g = 8 * h;
-            i0 = _mm256_add_epi32(i0, scale2(_mm256_maddubs_epi16(q0, XK(b, 128 * h)), sc[g], sc[g + 1]));
-            i1 = _mm256_add_epi32(i1, scale2(_mm256_maddubs_epi16(q1, XK(b, 128 * h + 32)), sc[g + 2], sc[g + 3]));
-            i0 = _mm256_add_epi32(i0, scale2(_mm256_maddubs_epi16(q2, XK(b, 128 * h + 64)), sc[g + 4], sc[g + 5]));
-            i1 = _mm256_add_epi32(i1, scale2(_mm256_maddubs_epi16(q3, XK(b, 128 * h + 96)), sc[g + 6], sc[g + 7]));
+            i0 = _mm256_add_epi32(i0, scale2(_mm256_maddubs_epi16(q[0], XK(b, 128 * h)), sc[g], sc[g + 1]));
+            i1 = _mm256_add_epi32(i1, scale2(_mm256_maddubs_epi16(q[1], XK(b, 128 * h + 32)), sc[g + 2], sc[g + 3]));
+            i0 = _mm256_add_epi32(i0, scale2(_mm256_maddubs_epi16(q[2], XK(b, 128 * h + 64)), sc[g + 4], sc[g + 5]));
+            i1 = _mm256_add_epi32(i1, scale2(_mm256_maddubs_epi16(q[3], XK(b, 128 * h + 96)), sc[g + 6], sc[g + 7]));
         }
         __m256i isum = _mm256_sub_epi32(_mm256_add_epi32(i0, i1), _mm256_slli_epi32(off, 5));
         acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(h2f(blk[b].d) * ab[b].d), acc);
@@ -167,7 +174,6 @@ static void dot4_q4_K(const void *w, const void *a, size_t as, int64_t n, float 
 static void dot4_q6_K(const void *w, const void *a, size_t as, int64_t n, float *out) {
     const blk_q6_K *blk = (const blk_q6_K *)w;
     const int64_t nb = n / 256;
-    const __m256i m4 = _mm256_set1_epi8(15), m2 = _mm256_set1_epi8(3 << 4);
     __m256 acc[4];
     for (int t = 0; t < 4; t++) acc[t] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
@@ -180,14 +186,8 @@ static void dot4_q6_K(const void *w, const void *a, size_t as, int64_t n, float 
             is[t] = _mm256_sub_epi32(_mm256_setzero_si256(),
                                      _mm256_slli_epi32(_mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i *)A[t]->bsums)), 5));
         for (int h = 0; h < 2; h++) {
-            __m256i l0 = _mm256_loadu_si256((const __m256i *)(blk[b].ql + 64 * h));
-            __m256i l1 = _mm256_loadu_si256((const __m256i *)(blk[b].ql + 64 * h + 32));
-            __m256i qh = _mm256_loadu_si256((const __m256i *)(blk[b].qh + 32 * h));
-            __m256i q[4] = {
-                _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m2)),
-                _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m2)),
-                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(qh, m2)),
-                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), _mm256_and_si256(_mm256_srli_epi16(qh, 2), m2))};
+            __m256i q[4];
+            q6k_half(&blk[b], h, q);
             for (int s = 0; s < 4; s++) {
                 const int g = 8 * h + 2 * s;
                 __m256i sv = _mm256_set_m128i(_mm_set1_epi16(sc[g + 1]), _mm_set1_epi16(sc[g]));
