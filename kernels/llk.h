@@ -280,6 +280,29 @@ llk_status llk_decode(llk_decoder *d, const int32_t *tokens, int64_t n_tok, int6
  * and their keys are re-rotated. LLK_ERR_ARG for YaRN (decode the moved tokens again instead). */
 llk_status llk_decoder_kv_shift(llk_decoder *d, int64_t p0, int64_t n_drop, int64_t n_past);
 
+/* --- sampling (llk_sample.c) ---------------------------------------------------------------- */
+
+/* The chain, in llama.cpp's default order: penalties over the window, top-k, top-p (over what
+ * top-k kept, renormalised), min-p (relative to the best), temperature, one draw. Off values:
+ * top_k <= 0, top_p >= 1, min_p <= 0, repeat_penalty 1, the other penalties 0. */
+typedef struct {
+    float temperature;        /* <= 0: greedy (arg-max after penalties) */
+    int32_t top_k;
+    float top_p, min_p;
+    float repeat_penalty, frequency_penalty, presence_penalty;
+} llk_sampler_params;
+
+/* Bytes of the scratch buffer the calls below need (allocate once, reuse every token). */
+size_t llk_sample_scratch_bytes(int64_t n_vocab, int64_t n_window);
+/* The candidates that survive the chain, best first (higher logit, then lower id), with their
+ * penalised logits: ids/vals need room for n_vocab. Returns the count, -1 on a bad argument. */
+int64_t llk_sample_candidates(const float *logits, int64_t n_vocab, const int32_t *window,
+                              int64_t n_window, const llk_sampler_params *p, void *scratch,
+                              int32_t *ids, float *vals);
+/* One token. u in [0, 1) is the caller's uniform draw (unused when greedy). -1 on a bad argument. */
+int32_t llk_sample(const float *logits, int64_t n_vocab, const int32_t *window, int64_t n_window,
+                   const llk_sampler_params *p, double u, void *scratch);
+
 /* LLK_CDEF_END */
 
 #ifdef __cplusplus

@@ -1,15 +1,16 @@
 """Choosing the next token from logits: greedy, or penalties → top-k → top-p → min-p →
-temperature → a seeded draw (llama.cpp's default order). Cheap on 262,144-entry vocabularies: nothing sorts the whole
-vocabulary (argpartition picks candidates, only they are sorted) and penalties touch only the
-tokens of the window. Same seed and settings, same tokens.
+temperature → a seeded draw (llama.cpp's default order), in C (kernels/llk_sample.c). Cheap on
+262,144-entry vocabularies: one pass picks top-k, nothing sorts the whole vocabulary while a filter
+is on, and penalties touch only the tokens of the window. Same seed and settings, same tokens.
 """
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
+
+from app.kernels import ffi, lib
 
 __all__ = ["SamplerSettings", "Sampler", "GREEDY"]
 
@@ -56,89 +57,61 @@ GREEDY = SamplerSettings(temperature=0.0)
 
 
 class Sampler:
-    """One per generation (it owns the random generator). `sample(logits, context)` -> token id."""
+    """One per generation (it owns the random generator). `sample(logits, context)` -> token id.
+
+    The chain runs in C (kernels/llk_sample.c) in one call per token; the random generator stays
+    here (numpy's, seeded), and hands C one uniform number per draw."""
 
     def __init__(self, settings: SamplerSettings = GREEDY):
         self.settings = settings
         self._rng = np.random.default_rng(settings.seed)
+        s = settings
+        self._params = ffi.new("llk_sampler_params *", dict(
+            temperature=s.temperature, top_k=max(-1, min(s.top_k, 2**31 - 1)), top_p=s.top_p,
+            min_p=s.min_p, repeat_penalty=s.repeat_penalty,
+            frequency_penalty=s.frequency_penalty, presence_penalty=s.presence_penalty))
+        self._scratch = None
+        self._n_vocab = 0
 
-    def apply_penalties(self, logits: np.ndarray, context: Sequence[int]) -> np.ndarray:
-        """Logits with repeat / frequency / presence penalties for the tokens in the window.
-        Returns `logits` itself when no penalty applies, else a copy."""
-        s = self.settings
-        if not s.penalized or len(context) == 0:
-            return logits
-        window = context[-s.penalty_last_n:]
-        counts = Counter(int(t) for t in window)
-        ids = np.fromiter(counts.keys(), dtype=np.int64, count=len(counts))
-        cnt = np.fromiter(counts.values(), dtype=np.float32, count=len(counts))
-        ids_ok = (ids >= 0) & (ids < logits.shape[0])
-        ids, cnt = ids[ids_ok], cnt[ids_ok]
-        out = logits.copy()
-        v = out[ids]
-        if s.repeat_penalty != 1.0:
-            v = np.where(v > 0, v / s.repeat_penalty, v * s.repeat_penalty)
-        v = v - cnt * s.frequency_penalty - (cnt > 0) * s.presence_penalty
-        out[ids] = v.astype(np.float32)
-        return out
+    def _window(self, context: Sequence[int]) -> np.ndarray:
+        if not self.settings.penalized or len(context) == 0:
+            return _NO_WINDOW
+        return np.asarray(context[-self.settings.penalty_last_n:], dtype=np.int32)
 
-    def candidates(self, logits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(ids, logits) that survive top-k, then top-p, then min-p, best first (before
-        temperature) -- llama.cpp's order: top-p's probabilities are renormalised over what
-        top-k kept, min-p is relative to the best token."""
-        s = self.settings
+    def _buffers(self, logits, window: np.ndarray):
+        logits = np.ascontiguousarray(logits, dtype=np.float32).reshape(-1)
         n = logits.shape[0]
-        k = s.top_k if 0 < s.top_k < n else n
-        mx = float(logits.max())
-        ids = _top(logits, k) if k < n else None
-        if s.top_p < 1.0:
-            if ids is not None:
-                z = float(np.exp(logits[ids] - mx).sum())
-            else:
-                # no top-k: the normaliser needs one exp over the vocabulary, then grow a
-                # candidate set by argpartition until it holds top_p of the mass
-                z = float(np.exp(logits - mx).sum())
-                ids = _top(logits, min(n, 64))
-                while ids.size < n and np.exp(logits[ids] - mx).sum() / z < s.top_p:
-                    ids = _top(logits, min(n, ids.size * 8))
-            ids = ids[np.argsort(-logits[ids], kind="stable")]
-            cum = np.cumsum(np.exp(logits[ids] - mx) / z)
-            cut = int(np.searchsorted(cum, s.top_p)) + 1   # the first prefix with mass >= top_p
-            ids = ids[:cut]
-        if s.min_p > 0.0:
-            # p >= min_p * p_max  <=>  logit >= max + log(min_p)
-            floor = mx + np.log(s.min_p)
-            ids = np.flatnonzero(logits >= floor) if ids is None else ids[logits[ids] >= floor]
-        if ids is None:
-            ids = np.arange(n)
-        ids = ids[np.argsort(-logits[ids], kind="stable")]
-        return ids, logits[ids]
+        if n == 0:
+            raise ValueError("sample: no logits")
+        need = int(lib.llk_sample_scratch_bytes(n, max(window.size, self.settings.penalty_last_n)))
+        if self._scratch is None or self._scratch.size < need:
+            self._scratch = np.empty(need, np.uint8)
+        return logits, n, ffi.from_buffer("float[]", logits), ffi.from_buffer(self._scratch)
+
+    def candidates(self, logits: np.ndarray, context: Sequence[int] = ()) -> tuple[np.ndarray, np.ndarray]:
+        """(ids, logits after penalties) that survive top-k, then top-p, then min-p, best first
+        (before temperature) -- llama.cpp's order: top-p's probabilities are renormalised over
+        what top-k kept, min-p is relative to the best token."""
+        window = self._window(context)
+        logits, n, lp, sp = self._buffers(logits, window)
+        ids = np.empty(n, np.int32)
+        vals = np.empty(n, np.float32)
+        m = lib.llk_sample_candidates(lp, n, ffi.from_buffer("int32_t[]", window), window.size,
+                                      self._params, sp, ffi.from_buffer("int32_t[]", ids),
+                                      ffi.from_buffer("float[]", vals))
+        if m < 0:
+            raise ValueError("sample: bad arguments")
+        return ids[:m].astype(np.int64), vals[:m]
 
     def sample(self, logits: np.ndarray, context: Sequence[int] = ()) -> int:
-        logits = self.apply_penalties(np.asarray(logits, dtype=np.float32), context)
-        if self.settings.greedy:
-            return int(np.argmax(logits))
-        ids, vals = self.candidates(logits)
-        if ids.size == 1:
-            return int(ids[0])
-        w = (vals - vals[0]) / np.float32(self.settings.temperature)
-        p = np.exp(w.astype(np.float64))
-        p /= p.sum()
-        return int(ids[int(self._rng.choice(ids.size, p=p))])
+        window = self._window(context)
+        logits, n, lp, sp = self._buffers(logits, window)
+        u = 0.0 if self.settings.greedy else float(self._rng.random())
+        tok = lib.llk_sample(lp, n, ffi.from_buffer("int32_t[]", window), window.size,
+                             self._params, u, sp)
+        if tok < 0:
+            raise ValueError("sample: bad arguments")
+        return int(tok)
 
 
-def _top(logits: np.ndarray, k: int) -> np.ndarray:
-    """Indices of the k largest logits, unordered. On a large vocabulary the k-th largest of
-    every 16th logit bounds the answer from below (a subset's k-th largest is never above the
-    whole set's), so one comparison pass leaves a few hundred candidates for argpartition."""
-    n = logits.shape[0]
-    if k >= n:
-        return np.arange(n)
-    if n >= 64 * k and n >= 4096:
-        sub = logits[::16]
-        floor = np.partition(sub, sub.size - k)[sub.size - k]
-        cand = np.flatnonzero(logits >= floor)
-        if cand.size > k:
-            return cand[np.argpartition(-logits[cand], k - 1)[:k]]
-        return cand
-    return np.argpartition(-logits, k - 1)[:k]
+_NO_WINDOW = np.zeros(0, np.int32)

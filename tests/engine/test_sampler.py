@@ -61,13 +61,45 @@ def test_candidates_match_naive_oracle(s):
 
 
 def test_penalties_match_naive_oracle():
+    """With every filter off the candidates are the whole vocabulary, best first, with their
+    penalised logits; ids outside the vocabulary in the context are ignored."""
     rng = np.random.default_rng(1)
-    s = SamplerSettings(repeat_penalty=1.3, frequency_penalty=0.2, presence_penalty=0.5, penalty_last_n=16)
+    s = SamplerSettings(repeat_penalty=1.3, frequency_penalty=0.2, presence_penalty=0.5,
+                        penalty_last_n=16, top_k=0, top_p=1.0, min_p=0.0)
     logits = rng.standard_normal(500).astype(np.float32) * 3
-    context = list(rng.integers(0, 40, 50))
-    got = Sampler(s).apply_penalties(logits, context)
-    np.testing.assert_allclose(got, naive_penalties(logits, context, s), rtol=1e-6, atol=1e-6)
-    assert Sampler(SamplerSettings()).apply_penalties(logits, context) is logits  # no penalty: no copy
+    context = list(rng.integers(0, 40, 50)) + [-1, 500, 10**9]
+    ids, vals = Sampler(s).candidates(logits, context)
+    want = naive_penalties(logits, [t for t in context[-16:] if 0 <= t < 500], s)
+    assert sorted(ids) == list(range(500))
+    np.testing.assert_allclose(vals, want[ids], rtol=1e-6, atol=1e-6)
+    assert list(ids) == list(np.argsort(-want.astype(np.float32), kind="stable"))
+    untouched = Sampler(SamplerSettings(top_k=0, top_p=1.0, min_p=0.0)).candidates(logits, context)[1]
+    np.testing.assert_array_equal(np.sort(untouched), np.sort(logits))   # no penalty, no change
+
+
+def test_greedy_takes_the_penalised_argmax_and_the_lowest_id_of_a_tie():
+    logits = np.array([1.0, 5.0, 5.0, 4.9, -2.0], np.float32)
+    assert Sampler(GREEDY).sample(logits) == 1
+    s = SamplerSettings(temperature=0.0, repeat_penalty=1.1)
+    assert Sampler(s).sample(logits, [1, 2]) == 3          # 5 / 1.1 < 4.9
+    with_nan = np.array([np.nan, 0.5, np.nan, 2.0], np.float32)
+    assert Sampler(GREEDY).sample(with_nan) == 3
+
+
+@pytest.mark.parametrize("s", SETTINGS)
+def test_a_draw_is_the_softmax_of_the_candidates_at_the_callers_uniform(s):
+    """sample() = the candidate whose running softmax(vals / T) weight first exceeds u * total,
+    u being the sampler's next uniform number (what numpy's choice does with a CDF)."""
+    rng = np.random.default_rng(7)
+    s = SamplerSettings(**{**s.__dict__, "temperature": 0.7, "seed": 11, "repeat_penalty": 1.2})
+    for trial in range(30):
+        logits = (rng.standard_normal(2000) * 3).astype(np.float32)
+        ctx = list(rng.integers(0, 2000, 40))
+        ids, vals = Sampler(s).candidates(logits, ctx)
+        u = np.random.default_rng(11).random()
+        w = np.exp((vals.astype(np.float64) - vals[0]) / 0.7)
+        want = int(ids[np.searchsorted(np.cumsum(w), u * w.sum(), side="right")])
+        assert Sampler(s).sample(logits, ctx) == want
 
 
 def test_greedy_and_top_k_1_are_argmax():
@@ -138,6 +170,4 @@ def test_candidates_on_a_large_vocabulary_with_ties(s):
     for logits in ((rng.standard_normal(262144) * 3).astype(np.float32),
                    np.round(rng.standard_normal(262144) * 4).astype(np.float32)):
         ids, _ = Sampler(s).candidates(logits)
-        want = naive_candidates(logits, s)
-        assert len(ids) == len(want)
-        np.testing.assert_array_equal(np.sort(logits[ids]), np.sort(logits[want]))
+        assert list(ids) == naive_candidates(logits, s)   # ties: the lower id first
