@@ -229,8 +229,11 @@ static inline __m256 cf512_q5_1(const blk_q5_1 *B, __m256 dw, int cnt) {
             if (cnt == 8) {                                                                       \
                 __m512 S512 = _mm512_castps256_ps512(S);                                          \
                 PAIR(LV2, z0, 0) PAIR(LV2, z1, 1) PAIR(LV2, z2, 2) PAIR(LV2, z3, 3)               \
-            } else {                                                                              \
-                for (int i = 0; i < cnt; i++)                                                     \
+            } else {  /* the row's tail: whole pairs as above, then one odd block */             \
+                __m512 S512 = _mm512_castps256_ps512(S);                                          \
+                int i = 0;                                                                        \
+                for (; i + 2 <= cnt; i += 2) PAIR(LV2, z0, i / 2)                                 \
+                if (i < cnt)                                                                      \
                     acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(LV1(&B[i], _mm256_loadu_si256(       \
                         (const __m256i *)G->qs[i]))), lane(S, i), acc0);                          \
             }                                                                                     \

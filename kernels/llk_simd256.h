@@ -175,9 +175,21 @@ static inline __m256 gather_h8(const uint8_t *p, size_t stride, int cnt) {
         }
         return _mm256_cvtph_ps(_mm_set_epi64x((long long)hi, (long long)lo));
     }
-    uint16_t h[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    for (int i = 0; i < cnt; i++) memcpy(&h[i], p + i * stride, 2);
-    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)h));
+    /* a partial group (a row's tail): inserted in a register, never through memory (a store
+     * of 16-bit halves read back as one vector stalls store forwarding) */
+    __m128i v = _mm_setzero_si128();
+    uint16_t h;
+    switch (cnt) {
+    case 7: memcpy(&h, p + 6 * stride, 2); v = _mm_insert_epi16(v, h, 6); /* fall through */
+    case 6: memcpy(&h, p + 5 * stride, 2); v = _mm_insert_epi16(v, h, 5); /* fall through */
+    case 5: memcpy(&h, p + 4 * stride, 2); v = _mm_insert_epi16(v, h, 4); /* fall through */
+    case 4: memcpy(&h, p + 3 * stride, 2); v = _mm_insert_epi16(v, h, 3); /* fall through */
+    case 3: memcpy(&h, p + 2 * stride, 2); v = _mm_insert_epi16(v, h, 2); /* fall through */
+    case 2: memcpy(&h, p + 1 * stride, 2); v = _mm_insert_epi16(v, h, 1); /* fall through */
+    case 1: memcpy(&h, p, 2); v = _mm_insert_epi16(v, h, 0); /* fall through */
+    default: break;
+    }
+    return _mm256_cvtph_ps(v);
 }
 
 static inline __m256 lane(__m256 v, int i) { return _mm256_permutevar8x32_ps(v, _mm256_set1_epi32(i)); }

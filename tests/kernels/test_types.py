@@ -44,8 +44,9 @@ REAL = list(_real_rows())
 
 def _lengths(t: int) -> list[int]:
     bs = K.block_size(t)
-    # 8 and 17 blocks: whole activation groups of 8 (the 512-bit paths) and a partial one after
-    return [bs, 3 * bs, 8 * bs, 17 * bs] if bs > 1 else [1, 7, 31, 33, 64, 257]
+    # 8 and 17 blocks: whole activation groups of 8 (the 512-bit paths) and a partial one after;
+    # 3, 6 and 18 (SmolLM2's 576 columns): a partial group of pairs, with and without an odd block
+    return [bs, 3 * bs, 6 * bs, 8 * bs, 17 * bs, 18 * bs] if bs > 1 else [1, 7, 31, 33, 64, 257]
 
 
 # --- dequantization -----------------------------------------------------------------------------
