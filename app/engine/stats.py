@@ -53,7 +53,17 @@ class GenerationStats:
 
 
 def peak_rss_bytes() -> int:
-    """The process's peak resident memory so far (0 where the platform will not say)."""
+    """The process's peak resident memory so far (0 where the platform will not say).
+
+    On Linux the memory map's own high-water mark (VmHWM): getrusage's ru_maxrss also counts the
+    parent's resident memory when the process was forked from it before exec."""
+    try:
+        with open("/proc/self/status", encoding="ascii", errors="replace") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
     try:
         import resource
 
