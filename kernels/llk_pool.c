@@ -1,7 +1,9 @@
 /* llk_pool.c — the persistent thread pool: n-1 workers plus the calling thread.
  *
- * A job is a function over item ranges; threads take chunks of items from one atomic counter
- * until none are left, so uneven chunks balance themselves. Between jobs workers spin for
+ * A job is a function over item ranges. Each thread owns a contiguous share of the items (its
+ * memory streams stay sequential and its counter stays in its own cache line) and takes chunks
+ * of it from its own atomic counter; a thread whose share is done takes chunks from the others'
+ * counters, so uneven chunks and a descheduled thread still balance. Between jobs workers spin for
  * spin_ns, then sleep on a condition variable: an idle pool burns no CPU. One thread drives a
  * pool at a time (the engine's worker); llk_pool_abort may be called from any thread.
  * Not here: the kernels themselves (llk_ops.c), which only see (begin, end, ith).
@@ -30,6 +32,8 @@
 typedef struct {
     _Alignas(CACHE_LINE) atomic_uint_fast64_t busy_ns;  /* time inside jobs */
     atomic_uint_fast64_t chunks;                         /* chunks done */
+    atomic_int_fast64_t next;                            /* next item of this thread's share */
+    int64_t end;                                         /* end of the share */
 } thread_slot;
 
 struct llk_pool {
@@ -45,7 +49,6 @@ struct llk_pool {
     int64_t n_items, chunk;
     _Alignas(CACHE_LINE) atomic_int gen;        /* job generation */
     _Alignas(CACHE_LINE) atomic_int done;       /* workers finished with this generation */
-    _Alignas(CACHE_LINE) atomic_int_fast64_t next;  /* next item to hand out */
     _Alignas(CACHE_LINE) atomic_int abort_flag;
     atomic_int stop;
     atomic_int n_sleeping;
@@ -167,13 +170,16 @@ int llk_cpu_count_physical(void) {
 
 static void run_chunks(llk_pool *p, int ith) {
     uint64_t t0 = llk_now_ns(), nch = 0;
-    for (;;) {
-        if (atomic_load_explicit(&p->abort_flag, memory_order_relaxed)) break;
-        int64_t b = atomic_fetch_add(&p->next, p->chunk);
-        if (b >= p->n_items) break;
-        int64_t e = b + p->chunk < p->n_items ? b + p->chunk : p->n_items;
-        p->fn(p->arg, b, e, ith);
-        nch++;
+    for (int k = 0; k < p->n; k++) {            /* its own share first, then the others' */
+        thread_slot *s = &p->slots[(ith + k) % p->n];
+        for (;;) {
+            if (atomic_load_explicit(&p->abort_flag, memory_order_relaxed)) break;
+            int64_t b = atomic_fetch_add_explicit(&s->next, p->chunk, memory_order_relaxed);
+            if (b >= s->end) break;
+            int64_t e = b + p->chunk < s->end ? b + p->chunk : s->end;
+            p->fn(p->arg, b, e, ith);
+            nch++;
+        }
     }
     atomic_fetch_add_explicit(&p->slots[ith].busy_ns, llk_now_ns() - t0, memory_order_relaxed);
     atomic_fetch_add_explicit(&p->slots[ith].chunks, nch, memory_order_relaxed);
@@ -288,10 +294,20 @@ static llk_status run_locked(llk_pool *p, int64_t n_items, int64_t chunk, llk_jo
     if (n_items == 0) return LLK_OK;
     atomic_fetch_add_explicit(&p->jobs, 1, memory_order_relaxed);
     p->fn = fn; p->arg = arg; p->n_items = n_items; p->chunk = chunk;
-    atomic_store(&p->next, 0);
     if (p->n == 1 || n_items <= chunk) { /* one chunk: no need to wake anyone */
+        for (int i = 0; i < p->n; i++) {
+            atomic_store_explicit(&p->slots[i].next, i ? n_items : 0, memory_order_relaxed);
+            p->slots[i].end = n_items;
+        }
         run_chunks(p, 0);
         return atomic_load(&p->abort_flag) ? LLK_ERR_ABORTED : LLK_OK;
+    }
+    /* shares in whole chunks, as even as they go; published by the gen bump below */
+    int64_t n_chunks = (n_items + chunk - 1) / chunk;
+    for (int i = 0; i < p->n; i++) {
+        int64_t b = n_chunks * i / p->n * chunk, e = n_chunks * (i + 1) / p->n * chunk;
+        atomic_store_explicit(&p->slots[i].next, b, memory_order_relaxed);
+        p->slots[i].end = e < n_items ? e : n_items;
     }
     atomic_store(&p->done, 0);
     atomic_fetch_add(&p->gen, 1);     /* publishes the job (seq_cst) */
