@@ -29,6 +29,16 @@ def positive_int(text: str) -> int:
     return v
 
 
+def _nonneg_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"{v} is below 0")
+    return v
+
+
 def _int_list(text: str) -> list[int]:
     try:
         values = [int(v) for v in text.split(",") if v.strip()]
@@ -254,6 +264,9 @@ def add_bench_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tg", type=_int_list, default=[128], help="generation lengths, e.g. 128")
     p.add_argument("--reps", type=positive_int, default=3, help="repetitions of each test")
     p.add_argument("--kv-type", choices=("f16", "f32"), default="f16")
+    p.add_argument("--depth", type=_nonneg_int, default=0,
+                   help="tokens already in the cache before each test (llama-bench's -d): "
+                        "generation deep in a conversation")
     p.add_argument("--kernels", action="store_true",
                    help="instead: the kernel library's matrix x vector bytes/s per tensor type "
                         "against memory bandwidth (no MODEL needed)")
@@ -262,9 +275,10 @@ def add_bench_args(p: argparse.ArgumentParser) -> None:
 
 
 def bench(path: str, threads=(1, 2), pp=(512,), tg=(128,), reps: int = 3,
-          kv_type: str = "f16") -> list[dict]:
-    """Like llama-bench: ppN decodes N random tokens in one batch from an empty cache; tgN
-    decodes N tokens one call each from an empty cache. Each test runs once to warm up, then
+          kv_type: str = "f16", depth: int = 0) -> list[dict]:
+    """Like llama-bench: ppN decodes N random tokens in one batch; tgN decodes N tokens one call
+    each; both from an empty cache, or after `depth` random tokens already in it (llama-bench's
+    -d: the prefix is decoded once per thread count, untimed). Each test runs once to warm up, then
     `reps` times; tok_s is the mean of the runs (stdev alongside). tok_per_cpu_s divides by the
     process's CPU time instead of wall time: on a shared machine it shows the cost of the work
     whatever the other processes do (spinning threads count as work)."""
@@ -278,10 +292,12 @@ def bench(path: str, threads=(1, 2), pp=(512,), tg=(128,), reps: int = 3,
     with open_gguf(path) as f:
         require_supported(f)
         cfg = config_from_gguf(f)
-        n_ctx = max(max(pp), max(tg)) + 1
+        n_ctx = depth + max(max(pp), max(tg)) + 1
         rng = np.random.default_rng(0)
         for nt in threads:
             with CDecoder(f, cfg, n_ctx, kv_type=kv_type, n_threads=nt, n_batch=max(pp)) as d:
+                if depth:
+                    d.decode([int(t) for t in rng.integers(0, cfg.n_vocab, depth)], 0)
                 tests = [("pp", n) for n in pp] + [("tg", n) for n in tg]
                 for kind, n in tests:
                     ids = [int(t) for t in rng.integers(0, cfg.n_vocab, n)]
@@ -289,10 +305,10 @@ def bench(path: str, threads=(1, 2), pp=(512,), tg=(128,), reps: int = 3,
                     for r in range(reps + 1):
                         t, c = time.perf_counter(), time.process_time()
                         if kind == "pp":
-                            d.decode(ids, 0)
+                            d.decode(ids, depth)
                         else:
                             for i, tok in enumerate(ids):
-                                d.decode([tok], i)
+                                d.decode([tok], depth + i)
                         if r:  # the first run warms caches and pages
                             runs.append(n / (time.perf_counter() - t))
                             cpu_runs.append(n / max(time.process_time() - c, 1e-9))
@@ -300,7 +316,7 @@ def bench(path: str, threads=(1, 2), pp=(512,), tg=(128,), reps: int = 3,
                                  "tok_s": round(statistics.mean(runs), 2),
                                  "stdev": round(statistics.stdev(runs), 2) if len(runs) > 1 else 0.0,
                                  "tok_per_cpu_s": round(statistics.mean(cpu_runs), 2),
-                                 "isa": d.isa, "kv_type": kv_type})
+                                 "isa": d.isa, "kv_type": kv_type, "depth": depth})
     return rows
 
 
@@ -317,15 +333,16 @@ def run_bench(args: argparse.Namespace) -> int:
         print("llambda bench: error: a MODEL is needed (or --kernels)", file=sys.stderr)
         return EXIT_USAGE
     path = _resolve(args.model)
-    rows = bench(path, args.threads, args.pp, args.tg, args.reps, args.kv_type)
+    rows = bench(path, args.threads, args.pp, args.tg, args.reps, args.kv_type, args.depth)
     if args.json:
         print(json.dumps(rows))
         return EXIT_OK
     size = os.path.getsize(path)
     print(f"model: {path} ({size / 2**20:.1f} MiB)")
-    print(f"{'threads':>7} {'test':>8} {'tok/s':>10} {'± stdev':>9}  isa")
+    print(f"{'threads':>7} {'test':>14} {'tok/s':>10} {'± stdev':>9}  isa")
     for r in rows:
-        print(f"{r['threads']:>7} {r['test']:>8} {r['tok_s']:>10.2f} {r['stdev']:>9.2f}  {r['isa']}")
+        test = r["test"] + (f" @ d{r['depth']}" if r["depth"] else "")
+        print(f"{r['threads']:>7} {test:>14} {r['tok_s']:>10.2f} {r['stdev']:>9.2f}  {r['isa']}")
     return EXIT_OK
 
 

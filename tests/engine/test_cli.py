@@ -59,6 +59,29 @@ def test_bench_json(tiny_path, capsys):
     assert all(r["tok_s"] > 0 for r in rows)
 
 
+def test_bench_depth_runs_every_test_after_that_many_cached_tokens(tiny_path, capsys, monkeypatch):
+    """--depth N (llama-bench's -d): the prefix is decoded once, from position 0, then pp and tg
+    run at positions N.. (what generation deep in a conversation costs)."""
+    from app.engine.decoder import CDecoder
+
+    calls = []
+    real = CDecoder.decode
+
+    def spy(self, tokens, start_pos, all_logits=False):
+        calls.append((len(tokens), start_pos))
+        return real(self, tokens, start_pos, all_logits)
+
+    monkeypatch.setattr(CDecoder, "decode", spy)
+    args = parse(cli.add_bench_args, [str(tiny_path), "--threads", "1", "--pp", "16", "--tg", "4",
+                                      "--reps", "1", "--depth", "40"])
+    assert cli.run_bench(args) == 0
+    assert "pp16 @ d40" in capsys.readouterr().out
+    assert calls[0] == (40, 0)
+    assert calls[1:] == [(16, 40)] * 2 + [(1, 40), (1, 41), (1, 42), (1, 43)] * 2
+    with pytest.raises(SystemExit):
+        parse(cli.add_bench_args, [str(tiny_path), "--depth", "-1"])
+
+
 def test_chat_reads_turns_until_exit(tiny_path, capsys):
     args = parse(cli.add_chat_args, [str(tiny_path), "--max-tokens", "4", "--temperature", "0",
                                      "--ctx", "128"])
