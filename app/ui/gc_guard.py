@@ -4,6 +4,12 @@ Python's cyclic collector runs in whichever thread happens to allocate when a th
 crossed; if that is the worker thread, it may free a Qt object's wrapper (and with it a widget or
 timer) away from the thread that owns it, which crashes. While a window is open, automatic
 collection is off and a timer on the UI thread collects by the same thresholds instead.
+
+A full collection walks every tracked object while holding the GIL, and the generation loop in
+the worker thread waits for it: with a loaded model's tokenizer in the heap that stalled
+generation by several percent. So what exists when the window opens and when a model has loaded
+is frozen (`gc.freeze`: long-lived, never walked again); collections see only newer objects. The
+price is that a reference cycle already garbage at a freeze is not reclaimed: bytes, once per load.
 """
 
 from __future__ import annotations
@@ -26,10 +32,16 @@ def _collect() -> None:
         gc.collect(2 if c2 > t2 else 1 if c1 > t1 else 0)
 
 
+def freeze_survivors() -> None:
+    """Everything alive now is long-lived (the window, a loaded model): keep collections off it."""
+    gc.freeze()
+
+
 def acquire(owner: QObject) -> None:
     """A window opens: collect on the UI thread from now on."""
     global _users, _timer, _was_enabled
     _users += 1
+    freeze_survivors()
     if _users == 1:
         _was_enabled = gc.isenabled()
         gc.disable()
@@ -55,4 +67,4 @@ def release() -> None:
             gc.enable()
 
 
-__all__ = ["acquire", "release", "COLLECT_EVERY_MS"]
+__all__ = ["acquire", "release", "freeze_survivors", "COLLECT_EVERY_MS"]

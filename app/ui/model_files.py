@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 
 from PySide6.QtWidgets import QFileDialog
+from app.ui import gc_guard
 from app.ui.qt_fix import emit
 
 
@@ -143,6 +144,7 @@ class ModelFilesMixin:
         self.progress.setValue(int(1000 * max(0.0, min(1.0, fraction))))
 
     def on_worker_model_loaded(self, info: dict) -> None:
+        gc_guard.freeze_survivors()          # the model's tokenizer and engine live on
         self.model_busy = False
         self.model_info = info
         self.progress.setValue(1000)
