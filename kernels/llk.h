@@ -199,7 +199,8 @@ typedef struct {
 
 /* q: n_tok x n_head x head_dim (float32) at positions pos[t]; k, v: n_kv x n_head_kv x head_dim
  * caches (position j in row j); out: n_tok x n_head x head_dim. Run across the pool by
- * (token, head). Scratch: n_kv floats per thread, allocated per call. */
+ * (token, KV head, up to 4 of its query heads). Scratch: 4 x n_kv floats per thread, allocated
+ * per call. */
 llk_status llk_attention(llk_pool *pool, const llk_attn_params *p, const float *q,
                          const void *k, const void *v, int64_t n_kv, int64_t n_tok,
                          const int32_t *pos, float *out);

@@ -335,39 +335,54 @@ typedef struct {
     int64_t n_kv;
     const int32_t *pos;
     float *out;
-    float *scratch;             /* per thread: n_kv floats (scores, then weights) */
+    float *scratch;             /* per thread: LLK_ATTN_GROUP rows of scratch_stride floats */
     int64_t scratch_stride;
+    int n_sub;                  /* query-head subgroups per KV head (groups over LLK_ATTN_GROUP) */
 } attn_job;
 
+/* One item: one token, one KV head, and up to LLK_ATTN_GROUP of the query heads that share it
+ * (grouped-query attention), so each cache row is read once for all of them. */
 static void attn_fn(void *arg, int64_t b, int64_t e, int ith) {
     const attn_job *j = (const attn_job *)arg;
     const llk_attn_params *p = j->p;
     const int hd = p->head_dim, group = p->n_head / p->n_head_kv, f16 = p->kv_f16 ? 1 : 0;
     const size_t row = (size_t)p->n_head_kv * hd * j->elem;     /* bytes per cache position */
-    float *sc = j->scratch + (size_t)ith * j->scratch_stride;
+    const int64_t ld = j->scratch_stride;
+    float *sc = j->scratch + (size_t)ith * LLK_ATTN_GROUP * (size_t)ld;
+    const float kscale = p->softcap > 0.0f ? 1.0f : p->scale;  /* softcap needs the raw product */
     for (int64_t it = b; it < e; it++) {
-        int64_t t = it / p->n_head, h = it % p->n_head, hk = h / group;
-        const float *qv = j->q + it * hd;
-        float *o = j->out + it * hd;
+        const int64_t per_tok = (int64_t)p->n_head_kv * j->n_sub;
+        const int64_t t = it / per_tok, r = it % per_tok, hk = r / j->n_sub, sg = r % j->n_sub;
+        const int h0 = (int)(hk * group + sg * LLK_ATTN_GROUP);
+        const int g = group - sg * LLK_ATTN_GROUP < LLK_ATTN_GROUP ? (int)(group - sg * LLK_ATTN_GROUP)
+                                                                    : LLK_ATTN_GROUP;
+        const float *qv = j->q + (t * p->n_head + h0) * hd;
+        float *o = j->out + (t * p->n_head + h0) * hd;
         int64_t pos = j->pos[t];
         int64_t hi = p->causal ? (pos + 1 < j->n_kv ? pos + 1 : j->n_kv) : j->n_kv;
         int64_t lo = 0;
         if (p->window > 0 && pos - p->window + 1 > lo) lo = pos - p->window + 1;
-        for (int d = 0; d < hd; d++) o[d] = 0.0f;
+        for (int d = 0; d < g * hd; d++) o[d] = 0.0f;
         if (hi <= lo) continue;
         const size_t head_off = (size_t)hk * hd * j->elem;
-        int64_t nv = hi - lo;
-        j->k->kdots[f16](qv, j->kc + lo * row + head_off, row, nv, hd, sc);
-        float mx = -INFINITY;
-        for (int64_t i = 0; i < nv; i++) {
-            float s = sc[i] * p->scale;
-            if (p->softcap > 0.0f) s = p->softcap * tanhf(s / p->softcap);
-            sc[i] = s;
-            mx = s > mx ? s : mx;
+        const int64_t nv = hi - lo;
+        float mx[LLK_ATTN_GROUP], inv[LLK_ATTN_GROUP];
+        j->k->kdots[f16](qv, g, j->kc + lo * row + head_off, row, nv, hd, kscale, sc, ld, mx);
+        for (int a = 0; a < g; a++) {
+            float *s = sc + a * ld;
+            if (p->softcap > 0.0f) {
+                float m = -INFINITY;
+                for (int64_t i = 0; i < nv; i++) {
+                    s[i] = p->softcap * tanhf(s[i] * p->scale / p->softcap);
+                    m = s[i] > m ? s[i] : m;
+                }
+                mx[a] = m;
+            }
+            inv[a] = 1.0f / j->k->expsum(s, nv, mx[a]);
         }
-        float inv = 1.0f / j->k->expsum(sc, nv, mx);
-        for (int64_t i = 0; i < nv; i++) sc[i] *= inv;
-        j->k->vacc[f16](sc, j->vc + lo * row + head_off, row, nv, hd, o);
+        j->k->vacc[f16](sc, ld, g, j->vc + lo * row + head_off, row, nv, hd, o);
+        for (int a = 0; a < g; a++)
+            for (int d = 0; d < hd; d++) o[a * hd + d] *= inv[a];
     }
 }
 
@@ -388,12 +403,13 @@ llk_status llk_attention_isa(llk_pool *pool, int isa, const llk_attn_params *p, 
     const llk_kernels *kt = llk_kernels_for(isa);
     if (!kt) return LLK_ERR_ISA;
     int nth = pool ? llk_pool_size(pool) : 1;
-    int64_t stride = ((n_kv + p->head_dim + 15) / 16) * 16;
-    float *scratch = (float *)aligned_alloc64(sizeof(float) * (size_t)stride * (size_t)nth);
+    int64_t stride = n_kv > 0 ? ((n_kv + 15) / 16) * 16 : 16;
+    float *scratch = (float *)aligned_alloc64(sizeof(float) * (size_t)stride * LLK_ATTN_GROUP * (size_t)nth);
     if (!scratch) return LLK_ERR_NOMEM;
+    const int group = p->n_head / p->n_head_kv;
     attn_job j = {p, kt, q, (const uint8_t *)k, (const uint8_t *)v, p->kv_f16 ? 2u : 4u, n_kv, pos,
-                  out, scratch, stride};
-    llk_status st = llk_pool_run(pool, n_tok * p->n_head, 1, attn_fn, &j);
+                  out, scratch, stride, (group + LLK_ATTN_GROUP - 1) / LLK_ATTN_GROUP};
+    llk_status st = llk_pool_run(pool, n_tok * p->n_head_kv * j.n_sub, 1, attn_fn, &j);
     aligned_free64(scratch);
     return st;
 }

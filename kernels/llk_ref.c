@@ -411,24 +411,36 @@ static inline float cache_val(const uint8_t *row, int i, int f16) {
     if (f16) { llk_half h; memcpy(&h, row + 2 * i, 2); return llk_h2f(h); }
     float v; memcpy(&v, row + 4 * i, 4); return v;
 }
-static void kdots_ref(const float *q, const void *k, size_t row_bytes, int64_t n, int hd, float *out, int f16) {
+static void kdots_ref(const float *q, int g, const void *k, size_t row_bytes, int64_t n, int hd,
+                      float scale, float *out, int64_t ld, float *mx, int f16) {
+    for (int a = 0; a < g; a++) mx[a] = -INFINITY;
     for (int64_t j = 0; j < n; j++) {
         const uint8_t *row = (const uint8_t *)k + (size_t)j * row_bytes;
-        float s = 0.0f;
-        for (int i = 0; i < hd; i++) s += q[i] * cache_val(row, i, f16);
-        out[j] = s;
+        for (int a = 0; a < g; a++) {
+            float s = 0.0f;
+            for (int i = 0; i < hd; i++) s += q[a * hd + i] * cache_val(row, i, f16);
+            s *= scale;
+            out[a * ld + j] = s;
+            mx[a] = s > mx[a] ? s : mx[a];
+        }
     }
 }
-static void vacc_ref(const float *p, const void *v, size_t row_bytes, int64_t n, int hd, float *out, int f16) {
+static void vacc_ref(const float *p, int64_t ld, int g, const void *v, size_t row_bytes, int64_t n,
+                     int hd, float *out, int f16) {
     for (int64_t j = 0; j < n; j++) {
         const uint8_t *row = (const uint8_t *)v + (size_t)j * row_bytes;
-        for (int i = 0; i < hd; i++) out[i] += p[j] * cache_val(row, i, f16);
+        for (int a = 0; a < g; a++)
+            for (int i = 0; i < hd; i++) out[a * hd + i] += p[a * ld + j] * cache_val(row, i, f16);
     }
 }
-static void kdots_f32(const float *q, const void *k, size_t rb, int64_t n, int hd, float *o) { kdots_ref(q, k, rb, n, hd, o, 0); }
-static void kdots_f16(const float *q, const void *k, size_t rb, int64_t n, int hd, float *o) { kdots_ref(q, k, rb, n, hd, o, 1); }
-static void vacc_f32(const float *p, const void *v, size_t rb, int64_t n, int hd, float *o) { vacc_ref(p, v, rb, n, hd, o, 0); }
-static void vacc_f16(const float *p, const void *v, size_t rb, int64_t n, int hd, float *o) { vacc_ref(p, v, rb, n, hd, o, 1); }
+static void kdots_f32(const float *q, int g, const void *k, size_t rb, int64_t n, int hd, float scale,
+                      float *o, int64_t ld, float *mx) { kdots_ref(q, g, k, rb, n, hd, scale, o, ld, mx, 0); }
+static void kdots_f16(const float *q, int g, const void *k, size_t rb, int64_t n, int hd, float scale,
+                      float *o, int64_t ld, float *mx) { kdots_ref(q, g, k, rb, n, hd, scale, o, ld, mx, 1); }
+static void vacc_f32(const float *p, int64_t ld, int g, const void *v, size_t rb, int64_t n, int hd,
+                     float *o) { vacc_ref(p, ld, g, v, rb, n, hd, o, 0); }
+static void vacc_f16(const float *p, int64_t ld, int g, const void *v, size_t rb, int64_t n, int hd,
+                     float *o) { vacc_ref(p, ld, g, v, rb, n, hd, o, 1); }
 
 static float expsum_ref(float *x, int64_t n, float mx) {
     double s = 0.0;

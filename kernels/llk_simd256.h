@@ -409,52 +409,114 @@ static inline float cache1(const uint8_t *row, int i, int f16) {
     float v; memcpy(&v, row + 4 * i, 4); return v;
 }
 
-static inline void kdots_any(const float *q, const void *k, size_t rb, int64_t n, int hd, float *out, int f16) {
+/* The sums of a0..a3 (8 lanes each) in lanes 0..3. */
+static inline __m128 hsum4x8(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
+    __m256 t = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
+    return _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1));
+}
+
+/* G query heads against each K row: the row is converted once, G FMAs per 8 values, and the G
+ * sums come out of one horizontal reduction. G and f16 are constants at each call site. */
+static inline void kdots_grp(const float *q, const int G, const uint8_t *k, size_t rb, int64_t n,
+                             int hd, float scale, float *out, int64_t ld, float *mx, const int f16) {
     const int h8 = hd & ~7;
+    const __m128 sc = _mm_set1_ps(scale);
+    __m128 vmx = _mm_set1_ps(-INFINITY);
     for (int64_t j = 0; j < n; j++) {
-        const uint8_t *row = (const uint8_t *)k + (size_t)j * rb;
-        __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
-        int i = 0;
-        for (; i + 16 <= h8; i += 16) {
-            a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), cache8(row, i, f16), a0);
-            a1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i + 8), cache8(row, i + 8, f16), a1);
+        const uint8_t *row = k + (size_t)j * rb;
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+        for (int i = 0; i < h8; i += 8) {
+            const __m256 kv = cache8(row, i, f16);
+            a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), kv, a0);
+            if (G > 1) a1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + hd + i), kv, a1);
+            if (G > 2) a2 = _mm256_fmadd_ps(_mm256_loadu_ps(q + 2 * hd + i), kv, a2);
+            if (G > 3) a3 = _mm256_fmadd_ps(_mm256_loadu_ps(q + 3 * hd + i), kv, a3);
         }
-        if (i < h8) a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), cache8(row, i, f16), a0);
-        float s = hsum8(_mm256_add_ps(a0, a1));
-        for (i = h8; i < hd; i++) s += q[i] * cache1(row, i, f16);
-        out[j] = s;
+        float t[4];
+        _mm_storeu_ps(t, hsum4x8(a0, a1, a2, a3));
+        for (int i = h8; i < hd; i++) {
+            const float kv = cache1(row, i, f16);
+            for (int a = 0; a < G; a++) t[a] += q[a * hd + i] * kv;
+        }
+        const __m128 s = _mm_mul_ps(_mm_loadu_ps(t), sc);
+        _mm_storeu_ps(t, s);
+        for (int a = 0; a < G; a++) out[a * ld + j] = t[a];
+        vmx = _mm_max_ps(vmx, s);
     }
+    float m[4];
+    _mm_storeu_ps(m, vmx);
+    for (int a = 0; a < G; a++) mx[a] = m[a];
 }
 
-/* out += sum_j p[j] * V row j; for head sizes of 64 and 128 the sums stay in registers */
-#define VACC_FIXED(HD)                                                                          \
-    do {                                                                                        \
-        __m256 acc[(HD) / 8];                                                                   \
-        for (int c = 0; c < (HD) / 8; c++) acc[c] = _mm256_loadu_ps(out + 8 * c);               \
-        for (int64_t j = 0; j < n; j++) {                                                       \
-            const uint8_t *row = (const uint8_t *)v + (size_t)j * rb;                           \
-            __m256 pj = _mm256_set1_ps(p[j]);                                                   \
-            for (int c = 0; c < (HD) / 8; c++) acc[c] = _mm256_fmadd_ps(pj, cache8(row, 8 * c, f16), acc[c]); \
-        }                                                                                       \
-        for (int c = 0; c < (HD) / 8; c++) _mm256_storeu_ps(out + 8 * c, acc[c]);               \
-    } while (0)
-
-static inline void vacc_any(const float *p, const void *v, size_t rb, int64_t n, int hd, float *out, int f16) {
-    if (hd == 64) { VACC_FIXED(64); return; }
-    if (hd == 128) { VACC_FIXED(128); return; }
-    const int h8 = hd & ~7;
-    for (int64_t j = 0; j < n; j++) {
-        const uint8_t *row = (const uint8_t *)v + (size_t)j * rb;
-        __m256 pj = _mm256_set1_ps(p[j]);
-        int i = 0;
-        for (; i < h8; i += 8) _mm256_storeu_ps(out + i, _mm256_fmadd_ps(pj, cache8(row, i, f16), _mm256_loadu_ps(out + i)));
-        for (; i < hd; i++) out[i] += p[j] * cache1(row, i, f16);
+/* out[a] += sum_j p[a][j] * V row j, 16 values of the head at a time: the G x 2 sums stay in
+ * registers over all rows, each row's 16 values are converted once for the group. */
+static inline void vacc_grp(const float *p, int64_t ld, const int G, const uint8_t *v, size_t rb,
+                            int64_t n, int hd, float *out, const int f16) {
+    int i = 0;
+    for (; i + 16 <= hd; i += 16) {
+        __m256 c[4][2];
+        for (int a = 0; a < G; a++) {
+            c[a][0] = _mm256_loadu_ps(out + a * hd + i);
+            c[a][1] = _mm256_loadu_ps(out + a * hd + i + 8);
+        }
+        for (int64_t j = 0; j < n; j++) {
+            const uint8_t *row = v + (size_t)j * rb;
+            const __m256 v0 = cache8(row, i, f16), v1 = cache8(row, i + 8, f16);
+            for (int a = 0; a < G; a++) {
+                const __m256 pj = _mm256_broadcast_ss(p + a * ld + j);
+                c[a][0] = _mm256_fmadd_ps(pj, v0, c[a][0]);
+                c[a][1] = _mm256_fmadd_ps(pj, v1, c[a][1]);
+            }
+        }
+        for (int a = 0; a < G; a++) {
+            _mm256_storeu_ps(out + a * hd + i, c[a][0]);
+            _mm256_storeu_ps(out + a * hd + i + 8, c[a][1]);
+        }
     }
+    for (; i + 8 <= hd; i += 8) {
+        __m256 c[4];
+        for (int a = 0; a < G; a++) c[a] = _mm256_loadu_ps(out + a * hd + i);
+        for (int64_t j = 0; j < n; j++) {
+            const __m256 v0 = cache8(v + (size_t)j * rb, i, f16);
+            for (int a = 0; a < G; a++)
+                c[a] = _mm256_fmadd_ps(_mm256_broadcast_ss(p + a * ld + j), v0, c[a]);
+        }
+        for (int a = 0; a < G; a++) _mm256_storeu_ps(out + a * hd + i, c[a]);
+    }
+    for (; i < hd; i++)
+        for (int64_t j = 0; j < n; j++) {
+            const float vv = cache1(v + (size_t)j * rb, i, f16);
+            for (int a = 0; a < G; a++) out[a * hd + i] += p[a * ld + j] * vv;
+        }
 }
-static void kdots_f32(const float *q, const void *k, size_t rb, int64_t n, int hd, float *o) { kdots_any(q, k, rb, n, hd, o, 0); }
-static void kdots_f16(const float *q, const void *k, size_t rb, int64_t n, int hd, float *o) { kdots_any(q, k, rb, n, hd, o, 1); }
-static void vacc_f32(const float *p, const void *v, size_t rb, int64_t n, int hd, float *o) { vacc_any(p, v, rb, n, hd, o, 0); }
-static void vacc_f16(const float *p, const void *v, size_t rb, int64_t n, int hd, float *o) { vacc_any(p, v, rb, n, hd, o, 1); }
+
+#define ATTN_BY_G(CALL)                                                                         \
+    switch (g) {                                                                                \
+    case 1: CALL(1); break;                                                                     \
+    case 2: CALL(2); break;                                                                     \
+    case 3: CALL(3); break;                                                                     \
+    default: CALL(4); break;                                                                    \
+    }
+static void kdots_f32(const float *q, int g, const void *k, size_t rb, int64_t n, int hd, float scale,
+                      float *o, int64_t ld, float *mx) {
+#define KD32(G) kdots_grp(q, G, (const uint8_t *)k, rb, n, hd, scale, o, ld, mx, 0)
+    ATTN_BY_G(KD32)
+}
+static void kdots_f16(const float *q, int g, const void *k, size_t rb, int64_t n, int hd, float scale,
+                      float *o, int64_t ld, float *mx) {
+#define KD16(G) kdots_grp(q, G, (const uint8_t *)k, rb, n, hd, scale, o, ld, mx, 1)
+    ATTN_BY_G(KD16)
+}
+static void vacc_f32(const float *p, int64_t ld, int g, const void *v, size_t rb, int64_t n, int hd,
+                     float *o) {
+#define VA32(G) vacc_grp(p, ld, G, (const uint8_t *)v, rb, n, hd, o, 0)
+    ATTN_BY_G(VA32)
+}
+static void vacc_f16(const float *p, int64_t ld, int g, const void *v, size_t rb, int64_t n, int hd,
+                     float *o) {
+#define VA16(G) vacc_grp(p, ld, G, (const uint8_t *)v, rb, n, hd, o, 1)
+    ATTN_BY_G(VA16)
+}
 
 /* exp for 8 floats: x = k ln2 + r with |r| <= ln2/2 (ln2 split in two for exactness), exp(r) by
  * its Taylor polynomial to degree 6 (relative error ~2e-7), times 2^k built in the exponent bits.
