@@ -185,12 +185,12 @@ typedef void (*llk_dot4_fn)(const void *w, const void *a, size_t as, int64_t n, 
  * row_bytes apart. Each cache row is read and converted once for the whole group.
  * kdots: out[a * ld + j] = scale * dot(q + a * hd, K row j) for a < g, and mx[a] = the largest
  *        of those (j < n, n >= 1).
- * vacc:  out[a * hd + i] += sum_j p[a * ld + j] * V row j [i]. */
+ * vacc:  out[a * os + i] += sum_j p[a * ld + j] * V row j [i]. */
 #define LLK_ATTN_GROUP 4
 typedef void (*llk_kdots_fn)(const float *q, int g, const void *k, size_t row_bytes, int64_t n,
                              int hd, float scale, float *out, int64_t ld, float *mx);
 typedef void (*llk_vacc_fn)(const float *p, int64_t ld, int g, const void *v, size_t row_bytes,
-                            int64_t n, int hd, float *out);
+                            int64_t n, int hd, float *out, int64_t os);
 
 /* x[i] = exp(x[i] - mx) in place; returns the sum (softmax without the division). */
 typedef float (*llk_expsum_fn)(float *x, int64_t n, float mx);

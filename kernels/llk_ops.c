@@ -326,6 +326,8 @@ llk_status llk_rope(const llk_rope_params *p, float *x, int64_t n_tok, int64_t n
 
 /* --- attention ------------------------------------------------------------------------------ */
 
+#define ATTN_SPLIT_MIN 256   /* fewest positions per split when a long attention is split */
+
 typedef struct {
     const llk_attn_params *p;
     const llk_kernels *k;
@@ -338,6 +340,9 @@ typedef struct {
     float *scratch;             /* per thread: LLK_ATTN_GROUP rows of scratch_stride floats */
     int64_t scratch_stride;
     int n_sub;                  /* query-head subgroups per KV head (groups over LLK_ATTN_GROUP) */
+    int n_split;                /* > 1: each item covers one of n_split ranges of positions and
+                                   leaves an unnormalised partial for attn_merge */
+    float *part;                /* n_tok x n_head x n_split x (head_dim + 2): acc, max, sum */
 } attn_job;
 
 /* One item: one token, one KV head, and up to LLK_ATTN_GROUP of the query heads that share it
@@ -351,18 +356,31 @@ static void attn_fn(void *arg, int64_t b, int64_t e, int ith) {
     float *sc = j->scratch + (size_t)ith * LLK_ATTN_GROUP * (size_t)ld;
     const float kscale = p->softcap > 0.0f ? 1.0f : p->scale;  /* softcap needs the raw product */
     for (int64_t it = b; it < e; it++) {
+        const int64_t split = it % j->n_split, item = it / j->n_split;
         const int64_t per_tok = (int64_t)p->n_head_kv * j->n_sub;
-        const int64_t t = it / per_tok, r = it % per_tok, hk = r / j->n_sub, sg = r % j->n_sub;
+        const int64_t t = item / per_tok, r = item % per_tok, hk = r / j->n_sub, sg = r % j->n_sub;
         const int h0 = (int)(hk * group + sg * LLK_ATTN_GROUP);
         const int g = group - sg * LLK_ATTN_GROUP < LLK_ATTN_GROUP ? (int)(group - sg * LLK_ATTN_GROUP)
                                                                     : LLK_ATTN_GROUP;
         const float *qv = j->q + (t * p->n_head + h0) * hd;
-        float *o = j->out + (t * p->n_head + h0) * hd;
         int64_t pos = j->pos[t];
         int64_t hi = p->causal ? (pos + 1 < j->n_kv ? pos + 1 : j->n_kv) : j->n_kv;
         int64_t lo = 0;
         if (p->window > 0 && pos - p->window + 1 > lo) lo = pos - p->window + 1;
-        for (int d = 0; d < g * hd; d++) o[d] = 0.0f;
+        /* a split: its share of [lo, hi), its partial written for attn_merge */
+        const int64_t pstride = (int64_t)j->n_split * (hd + 2);
+        float *part = j->n_split > 1 ? j->part + (t * p->n_head + h0) * pstride + split * (hd + 2) : NULL;
+        if (part && hi > lo) {
+            const int64_t span = (hi - lo + j->n_split - 1) / j->n_split, l2 = lo + split * span;
+            hi = l2 + span < hi ? l2 + span : hi;
+            lo = l2;
+        }
+        float *o = part ? part : j->out + (t * p->n_head + h0) * hd;
+        const int64_t ostride = part ? pstride : hd;     /* from one query head to the next */
+        for (int a = 0; a < g; a++) {
+            for (int d = 0; d < hd; d++) o[a * ostride + d] = 0.0f;
+            if (part) { o[a * ostride + hd] = -INFINITY; o[a * ostride + hd + 1] = 0.0f; }
+        }
         if (hi <= lo) continue;
         const size_t head_off = (size_t)hk * hd * j->elem;
         const int64_t nv = hi - lo;
@@ -378,11 +396,43 @@ static void attn_fn(void *arg, int64_t b, int64_t e, int ith) {
                 }
                 mx[a] = m;
             }
-            inv[a] = 1.0f / j->k->expsum(s, nv, mx[a]);
+            inv[a] = j->k->expsum(s, nv, mx[a]);
         }
-        j->k->vacc[f16](sc, ld, g, j->vc + lo * row + head_off, row, nv, hd, o);
-        for (int a = 0; a < g; a++)
-            for (int d = 0; d < hd; d++) o[a * hd + d] *= inv[a];
+        if (part) {   /* unnormalised, with this range's max and sum */
+            j->k->vacc[f16](sc, ld, g, j->vc + lo * row + head_off, row, nv, hd, o, ostride);
+            for (int a = 0; a < g; a++) {
+                o[a * ostride + hd] = mx[a];
+                o[a * ostride + hd + 1] = inv[a];
+            }
+            continue;
+        }
+        j->k->vacc[f16](sc, ld, g, j->vc + lo * row + head_off, row, nv, hd, o, hd);
+        for (int a = 0; a < g; a++) {
+            const float r1 = 1.0f / inv[a];
+            for (int d = 0; d < hd; d++) o[a * hd + d] *= r1;
+        }
+    }
+}
+
+/* The splits of each (token, head): out = sum_s e^(m_s - M) acc_s / sum_s e^(m_s - M) l_s. */
+static void attn_merge(const attn_job *j, int64_t n_tok) {
+    const int hd = j->p->head_dim, ns = j->n_split;
+    for (int64_t th = 0; th < n_tok * j->p->n_head; th++) {
+        const float *part = j->part + th * ns * (hd + 2);
+        float *o = j->out + th * hd;
+        float M = -INFINITY, L = 0.0f;
+        for (int s = 0; s < ns; s++) M = part[s * (hd + 2) + hd] > M ? part[s * (hd + 2) + hd] : M;
+        for (int d = 0; d < hd; d++) o[d] = 0.0f;
+        if (M == -INFINITY) continue;
+        for (int s = 0; s < ns; s++) {
+            const float *ps = part + s * (hd + 2);
+            if (ps[hd] == -INFINITY) continue;
+            const float w = expf(ps[hd] - M);
+            L += w * ps[hd + 1];
+            for (int d = 0; d < hd; d++) o[d] += w * ps[d];
+        }
+        const float r = 1.0f / L;
+        for (int d = 0; d < hd; d++) o[d] *= r;
     }
 }
 
@@ -408,8 +458,20 @@ llk_status llk_attention_isa(llk_pool *pool, int isa, const llk_attn_params *p, 
     if (!scratch) return LLK_ERR_NOMEM;
     const int group = p->n_head / p->n_head_kv;
     attn_job j = {p, kt, q, (const uint8_t *)k, (const uint8_t *)v, p->kv_f16 ? 2u : 4u, n_kv, pos,
-                  out, scratch, stride, (group + LLK_ATTN_GROUP - 1) / LLK_ATTN_GROUP};
-    llk_status st = llk_pool_run(pool, n_tok * p->n_head_kv * j.n_sub, 1, attn_fn, &j);
+                  out, scratch, stride, (group + LLK_ATTN_GROUP - 1) / LLK_ATTN_GROUP, 1, NULL};
+    /* Few items for the pool (a generated token has one per KV head) over a long context: split
+     * the positions too (flash-decoding), ~ATTN_SPLIT_MIN positions or more per split, and merge. */
+    int64_t items = n_tok * p->n_head_kv * j.n_sub;
+    if (nth > 1 && items < 4 * nth && n_kv >= 2 * ATTN_SPLIT_MIN) {
+        int64_t ns = n_kv / ATTN_SPLIT_MIN;
+        if (ns > 4 * nth) ns = 4 * nth;
+        j.n_split = (int)ns;
+        j.part = (float *)malloc(sizeof(float) * (size_t)(n_tok * p->n_head * ns * (p->head_dim + 2)));
+        if (!j.part) { aligned_free64(scratch); return LLK_ERR_NOMEM; }
+    }
+    llk_status st = llk_pool_run(pool, items * j.n_split, 1, attn_fn, &j);
+    if (st == LLK_OK && j.n_split > 1) attn_merge(&j, n_tok);
+    free(j.part);
     aligned_free64(scratch);
     return st;
 }

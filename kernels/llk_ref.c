@@ -426,11 +426,11 @@ static void kdots_ref(const float *q, int g, const void *k, size_t row_bytes, in
     }
 }
 static void vacc_ref(const float *p, int64_t ld, int g, const void *v, size_t row_bytes, int64_t n,
-                     int hd, float *out, int f16) {
+                     int hd, float *out, int64_t os, int f16) {
     for (int64_t j = 0; j < n; j++) {
         const uint8_t *row = (const uint8_t *)v + (size_t)j * row_bytes;
         for (int a = 0; a < g; a++)
-            for (int i = 0; i < hd; i++) out[a * hd + i] += p[a * ld + j] * cache_val(row, i, f16);
+            for (int i = 0; i < hd; i++) out[a * os + i] += p[a * ld + j] * cache_val(row, i, f16);
     }
 }
 static void kdots_f32(const float *q, int g, const void *k, size_t rb, int64_t n, int hd, float scale,
@@ -438,9 +438,9 @@ static void kdots_f32(const float *q, int g, const void *k, size_t rb, int64_t n
 static void kdots_f16(const float *q, int g, const void *k, size_t rb, int64_t n, int hd, float scale,
                       float *o, int64_t ld, float *mx) { kdots_ref(q, g, k, rb, n, hd, scale, o, ld, mx, 1); }
 static void vacc_f32(const float *p, int64_t ld, int g, const void *v, size_t rb, int64_t n, int hd,
-                     float *o) { vacc_ref(p, ld, g, v, rb, n, hd, o, 0); }
+                     float *o, int64_t os) { vacc_ref(p, ld, g, v, rb, n, hd, o, os, 0); }
 static void vacc_f16(const float *p, int64_t ld, int g, const void *v, size_t rb, int64_t n, int hd,
-                     float *o) { vacc_ref(p, ld, g, v, rb, n, hd, o, 1); }
+                     float *o, int64_t os) { vacc_ref(p, ld, g, v, rb, n, hd, o, os, 1); }
 
 static float expsum_ref(float *x, int64_t n, float mx) {
     double s = 0.0;

@@ -451,13 +451,13 @@ static inline void kdots_grp(const float *q, const int G, const uint8_t *k, size
 /* out[a] += sum_j p[a][j] * V row j, 16 values of the head at a time: the G x 2 sums stay in
  * registers over all rows, each row's 16 values are converted once for the group. */
 static inline void vacc_grp(const float *p, int64_t ld, const int G, const uint8_t *v, size_t rb,
-                            int64_t n, int hd, float *out, const int f16) {
+                            int64_t n, int hd, float *out, int64_t os, const int f16) {
     int i = 0;
     for (; i + 16 <= hd; i += 16) {
         __m256 c[4][2];
         for (int a = 0; a < G; a++) {
-            c[a][0] = _mm256_loadu_ps(out + a * hd + i);
-            c[a][1] = _mm256_loadu_ps(out + a * hd + i + 8);
+            c[a][0] = _mm256_loadu_ps(out + a * os + i);
+            c[a][1] = _mm256_loadu_ps(out + a * os + i + 8);
         }
         for (int64_t j = 0; j < n; j++) {
             const uint8_t *row = v + (size_t)j * rb;
@@ -469,24 +469,24 @@ static inline void vacc_grp(const float *p, int64_t ld, const int G, const uint8
             }
         }
         for (int a = 0; a < G; a++) {
-            _mm256_storeu_ps(out + a * hd + i, c[a][0]);
-            _mm256_storeu_ps(out + a * hd + i + 8, c[a][1]);
+            _mm256_storeu_ps(out + a * os + i, c[a][0]);
+            _mm256_storeu_ps(out + a * os + i + 8, c[a][1]);
         }
     }
     for (; i + 8 <= hd; i += 8) {
         __m256 c[4];
-        for (int a = 0; a < G; a++) c[a] = _mm256_loadu_ps(out + a * hd + i);
+        for (int a = 0; a < G; a++) c[a] = _mm256_loadu_ps(out + a * os + i);
         for (int64_t j = 0; j < n; j++) {
             const __m256 v0 = cache8(v + (size_t)j * rb, i, f16);
             for (int a = 0; a < G; a++)
                 c[a] = _mm256_fmadd_ps(_mm256_broadcast_ss(p + a * ld + j), v0, c[a]);
         }
-        for (int a = 0; a < G; a++) _mm256_storeu_ps(out + a * hd + i, c[a]);
+        for (int a = 0; a < G; a++) _mm256_storeu_ps(out + a * os + i, c[a]);
     }
     for (; i < hd; i++)
         for (int64_t j = 0; j < n; j++) {
             const float vv = cache1(v + (size_t)j * rb, i, f16);
-            for (int a = 0; a < G; a++) out[a * hd + i] += p[a * ld + j] * vv;
+            for (int a = 0; a < G; a++) out[a * os + i] += p[a * ld + j] * vv;
         }
 }
 
@@ -508,13 +508,13 @@ static void kdots_f16(const float *q, int g, const void *k, size_t rb, int64_t n
     ATTN_BY_G(KD16)
 }
 static void vacc_f32(const float *p, int64_t ld, int g, const void *v, size_t rb, int64_t n, int hd,
-                     float *o) {
-#define VA32(G) vacc_grp(p, ld, G, (const uint8_t *)v, rb, n, hd, o, 0)
+                     float *o, int64_t os) {
+#define VA32(G) vacc_grp(p, ld, G, (const uint8_t *)v, rb, n, hd, o, os, 0)
     ATTN_BY_G(VA32)
 }
 static void vacc_f16(const float *p, int64_t ld, int g, const void *v, size_t rb, int64_t n, int hd,
-                     float *o) {
-#define VA16(G) vacc_grp(p, ld, G, (const uint8_t *)v, rb, n, hd, o, 1)
+                     float *o, int64_t os) {
+#define VA16(G) vacc_grp(p, ld, G, (const uint8_t *)v, rb, n, hd, o, os, 1)
     ATTN_BY_G(VA16)
 }
 

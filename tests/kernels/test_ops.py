@@ -199,6 +199,7 @@ ATTNS = [
     K.AttentionConfig(4, 2, 128),                                # the register-held head sizes
     K.AttentionConfig(3, 3, 20),                                 # a head size with a scalar tail
     K.AttentionConfig(9, 3, 64),                                 # GQA as in SmolLM2
+    K.AttentionConfig(14, 2, 64),                                # groups of 7: two subgroups
     K.AttentionConfig(8, 1, 16, softcap=30.0),                   # MQA + Gemma-2 soft-capping
     K.AttentionConfig(4, 2, 32, window=5),                       # sliding window
     K.AttentionConfig(2, 2, 8, causal=False, scale=0.5),
@@ -253,3 +254,30 @@ def test_fp16_conversions_match_numpy():
     nan = np.array([np.nan], np.float32)
     K.lib.llk_fp32_to_fp16(K.ffi.from_buffer("float[]", nan), K.ffi.from_buffer("uint16_t[]", h), 1)
     assert np.isnan(h[:1].view(np.float16)[0])
+
+
+LONG_ATTNS = [
+    K.AttentionConfig(9, 3, 64),
+    K.AttentionConfig(14, 2, 64),
+    K.AttentionConfig(4, 1, 256, softcap=50.0),
+    K.AttentionConfig(4, 2, 32, window=300),
+    K.AttentionConfig(4, 2, 32, window=5),                       # most splits see nothing
+]
+
+
+@pytest.mark.parametrize("isa", LEVELS)
+@pytest.mark.parametrize("cfg", LONG_ATTNS, ids=lambda c: f"h{c.n_head}-kv{c.n_head_kv}-d{c.head_dim}-w{c.window}-c{c.softcap}")
+def test_long_attention_of_one_token_is_split_across_threads_and_merged(cfg, isa):
+    """A generated token over a long cache has too few (token, KV head) items for the pool, so
+    the positions are split too and the partial softmaxes merged: equal to the reference and,
+    to rounding, to the unsplit single-thread result."""
+    n_kv = 1300
+    k = (RNG.standard_normal((n_kv, cfg.n_head_kv, cfg.head_dim)) * 2).astype(np.float16)
+    v = RNG.standard_normal((n_kv, cfg.n_head_kv, cfg.head_dim)).astype(np.float16)
+    for pos in (n_kv - 1, 700):
+        q = RNG.standard_normal((1, cfg.n_head, cfg.head_dim)).astype(np.float32)
+        want = attn_ref(cfg, q, k, v, np.array([pos], np.int32))
+        with K.ThreadPool(2) as pool:
+            got = K.attention(pool, cfg, q, k, v, [pos], isa=isa)
+        np.testing.assert_allclose(got, want, atol=ATTN_ATOL, rtol=1e-4)
+        np.testing.assert_allclose(K.attention(None, cfg, q, k, v, [pos], isa=isa), got, atol=2e-6)
