@@ -49,11 +49,16 @@ def test_chat_with_smollm2(qtbot, make_window, smollm2_path):
     assert "gen – " not in text and "first token –" not in text and "context 0/" not in text
     first_reply = reply.content
 
-    # stop in the middle of a long reply
-    w.state.put("sampling_defaults", {**FAST, "max_tokens": 400})
+    # stop in the middle of a long reply (a conversation keeps the settings it was created with:
+    # this one's own max_tokens is raised, or the reply would be over in 24 tokens, ~70 ms)
+    w.state.store.update_conversation(w.state.current_id, sampling={**FAST, "max_tokens": 400})
     w.input.setPlainText("Tell me a long story about a dragon.")
     w.send()
-    qtbot.waitUntil(lambda: w.state.reply is not None and len(w.state.reply.text) > 20, timeout=60000)
+    qtbot.waitUntil(lambda: not w.generating or (w.state.reply is not None and len(w.state.reply.text) > 20),
+                    timeout=60000)
+    last = w.state.messages()[-1]
+    assert w.generating, ("the long reply ended before it could be stopped", w.errors, last.status,
+                          last.completion_tokens, last.timings.get("stop_reason"))
     qtbot.keyClick(w, Qt.Key_Escape)
     qtbot.waitUntil(lambda: not w.generating, timeout=10000)
     stopped = w.state.messages()[-1]
@@ -61,7 +66,7 @@ def test_chat_with_smollm2(qtbot, make_window, smollm2_path):
     assert 0 < (stopped.completion_tokens or 0) < 400
 
     # regenerate: greedy, so the same prompt gives the same reply again
-    w.state.put("sampling_defaults", FAST)
+    w.state.store.update_conversation(w.state.current_id, sampling=FAST)
     w.input.setPlainText("What is the capital of France?")
     w.on_chat_edit_requested(w.state.messages()[-2].id)      # edit the dragon question
     w.input.setPlainText("What is the capital of France?")
