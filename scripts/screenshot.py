@@ -96,8 +96,8 @@ def main(argv=None) -> int:
                 raise SystemExit(f"screenshot.py: timed out waiting for {what}")
             pump(0.02)
 
-    def shot(name: str, widget=None) -> None:
-        pump(0.3)
+    def shot(name: str, widget=None, settle: float = 0.3) -> None:
+        pump(settle)
         if widget is None:
             # the whole window with its frame and any dialog over it, as the screen shows it
             g = window.frameGeometry()
@@ -134,8 +134,7 @@ def main(argv=None) -> int:
     window.send()
     wait_until(lambda: window.state.reply is not None and len(window.state.reply.text) > 40
                or not window.generating, 120, "the first tokens")
-    pump(0.6)
-    shot("04-streaming")
+    shot("04-streaming", settle=0.05)   # a small model writes ~300 tokens/s: catch it mid-reply
     wait_until(lambda: not window.generating, 300, "the end of the reply")
     pump(1.0)
     shot("05-reply")

@@ -288,9 +288,11 @@ class EngineWorker(QObject):
             for ev in self._engine.generate([dict(m) for m in messages], dict(settings)):
                 kind = ev.get("type")
                 now = time.monotonic()
+                first_now = False       # the first token: prompt speed and latency are known now
                 if kind == "token":
                     if first_token_at is None:
                         first_token_at = gen_start = now
+                        first_now = True
                     stats["completion_tokens"] += 1
                     buffer.append(ev.get("text", ""))
                 elif kind == "prompt":
@@ -310,7 +312,7 @@ class EngineWorker(QObject):
                     emit(self.token_generated, request_id, "".join(buffer))
                     buffer.clear()
                     last_flush = now
-                if now - last_stats >= STATS_EVERY_S:
+                if now - last_stats >= STATS_EVERY_S or first_now:
                     emit(self.stats_updated, live())
                     last_stats = now
                 if self._cancel.is_set() or request_id in self._cancelled_ids:
