@@ -545,8 +545,110 @@ static float dot_iq4_xs_512(const void *w, const void *a, int64_t n) {
 }
 #endif
 
+/* --- attention at 512 bits ----------------------------------------------------------------------
+ * The grouped kernels of llk_simd256.h, 16 head values per step: a K row is converted once per
+ * 16 values for the group, the G sums are folded to 256 bits and leave through hsum4x8; V rows
+ * feed G x 4 zmm sums (64 head values at a time). Head sizes that are not multiples of 16 take the
+ * 256-bit kernels. */
+
+#if defined(__GNUC__) || defined(__clang__)
+#define ATTN_INLINE static inline __attribute__((always_inline))  /* G, W must fold to constants */
+#else
+#define ATTN_INLINE static __forceinline
+#endif
+
+static inline __m512 cache16(const uint8_t *row, int i, const int f16) {
+    return f16 ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(row + 2 * i)))
+               : _mm512_loadu_ps((const float *)(row + 4 * i));
+}
+static inline __m256 fold512(__m512 a) {
+    return _mm256_add_ps(_mm512_castps512_ps256(a), _mm512_extractf32x8_ps(a, 1));
+}
+
+ATTN_INLINE void kdots512_grp(const float *q, const int G, const uint8_t *k, size_t rb, int64_t n,
+                                int hd, float scale, float *out, int64_t ld, float *mx, const int f16) {
+    const __m128 sc = _mm_set1_ps(scale);
+    __m128 vmx = _mm_set1_ps(-INFINITY);
+    for (int64_t j = 0; j < n; j++) {
+        const uint8_t *row = k + (size_t)j * rb;
+        __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+        for (int i = 0; i < hd; i += 16) {
+            const __m512 kv = cache16(row, i, f16);
+            a0 = _mm512_fmadd_ps(_mm512_loadu_ps(q + i), kv, a0);
+            if (G > 1) a1 = _mm512_fmadd_ps(_mm512_loadu_ps(q + hd + i), kv, a1);
+            if (G > 2) a2 = _mm512_fmadd_ps(_mm512_loadu_ps(q + 2 * hd + i), kv, a2);
+            if (G > 3) a3 = _mm512_fmadd_ps(_mm512_loadu_ps(q + 3 * hd + i), kv, a3);
+        }
+        const __m128 s = _mm_mul_ps(hsum4x8(fold512(a0), fold512(a1), fold512(a2), fold512(a3)), sc);
+        float t[4];
+        _mm_storeu_ps(t, s);
+        for (int a = 0; a < G; a++) out[a * ld + j] = t[a];
+        vmx = _mm_max_ps(vmx, s);
+    }
+    float m[4];
+    _mm_storeu_ps(m, vmx);
+    for (int a = 0; a < G; a++) mx[a] = m[a];
+}
+
+/* W zmm (16 values each) of each of G heads, from head value i on, over all n rows */
+ATTN_INLINE void vacc512_pass(const float *p, int64_t ld, const int G, const int W, const uint8_t *v,
+                                size_t rb, int64_t n, int i, float *out, int64_t os, const int f16) {
+    __m512 c[4][4];
+    for (int a = 0; a < G; a++)
+        for (int w = 0; w < W; w++) c[a][w] = _mm512_loadu_ps(out + a * os + i + 16 * w);
+    for (int64_t j = 0; j < n; j++) {
+        const uint8_t *row = v + (size_t)j * rb;
+        __m512 vv[4];
+        for (int w = 0; w < W; w++) vv[w] = cache16(row, i + 16 * w, f16);
+        for (int a = 0; a < G; a++) {
+            const __m512 pj = _mm512_set1_ps(p[a * ld + j]);
+            for (int w = 0; w < W; w++) c[a][w] = _mm512_fmadd_ps(pj, vv[w], c[a][w]);
+        }
+    }
+    for (int a = 0; a < G; a++)
+        for (int w = 0; w < W; w++) _mm512_storeu_ps(out + a * os + i + 16 * w, c[a][w]);
+}
+ATTN_INLINE void vacc512_grp(const float *p, int64_t ld, const int G, const uint8_t *v, size_t rb,
+                               int64_t n, int hd, float *out, int64_t os, const int f16) {
+    int i = 0;
+    for (; i + 64 <= hd; i += 64) vacc512_pass(p, ld, G, 4, v, rb, n, i, out, os, f16);
+    switch ((hd - i) / 16) {
+    case 3: vacc512_pass(p, ld, G, 3, v, rb, n, i, out, os, f16); break;
+    case 2: vacc512_pass(p, ld, G, 2, v, rb, n, i, out, os, f16); break;
+    case 1: vacc512_pass(p, ld, G, 1, v, rb, n, i, out, os, f16); break;
+    default: break;
+    }
+}
+
+static void kdots512_f32(const float *q, int g, const void *k, size_t rb, int64_t n, int hd, float scale,
+                         float *o, int64_t ld, float *mx) {
+    if (hd & 15) { kdots_f32(q, g, k, rb, n, hd, scale, o, ld, mx); return; }
+#define KD512_32(G) kdots512_grp(q, G, (const uint8_t *)k, rb, n, hd, scale, o, ld, mx, 0)
+    ATTN_BY_G(KD512_32)
+}
+static void kdots512_f16(const float *q, int g, const void *k, size_t rb, int64_t n, int hd, float scale,
+                         float *o, int64_t ld, float *mx) {
+    if (hd & 15) { kdots_f16(q, g, k, rb, n, hd, scale, o, ld, mx); return; }
+#define KD512_16(G) kdots512_grp(q, G, (const uint8_t *)k, rb, n, hd, scale, o, ld, mx, 1)
+    ATTN_BY_G(KD512_16)
+}
+static void vacc512_f32(const float *p, int64_t ld, int g, const void *v, size_t rb, int64_t n, int hd,
+                        float *o, int64_t os) {
+    if (hd & 15) { vacc_f32(p, ld, g, v, rb, n, hd, o, os); return; }
+#define VA512_32(G) vacc512_grp(p, ld, G, (const uint8_t *)v, rb, n, hd, o, os, 0)
+    ATTN_BY_G(VA512_32)
+}
+static void vacc512_f16(const float *p, int64_t ld, int g, const void *v, size_t rb, int64_t n, int hd,
+                        float *o, int64_t os) {
+    if (hd & 15) { vacc_f16(p, ld, g, v, rb, n, hd, o, os); return; }
+#define VA512_16(G) vacc512_grp(p, ld, G, (const uint8_t *)v, rb, n, hd, o, os, 1)
+    ATTN_BY_G(VA512_16)
+}
+
 void LLK_FILL(llk_kernels *k) {
     llk_fill_256(k);
+    k->kdots[0] = kdots512_f32; k->kdots[1] = kdots512_f16;
+    k->vacc[0] = vacc512_f32; k->vacc[1] = vacc512_f16;
     k->dot[LLK_TYPE_F32] = dot_f32_512;
     k->dot[LLK_TYPE_F16] = dot_f16_512;
     k->dequant[LLK_TYPE_F16] = deq_f16_512;

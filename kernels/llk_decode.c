@@ -22,7 +22,8 @@ struct llk_decoder {
     llk_pool *pool;                 /* borrowed */
     llk_tensor tok_embd, output_norm, output_norm_b, output;
     llk_layer *layers;              /* n_layer, copied */
-    void *k_cache, *v_cache;        /* n_layer x N x Hkv x D, f16 or f32 */
+    void *k_cache, *v_cache;        /* n_layer x N x Hkv x D, f16 or f32; 64-byte aligned */
+    void *k_alloc, *v_alloc;        /* what calloc returned (the caches start at the next line) */
     size_t kv_layer_bytes;
     float *x;                       /* n_batch x E: the residual stream */
     float *xb, *xb2;                /* n_batch x E: normed input, sub-layer output */
@@ -62,7 +63,7 @@ void llk_decoder_config_default(llk_decoder_config *c) {
 
 void llk_decoder_free(llk_decoder *d) {
     if (!d) return;
-    free(d->layers); free(d->k_cache); free(d->v_cache);
+    free(d->layers); free(d->k_alloc); free(d->v_alloc);
     free(d->x); free(d->xb); free(d->xb2); free(d->q); free(d->att);
     free(d->k); free(d->v); free(d->g); free(d->u); free(d->pos);
     for (int i = 0; i < 3; i++) free(d->act[i]);
@@ -119,8 +120,12 @@ llk_status llk_decoder_new(const llk_decoder_config *cfg, const llk_tensor *tok_
     size_t B = (size_t)c->n_batch, elem = c->kv_f16 ? 2 : 4;
     d->kv_layer_bytes = (size_t)c->n_ctx * (size_t)KD * elem;
     d->layers = (llk_layer *)malloc(sizeof(llk_layer) * (size_t)c->n_layer);
-    d->k_cache = calloc((size_t)c->n_layer, d->kv_layer_bytes);
-    d->v_cache = calloc((size_t)c->n_layer, d->kv_layer_bytes);
+    /* calloc (pages zeroed lazily, so a long context costs memory only as it fills), then the next
+     * cache line: a SIMD load of a head's keys must not straddle two lines (calloc gives 16 bytes) */
+    d->k_alloc = calloc(1, (size_t)c->n_layer * d->kv_layer_bytes + 64);
+    d->v_alloc = calloc(1, (size_t)c->n_layer * d->kv_layer_bytes + 64);
+    d->k_cache = d->k_alloc ? (void *)(((uintptr_t)d->k_alloc + 63) & ~(uintptr_t)63) : NULL;
+    d->v_cache = d->v_alloc ? (void *)(((uintptr_t)d->v_alloc + 63) & ~(uintptr_t)63) : NULL;
     d->x = (float *)malloc(sizeof(float) * B * E);
     d->xb = (float *)malloc(sizeof(float) * B * E);
     d->xb2 = (float *)malloc(sizeof(float) * B * E);
