@@ -557,6 +557,7 @@ static float dot_iq4_xs_512(const void *w, const void *a, int64_t n) {
 #define ATTN_INLINE static __forceinline
 #endif
 
+
 static inline __m512 cache16(const uint8_t *row, int i, const int f16) {
     return f16 ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(row + 2 * i)))
                : _mm512_loadu_ps((const float *)(row + 4 * i));
@@ -569,8 +570,11 @@ ATTN_INLINE void kdots512_grp(const float *q, const int G, const uint8_t *k, siz
                                 int hd, float scale, float *out, int64_t ld, float *mx, const int f16) {
     const __m128 sc = _mm_set1_ps(scale);
     __m128 vmx = _mm_set1_ps(-INFINITY);
+    const int bytes = hd * (f16 ? 2 : 4);
+    const size_t pf = attn_prefetch_bytes(rb);
     for (int64_t j = 0; j < n; j++) {
         const uint8_t *row = k + (size_t)j * rb;
+        for (int b = 0; b < bytes; b += 64) _mm_prefetch((const char *)row + pf + b, _MM_HINT_T0);
         __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
         for (int i = 0; i < hd; i += 16) {
             const __m512 kv = cache16(row, i, f16);
@@ -594,10 +598,13 @@ ATTN_INLINE void kdots512_grp(const float *q, const int G, const uint8_t *k, siz
 ATTN_INLINE void vacc512_pass(const float *p, int64_t ld, const int G, const int W, const uint8_t *v,
                                 size_t rb, int64_t n, int i, float *out, int64_t os, const int f16) {
     __m512 c[4][4];
+    const size_t pf = attn_prefetch_bytes(rb);
     for (int a = 0; a < G; a++)
         for (int w = 0; w < W; w++) c[a][w] = _mm512_loadu_ps(out + a * os + i + 16 * w);
     for (int64_t j = 0; j < n; j++) {
         const uint8_t *row = v + (size_t)j * rb;
+        for (int w = 0; w < W; w += 2)   /* 64 bytes of f16 (128 of f32) per two zmm */
+            _mm_prefetch((const char *)row + pf + (i + 16 * w) * (f16 ? 2 : 4), _MM_HINT_T0);
         __m512 vv[4];
         for (int w = 0; w < W; w++) vv[w] = cache16(row, i + 16 * w, f16);
         for (int a = 0; a < G; a++) {
