@@ -384,7 +384,7 @@ static void attn_fn(void *arg, int64_t b, int64_t e, int ith) {
         if (hi <= lo) continue;
         const size_t head_off = (size_t)hk * hd * j->elem;
         const int64_t nv = hi - lo;
-        float mx[LLK_ATTN_GROUP], inv[LLK_ATTN_GROUP];
+        float mx[LLK_ATTN_GROUP], sum[LLK_ATTN_GROUP];
         j->k->kdots[f16](qv, g, j->kc + lo * row + head_off, row, nv, hd, kscale, sc, ld, mx);
         for (int a = 0; a < g; a++) {
             float *s = sc + a * ld;
@@ -396,20 +396,17 @@ static void attn_fn(void *arg, int64_t b, int64_t e, int ith) {
                 }
                 mx[a] = m;
             }
-            inv[a] = j->k->expsum(s, nv, mx[a]);
+            sum[a] = j->k->expsum(s, nv, mx[a]);
         }
-        if (part) {   /* unnormalised, with this range's max and sum */
-            j->k->vacc[f16](sc, ld, g, j->vc + lo * row + head_off, row, nv, hd, o, ostride);
-            for (int a = 0; a < g; a++) {
-                o[a * ostride + hd] = mx[a];
-                o[a * ostride + hd + 1] = inv[a];
-            }
-            continue;
-        }
-        j->k->vacc[f16](sc, ld, g, j->vc + lo * row + head_off, row, nv, hd, o, hd);
+        j->k->vacc[f16](sc, ld, g, j->vc + lo * row + head_off, row, nv, hd, o, ostride);
         for (int a = 0; a < g; a++) {
-            const float r1 = 1.0f / inv[a];
-            for (int d = 0; d < hd; d++) o[a * hd + d] *= r1;
+            if (part) {   /* a split leaves its output unnormalised, with its max and sum */
+                o[a * ostride + hd] = mx[a];
+                o[a * ostride + hd + 1] = sum[a];
+            } else {
+                const float r = 1.0f / sum[a];
+                for (int d = 0; d < hd; d++) o[a * hd + d] *= r;
+            }
         }
     }
 }
