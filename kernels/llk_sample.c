@@ -142,21 +142,20 @@ static const float *penalized(const float *logits, int64_t n_vocab, const int32_
 }
 
 static int64_t filter_chain(const float *x, int64_t n, const llk_sampler_params *p, cand *c) {
-    int64_t k = p->top_k > 0 && p->top_k < n ? p->top_k : n;
+    int64_t k = p->top_k > 0 && p->top_k < n ? p->top_k : n, m = 0;
     int has_k = k < n, has_p = p->top_p < 1.0f, has_min = p->min_p > 0.0f;
-    float mx = max_of(x, n);     /* cheap next to top-k's pass, and the chain's reference */
-    if (mx == -INFINITY || mx != mx) {                 /* nothing finite to rank */
+    if (has_k) top_k_sorted(x, n, k, c);
+    const float mx = has_k ? c[0].v : max_of(x, n);    /* the chain's reference: the best logit */
+    if (!(mx > -INFINITY)) {                           /* nothing finite to rank */
         c[0].id = argmax(x, n); c[0].v = x[c[0].id];
         return 1;
     }
-    int64_t m;
+    double z = 0.0;       /* top-p's normaliser: over top-k's survivors, else the vocabulary */
     if (has_k) {
-        top_k_sorted(x, n, k, c);
         m = k;
+        if (has_p) for (int64_t i = 0; i < m; i++) z += exp((double)c[i].v - mx);
     } else if (has_p) {
-        /* no top-k: normalise over the whole vocabulary, then grow a sorted prefix until it holds
-         * top_p of the mass */
-        double z = 0.0;
+        /* grow a sorted prefix until it holds top_p of the whole vocabulary's mass */
         for (int64_t i = 0; i < n; i++) if (x[i] == x[i]) z += expf(x[i] - mx);
         m = n < 64 ? n : 64;
         for (;;) {
@@ -168,7 +167,6 @@ static int64_t filter_chain(const float *x, int64_t n, const llk_sampler_params 
         }
     } else if (has_min) {
         double floor = (double)mx + log((double)p->min_p);
-        m = 0;
         for (int64_t i = 0; i < n; i++)
             if ((double)x[i] >= floor) { c[m].v = x[i]; c[m].id = (int32_t)i; m++; }
         qsort(c, (size_t)m, sizeof(cand), cand_cmp);
@@ -178,10 +176,6 @@ static int64_t filter_chain(const float *x, int64_t n, const llk_sampler_params 
         return n;
     }
     if (has_p) {
-        /* top-k's survivors renormalised among themselves; otherwise over the vocabulary */
-        double z = 0.0;
-        if (has_k) for (int64_t i = 0; i < m; i++) z += exp((double)c[i].v - mx);
-        else for (int64_t i = 0; i < n; i++) if (x[i] == x[i]) z += expf(x[i] - mx);
         double acc = 0.0;
         int64_t cut = m;
         for (int64_t i = 0; i < m; i++) {
