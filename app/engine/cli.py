@@ -19,24 +19,22 @@ __all__ = ["add_generate_args", "run_generate", "add_chat_args", "run_chat", "ad
            "run_bench", "bench"]
 
 
-def positive_int(text: str) -> int:
+def _whole_number(text: str, least: int, complaint: str) -> int:
     try:
         v = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"{v} is not a positive number")
+    if v < least:
+        raise argparse.ArgumentTypeError(f"{v} {complaint}")
     return v
+
+
+def positive_int(text: str) -> int:
+    return _whole_number(text, 1, "is not a positive number")
 
 
 def _nonneg_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"{v} is below 0")
-    return v
+    return _whole_number(text, 0, "is below 0")
 
 
 def _int_list(text: str) -> list[int]:
