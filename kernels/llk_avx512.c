@@ -551,13 +551,6 @@ static float dot_iq4_xs_512(const void *w, const void *a, int64_t n) {
  * feed G x 4 zmm sums (64 head values at a time). Head sizes that are not multiples of 16 take the
  * 256-bit kernels. */
 
-#if defined(__GNUC__) || defined(__clang__)
-#define ATTN_INLINE static inline __attribute__((always_inline))  /* G, W must fold to constants */
-#else
-#define ATTN_INLINE static __forceinline
-#endif
-
-
 static inline __m512 cache16(const uint8_t *row, int i, const int f16) {
     return f16 ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(row + 2 * i)))
                : _mm512_loadu_ps((const float *)(row + 4 * i));

@@ -294,20 +294,16 @@ static llk_status run_locked(llk_pool *p, int64_t n_items, int64_t chunk, llk_jo
     if (n_items == 0) return LLK_OK;
     atomic_fetch_add_explicit(&p->jobs, 1, memory_order_relaxed);
     p->fn = fn; p->arg = arg; p->n_items = n_items; p->chunk = chunk;
-    if (p->n == 1 || n_items <= chunk) { /* one chunk: no need to wake anyone */
-        for (int i = 0; i < p->n; i++) {
-            atomic_store_explicit(&p->slots[i].next, i ? n_items : 0, memory_order_relaxed);
-            p->slots[i].end = n_items;
-        }
-        run_chunks(p, 0);
-        return atomic_load(&p->abort_flag) ? LLK_ERR_ABORTED : LLK_OK;
-    }
     /* shares in whole chunks, as even as they go; published by the gen bump below */
     int64_t n_chunks = (n_items + chunk - 1) / chunk;
     for (int i = 0; i < p->n; i++) {
         int64_t b = n_chunks * i / p->n * chunk, e = n_chunks * (i + 1) / p->n * chunk;
         atomic_store_explicit(&p->slots[i].next, b, memory_order_relaxed);
         p->slots[i].end = e < n_items ? e : n_items;
+    }
+    if (p->n == 1 || n_chunks == 1) {   /* one chunk: the caller takes it, no one is woken */
+        run_chunks(p, 0);
+        return atomic_load(&p->abort_flag) ? LLK_ERR_ABORTED : LLK_OK;
     }
     atomic_store(&p->done, 0);
     atomic_fetch_add(&p->gen, 1);     /* publishes the job (seq_cst) */

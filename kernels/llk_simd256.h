@@ -418,6 +418,14 @@ static inline size_t attn_prefetch_bytes(size_t rb) {
     return (rows < 8 ? 8 : rows > 64 ? 64 : rows) * rb;
 }
 
+/* The attention kernels take the group size (and pass width) as arguments that must fold to
+ * constants: a partly specialised clone kept the group's sums in memory. */
+#if defined(__GNUC__) || defined(__clang__)
+#define ATTN_INLINE static inline __attribute__((always_inline))
+#else
+#define ATTN_INLINE static __forceinline
+#endif
+
 /* The sums of a0..a3 (8 lanes each) in lanes 0..3. */
 static inline __m128 hsum4x8(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
     __m256 t = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
@@ -426,7 +434,7 @@ static inline __m128 hsum4x8(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
 
 /* G query heads against each K row: the row is converted once, G FMAs per 8 values, and the G
  * sums come out of one horizontal reduction. G and f16 are constants at each call site. */
-static inline void kdots_grp(const float *q, const int G, const uint8_t *k, size_t rb, int64_t n,
+ATTN_INLINE void kdots_grp(const float *q, const int G, const uint8_t *k, size_t rb, int64_t n,
                              int hd, float scale, float *out, int64_t ld, float *mx, const int f16) {
     const int h8 = hd & ~7, bytes = hd * (f16 ? 2 : 4);
     const size_t pf = attn_prefetch_bytes(rb);
@@ -461,7 +469,7 @@ static inline void kdots_grp(const float *q, const int G, const uint8_t *k, size
 
 /* out[a] += sum_j p[a][j] * V row j, 16 values of the head at a time: the G x 2 sums stay in
  * registers over all rows, each row's 16 values are converted once for the group. */
-static inline void vacc_grp(const float *p, int64_t ld, const int G, const uint8_t *v, size_t rb,
+ATTN_INLINE void vacc_grp(const float *p, int64_t ld, const int G, const uint8_t *v, size_t rb,
                             int64_t n, int hd, float *out, int64_t os, const int f16) {
     const size_t pf = attn_prefetch_bytes(rb);
     int i = 0;

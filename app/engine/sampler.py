@@ -71,19 +71,18 @@ class Sampler:
             min_p=s.min_p, repeat_penalty=s.repeat_penalty,
             frequency_penalty=s.frequency_penalty, presence_penalty=s.presence_penalty))
         self._scratch = None
-        self._n_vocab = 0
 
     def _window(self, context: Sequence[int]) -> np.ndarray:
         if not self.settings.penalized or len(context) == 0:
             return _NO_WINDOW
         return np.asarray(context[-self.settings.penalty_last_n:], dtype=np.int32)
 
-    def _buffers(self, logits, window: np.ndarray):
+    def _buffers(self, logits):
         logits = np.ascontiguousarray(logits, dtype=np.float32).reshape(-1)
         n = logits.shape[0]
         if n == 0:
             raise ValueError("sample: no logits")
-        need = int(lib.llk_sample_scratch_bytes(n, max(window.size, self.settings.penalty_last_n)))
+        need = int(lib.llk_sample_scratch_bytes(n, self.settings.penalty_last_n))
         if self._scratch is None or self._scratch.size < need:
             self._scratch = np.empty(need, np.uint8)
         return logits, n, ffi.from_buffer("float[]", logits), ffi.from_buffer(self._scratch)
@@ -93,7 +92,7 @@ class Sampler:
         (before temperature) -- llama.cpp's order: top-p's probabilities are renormalised over
         what top-k kept, min-p is relative to the best token."""
         window = self._window(context)
-        logits, n, lp, sp = self._buffers(logits, window)
+        logits, n, lp, sp = self._buffers(logits)
         ids = np.empty(n, np.int32)
         vals = np.empty(n, np.float32)
         m = lib.llk_sample_candidates(lp, n, ffi.from_buffer("int32_t[]", window), window.size,
@@ -105,7 +104,7 @@ class Sampler:
 
     def sample(self, logits: np.ndarray, context: Sequence[int] = ()) -> int:
         window = self._window(context)
-        logits, n, lp, sp = self._buffers(logits, window)
+        logits, n, lp, sp = self._buffers(logits)
         u = 0.0 if self.settings.greedy else float(self._rng.random())
         tok = lib.llk_sample(lp, n, ffi.from_buffer("int32_t[]", window), window.size,
                              self._params, u, sp)
