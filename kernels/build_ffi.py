@@ -32,8 +32,11 @@ SOURCES = [
 ]
 ISA_FLAGS_X86_ONLY = True  # ISA flags are dropped on non-x86 machines (reference path only)
 
-GCC_COMMON = ["-std=c11", "-O3", "-Wall", "-Wextra", "-fno-strict-aliasing", "-D_GNU_SOURCE"]
-MSVC_COMMON = ["/O2", "/W3", "/experimental:c11atomics", "/std:c11"]
+# -ffp-contract=off / /fp:contract-: no a * b + c silently fused. Every ISA level must compute the
+# same floats bit for bit (tests/kernels/test_bitexact.py), so each FMA is written where it is meant.
+GCC_COMMON = ["-std=c11", "-O3", "-Wall", "-Wextra", "-fno-strict-aliasing", "-D_GNU_SOURCE",
+              "-ffp-contract=off"]
+MSVC_COMMON = ["/O2", "/W3", "/experimental:c11atomics", "/std:c11", "/fp:precise"]
 
 
 def cdef_text() -> str:
