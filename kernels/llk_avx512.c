@@ -41,62 +41,29 @@ static inline __m256i bits32_x16(const uint8_t qh[4]) {
 
 /* --- float types: 16 lanes ------------------------------------------------------------------- */
 
-static float dot_f32_512(const void *w, const void *a, int64_t n) {
-    const float *p = (const float *)w, *x = (const float *)a;
-    __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
-    int64_t i = 0;
-    for (; i + 32 <= n; i += 32) {
-        s0 = _mm512_fmadd_ps(_mm512_loadu_ps(p + i), _mm512_loadu_ps(x + i), s0);
-        s1 = _mm512_fmadd_ps(_mm512_loadu_ps(p + i + 16), _mm512_loadu_ps(x + i + 16), s1);
+/* z0, z1 are lanes 0-15 and 16-31 of the contract's 32 (llk_ref.c); the tail and the fold are
+ * the 256-bit kernels' on their halves. Plain loads in the main loop: masked loads of streamed data
+ * run far below memory speed here. */
+#define FLOAT_DOT_512(NAME, LOAD16, LOAD8, W1)                                                    \
+    static float NAME(const void *w, const void *a, int64_t n) {                                  \
+        const uint8_t *p = (const uint8_t *)w; const float *x = (const float *)a;                 \
+        __m512 z0 = _mm512_setzero_ps(), z1 = z0;                                                 \
+        int64_t i = 0;                                                                            \
+        for (; i + 32 <= n; i += 32) {                                                            \
+            z0 = _mm512_fmadd_ps(LOAD16(i), _mm512_loadu_ps(x + i), z0);                          \
+            z1 = _mm512_fmadd_ps(LOAD16(i + 16), _mm512_loadu_ps(x + i + 16), z1);                \
+        }                                                                                         \
+        __m256 s0 = _mm512_castps512_ps256(z0), s1 = _mm512_extractf32x8_ps(z0, 1);               \
+        __m256 s2 = _mm512_castps512_ps256(z1), s3 = _mm512_extractf32x8_ps(z1, 1);               \
+        FLOAT_DOT_FINISH(LOAD8, W1)                                                               \
     }
-    if (i < n) { /* masked tail: at most 31 more */
-        __mmask16 m0 = n - i >= 16 ? 0xffff : (__mmask16)((1u << (n - i)) - 1);
-        s0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m0, p + i), _mm512_maskz_loadu_ps(m0, x + i), s0);
-        if (n - i > 16) {
-            __mmask16 m1 = (__mmask16)((1u << (n - i - 16)) - 1);
-            s1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m1, p + i + 16), _mm512_maskz_loadu_ps(m1, x + i + 16), s1);
-        }
-    }
-    return _mm512_reduce_add_ps(_mm512_add_ps(s0, s1));
-}
-static float dot_f16_512(const void *w, const void *a, int64_t n) {
-    const uint16_t *p = (const uint16_t *)w; const float *x = (const float *)a;
-    __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
-    int64_t i = 0;
-    for (; i + 32 <= n; i += 32) {
-        __m512 w0 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p + i)));
-        __m512 w1 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p + i + 16)));
-        s0 = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x + i), s0);
-        s1 = _mm512_fmadd_ps(w1, _mm512_loadu_ps(x + i + 16), s1);
-    }
-    for (; i < n; i += 16) {
-        int64_t r = n - i < 16 ? n - i : 16;
-        __mmask16 m = (__mmask16)((1u << r) - 1);
-        __m512 w0 = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p + i));
-        s0 = _mm512_fmadd_ps(w0, _mm512_maskz_loadu_ps(m, x + i), s0);
-    }
-    return _mm512_reduce_add_ps(_mm512_add_ps(s0, s1));
-}
-static inline __m512 bf16x16(const uint16_t *p) {
-    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p)), 16));
-}
-/* Plain loads in the main loop: masked loads of streamed data run far below memory speed here. */
-static float dot_bf16_512(const void *w, const void *a, int64_t n) {
-    const uint16_t *p = (const uint16_t *)w; const float *x = (const float *)a;
-    __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
-    int64_t i = 0;
-    for (; i + 32 <= n; i += 32) {
-        s0 = _mm512_fmadd_ps(bf16x16(p + i), _mm512_loadu_ps(x + i), s0);
-        s1 = _mm512_fmadd_ps(bf16x16(p + i + 16), _mm512_loadu_ps(x + i + 16), s1);
-    }
-    for (; i < n; i += 16) {
-        int64_t r = n - i < 16 ? n - i : 16;
-        __mmask16 m = (__mmask16)((1u << r) - 1);
-        __m512i v = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p + i));
-        s0 = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_slli_epi32(v, 16)), _mm512_maskz_loadu_ps(m, x + i), s0);
-    }
-    return _mm512_reduce_add_ps(_mm512_add_ps(s0, s1));
-}
+#define F32X16(i) _mm512_loadu_ps((const float *)(p + 4 * (i)))
+#define F16X16(i) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p + 2 * (i))))
+#define BF16X16(i) _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(p + 2 * (i)))), 16))
+FLOAT_DOT_512(dot_f32_512, F32X16, F32X8, F32_1)
+FLOAT_DOT_512(dot_f16_512, F16X16, F16X8, F16_1)
+FLOAT_DOT_512(dot_bf16_512, BF16X16, BF16X8, BF16_1)
+
 static void deq_f16_512(const void *x, float *y, int64_t n) {
     const uint16_t *p = (const uint16_t *)x;
     int64_t i = 0;
@@ -109,11 +76,11 @@ static void deq_f16_512(const void *x, float *y, int64_t n) {
 }
 
 /* --- legacy 32-blocks, two blocks per 512-bit vector -----------------------------------------
- * Blocks 2j and 2j+1 of an activation group are 64 contiguous bytes; their weight levels are
- * unpacked into one zmm in the same order ([a 0-15, a 16-31, b 0-15, b 16-31]), multiplied by
- * one vpdpbusd (u8 x s8), and scaled by one FMA with [S_a x 8, S_b x 8] taken from the group's
- * 8 scale products. Signed levels (Q8_0, IQ4_NL) ride as level + 128, the excess removed with
- * the group's scaled sums: -128 * dw * s. Partial last groups use the 256-bit steps. */
+ * Blocks 2k and 2k+1 of an activation group are 64 contiguous bytes; their weight levels are
+ * unpacked into one zmm in the same order ([a 0-15, a 16-31, b 0-15, b 16-31]) and multiplied by
+ * one vpdpbusd (u8 x s8; signed levels move their sign onto the activations). The four products
+ * of a group reduce to its 8 exact block totals, which take the contract's one FMA per group
+ * (llk_ref.c) as in the 256-bit kernels. Partial last groups use the 256-bit steps. */
 
 static inline __m512i dpbusd512(__m512i u, __m512i s) {
 #if defined(LLK_VNNI)
@@ -121,6 +88,11 @@ static inline __m512i dpbusd512(__m512i u, __m512i s) {
 #else
     return _mm512_madd_epi16(_mm512_maddubs_epi16(u, s), _mm512_set1_epi16(1));
 #endif
+}
+/* s8 x s8: |w| x (x with w's sign); |w| <= 128 and |x| <= 127 keep maddubs' i16 pairs exact */
+static inline __m512i sdot512(__m512i w, __m512i x) {
+    const __m512i nx = _mm512_mask_sub_epi8(x, _mm512_movepi8_mask(w), _mm512_setzero_si512(), x);
+    return dpbusd512(_mm512_abs_epi8(w), nx);
 }
 
 /* 16 + 16 packed nibble bytes of two blocks -> 64 levels, in element order per block:
@@ -142,29 +114,14 @@ static inline __m512i lv2_q4_0(const blk_q4_0 *B) { return nib64(B[0].qs, B[1].q
 static inline __m512i lv2_q4_1(const blk_q4_1 *B) { return nib64(B[0].qs, B[1].qs); }
 static inline __m512i lv2_q5_0(const blk_q5_0 *B) { return _mm512_or_si512(nib64(B[0].qs, B[1].qs), hbits64(B[0].qh, B[1].qh)); }
 static inline __m512i lv2_q5_1(const blk_q5_1 *B) { return _mm512_or_si512(nib64(B[0].qs, B[1].qs), hbits64(B[0].qh, B[1].qh)); }
-#if defined(LLK_VNNI)
-/* Signed levels as level + 128 need a u8 x s8 product of up to 255 x 127: vpdpbusd sums it in
- * i32, but maddubs (the fallback without VNNI) would saturate its i16 pairs. So only with VNNI. */
 static inline __m512i lv2_q8_0(const blk_q8_0 *B) {
-    __m512i z = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)B[0].qs)),
-                                   _mm256_loadu_si256((const __m256i *)B[1].qs), 1);
-    return _mm512_xor_si512(z, _mm512_set1_epi8((char)0x80));
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)B[0].qs)),
+                              _mm256_loadu_si256((const __m256i *)B[1].qs), 1);
 }
 static inline __m512i lv2_iq4_nl(const blk_iq4_nl *B) {
-    __m128i t = _mm_xor_si128(_mm_loadu_si128((const __m128i *)llk_iq4_values), _mm_set1_epi8((char)0x80));
-    return _mm512_shuffle_epi8(_mm512_broadcast_i32x4(t), nib64(B[0].qs, B[1].qs));
+    return _mm512_shuffle_epi8(_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)llk_iq4_values)),
+                               nib64(B[0].qs, B[1].qs));
 }
-/* the 256-bit step for partial groups, with the same biased levels for the signed types */
-static inline __m256i lv_q8_0b(const blk_q8_0 *B, __m256i x) {
-    return dot_us(_mm256_xor_si256(_mm256_loadu_si256((const __m256i *)B->qs), _mm256_set1_epi8((char)0x80)), x);
-}
-static inline __m256i lv_iq4_nlb(const blk_iq4_nl *B, __m256i x) {
-    __m128i t = _mm_xor_si128(_mm_loadu_si128((const __m128i *)llk_iq4_values), _mm_set1_epi8((char)0x80));
-    return dot_us(_mm256_shuffle_epi8(_mm256_set_m128i(t, t), nib32(B->qs)), x);
-}
-static inline __m256 cf_q8_0b(const blk_q8_0 *B, __m256 dw, int cnt) { (void)B; (void)cnt; return _mm256_mul_ps(dw, _mm256_set1_ps(-128.0f)); }
-static inline __m256 cf_iq4_nlb(const blk_iq4_nl *B, __m256 dw, int cnt) { (void)B; (void)cnt; return _mm256_mul_ps(dw, _mm256_set1_ps(-128.0f)); }
-#endif
 
 /* The 8 float16 fields `off` bytes into 8 consecutive blocks of `stride` bytes (a whole group),
  * by two-source word permutes over 128-byte windows that stay inside the group: one window when
@@ -203,21 +160,28 @@ static inline __m256 cf512_q5_1(const blk_q5_1 *B, __m256 dw, int cnt) {
                     : gather_h8((const uint8_t *)B + offsetof(blk_q5_1, m), sizeof *B, cnt);
 }
 
-#define PAIR(LV2, acc, j) {                                                                       \
-        __m512i d_ = dpbusd512(LV2(&B[2 * (j)]), _mm512_loadu_si512((const void *)G->qs[2 * (j)])); \
-        __m512 s_ = _mm512_permutexvar_ps(_mm512_set_epi32(2 * (j) + 1, 2 * (j) + 1, 2 * (j) + 1,  \
-            2 * (j) + 1, 2 * (j) + 1, 2 * (j) + 1, 2 * (j) + 1, 2 * (j) + 1, 2 * (j), 2 * (j),     \
-            2 * (j), 2 * (j), 2 * (j), 2 * (j), 2 * (j), 2 * (j)), S512);                         \
-        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d_), s_, acc);                                   \
-    }
+/* The 8 exact block totals of a group from its four pair products d_k (block 2k in lanes 0-7,
+ * 2k+1 in 8-15), in order: pairwise within 128-bit lanes, then across them. */
+static inline __m256i pairs_to_blocks(__m512i d0, __m512i d1, __m512i d2, __m512i d3) {
+    __m512i e01 = _mm512_add_epi32(_mm512_unpacklo_epi32(d0, d1), _mm512_unpackhi_epi32(d0, d1));
+    __m512i e23 = _mm512_add_epi32(_mm512_unpacklo_epi32(d2, d3), _mm512_unpackhi_epi32(d2, d3));
+    /* 128-bit lane L: [d0, d1, d2, d3 summed over L] */
+    __m512i f = _mm512_add_epi32(_mm512_unpacklo_epi64(e01, e23), _mm512_unpackhi_epi64(e01, e23));
+    /* lane 0: blocks 0, 2, 4, 6; lane 2: blocks 1, 3, 5, 7 */
+    __m512i g = _mm512_add_epi32(f, _mm512_shuffle_i32x4(f, f, _MM_SHUFFLE(2, 3, 0, 1)));
+    return _mm512_castsi512_si256(_mm512_permutexvar_epi32(
+        _mm512_setr_epi32(0, 8, 1, 9, 2, 10, 3, 11, 0, 0, 0, 0, 0, 0, 0, 0), g));
+}
 
-#define LEGACY_DOT512(NAME, T, LV2, LV1, CF)                                                   \
+/* one pair's products: DOT2 is dpbusd512 (unsigned levels) or sdot512 (signed) */
+#define PAIR_D(LV2, DOT2, X, k) DOT2(LV2(&B[2 * (k)]), _mm512_loadu_si512((const void *)(X)->qs[2 * (k)]))
+
+#define LEGACY_DOT512(NAME, T, LV2, DOT2, LV1, CF)                                             \
     static float NAME(const void *w, const void *a, int64_t n) {                                  \
         const T *blk = (const T *)w;                                                              \
         const llk_block_q8_32x8 *ag = (const llk_block_q8_32x8 *)a;                               \
         const int64_t nb = n / 32;                                                                \
-        __m512 z0 = _mm512_setzero_ps(), z1 = z0, z2 = z0, z3 = z0;                               \
-        __m256 acc0 = _mm256_setzero_ps(), accx = acc0;                                           \
+        __m256 acc = _mm256_setzero_ps(), accx = acc;                                             \
         for (int64_t g = 0; 8 * g < nb; g++) {                                                    \
             const T *B = blk + 8 * g;                                                             \
             const llk_block_q8_32x8 *G = ag + g;                                                  \
@@ -226,88 +190,83 @@ static inline __m256 cf512_q5_1(const blk_q5_1 *B, __m256 dw, int cnt) {
             __m256 dw = GATHER_D8(T, B, cnt);                                                     \
             __m256 S = _mm256_mul_ps(dw, _mm256_loadu_ps(G->d));                                  \
             accx = _mm256_fmadd_ps(CF(B, dw, cnt), _mm256_loadu_ps(G->s), accx);                 \
-            if (cnt == 8) {                                                                       \
-                __m512 S512 = _mm512_castps256_ps512(S);                                          \
-                PAIR(LV2, z0, 0) PAIR(LV2, z1, 1) PAIR(LV2, z2, 2) PAIR(LV2, z3, 3)               \
-            } else {  /* the row's tail: whole pairs as above, then one odd block */             \
-                __m512 S512 = _mm512_castps256_ps512(S);                                          \
-                int i = 0;                                                                        \
-                for (; i + 2 <= cnt; i += 2) PAIR(LV2, z0, i / 2)                                 \
-                if (i < cnt)                                                                      \
-                    acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(LV1(&B[i], _mm256_loadu_si256(       \
-                        (const __m256i *)G->qs[i]))), lane(S, i), acc0);                          \
-            }                                                                                     \
+            __m256i I;                                                                            \
+            if (cnt == 8)                                                                         \
+                I = pairs_to_blocks(PAIR_D(LV2, DOT2, G, 0), PAIR_D(LV2, DOT2, G, 1),             \
+                                    PAIR_D(LV2, DOT2, G, 2), PAIR_D(LV2, DOT2, G, 3));            \
+            else                                                                                  \
+                I = hsum8x8i(LEG_P(LV1, 0), LEG_P(LV1, 1), LEG_P(LV1, 2), LEG_P(LV1, 3),          \
+                             LEG_P(LV1, 4), LEG_P(LV1, 5), LEG_P(LV1, 6), LEG_P(LV1, 7));         \
+            acc = _mm256_fmadd_ps(S, _mm256_cvtepi32_ps(I), acc);                                 \
         }                                                                                         \
-        __m512 z = _mm512_add_ps(_mm512_add_ps(z0, z1), _mm512_add_ps(z2, z3));                   \
-        return _mm512_reduce_add_ps(z) + hsum8(_mm256_add_ps(acc0, accx));                        \
+        return hsum8(_mm256_add_ps(acc, accx));                                                   \
     }
 
-LEGACY_DOT512(dot_q4_0_512, blk_q4_0, lv2_q4_0, lv_q4_0, cf_q4_0)
-LEGACY_DOT512(dot_q4_1_512, blk_q4_1, lv2_q4_1, lv_q4_1, cf512_q4_1)
-LEGACY_DOT512(dot_q5_0_512, blk_q5_0, lv2_q5_0, lv_q5_0, cf_q5_0)
-LEGACY_DOT512(dot_q5_1_512, blk_q5_1, lv2_q5_1, lv_q5_1, cf512_q5_1)
-#if defined(LLK_VNNI)
-LEGACY_DOT512(dot_q8_0_512, blk_q8_0, lv2_q8_0, lv_q8_0b, cf_q8_0b)
-LEGACY_DOT512(dot_iq4_nl_512, blk_iq4_nl, lv2_iq4_nl, lv_iq4_nlb, cf_iq4_nlb)
-#endif
+LEGACY_DOT512(dot_q4_0_512, blk_q4_0, lv2_q4_0, dpbusd512, lv_q4_0, cf_q4_0)
+LEGACY_DOT512(dot_q4_1_512, blk_q4_1, lv2_q4_1, dpbusd512, lv_q4_1, cf512_q4_1)
+LEGACY_DOT512(dot_q5_0_512, blk_q5_0, lv2_q5_0, dpbusd512, lv_q5_0, cf_q5_0)
+LEGACY_DOT512(dot_q5_1_512, blk_q5_1, lv2_q5_1, dpbusd512, lv_q5_1, cf512_q5_1)
+LEGACY_DOT512(dot_q8_0_512, blk_q8_0, lv2_q8_0, sdot512, lv_q8_0, cf_q8_0)
+LEGACY_DOT512(dot_iq4_nl_512, blk_iq4_nl, lv2_iq4_nl, sdot512, lv_iq4_nl, cf_iq4_nl)
 
 /* --- 1 x 4 register-blocked legacy dots, two blocks per zmm (matrix x matrix) ------------------
- * The pair of blocks is unpacked once; each of the four tokens then costs one vpdpbusd, one
- * permute of its scale products and one FMA. */
+ * The pair of blocks is unpacked once; each of the four tokens then costs one vpdpbusd per pair
+ * and, per group, one reduction to block totals and one FMA. */
 
-static inline __m512 pair_scale(__m512 S512, int j) {
-    return _mm512_permutexvar_ps(_mm512_set_epi32(2 * j + 1, 2 * j + 1, 2 * j + 1, 2 * j + 1, 2 * j + 1,
-                                                  2 * j + 1, 2 * j + 1, 2 * j + 1, 2 * j, 2 * j, 2 * j,
-                                                  2 * j, 2 * j, 2 * j, 2 * j, 2 * j), S512);
-}
-
-#define LEGACY_DOT4_512(NAME, T, LV2, LV1, CF)                                                 \
+#define LEGACY_DOT4_512(NAME, T, LV2, DOT2, UNPACK, DOTX, CF)                                  \
     static void NAME(const void *w, const void *a, size_t as, int64_t n, float *out) {            \
         const T *blk = (const T *)w;                                                              \
         const uint8_t *a8 = (const uint8_t *)a;                                                   \
         const int64_t nb = n / 32;                                                                \
-        __m512 z[4];                                                                              \
-        __m256 y[4];                                                                              \
-        for (int t = 0; t < 4; t++) { z[t] = _mm512_setzero_ps(); y[t] = _mm256_setzero_ps(); }  \
+        __m256 c[4], cx[4];                                                                       \
+        for (int t = 0; t < 4; t++) c[t] = cx[t] = _mm256_setzero_ps();                           \
         for (int64_t g = 0; 8 * g < nb; g++) {                                                    \
             const T *B = blk + 8 * g;                                                             \
             const int cnt = nb - 8 * g < 8 ? (int)(nb - 8 * g) : 8;                               \
             __m256 dw = GATHER_D8(T, B, cnt);                                                     \
-            const llk_block_q8_32x8 *G[4];                                                        \
-            __m256 S[4];                                                                          \
             const __m256 cf = CF(B, dw, cnt);                                                     \
-            for (int t = 0; t < 4; t++) {                                                         \
-                G[t] = (const llk_block_q8_32x8 *)(a8 + t * as) + g;                              \
-                S[t] = _mm256_mul_ps(dw, _mm256_loadu_ps(G[t]->d));                               \
-                y[t] = _mm256_fmadd_ps(cf, _mm256_loadu_ps(G[t]->s), y[t]);                       \
-            }                                                                                     \
+            const llk_block_q8_32x8 *G[4];                                                        \
+            for (int t = 0; t < 4; t++) G[t] = (const llk_block_q8_32x8 *)(a8 + t * as) + g;      \
+            __m256i I[4];                                                                         \
             if (cnt == 8) {                                                                       \
-                for (int j = 0; j < 4; j++) {                                                     \
-                    __m512i lv = LV2(&B[2 * j]);                                                  \
-                    for (int t = 0; t < 4; t++) {                                                 \
-                        __m512i d = dpbusd512(lv, _mm512_loadu_si512((const void *)G[t]->qs[2 * j])); \
-                        z[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d),                              \
-                                               pair_scale(_mm512_castps256_ps512(S[t]), j), z[t]); \
-                    }                                                                             \
-                }                                                                                 \
-            } else {                                                                              \
-                for (int i = 0; i < cnt; i++)                                                     \
+                __m512i d[4][4];                                                                  \
+                for (int k = 0; k < 4; k++) {                                                     \
+                    const __m512i lv = LV2(&B[2 * k]);                                            \
                     for (int t = 0; t < 4; t++)                                                   \
-                        y[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(LV1(&B[i], _mm256_loadu_si256(   \
-                            (const __m256i *)G[t]->qs[i]))), lane(S[t], i), y[t]);                \
+                        d[t][k] = DOT2(lv, _mm512_loadu_si512((const void *)G[t]->qs[2 * k]));    \
+                }                                                                                 \
+                for (int t = 0; t < 4; t++) I[t] = pairs_to_blocks(d[t][0], d[t][1], d[t][2], d[t][3]); \
+            } else {                                                                              \
+                __m256i h[4][4];                                                                  \
+                for (int k = 0; k < 4; k++) {                                                     \
+                    const __m256i z = _mm256_setzero_si256();                                     \
+                    const __m256i u0 = 2 * k < cnt ? UNPACK(&B[2 * k]) : z;                       \
+                    const __m256i u1 = 2 * k + 1 < cnt ? UNPACK(&B[2 * k + 1]) : z;               \
+                    for (int t = 0; t < 4; t++)                                                   \
+                        h[t][k] = _mm256_hadd_epi32(                                              \
+                            DOTX(u0, _mm256_loadu_si256((const __m256i *)G[t]->qs[2 * k])),       \
+                            DOTX(u1, _mm256_loadu_si256((const __m256i *)G[t]->qs[2 * k + 1])));  \
+                }                                                                                 \
+                for (int t = 0; t < 4; t++) {                                                     \
+                    __m256i q0 = _mm256_hadd_epi32(h[t][0], h[t][1]), q1 = _mm256_hadd_epi32(h[t][2], h[t][3]); \
+                    I[t] = _mm256_add_epi32(_mm256_permute2x128_si256(q0, q1, 0x20),              \
+                                            _mm256_permute2x128_si256(q0, q1, 0x31));             \
+                }                                                                                 \
+            }                                                                                     \
+            for (int t = 0; t < 4; t++) {                                                         \
+                c[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_loadu_ps(G[t]->d)), _mm256_cvtepi32_ps(I[t]), c[t]); \
+                cx[t] = _mm256_fmadd_ps(cf, _mm256_loadu_ps(G[t]->s), cx[t]);                     \
             }                                                                                     \
         }                                                                                         \
-        for (int t = 0; t < 4; t++) out[t] = _mm512_reduce_add_ps(z[t]) + hsum8(y[t]);            \
+        for (int t = 0; t < 4; t++) out[t] = hsum8(_mm256_add_ps(c[t], cx[t]));                   \
     }
 
-LEGACY_DOT4_512(dot4_q4_0_512, blk_q4_0, lv2_q4_0, lv_q4_0, cf_q4_0)
-LEGACY_DOT4_512(dot4_q4_1_512, blk_q4_1, lv2_q4_1, lv_q4_1, cf512_q4_1)
-LEGACY_DOT4_512(dot4_q5_0_512, blk_q5_0, lv2_q5_0, lv_q5_0, cf_q5_0)
-LEGACY_DOT4_512(dot4_q5_1_512, blk_q5_1, lv2_q5_1, lv_q5_1, cf512_q5_1)
-#if defined(LLK_VNNI)
-LEGACY_DOT4_512(dot4_q8_0_512, blk_q8_0, lv2_q8_0, lv_q8_0b, cf_q8_0b)
-LEGACY_DOT4_512(dot4_iq4_nl_512, blk_iq4_nl, lv2_iq4_nl, lv_iq4_nlb, cf_iq4_nlb)
-#endif
+LEGACY_DOT4_512(dot4_q4_0_512, blk_q4_0, lv2_q4_0, dpbusd512, un_q4_0, dot_us, cf_q4_0)
+LEGACY_DOT4_512(dot4_q4_1_512, blk_q4_1, lv2_q4_1, dpbusd512, un_q4_1, dot_us, cf512_q4_1)
+LEGACY_DOT4_512(dot4_q5_0_512, blk_q5_0, lv2_q5_0, dpbusd512, un_q5_0, dot_us, cf_q5_0)
+LEGACY_DOT4_512(dot4_q5_1_512, blk_q5_1, lv2_q5_1, dpbusd512, un_q5_1, dot_us, cf512_q5_1)
+LEGACY_DOT4_512(dot4_q8_0_512, blk_q8_0, lv2_q8_0, sdot512, un_q8_0, dot_ss, cf_q8_0)
+LEGACY_DOT4_512(dot4_iq4_nl_512, blk_iq4_nl, lv2_iq4_nl, sdot512, un_iq4_nl, dot_ss, cf_iq4_nl)
 
 /* --- K-quants, 64 weights per zmm --------------------------------------------------------------
  * Q4_K / Q5_K: a 32-byte chunk holds groups 2c (low nibbles) and 2c+1 (high): unpacked into one
@@ -661,11 +620,11 @@ void LLK_FILL(llk_kernels *k) {
     k->dot4[LLK_TYPE_Q4_1] = dot4_q4_1_512;
     k->dot4[LLK_TYPE_Q5_0] = dot4_q5_0_512;
     k->dot4[LLK_TYPE_Q5_1] = dot4_q5_1_512;
-#if defined(LLK_VNNI)
     k->dot[LLK_TYPE_Q8_0] = dot_q8_0_512;
     k->dot[LLK_TYPE_IQ4_NL] = dot_iq4_nl_512;
     k->dot4[LLK_TYPE_Q8_0] = dot4_q8_0_512;
     k->dot4[LLK_TYPE_IQ4_NL] = dot4_iq4_nl_512;
+#if defined(LLK_VNNI)
     k->dot[LLK_TYPE_IQ4_XS] = dot_iq4_xs_512;
 #endif
     k->dot[LLK_TYPE_Q4_K] = dot_q4_K_512;

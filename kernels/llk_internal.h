@@ -145,6 +145,43 @@ static inline llk_half llk_f2h(float f) { /* round to nearest even */
 
 static inline float llk_bf2f(uint16_t b) { return llk_bits_f32((uint32_t)b << 16); }
 
+/* --- the summation contract: every ISA level computes the same floats -------------------------
+ * Integer sums are exact, so SIMD kernels may form them in any order; float operations are not,
+ * so each kernel family fixes them (see the reference kernels in llk_ref.c and llk_ref_iq.c):
+ * which lane each product is accumulated in, where an FMA is used, and the reduction trees below.
+ * A greedy continuation then does not depend on the CPU it runs on (tests/kernels/test_bitexact.py).
+ * The library is compiled with -ffp-contract=off: a * b + c is fused only where written fmaf. */
+
+/* 8 lanes in the tree a 256-bit reduction takes: halves, then quarters, then pairs. */
+static inline float llk_sum8(const float v[8]) {
+    return ((v[0] + v[4]) + (v[2] + v[6])) + ((v[1] + v[5]) + (v[3] + v[7]));
+}
+/* 8 lanes in the tree of two horizontal adds then halves (the attention kernels' order). */
+static inline float llk_sum8_adj(const float v[8]) {
+    return ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]));
+}
+
+/* exp(x) for the softmax (x <= 0 in use): x = k ln2 + r with |r| <= ln2 / 2 (ln2 split in two
+ * so k ln2 is exact), exp(r) by its Taylor polynomial to degree 6 (relative error ~2e-7), 2^k put
+ * in the exponent bits; 0 below -87.3 (float's smallest normal is exp(-87.3)) and for NaN. The
+ * SIMD twins (exp8) follow these operations one for one. */
+#define LLK_EXP_LO (-87.3f)
+static inline float llk_exp(float x) {
+    float xc = x > LLK_EXP_LO ? x : LLK_EXP_LO;
+    float k = nearbyintf(xc * 1.44269504088896341f);
+    float r = fmaf(-k, 0.693145751953125f, xc);
+    r = fmaf(-k, 1.428606765330187e-06f, r);
+    float p = 1.0f / 720.0f;
+    p = fmaf(p, r, 1.0f / 120.0f);
+    p = fmaf(p, r, 1.0f / 24.0f);
+    p = fmaf(p, r, 1.0f / 6.0f);
+    p = fmaf(p, r, 0.5f);
+    p = fmaf(p, r, 1.0f);
+    p = fmaf(p, r, 1.0f);
+    float y = p * llk_bits_f32((uint32_t)((int32_t)k + 127) << 23);
+    return x > LLK_EXP_LO ? y : 0.0f;
+}
+
 /* --- what the compiler was told to target (each ISA file is built with its own flags) ------- */
 
 /* MSVC's /arch:AVX2 implies FMA and F16C without defining their macros, and its /arch:AVX512

@@ -61,34 +61,91 @@ static void deq_bf16(const void *x, float *y, int64_t n) {
     for (int64_t i = 0; i < n; i++) { uint16_t h; memcpy(&h, p + 2 * i, 2); y[i] = llk_bf2f(h); }
 }
 
-/* Float dots accumulate in double: the reference is the oracle, so it should be the exact one. */
-static float dot_f32(const void *w, const void *a, int64_t n) {
+/* The float-type contract (every level): element i < n8 = n & ~7 is accumulated in lane i % 32 by
+ * FMA, in order; the 32 lanes fold to 16 (l + l+16), to 8 (l + l+8), then llk_sum8; the last n % 8
+ * elements are added after that, one product at a time. */
+static float float_dot(float (*wv)(const uint8_t *, int64_t), const void *w, const void *a, int64_t n) {
     const uint8_t *p = (const uint8_t *)w; const float *x = (const float *)a;
-    double s = 0.0;
-    for (int64_t i = 0; i < n; i++) { float v; memcpy(&v, p + 4 * i, 4); s += (double)v * x[i]; }
-    return (float)s;
+    const int64_t n8 = n & ~(int64_t)7;
+    float L[32] = {0}, v[8];
+    for (int64_t i = 0; i < n8; i++) L[i & 31] = fmaf(wv(p, i), x[i], L[i & 31]);
+    for (int l = 0; l < 8; l++) v[l] = (L[l] + L[l + 16]) + (L[l + 8] + L[l + 24]);
+    float s = llk_sum8(v);
+    for (int64_t i = n8; i < n; i++) s += wv(p, i) * x[i];
+    return s;
 }
-static float dot_f16(const void *w, const void *a, int64_t n) {
-    const uint8_t *p = (const uint8_t *)w; const float *x = (const float *)a;
-    double s = 0.0;
-    for (int64_t i = 0; i < n; i++) { llk_half h; memcpy(&h, p + 2 * i, 2); s += (double)llk_h2f(h) * x[i]; }
-    return (float)s;
-}
-static float dot_bf16(const void *w, const void *a, int64_t n) {
-    const uint8_t *p = (const uint8_t *)w; const float *x = (const float *)a;
-    double s = 0.0;
-    for (int64_t i = 0; i < n; i++) { uint16_t h; memcpy(&h, p + 2 * i, 2); s += (double)llk_bf2f(h) * x[i]; }
-    return (float)s;
-}
+static float wv_f32(const uint8_t *p, int64_t i) { float v; memcpy(&v, p + 4 * i, 4); return v; }
+static float wv_f16(const uint8_t *p, int64_t i) { llk_half h; memcpy(&h, p + 2 * i, 2); return llk_h2f(h); }
+static float wv_bf16(const uint8_t *p, int64_t i) { uint16_t h; memcpy(&h, p + 2 * i, 2); return llk_bf2f(h); }
+static float dot_f32(const void *w, const void *a, int64_t n) { return float_dot(wv_f32, w, a, n); }
+static float dot_f16(const void *w, const void *a, int64_t n) { return float_dot(wv_f16, w, a, n); }
+static float dot_bf16(const void *w, const void *a, int64_t n) { return float_dot(wv_bf16, w, a, n); }
 
-/* --- legacy 32-blocks: unpack to integer levels, then the shared dequant / dot shapes -------- */
+/* --- legacy 32-blocks ---------------------------------------------------------------------------
+ * The summation contract (every level): block b = 8g + j of a row contributes in lane j,
+ *   acc[j]  = fmaf(dw_b * dx_b, (float)I_b, acc[j])      I_b = sum_i u_i * qx_i, exact
+ *   accx[j] = fmaf(cf_b, sx_b, accx[j])                  sx_b = the activations' s = dx_b * sum(qx)
+ * group after group, where u are the block's levels in unsigned form (the nibble, the 5-bit value;
+ * Q8_0 and IQ4_NL: their signed values) and cf_b restores the offset: -8 dw (Q4_0), -16 dw (Q5_0),
+ * m (Q4_1, Q5_1), 0 (Q8_0, IQ4_NL). A partial last group runs all 8 lanes, the missing blocks
+ * as zeros. The dot is llk_sum8(acc + accx). */
 
 /* Level of element i (0..31) of a 4-bit block: low nibbles first, then high. */
 static inline int nib(const uint8_t *qs, int i) { return i < 16 ? (qs[i] & 15) : (qs[i - 16] >> 4); }
 static inline int hbit(const uint8_t qh[4], int i) { return (qh[i >> 3] >> (i & 7)) & 1; }
 
 #define BLOCKS(T, x) const T *blk = (const T *)(x); const int64_t nb = n / LLK_QK
-#define ABLOCKS(a) const llk_block_q8_32x8 *ab = (const llk_block_q8_32x8 *)(a)
+
+static int u_q4_0(const void *b, int i) { return nib(((const blk_q4_0 *)b)->qs, i); }
+static int u_q4_1(const void *b, int i) { return nib(((const blk_q4_1 *)b)->qs, i); }
+static int u_q5_0(const void *b, int i) { const blk_q5_0 *B = (const blk_q5_0 *)b; return nib(B->qs, i) | hbit(B->qh, i) << 4; }
+static int u_q5_1(const void *b, int i) { const blk_q5_1 *B = (const blk_q5_1 *)b; return nib(B->qs, i) | hbit(B->qh, i) << 4; }
+static int u_q8_0(const void *b, int i) { return ((const blk_q8_0 *)b)->qs[i]; }
+static int u_iq4_nl(const void *b, int i) { return llk_iq4_values[nib(((const blk_iq4_nl *)b)->qs, i)]; }
+
+/* A legacy type for legacy_dot: block bytes, unsigned-form levels, the offset (-8, -16, or 0 for
+ * none) and whether the block has a min m (a float16 right after d). Every block starts with d. */
+typedef struct { size_t bytes; int (*u)(const void *, int); float off; int has_m; } legacy_type;
+
+static float legacy_dot(const legacy_type *t, const void *w, const void *a, int64_t n) {
+    const uint8_t *blk = (const uint8_t *)w;
+    const llk_block_q8_32x8 *ab = (const llk_block_q8_32x8 *)a;
+    const int64_t nb = n / LLK_QK;
+    float acc[8] = {0}, accx[8] = {0};
+    for (int64_t g = 0; 8 * g < nb; g++)
+        for (int j = 0; j < 8; j++) {
+            const int64_t b = 8 * g + j;
+            float dw = 0.0f, m = 0.0f;
+            int I = 0;
+            if (b < nb) {
+                const uint8_t *B = blk + (size_t)b * t->bytes;
+                llk_half h;
+                memcpy(&h, B, 2); dw = llk_h2f(h);
+                if (t->has_m) { memcpy(&h, B + 2, 2); m = llk_h2f(h); }
+                for (int i = 0; i < 32; i++) I += t->u(B, i) * ACT_Q(ab, b)[i];
+            }
+            const float cf = t->has_m ? m : t->off != 0.0f ? dw * t->off : 0.0f;
+            acc[j] = fmaf(dw * ACT_D(ab, b), (float)I, acc[j]);
+            accx[j] = fmaf(cf, ACT_S(ab, b), accx[j]);
+        }
+    float v[8];
+    for (int j = 0; j < 8; j++) v[j] = acc[j] + accx[j];
+    return llk_sum8(v);
+}
+
+static const legacy_type T_Q4_0 = {sizeof(blk_q4_0), u_q4_0, -8.0f, 0};
+static const legacy_type T_Q4_1 = {sizeof(blk_q4_1), u_q4_1, 0.0f, 1};
+static const legacy_type T_Q5_0 = {sizeof(blk_q5_0), u_q5_0, -16.0f, 0};
+static const legacy_type T_Q5_1 = {sizeof(blk_q5_1), u_q5_1, 0.0f, 1};
+static const legacy_type T_Q8_0 = {sizeof(blk_q8_0), u_q8_0, 0.0f, 0};
+static const legacy_type T_IQ4_NL = {sizeof(blk_iq4_nl), u_iq4_nl, 0.0f, 0};
+
+static float dot_q4_0(const void *w, const void *a, int64_t n) { return legacy_dot(&T_Q4_0, w, a, n); }
+static float dot_q4_1(const void *w, const void *a, int64_t n) { return legacy_dot(&T_Q4_1, w, a, n); }
+static float dot_q5_0(const void *w, const void *a, int64_t n) { return legacy_dot(&T_Q5_0, w, a, n); }
+static float dot_q5_1(const void *w, const void *a, int64_t n) { return legacy_dot(&T_Q5_1, w, a, n); }
+static float dot_q8_0(const void *w, const void *a, int64_t n) { return legacy_dot(&T_Q8_0, w, a, n); }
+static float dot_iq4_nl(const void *w, const void *a, int64_t n) { return legacy_dot(&T_IQ4_NL, w, a, n); }
 
 static void deq_q4_0(const void *x, float *y, int64_t n) {
     BLOCKS(blk_q4_0, x);
@@ -97,17 +154,6 @@ static void deq_q4_0(const void *x, float *y, int64_t n) {
         for (int i = 0; i < 32; i++) y[32 * b + i] = d * (float)(nib(blk[b].qs, i) - 8);
     }
 }
-static float dot_q4_0(const void *w, const void *a, int64_t n) {
-    BLOCKS(blk_q4_0, w); ABLOCKS(a);
-    float s = 0.0f;
-    for (int64_t b = 0; b < nb; b++) {
-        int acc = 0;
-        for (int i = 0; i < 32; i++) acc += (nib(blk[b].qs, i) - 8) * ACT_Q(ab, b)[i];
-        s += llk_h2f(blk[b].d) * ACT_D(ab, b) * (float)acc;
-    }
-    return s;
-}
-
 static void deq_q4_1(const void *x, float *y, int64_t n) {
     BLOCKS(blk_q4_1, x);
     for (int64_t b = 0; b < nb; b++) {
@@ -115,17 +161,6 @@ static void deq_q4_1(const void *x, float *y, int64_t n) {
         for (int i = 0; i < 32; i++) y[32 * b + i] = d * (float)nib(blk[b].qs, i) + m;
     }
 }
-static float dot_q4_1(const void *w, const void *a, int64_t n) {
-    BLOCKS(blk_q4_1, w); ABLOCKS(a);
-    float s = 0.0f;
-    for (int64_t b = 0; b < nb; b++) {
-        int acc = 0;
-        for (int i = 0; i < 32; i++) acc += nib(blk[b].qs, i) * ACT_Q(ab, b)[i];
-        s += llk_h2f(blk[b].d) * ACT_D(ab, b) * (float)acc + llk_h2f(blk[b].m) * ACT_S(ab, b);
-    }
-    return s;
-}
-
 static void deq_q5_0(const void *x, float *y, int64_t n) {
     BLOCKS(blk_q5_0, x);
     for (int64_t b = 0; b < nb; b++) {
@@ -134,18 +169,6 @@ static void deq_q5_0(const void *x, float *y, int64_t n) {
             y[32 * b + i] = d * (float)((nib(blk[b].qs, i) | hbit(blk[b].qh, i) << 4) - 16);
     }
 }
-static float dot_q5_0(const void *w, const void *a, int64_t n) {
-    BLOCKS(blk_q5_0, w); ABLOCKS(a);
-    float s = 0.0f;
-    for (int64_t b = 0; b < nb; b++) {
-        int acc = 0;
-        for (int i = 0; i < 32; i++)
-            acc += ((nib(blk[b].qs, i) | hbit(blk[b].qh, i) << 4) - 16) * ACT_Q(ab, b)[i];
-        s += llk_h2f(blk[b].d) * ACT_D(ab, b) * (float)acc;
-    }
-    return s;
-}
-
 static void deq_q5_1(const void *x, float *y, int64_t n) {
     BLOCKS(blk_q5_1, x);
     for (int64_t b = 0; b < nb; b++) {
@@ -154,18 +177,6 @@ static void deq_q5_1(const void *x, float *y, int64_t n) {
             y[32 * b + i] = d * (float)(nib(blk[b].qs, i) | hbit(blk[b].qh, i) << 4) + m;
     }
 }
-static float dot_q5_1(const void *w, const void *a, int64_t n) {
-    BLOCKS(blk_q5_1, w); ABLOCKS(a);
-    float s = 0.0f;
-    for (int64_t b = 0; b < nb; b++) {
-        int acc = 0;
-        for (int i = 0; i < 32; i++)
-            acc += (nib(blk[b].qs, i) | hbit(blk[b].qh, i) << 4) * ACT_Q(ab, b)[i];
-        s += llk_h2f(blk[b].d) * ACT_D(ab, b) * (float)acc + llk_h2f(blk[b].m) * ACT_S(ab, b);
-    }
-    return s;
-}
-
 static void deq_q8_0(const void *x, float *y, int64_t n) {
     BLOCKS(blk_q8_0, x);
     for (int64_t b = 0; b < nb; b++) {
@@ -173,33 +184,12 @@ static void deq_q8_0(const void *x, float *y, int64_t n) {
         for (int i = 0; i < 32; i++) y[32 * b + i] = d * (float)blk[b].qs[i];
     }
 }
-static float dot_q8_0(const void *w, const void *a, int64_t n) {
-    BLOCKS(blk_q8_0, w); ABLOCKS(a);
-    float s = 0.0f;
-    for (int64_t b = 0; b < nb; b++) {
-        int acc = 0;
-        for (int i = 0; i < 32; i++) acc += blk[b].qs[i] * ACT_Q(ab, b)[i];
-        s += llk_h2f(blk[b].d) * ACT_D(ab, b) * (float)acc;
-    }
-    return s;
-}
-
 static void deq_iq4_nl(const void *x, float *y, int64_t n) {
     BLOCKS(blk_iq4_nl, x);
     for (int64_t b = 0; b < nb; b++) {
         float d = llk_h2f(blk[b].d);
         for (int i = 0; i < 32; i++) y[32 * b + i] = d * (float)llk_iq4_values[nib(blk[b].qs, i)];
     }
-}
-static float dot_iq4_nl(const void *w, const void *a, int64_t n) {
-    BLOCKS(blk_iq4_nl, w); ABLOCKS(a);
-    float s = 0.0f;
-    for (int64_t b = 0; b < nb; b++) {
-        int acc = 0;
-        for (int i = 0; i < 32; i++) acc += llk_iq4_values[nib(blk[b].qs, i)] * ACT_Q(ab, b)[i];
-        s += llk_h2f(blk[b].d) * ACT_D(ab, b) * (float)acc;
-    }
-    return s;
 }
 
 /* --- K-quants: each super-block is unpacked to 256 integer levels plus per-group scale/min ---- */
@@ -411,14 +401,22 @@ static inline float cache_val(const uint8_t *row, int i, int f16) {
     if (f16) { llk_half h; memcpy(&h, row + 2 * i, 2); return llk_h2f(h); }
     float v; memcpy(&v, row + 4 * i, 4); return v;
 }
+/* The attention contract (every level). kdots: for each query head, element i < hd8 = hd & ~7 of
+ * q . k is accumulated in lane i % 16 by FMA; the 16 lanes fold to 8 (l + l+8), then llk_sum8_adj;
+ * the last hd % 8 products are added after, one at a time; times scale. vacc: out += p * v by FMA,
+ * row after row, for every element. */
 static void kdots_ref(const float *q, int g, const void *k, size_t row_bytes, int64_t n, int hd,
                       float scale, float *out, int64_t ld, float *mx, int f16) {
+    const int hd8 = hd & ~7;
     for (int a = 0; a < g; a++) mx[a] = -INFINITY;
     for (int64_t j = 0; j < n; j++) {
         const uint8_t *row = (const uint8_t *)k + (size_t)j * row_bytes;
         for (int a = 0; a < g; a++) {
-            float s = 0.0f;
-            for (int i = 0; i < hd; i++) s += q[a * hd + i] * cache_val(row, i, f16);
+            float L[16] = {0}, v[8];
+            for (int i = 0; i < hd8; i++) L[i & 15] = fmaf(q[a * hd + i], cache_val(row, i, f16), L[i & 15]);
+            for (int l = 0; l < 8; l++) v[l] = L[l] + L[l + 8];
+            float s = llk_sum8_adj(v);
+            for (int i = hd8; i < hd; i++) s += q[a * hd + i] * cache_val(row, i, f16);
             s *= scale;
             out[a * ld + j] = s;
             mx[a] = s > mx[a] ? s : mx[a];
@@ -430,7 +428,8 @@ static void vacc_ref(const float *p, int64_t ld, int g, const void *v, size_t ro
     for (int64_t j = 0; j < n; j++) {
         const uint8_t *row = (const uint8_t *)v + (size_t)j * row_bytes;
         for (int a = 0; a < g; a++)
-            for (int i = 0; i < hd; i++) out[a * os + i] += p[a * ld + j] * cache_val(row, i, f16);
+            for (int i = 0; i < hd; i++)
+                out[a * os + i] = fmaf(p[a * ld + j], cache_val(row, i, f16), out[a * os + i]);
     }
 }
 static void kdots_f32(const float *q, int g, const void *k, size_t rb, int64_t n, int hd, float scale,
@@ -442,10 +441,14 @@ static void vacc_f32(const float *p, int64_t ld, int g, const void *v, size_t rb
 static void vacc_f16(const float *p, int64_t ld, int g, const void *v, size_t rb, int64_t n, int hd,
                      float *o, int64_t os) { vacc_ref(p, ld, g, v, rb, n, hd, o, os, 1); }
 
+/* x[i] = llk_exp(x[i] - mx); the sum: lane i % 8 for i < n & ~7, llk_sum8, then the rest in order. */
 static float expsum_ref(float *x, int64_t n, float mx) {
-    double s = 0.0;
-    for (int64_t i = 0; i < n; i++) { x[i] = expf(x[i] - mx); s += x[i]; }
-    return (float)s;
+    const int64_t n8 = n & ~(int64_t)7;
+    float L[8] = {0};
+    for (int64_t i = 0; i < n8; i++) { x[i] = llk_exp(x[i] - mx); L[i & 7] += x[i]; }
+    float s = llk_sum8(L);
+    for (int64_t i = n8; i < n; i++) { x[i] = llk_exp(x[i] - mx); s += x[i]; }
+    return s;
 }
 
 void llk_fill_ref(llk_kernels *k) {

@@ -108,47 +108,51 @@ static void quant_q8_256(const float *x, void *out, int64_t n) {
 
 /* --- float types ------------------------------------------------------------------------------ */
 
-static float dot_f32(const void *w, const void *a, int64_t n) {
-    const float *p = (const float *)w, *x = (const float *)a;
-    __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(p + i), _mm256_loadu_ps(x + i), s0);
-        s1 = _mm256_fmadd_ps(_mm256_loadu_ps(p + i + 8), _mm256_loadu_ps(x + i + 8), s1);
-    }
-    float s = hsum8(_mm256_add_ps(s0, s1));
-    for (; i < n; i++) { float v; memcpy(&v, p + i, 4); s += v * x[i]; }
+/* The float types (contract in llk_ref.c): four accumulators are lanes 0-7, 8-15, 16-23, 24-31 of
+ * the 32; FLOAT_DOT_FINISH takes the remaining whole 8-float steps into their lane group, folds
+ * (s0 + s2) + (s1 + s3), reduces, and adds the last n % 8 products one by one. */
+#define FLOAT_DOT_FINISH(LOAD8, W1)                                                              \
+    for (; i + 8 <= n; i += 8) {                                                                  \
+        const __m256 w_ = LOAD8(i), x_ = _mm256_loadu_ps(x + i);                                  \
+        switch ((i >> 3) & 3) {                                                                   \
+        case 0: s0 = _mm256_fmadd_ps(w_, x_, s0); break;                                          \
+        case 1: s1 = _mm256_fmadd_ps(w_, x_, s1); break;                                          \
+        case 2: s2 = _mm256_fmadd_ps(w_, x_, s2); break;                                          \
+        default: s3 = _mm256_fmadd_ps(w_, x_, s3); break;                                         \
+        }                                                                                         \
+    }                                                                                             \
+    float s = hsum8(_mm256_add_ps(_mm256_add_ps(s0, s2), _mm256_add_ps(s1, s3)));                 \
+    for (; i < n; i++) s += W1(i) * x[i];                                                         \
     return s;
-}
-static float dot_f16(const void *w, const void *a, int64_t n) {
-    const uint16_t *p = (const uint16_t *)w; const float *x = (const float *)a;
-    __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        __m256 w0 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + i)));
-        __m256 w1 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + i + 8)));
-        s0 = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x + i), s0);
-        s1 = _mm256_fmadd_ps(w1, _mm256_loadu_ps(x + i + 8), s1);
+
+#define FLOAT_DOT_256(NAME, LOAD8, W1)                                                            \
+    static float NAME(const void *w, const void *a, int64_t n) {                                  \
+        const uint8_t *p = (const uint8_t *)w; const float *x = (const float *)a;                 \
+        __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;                                \
+        int64_t i = 0;                                                                            \
+        for (; i + 32 <= n; i += 32) {                                                            \
+            s0 = _mm256_fmadd_ps(LOAD8(i), _mm256_loadu_ps(x + i), s0);                           \
+            s1 = _mm256_fmadd_ps(LOAD8(i + 8), _mm256_loadu_ps(x + i + 8), s1);                   \
+            s2 = _mm256_fmadd_ps(LOAD8(i + 16), _mm256_loadu_ps(x + i + 16), s2);                 \
+            s3 = _mm256_fmadd_ps(LOAD8(i + 24), _mm256_loadu_ps(x + i + 24), s3);                 \
+        }                                                                                         \
+        FLOAT_DOT_FINISH(LOAD8, W1)                                                               \
     }
-    float s = hsum8(_mm256_add_ps(s0, s1));
-    for (; i < n; i++) { llk_half h; memcpy(&h, p + i, 2); s += llk_h2f(h) * x[i]; }
-    return s;
-}
-static inline __m256 bf16x8(const uint16_t *p) {
-    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p)), 16));
-}
-static float dot_bf16(const void *w, const void *a, int64_t n) {
-    const uint16_t *p = (const uint16_t *)w; const float *x = (const float *)a;
-    __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        s0 = _mm256_fmadd_ps(bf16x8(p + i), _mm256_loadu_ps(x + i), s0);
-        s1 = _mm256_fmadd_ps(bf16x8(p + i + 8), _mm256_loadu_ps(x + i + 8), s1);
-    }
-    float s = hsum8(_mm256_add_ps(s0, s1));
-    for (; i < n; i++) { uint16_t h; memcpy(&h, p + i, 2); s += llk_bf2f(h) * x[i]; }
-    return s;
-}
+
+#define F32X8(i) _mm256_loadu_ps((const float *)(p + 4 * (i)))
+#define F16X8(i) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + 2 * (i))))
+#define BF16X8(i) _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(p + 2 * (i)))), 16))
+static inline float f32_at(const uint8_t *p, int64_t i) { float v; memcpy(&v, p + 4 * i, 4); return v; }
+static inline float f16_at(const uint8_t *p, int64_t i) { llk_half h; memcpy(&h, p + 2 * i, 2); return llk_h2f(h); }
+static inline float bf16_at(const uint8_t *p, int64_t i) { uint16_t h; memcpy(&h, p + 2 * i, 2); return llk_bf2f(h); }
+#define F32_1(i) f32_at(p, i)
+#define F16_1(i) f16_at(p, i)
+#define BF16_1(i) bf16_at(p, i)
+
+FLOAT_DOT_256(dot_f32, F32X8, F32_1)
+FLOAT_DOT_256(dot_f16, F16X8, F16_1)
+FLOAT_DOT_256(dot_bf16, BF16X8, BF16_1)
+
 static void deq_f16(const void *x, float *y, int64_t n) {
     const uint16_t *p = (const uint16_t *)x;
     int64_t i = 0;
@@ -192,37 +196,42 @@ static inline __m256 gather_h8(const uint8_t *p, size_t stride, int cnt) {
     return _mm256_cvtph_ps(v);
 }
 
-static inline __m256 lane(__m256 v, int i) { return _mm256_permutevar8x32_ps(v, _mm256_set1_epi32(i)); }
 
-#define LEG_STEP(LEVELS, acc, i) \
-    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(LEVELS(&B[i], _mm256_loadu_si256((const __m256i *)G->qs[i]))), lane(S, i), acc);
+/* The 8 exact totals of 8 vectors of i32 partial sums, in order (block j of a group in lane j). */
+static inline __m256i hsum8x8i(__m256i p0, __m256i p1, __m256i p2, __m256i p3,
+                               __m256i p4, __m256i p5, __m256i p6, __m256i p7) {
+    __m256i q0 = _mm256_hadd_epi32(_mm256_hadd_epi32(p0, p1), _mm256_hadd_epi32(p2, p3));
+    __m256i q1 = _mm256_hadd_epi32(_mm256_hadd_epi32(p4, p5), _mm256_hadd_epi32(p6, p7));
+    return _mm256_add_epi32(_mm256_permute2x128_si256(q0, q1, 0x20), _mm256_permute2x128_si256(q0, q1, 0x31));
+}
 
-/* CF(B, dw, cnt): the group's coefficients of the activation sums (see cf_q4_0) */
+/* block i's integer dot partial sums, or zeros past the row's last block */
+#define LEG_P(LEVELS, i) ((i) < cnt ? LEVELS(&B[i], _mm256_loadu_si256((const __m256i *)G->qs[i])) \
+                                    : _mm256_setzero_si256())
+
+/* The contract of llk_ref.c: a group's 8 block totals I in one vector, then one FMA with the
+ * group's scale products into lane j = block j; the offsets / mins go through accx.
+ * CF(B, dw, cnt): the group's coefficients of the activation sums (see cf_q4_0). */
 #define LEGACY_DOT(NAME, T, LEVELS, CF)                                                       \
     static float NAME(const void *w, const void *a, int64_t n) {                                 \
         const T *blk = (const T *)w;                                                             \
         const llk_block_q8_32x8 *ag = (const llk_block_q8_32x8 *)a;                              \
         const int64_t nb = n / 32;                                                               \
-        __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0, acc2 = acc0, acc3 = acc0, accx = acc0;   \
+        __m256 acc = _mm256_setzero_ps(), accx = acc;                                            \
         for (int64_t g = 0; 8 * g < nb; g++) {                                                   \
             const T *B = blk + 8 * g;                                                            \
             const llk_block_q8_32x8 *G = ag + g;                                                 \
             const int cnt = nb - 8 * g < 8 ? (int)(nb - 8 * g) : 8;                              \
             PREFETCH_AHEAD(B, 8 * sizeof(T));                                                    \
-            __m256 dw = gather_h8((const uint8_t *)B + offsetof(T, d), sizeof(T), cnt);                      \
+            __m256 dw = gather_h8((const uint8_t *)B + offsetof(T, d), sizeof(T), cnt);          \
             __m256 S = _mm256_mul_ps(dw, _mm256_loadu_ps(G->d));                                 \
             accx = _mm256_fmadd_ps(CF(B, dw, cnt), _mm256_loadu_ps(G->s), accx);                 \
-            if (cnt == 8) {                                                                      \
-                LEG_STEP(LEVELS, acc0, 0) LEG_STEP(LEVELS, acc1, 1)                              \
-                LEG_STEP(LEVELS, acc2, 2) LEG_STEP(LEVELS, acc3, 3)                              \
-                LEG_STEP(LEVELS, acc0, 4) LEG_STEP(LEVELS, acc1, 5)                              \
-                LEG_STEP(LEVELS, acc2, 6) LEG_STEP(LEVELS, acc3, 7)                              \
-            } else {                                                                             \
-                for (int i = 0; i < cnt; i++) LEG_STEP(LEVELS, acc0, i)                          \
-            }                                                                                    \
+            __m256i I = hsum8x8i(LEG_P(LEVELS, 0), LEG_P(LEVELS, 1), LEG_P(LEVELS, 2),           \
+                                 LEG_P(LEVELS, 3), LEG_P(LEVELS, 4), LEG_P(LEVELS, 5),           \
+                                 LEG_P(LEVELS, 6), LEG_P(LEVELS, 7));                            \
+            acc = _mm256_fmadd_ps(S, _mm256_cvtepi32_ps(I), acc);                                \
         }                                                                                        \
-        return hsum8(_mm256_add_ps(_mm256_add_ps(_mm256_add_ps(acc0, acc1),                      \
-                                                 _mm256_add_ps(acc2, acc3)), accx));             \
+        return hsum8(_mm256_add_ps(acc, accx));                                                  \
     }
 
 static inline __m256i iq4_lut(void) {
@@ -272,37 +281,34 @@ LEGACY_DOT(dot_iq4_nl, blk_iq4_nl, lv_iq4_nl, cf_iq4_nl)
         const T *blk = (const T *)w;                                                             \
         const uint8_t *a8 = (const uint8_t *)a;                                                  \
         const int64_t nb = n / 32;                                                               \
-        __m256 c0 = _mm256_setzero_ps(), c1 = c0, c2 = c0, c3 = c0;                              \
+        __m256 c[4], cx[4];                                                                      \
+        for (int t = 0; t < 4; t++) c[t] = cx[t] = _mm256_setzero_ps();                          \
         for (int64_t g = 0; 8 * g < nb; g++) {                                                   \
             const T *B = blk + 8 * g;                                                            \
-            const llk_block_q8_32x8 *G0 = (const llk_block_q8_32x8 *)a8 + g;                     \
-            const llk_block_q8_32x8 *G1 = (const llk_block_q8_32x8 *)(a8 + as) + g;              \
-            const llk_block_q8_32x8 *G2 = (const llk_block_q8_32x8 *)(a8 + 2 * as) + g;          \
-            const llk_block_q8_32x8 *G3 = (const llk_block_q8_32x8 *)(a8 + 3 * as) + g;          \
             const int cnt = nb - 8 * g < 8 ? (int)(nb - 8 * g) : 8;                              \
-            __m256 dw = gather_h8((const uint8_t *)B + offsetof(T, d), sizeof(T), cnt);                      \
-            __m256 S0 = _mm256_mul_ps(dw, _mm256_loadu_ps(G0->d));                               \
-            __m256 S1 = _mm256_mul_ps(dw, _mm256_loadu_ps(G1->d));                               \
-            __m256 S2 = _mm256_mul_ps(dw, _mm256_loadu_ps(G2->d));                               \
-            __m256 S3 = _mm256_mul_ps(dw, _mm256_loadu_ps(G3->d));                               \
+            const llk_block_q8_32x8 *G[4];                                                       \
+            for (int t = 0; t < 4; t++) G[t] = (const llk_block_q8_32x8 *)(a8 + t * as) + g;     \
+            __m256 dw = gather_h8((const uint8_t *)B + offsetof(T, d), sizeof(T), cnt);          \
             const __m256 cf = CF(B, dw, cnt);                                                    \
-            c0 = _mm256_fmadd_ps(cf, _mm256_loadu_ps(G0->s), c0);                                \
-            c1 = _mm256_fmadd_ps(cf, _mm256_loadu_ps(G1->s), c1);                                \
-            c2 = _mm256_fmadd_ps(cf, _mm256_loadu_ps(G2->s), c2);                                \
-            c3 = _mm256_fmadd_ps(cf, _mm256_loadu_ps(G3->s), c3);                                \
-            for (int i = 0; i < cnt; i++) {                                                      \
-                __m256i u = UNPACK(&B[i]);                                                       \
-                __m256 p0 = _mm256_cvtepi32_ps(DOTX(u, _mm256_loadu_si256((const __m256i *)G0->qs[i]))); \
-                __m256 p1 = _mm256_cvtepi32_ps(DOTX(u, _mm256_loadu_si256((const __m256i *)G1->qs[i]))); \
-                __m256 p2 = _mm256_cvtepi32_ps(DOTX(u, _mm256_loadu_si256((const __m256i *)G2->qs[i]))); \
-                __m256 p3 = _mm256_cvtepi32_ps(DOTX(u, _mm256_loadu_si256((const __m256i *)G3->qs[i]))); \
-                c0 = _mm256_fmadd_ps(p0, lane(S0, i), c0);                                       \
-                c1 = _mm256_fmadd_ps(p1, lane(S1, i), c1);                                       \
-                c2 = _mm256_fmadd_ps(p2, lane(S2, i), c2);                                       \
-                c3 = _mm256_fmadd_ps(p3, lane(S3, i), c3);                                       \
+            __m256i h[4][4];                                                                     \
+            for (int k = 0; k < 4; k++) {   /* blocks 2k, 2k+1: unpacked once for 4 tokens */    \
+                const __m256i z = _mm256_setzero_si256();                                        \
+                const __m256i u0 = 2 * k < cnt ? UNPACK(&B[2 * k]) : z;                          \
+                const __m256i u1 = 2 * k + 1 < cnt ? UNPACK(&B[2 * k + 1]) : z;                  \
+                for (int t = 0; t < 4; t++)                                                      \
+                    h[t][k] = _mm256_hadd_epi32(                                                 \
+                        DOTX(u0, _mm256_loadu_si256((const __m256i *)G[t]->qs[2 * k])),          \
+                        DOTX(u1, _mm256_loadu_si256((const __m256i *)G[t]->qs[2 * k + 1])));     \
+            }                                                                                    \
+            for (int t = 0; t < 4; t++) {                                                        \
+                __m256i q0 = _mm256_hadd_epi32(h[t][0], h[t][1]), q1 = _mm256_hadd_epi32(h[t][2], h[t][3]); \
+                __m256i I = _mm256_add_epi32(_mm256_permute2x128_si256(q0, q1, 0x20),            \
+                                             _mm256_permute2x128_si256(q0, q1, 0x31));           \
+                c[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_loadu_ps(G[t]->d)), _mm256_cvtepi32_ps(I), c[t]); \
+                cx[t] = _mm256_fmadd_ps(cf, _mm256_loadu_ps(G[t]->s), cx[t]);                    \
             }                                                                                    \
         }                                                                                        \
-        out[0] = hsum8(c0); out[1] = hsum8(c1); out[2] = hsum8(c2); out[3] = hsum8(c3);          \
+        for (int t = 0; t < 4; t++) out[t] = hsum8(_mm256_add_ps(c[t], cx[t]));                  \
     }
 
 static inline __m256i un_q4_0(const blk_q4_0 *B) { return nib32(B->qs); }
@@ -433,7 +439,9 @@ static inline __m128 hsum4x8(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
 }
 
 /* G query heads against each K row: the row is converted once, G FMAs per 8 values, and the G
- * sums come out of one horizontal reduction. G and f16 are constants at each call site. */
+ * sums come out of one horizontal reduction. G and f16 are constants at each call site. The
+ * contract of llk_ref.c: even 8-value steps in a[.][0], odd ones in a[.][1] (lanes 0-15), folded,
+ * then hsum4x8 (llk_sum8_adj's tree); the last hd % 8 products after, one at a time. */
 ATTN_INLINE void kdots_grp(const float *q, const int G, const uint8_t *k, size_t rb, int64_t n,
                              int hd, float scale, float *out, int64_t ld, float *mx, const int f16) {
     const int h8 = hd & ~7, bytes = hd * (f16 ? 2 : 4);
@@ -443,8 +451,20 @@ ATTN_INLINE void kdots_grp(const float *q, const int G, const uint8_t *k, size_t
     for (int64_t j = 0; j < n; j++) {
         const uint8_t *row = k + (size_t)j * rb;
         for (int b = 0; b < bytes; b += 64) _mm_prefetch((const char *)row + pf + b, _MM_HINT_T0);
-        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-        for (int i = 0; i < h8; i += 8) {
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
+        int i = 0;
+        for (; i + 16 <= h8; i += 16) {
+            const __m256 kv = cache8(row, i, f16), kw = cache8(row, i + 8, f16);
+            a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), kv, a0);
+            b0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i + 8), kw, b0);
+            if (G > 1) { a1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + hd + i), kv, a1);
+                         b1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + hd + i + 8), kw, b1); }
+            if (G > 2) { a2 = _mm256_fmadd_ps(_mm256_loadu_ps(q + 2 * hd + i), kv, a2);
+                         b2 = _mm256_fmadd_ps(_mm256_loadu_ps(q + 2 * hd + i + 8), kw, b2); }
+            if (G > 3) { a3 = _mm256_fmadd_ps(_mm256_loadu_ps(q + 3 * hd + i), kv, a3);
+                         b3 = _mm256_fmadd_ps(_mm256_loadu_ps(q + 3 * hd + i + 8), kw, b3); }
+        }
+        if (i < h8) {   /* one more even step */
             const __m256 kv = cache8(row, i, f16);
             a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), kv, a0);
             if (G > 1) a1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + hd + i), kv, a1);
@@ -452,8 +472,9 @@ ATTN_INLINE void kdots_grp(const float *q, const int G, const uint8_t *k, size_t
             if (G > 3) a3 = _mm256_fmadd_ps(_mm256_loadu_ps(q + 3 * hd + i), kv, a3);
         }
         float t[4];
-        _mm_storeu_ps(t, hsum4x8(a0, a1, a2, a3));
-        for (int i = h8; i < hd; i++) {
+        _mm_storeu_ps(t, hsum4x8(_mm256_add_ps(a0, b0), _mm256_add_ps(a1, b1), _mm256_add_ps(a2, b2),
+                                 _mm256_add_ps(a3, b3)));
+        for (i = h8; i < hd; i++) {
             const float kv = cache1(row, i, f16);
             for (int a = 0; a < G; a++) t[a] += q[a * hd + i] * kv;
         }
@@ -507,7 +528,7 @@ ATTN_INLINE void vacc_grp(const float *p, int64_t ld, const int G, const uint8_t
     for (; i < hd; i++)
         for (int64_t j = 0; j < n; j++) {
             const float vv = cache1(v + (size_t)j * rb, i, f16);
-            for (int a = 0; a < G; a++) out[a * os + i] += p[a * ld + j] * vv;
+            for (int a = 0; a < G; a++) out[a * os + i] = fmaf(p[a * ld + j], vv, out[a * os + i]);
         }
 }
 
@@ -539,9 +560,7 @@ static void vacc_f16(const float *p, int64_t ld, int g, const void *v, size_t rb
     ATTN_BY_G(VA16)
 }
 
-/* exp for 8 floats: x = k ln2 + r with |r| <= ln2/2 (ln2 split in two for exactness), exp(r) by
- * its Taylor polynomial to degree 6 (relative error ~2e-7), times 2^k built in the exponent bits.
- * Below -87.3 the result is 0 (float's smallest normal is exp(-87.3)); inputs here are <= 0. */
+/* llk_exp (llk_internal.h) for 8 floats, operation for operation. */
 static inline __m256 exp8(__m256 x) {
     const __m256 lo = _mm256_set1_ps(-87.3f);
     __m256 xc = _mm256_max_ps(x, lo);
@@ -569,7 +588,7 @@ static float expsum(float *x, int64_t n, float mx) {
         s = _mm256_add_ps(s, e);
     }
     float t = hsum8(s);
-    for (; i < n; i++) { x[i] = expf(x[i] - mx); t += x[i]; }
+    for (; i < n; i++) { x[i] = llk_exp(x[i] - mx); t += x[i]; }
     return t;
 }
 
