@@ -6,6 +6,20 @@
  * products gguf.quants does (bit-identical); the dot against q8_256 activations is an integer sum
  * per 16 elements, times the integer scale, times one float per super-block. MXFP4 is a 32-block
  * type against q8_32 activations. Holds the lookup tables too (llk_iq_tables.h, generated).
+ *
+ * The summation contract (every ISA level returns these dots bit for bit, tests/kernels/
+ * test_bitexact.py): integer arithmetic is exact, so the SIMD twins may form the integer parts in
+ * any order; the float operations are the ones written here, in this order, and nothing else
+ * (the library is built with -ffp-contract=off: no multiply-add is fused unless written so).
+ *  - 256-element types: per super-block b, the exact integer acc = sum over the 16 groups of
+ *    sc * (sum of lv * activation byte) (IQ1's delta inside lv, so inside acc), one scalar; then
+ *    s += dx * d * (float)acc, d the sblock's d (h2f(d) times the type's constant): two multiplies
+ *    and an add; s from 0.0f, super-block by super-block.
+ *  - MXFP4 (32-blocks, q8_32 activations): per block b the exact integer acc; its term
+ *    e8m0(e) * dx * (float)acc is added to lane b % 8 of eight float sums l[] (from 0.0f), block
+ *    by block; then ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)) (a vector step per group of
+ *    8 blocks in SIMD, the hsum8 tree at the end).
+ * The 1 x 4 matmul kernels give each token exactly this single dot.
  */
 #include "llk_internal.h"
 #include "llk_iq_tables.h"
@@ -246,13 +260,13 @@ static void deq_mxfp4(const void *x, float *y, int64_t n) {
 static float dot_mxfp4(const void *w, const void *a, int64_t n) {
     const blk_mxfp4 *blk = (const blk_mxfp4 *)w;
     const llk_block_q8_32x8 *ab = (const llk_block_q8_32x8 *)a;
-    float s = 0.0f;
+    float l[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};   /* block b -> lane b % 8 */
     for (int64_t b = 0; b < n / LLK_QK; b++) {
         int acc = 0;
         for (int i = 0; i < 32; i++) acc += mx_level(blk[b].qs, i) * ACT_Q(ab, b)[i];
-        s += llk_e8m0_half(blk[b].e) * ACT_D(ab, b) * (float)acc;
+        l[b & 7] += llk_e8m0_half(blk[b].e) * ACT_D(ab, b) * (float)acc;
     }
-    return s;
+    return ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]));
 }
 
 void llk_fill_ref_iq(llk_kernels *k) {

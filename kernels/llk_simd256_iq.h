@@ -8,9 +8,11 @@
  * up from the tables in llk_iq_tables.h and assembled into one ymm; the signs go onto the
  * activation bytes (sign_epi8 with +1 / -1 bytes from llk_ksigns64, or from the type's sign bits);
  * maddubs gives i16 pair sums (magnitudes <= 62, activations <= 127: no saturation), one madd
- * weights them by the integer scale (2 ls + 1 or 1 + 2 sc), and one FMA per super-block applies
- * d * dx times the type's constant. IQ1 builds its signed levels (8 grid + delta) in bytes; the
- * ternary types multiply unsigned digits and subtract the activations' sum (the -1 offset).
+ * weights them by the integer scale (2 ls + 1 or 1 + 2 sc); per super-block the i32 lanes are
+ * summed to one int and the reference's scalar float step follows (dx * d * (float)sum, added to
+ * s: the contract in llk_ref_iq.c, bit-identical at every level). IQ1 builds its signed levels
+ * (8 grid + delta) in bytes; the ternary types multiply unsigned digits and subtract the
+ * activations' sum (the -1 offset).
  * The grid types also have 1 x 4 kernels (matrix x matrix): the lookups once for four tokens.
  * Measured against ggml's own kernels on the same bytes by kernels/bench_vs_ggml.py.
  */
@@ -168,10 +170,13 @@ static inline float ds_iq1_m(const blk_iq1_m *B) {   /* d: the top nibbles of th
 /* i32 sums of one sub-block against activation bytes x */
 #define IQ_SUB_DOT(m, g, c, x) _mm256_madd_epi16(_mm256_maddubs_epi16(m, _mm256_sign_epi8(x, g)), c)
 
+/* The float step, per super-block, exactly the reference's (llk_ref_iq.c, dot_sb): the exact i32
+ * lanes summed to one int, then s += dx * DSCALE * (float)sum, two multiplies and an add (no
+ * FMA), s from 0.0f in super-block order. */
 #define IQ_DOT(NAME, T, SUB, DSCALE, EXTRA)                                                      \
     static float NAME(const void *w, const void *a, int64_t n) {                                 \
         KQ(T);                                                                                   \
-        __m256 acc = _mm256_setzero_ps();                                                        \
+        float acc = 0.0f;                                                                        \
         for (int64_t b = 0; b < nb; b++) {                                                       \
             PREFETCH_AHEAD(&blk[b], sizeof *blk);                                                \
             __m256i i0 = EXTRA(&blk[b], &ab[b]), i1 = _mm256_setzero_si256();                   \
@@ -182,19 +187,24 @@ static inline float ds_iq1_m(const blk_iq1_m *B) {   /* d: the top nibbles of th
                 i0 = _mm256_add_epi32(i0, IQ_SUB_DOT(m0, g0, c0, XK(b, 32 * s)));                \
                 i1 = _mm256_add_epi32(i1, IQ_SUB_DOT(m1, g1, c1, XK(b, 32 * s + 32)));           \
             }                                                                                    \
-            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(i0, i1)),                  \
-                                  _mm256_set1_ps(ab[b].d * DSCALE(&blk[b])), acc);               \
+            acc += ab[b].d * DSCALE(&blk[b]) * (float)hsum8i(_mm256_add_epi32(i0, i1));          \
         }                                                                                        \
-        return hsum8(acc);                                                                       \
+        return acc;                                                                              \
     }
 
-/* 1 x 4 (matrix x matrix): each sub-block's lookups done once for four tokens */
+/* four tokens' i32 lanes -> their four sums (exact integers, any order) */
+static inline __m128i hsum4x8i(__m256i a0, __m256i a1, __m256i a2, __m256i a3) {
+    __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(a0, a1), _mm256_hadd_epi32(a2, a3));
+    return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+}
+
+/* 1 x 4 (matrix x matrix): each sub-block's lookups done once for four tokens; token t's float
+ * step is the single dot's, lane t of 128-bit vectors (the same multiply, multiply, add each) */
 #define IQ_DOT4(NAME, T, SUB, DSCALE, EXTRA)                                                     \
     static void NAME(const void *w, const void *a, size_t as, int64_t n, float *out) {           \
         const T *blk = (const T *)w;                                                             \
         const int64_t nb = n / 256;                                                              \
-        __m256 acc[4];                                                                           \
-        for (int t = 0; t < 4; t++) acc[t] = _mm256_setzero_ps();                                \
+        __m128 acc = _mm_setzero_ps();                                                           \
         for (int64_t b = 0; b < nb; b++) {                                                       \
             const llk_block_q8_256 *A[4];                                                        \
             for (int t = 0; t < 4; t++) A[t] = (const llk_block_q8_256 *)((const uint8_t *)a + t * as) + b; \
@@ -207,11 +217,12 @@ static inline float ds_iq1_m(const blk_iq1_m *B) {   /* d: the top nibbles of th
                     is[t] = _mm256_add_epi32(is[t], IQ_SUB_DOT(m, g, c,                          \
                         _mm256_loadu_si256((const __m256i *)(A[t]->qs + 32 * s))));              \
             }                                                                                    \
-            const float d = DSCALE(&blk[b]);                                                     \
-            for (int t = 0; t < 4; t++)                                                          \
-                acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is[t]), _mm256_set1_ps(A[t]->d * d), acc[t]); \
+            const __m128 dx = _mm_setr_ps(A[0]->d, A[1]->d, A[2]->d, A[3]->d);                   \
+            const __m128 p = _mm_mul_ps(_mm_mul_ps(dx, _mm_set1_ps(DSCALE(&blk[b]))),            \
+                                        _mm_cvtepi32_ps(hsum4x8i(is[0], is[1], is[2], is[3])));  \
+            acc = _mm_add_ps(acc, p);                                                            \
         }                                                                                        \
-        for (int t = 0; t < 4; t++) out[t] = hsum8(acc[t]);                                      \
+        _mm_storeu_ps(out, acc);                                                                 \
     }
 
 #define IQ_KERNELS(TY, EXTRA)                                     \
@@ -231,7 +242,7 @@ IQ_KERNELS(iq1_m, ex_none)
 static float dot_tq2_0(const void *w, const void *a, int64_t n) {
     KQ(blk_tq2_0);
     const __m256i m2 = _mm256_set1_epi8(3), ones = _mm256_set1_epi16(1);
-    __m256 acc = _mm256_setzero_ps();
+    float acc = 0.0f;
     for (int64_t b = 0; b < nb; b++) {
         PREFETCH_AHEAD(&blk[b], sizeof *blk);
         /* the -1 offset: minus the sum of the 16 block sums */
@@ -245,9 +256,9 @@ static float dot_tq2_0(const void *w, const void *a, int64_t n) {
             p = _mm256_add_epi16(p, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 6), m2), XK(b, 128 * c + 96)));
             isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, ones));   /* i16: 4 x 2 x 2 x 127 fits */
         }
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(ab[b].d * h2f(blk[b].d)), acc);
+        acc += ab[b].d * h2f(blk[b].d) * (float)hsum8i(isum);   /* the reference's float step */
     }
-    return hsum8(acc);
+    return acc;
 }
 
 /* --- TQ1_0: base-3 digits extracted in 16-bit lanes, ((v * 3^j mod 256) * 3) >> 8, then as TQ2_0 */
@@ -266,7 +277,7 @@ static float dot_tq1_0(const void *w, const void *a, int64_t n) {
     const __m256i ones = _mm256_set1_epi16(1);
     const __m256i pqh = _mm256_setr_epi16(1, 1, 1, 1, 3, 3, 3, 3, 9, 9, 9, 9, 27, 27, 27, 27);
     static const short pow3[5] = {1, 3, 9, 27, 81};
-    __m256 acc = _mm256_setzero_ps();
+    float acc = 0.0f;
     for (int64_t b = 0; b < nb; b++) {
         PREFETCH_AHEAD(&blk[b], sizeof *blk);
         const uint8_t *q = blk[b].qs;
@@ -289,33 +300,53 @@ static float dot_tq1_0(const void *w, const void *a, int64_t n) {
         __m256i d = pack_digits(tq1_digits(mid, _mm256_set1_epi16(81)), tq1_digits(vqh, pqh));
         p = _mm256_add_epi16(p, _mm256_maddubs_epi16(d, XK(b, 224)));   /* i16: 8 x 2 x 2 x 127 fits */
         isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, ones));
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(ab[b].d * h2f(blk[b].d)), acc);
+        acc += ab[b].d * h2f(blk[b].d) * (float)hsum8i(isum);   /* the reference's float step */
     }
-    return hsum8(acc);
+    return acc;
 }
 
-/* --- MXFP4: 32-blocks against q8_32 activations, table levels as IQ4_NL's ---------------------- */
+/* --- MXFP4: 32-blocks against q8_32 activations, table levels as IQ4_NL's ----------------------
+ * The reference's order (llk_ref_iq.c, dot_mxfp4): block b's exact integer dot, times its scale
+ * product, is added to lane b % 8 of eight float sums; a group of 8 blocks is one vector step (the
+ * 8 blocks' i32 lanes reduced to 8 sums, then per lane the same two multiplies and add, no FMA);
+ * the blocks of a last partial group are added scalar, each to its lane; then hsum8's tree. */
+
+static inline __m256i mx_levels(const blk_mxfp4 *B, __m256i lut, __m256i x) {
+    return dot_ss(_mm256_shuffle_epi8(lut, nib32(B->qs)), x);
+}
+/* eight blocks' i32 lanes -> their eight sums (exact integers, any order) */
+static inline __m256i hsum8x8i(const __m256i p[8]) {
+    __m256i h0 = _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[1]), _mm256_hadd_epi32(p[2], p[3]));
+    __m256i h1 = _mm256_hadd_epi32(_mm256_hadd_epi32(p[4], p[5]), _mm256_hadd_epi32(p[6], p[7]));
+    return _mm256_add_epi32(_mm256_permute2x128_si256(h0, h1, 0x20), _mm256_permute2x128_si256(h0, h1, 0x31));
+}
 
 static float dot_mxfp4(const void *w, const void *a, int64_t n) {
     const blk_mxfp4 *blk = (const blk_mxfp4 *)w;
-    const llk_block_q8_32x8 *ab = (const llk_block_q8_32x8 *)a;
+    const llk_block_q8_32x8 *ag = (const llk_block_q8_32x8 *)a;
     const __m128i t = _mm_loadu_si128((const __m128i *)llk_mxfp4_values);
     const __m256i lut = _mm256_set_m128i(t, t);
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
     const int64_t nb = n / 32;
-    int64_t b = 0;
-    for (; b + 2 <= nb; b += 2) {
-        PREFETCH_AHEAD(&blk[b], 2 * sizeof *blk);
-        __m256i p0 = dot_ss(_mm256_shuffle_epi8(lut, nib32(blk[b].qs)), _mm256_loadu_si256((const __m256i *)ACT_Q(ab, b)));
-        __m256i p1 = dot_ss(_mm256_shuffle_epi8(lut, nib32(blk[b + 1].qs)), _mm256_loadu_si256((const __m256i *)ACT_Q(ab, b + 1)));
-        acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0), _mm256_set1_ps(llk_e8m0_half(blk[b].e) * ACT_D(ab, b)), acc0);
-        acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p1), _mm256_set1_ps(llk_e8m0_half(blk[b + 1].e) * ACT_D(ab, b + 1)), acc1);
+    __m256 acc = _mm256_setzero_ps();
+    int64_t g = 0;
+    for (; 8 * g + 8 <= nb; g++) {
+        const blk_mxfp4 *B = blk + 8 * g;
+        const llk_block_q8_32x8 *G = ag + g;
+        PREFETCH_AHEAD(B, 8 * sizeof *B);
+        __m256i p[8];
+        for (int i = 0; i < 8; i++) p[i] = mx_levels(&B[i], lut, _mm256_loadu_si256((const __m256i *)G->qs[i]));
+        const __m256 e = _mm256_setr_ps(llk_e8m0_half(B[0].e), llk_e8m0_half(B[1].e), llk_e8m0_half(B[2].e),
+                                        llk_e8m0_half(B[3].e), llk_e8m0_half(B[4].e), llk_e8m0_half(B[5].e),
+                                        llk_e8m0_half(B[6].e), llk_e8m0_half(B[7].e));
+        acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_mul_ps(e, _mm256_loadu_ps(G->d)), _mm256_cvtepi32_ps(hsum8x8i(p))));
     }
-    if (b < nb) {
-        __m256i p0 = dot_ss(_mm256_shuffle_epi8(lut, nib32(blk[b].qs)), _mm256_loadu_si256((const __m256i *)ACT_Q(ab, b)));
-        acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0), _mm256_set1_ps(llk_e8m0_half(blk[b].e) * ACT_D(ab, b)), acc0);
+    float l[8];
+    _mm256_storeu_ps(l, acc);
+    for (int64_t b = 8 * g; b < nb; b++) {
+        int sum = hsum8i(mx_levels(&blk[b], lut, _mm256_loadu_si256((const __m256i *)ACT_Q(ag, b))));
+        l[b & 7] += llk_e8m0_half(blk[b].e) * ACT_D(ag, b) * (float)sum;
     }
-    return hsum8(_mm256_add_ps(acc0, acc1));
+    return ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]));
 }
 
 static void llk_fill_256_iq(llk_kernels *k) {
