@@ -266,7 +266,7 @@ static float dot_mxfp4(const void *w, const void *a, int64_t n) {
         for (int i = 0; i < 32; i++) acc += mx_level(blk[b].qs, i) * ACT_Q(ab, b)[i];
         l[b & 7] += llk_e8m0_half(blk[b].e) * ACT_D(ab, b) * (float)acc;
     }
-    return ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]));
+    return llk_sum8(l);
 }
 
 void llk_fill_ref_iq(llk_kernels *k) {

@@ -314,13 +314,6 @@ static float dot_tq1_0(const void *w, const void *a, int64_t n) {
 static inline __m256i mx_levels(const blk_mxfp4 *B, __m256i lut, __m256i x) {
     return dot_ss(_mm256_shuffle_epi8(lut, nib32(B->qs)), x);
 }
-/* eight blocks' i32 lanes -> their eight sums (exact integers, any order) */
-static inline __m256i hsum8x8i(const __m256i p[8]) {
-    __m256i h0 = _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[1]), _mm256_hadd_epi32(p[2], p[3]));
-    __m256i h1 = _mm256_hadd_epi32(_mm256_hadd_epi32(p[4], p[5]), _mm256_hadd_epi32(p[6], p[7]));
-    return _mm256_add_epi32(_mm256_permute2x128_si256(h0, h1, 0x20), _mm256_permute2x128_si256(h0, h1, 0x31));
-}
-
 static float dot_mxfp4(const void *w, const void *a, int64_t n) {
     const blk_mxfp4 *blk = (const blk_mxfp4 *)w;
     const llk_block_q8_32x8 *ag = (const llk_block_q8_32x8 *)a;
@@ -338,7 +331,7 @@ static float dot_mxfp4(const void *w, const void *a, int64_t n) {
         const __m256 e = _mm256_setr_ps(llk_e8m0_half(B[0].e), llk_e8m0_half(B[1].e), llk_e8m0_half(B[2].e),
                                         llk_e8m0_half(B[3].e), llk_e8m0_half(B[4].e), llk_e8m0_half(B[5].e),
                                         llk_e8m0_half(B[6].e), llk_e8m0_half(B[7].e));
-        acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_mul_ps(e, _mm256_loadu_ps(G->d)), _mm256_cvtepi32_ps(hsum8x8i(p))));
+        acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_mul_ps(e, _mm256_loadu_ps(G->d)), _mm256_cvtepi32_ps(hsum8x8i(p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7]))));
     }
     float l[8];
     _mm256_storeu_ps(l, acc);
@@ -346,7 +339,7 @@ static float dot_mxfp4(const void *w, const void *a, int64_t n) {
         int sum = hsum8i(mx_levels(&blk[b], lut, _mm256_loadu_si256((const __m256i *)ACT_Q(ag, b))));
         l[b & 7] += llk_e8m0_half(blk[b].e) * ACT_D(ag, b) * (float)sum;
     }
-    return ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]));
+    return llk_sum8(l);
 }
 
 static void llk_fill_256_iq(llk_kernels *k) {
