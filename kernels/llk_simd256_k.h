@@ -23,6 +23,12 @@ static inline float hsum8i_f(__m256i v) {
     return _mm_cvtss_f32(_mm_cvtepi32_ps(s));
 }
 
+/* hsum8i_f of four vectors at once: lane t = (float) of the exact lane sum of v[t] */
+static inline __m128 hsum8i_f4(const __m256i v[4]) {
+    __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
+    return _mm_cvtepi32_ps(_mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1)));
+}
+
 /* The types with mins (Q2_K, Q4_K, Q5_K): the reference's d * (float)acc - dmin * (float)accm,
  * with acc, accm the exact lane sums of va, vm. The two sums are reduced together and converted in
  * one cvtdq2ps, d and dmin (adjacent halves at dd) in one cvtph2ps; lanes 0 and 1 of the product
@@ -190,8 +196,13 @@ static void dot4_q4_K(const void *w, const void *a, size_t as, int64_t n, float 
                 is[t] = _mm256_add_epi32(is[t], _mm256_add_epi32(_mm256_madd_epi16(plo, slo), _mm256_madd_epi16(phi, shi)));
             }
         }
-        for (int t = 0; t < 4; t++)
-            s[t] += A[t]->d * kmin_diff(&blk[b].d, is[t], k4_min_dot(mn, A[t]->bsums));
+        __m256i im[4];
+        for (int t = 0; t < 4; t++) im[t] = k4_min_dot(mn, A[t]->bsums);
+        float fa[4], fm[4];
+        _mm_storeu_ps(fa, hsum8i_f4(is));
+        _mm_storeu_ps(fm, hsum8i_f4(im));
+        const float d = h2f(blk[b].d), dm = h2f(blk[b].dmin);
+        for (int t = 0; t < 4; t++) s[t] += A[t]->d * (d * fa[t] - dm * fm[t]);
     }
     for (int t = 0; t < 4; t++) out[t] = s[t];
 }
@@ -222,7 +233,9 @@ static void dot4_q6_K(const void *w, const void *a, size_t as, int64_t n, float 
             }
         }
         const float d = h2f(blk[b].d);
-        for (int t = 0; t < 4; t++) s[t] += A[t]->d * d * hsum8i_f(is[t]);
+        float f[4];
+        _mm_storeu_ps(f, hsum8i_f4(is));
+        for (int t = 0; t < 4; t++) s[t] += A[t]->d * d * f[t];
     }
     for (int t = 0; t < 4; t++) out[t] = s[t];
 }
