@@ -272,7 +272,14 @@ LEGACY_DOT4_512(dot4_iq4_nl_512, blk_iq4_nl, lv2_iq4_nl, sdot512, un_iq4_nl, dot
  * Q4_K / Q5_K: a 32-byte chunk holds groups 2c (low nibbles) and 2c+1 (high): unpacked into one
  * zmm, they meet the 64 contiguous activation bytes of those groups in one maddubs; the i16 pair
  * sums are weighted by the two group scales and widened in one vpdpwssd (VNNI) or madd.
- * Q6_K: the two 32-byte halves of ql hold four groups of 32, two per zmm likewise. */
+ * Q6_K: the two 32-byte halves of ql hold four groups of 32, two per zmm likewise.
+ * Float order (see llk_ref.c, the K-quant contract): each super-block's integer sums are reduced
+ * to scalar ints, then its float contribution is the reference's scalar expression. */
+
+/* the 16 i32 lanes of v folded to 8 (exact), for the reductions of llk_simd256_k.h */
+static inline __m256i fold16i(__m512i v) {
+    return _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
+}
 
 static inline __m512i wsum512(__m512i acc, __m512i p16, __m512i s16) {
 #if defined(LLK_VNNI)
@@ -304,8 +311,8 @@ static float dot_q4_K_512(const void *w, const void *a, int64_t n) {
     const llk_block_q8_256 *ab = (const llk_block_q8_256 *)a;
     const int64_t nb = n / 256;
     const __m512i m4 = _mm512_set1_epi8(15);
-    __m512 acc = _mm512_setzero_ps();
-    __m256 accm = _mm256_setzero_ps();
+    float s = 0.0f;
+    __m256i pa = _mm256_setzero_si256(), pm = pa;   /* b - 1's integer sums, reduced during b */
     for (int64_t b = 0; b < nb; b++) {
         PREFETCH_AHEAD(&blk[b], sizeof *blk);
         uint32_t sc[2], mn[2];
@@ -317,11 +324,11 @@ static float dot_q4_K_512(const void *w, const void *a, int64_t n) {
             __m512i p = _mm512_maddubs_epi16(z, _mm512_loadu_si512((const void *)(ab[b].qs + 64 * c)));
             isum = wsum512(isum, p, bcast_w2(scv, 2 * c));
         }
-        float dx = ab[b].d;
-        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(h2f(blk[b].d) * dx), acc);
-        accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(k4_min_dot(mn, ab[b].bsums)), _mm256_set1_ps(h2f(blk[b].dmin) * dx), accm);
+        if (b) s += ab[b - 1].d * kmin_diff(&blk[b - 1].d, pa, pm);
+        pa = fold16i(isum); pm = k4_min_dot(mn, ab[b].bsums);
     }
-    return _mm512_reduce_add_ps(acc) - hsum8(accm);
+    if (nb) s += ab[nb - 1].d * kmin_diff(&blk[nb - 1].d, pa, pm);
+    return s;
 }
 
 static float dot_q5_K_512(const void *w, const void *a, int64_t n) {
@@ -329,8 +336,8 @@ static float dot_q5_K_512(const void *w, const void *a, int64_t n) {
     const llk_block_q8_256 *ab = (const llk_block_q8_256 *)a;
     const int64_t nb = n / 256;
     const __m512i m4 = _mm512_set1_epi8(15), b4 = _mm512_set1_epi8(16);
-    __m512 acc = _mm512_setzero_ps();
-    __m256 accm = _mm256_setzero_ps();
+    float s = 0.0f;
+    __m256i pa = _mm256_setzero_si256(), pm = pa;   /* b - 1's integer sums, reduced during b */
     for (int64_t b = 0; b < nb; b++) {
         PREFETCH_AHEAD(&blk[b], sizeof *blk);
         uint32_t sc[2], mn[2];
@@ -347,11 +354,11 @@ static float dot_q5_K_512(const void *w, const void *a, int64_t n) {
             __m512i p = _mm512_maddubs_epi16(z, _mm512_loadu_si512((const void *)(ab[b].qs + 64 * c)));
             isum = wsum512(isum, p, bcast_w2(scv, 2 * c));
         }
-        float dx = ab[b].d;
-        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(h2f(blk[b].d) * dx), acc);
-        accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(k4_min_dot(mn, ab[b].bsums)), _mm256_set1_ps(h2f(blk[b].dmin) * dx), accm);
+        if (b) s += ab[b - 1].d * kmin_diff(&blk[b - 1].d, pa, pm);
+        pa = fold16i(isum); pm = k4_min_dot(mn, ab[b].bsums);
     }
-    return _mm512_reduce_add_ps(acc) - hsum8(accm);
+    if (nb) s += ab[nb - 1].d * kmin_diff(&blk[nb - 1].d, pa, pm);
+    return s;
 }
 
 /* word index vector: words 8k .. 8k+7 all = g + k (k < 4) */
@@ -366,16 +373,15 @@ static float dot_q6_K_512(const void *w, const void *a, int64_t n) {
     const llk_block_q8_256 *ab = (const llk_block_q8_256 *)a;
     const int64_t nb = n / 256;
     const __m512i m4 = _mm512_set1_epi8(15), m2 = _mm512_set1_epi8(3 << 4);
-    __m512 acc = _mm512_setzero_ps();
+    float s = 0.0f;
+    __m256i pa = _mm256_setzero_si256();   /* b - 1's integer sums, reduced during b */
     for (int64_t b = 0; b < nb; b++) {
         PREFETCH_AHEAD(&blk[b], sizeof *blk);
         const int8_t *sc = blk[b].scales;
         __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)sc));
         __m256i off = _mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i *)ab[b].bsums));
         __m512i sc512 = _mm512_castsi256_si512(sc16);
-        /* the -32 offset, 32 * sum_g sc[g] * bsums[g], starts the sum */
-        __m512i isum = join256(_mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(off, 5)),
-                               _mm256_setzero_si256());
+        __m512i isum = _mm512_setzero_si512();
         for (int h = 0; h < 2; h++) {
             __m512i L = _mm512_loadu_si512((const void *)(blk[b].ql + 64 * h));     /* [l0 | l1] */
             __m256i qh = _mm256_loadu_si256((const __m256i *)(blk[b].qh + 32 * h));
@@ -391,9 +397,11 @@ static float dot_q6_K_512(const void *w, const void *a, int64_t n) {
             isum = wsum512(isum, p01, s01);
             isum = wsum512(isum, p23, s23);
         }
-        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(h2f(blk[b].d) * ab[b].d), acc);
+        if (b) s += ab[b - 1].d * h2f(blk[b - 1].d) * hsum8i_f(pa);
+        pa = _mm256_sub_epi32(fold16i(isum), _mm256_slli_epi32(off, 5));   /* the -32 offset: 32 * sum_g sc[g] * bsums[g] */
     }
-    return _mm512_reduce_add_ps(acc);
+    if (nb) s += ab[nb - 1].d * h2f(blk[nb - 1].d) * hsum8i_f(pa);
+    return s;
 }
 
 /* Q2_K and Q3_K: the 2-bit fields of one 32-byte row of qs hold four groups of 32; two of them
@@ -404,8 +412,8 @@ static float dot_q2_K_512(const void *w, const void *a, int64_t n) {
     const llk_block_q8_256 *ab = (const llk_block_q8_256 *)a;
     const int64_t nb = n / 256;
     const __m256i m2 = _mm256_set1_epi8(3);
-    __m512 acc = _mm512_setzero_ps();
-    __m256 accm = _mm256_setzero_ps();
+    float s = 0.0f;
+    __m256i pa = _mm256_setzero_si256(), pm = pa;   /* b - 1's integer sums, reduced during b */
     for (int64_t b = 0; b < nb; b++) {
         PREFETCH_AHEAD(&blk[b], sizeof *blk);
         __m128i sb = _mm_loadu_si128((const __m128i *)blk[b].scales);
@@ -421,12 +429,11 @@ static float dot_q2_K_512(const void *w, const void *a, int64_t n) {
             isum = wsum512(isum, p01, _mm512_permutexvar_epi16(quad_idx(8 * h), sc512));
             isum = wsum512(isum, p23, _mm512_permutexvar_epi16(quad_idx(8 * h + 4), sc512));
         }
-        __m256i m = _mm256_madd_epi16(mn16, _mm256_loadu_si256((const __m256i *)ab[b].bsums));
-        float dx = ab[b].d;
-        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(h2f(blk[b].d) * dx), acc);
-        accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(m), _mm256_set1_ps(h2f(blk[b].dmin) * dx), accm);
+        if (b) s += ab[b - 1].d * kmin_diff(&blk[b - 1].d, pa, pm);
+        pa = fold16i(isum); pm = _mm256_madd_epi16(mn16, _mm256_loadu_si256((const __m256i *)ab[b].bsums));
     }
-    return _mm512_reduce_add_ps(acc) - hsum8(accm);
+    if (nb) s += ab[nb - 1].d * kmin_diff(&blk[nb - 1].d, pa, pm);
+    return s;
 }
 
 /* bit k of each byte of hm, moved to bit 2 (the Q3_K high bit as +4 on the level) */
@@ -440,14 +447,15 @@ static float dot_q3_K_512(const void *w, const void *a, int64_t n) {
     const llk_block_q8_256 *ab = (const llk_block_q8_256 *)a;
     const int64_t nb = n / 256;
     const __m256i m2 = _mm256_set1_epi8(3);
-    __m512 acc = _mm512_setzero_ps();
+    float s = 0.0f;
+    __m256i pa = _mm256_setzero_si256();   /* b - 1's integer sums, reduced during b */
     for (int64_t b = 0; b < nb; b++) {
         PREFETCH_AHEAD(&blk[b], sizeof *blk);
         __m256i sc16 = k3_scales(blk[b].scales);
         __m512i sc512 = _mm512_castsi256_si512(sc16);
         /* level + 4 = low2 + 4 * high bit (0..7): subtract 4 * sum_g sc[g] * bsums[g] */
         __m256i off = _mm256_slli_epi32(_mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i *)ab[b].bsums)), 2);
-        __m512i isum = join256(_mm256_sub_epi32(_mm256_setzero_si256(), off), _mm256_setzero_si256());
+        __m512i isum = _mm512_setzero_si512();
         __m256i hm = _mm256_loadu_si256((const __m256i *)blk[b].hmask);
         for (int h = 0; h < 2; h++) {
             __m256i v = _mm256_loadu_si256((const __m256i *)(blk[b].qs + 32 * h));
@@ -460,9 +468,11 @@ static float dot_q3_K_512(const void *w, const void *a, int64_t n) {
             isum = wsum512(isum, p01, _mm512_permutexvar_epi16(quad_idx(8 * h), sc512));
             isum = wsum512(isum, p23, _mm512_permutexvar_epi16(quad_idx(8 * h + 4), sc512));
         }
-        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(h2f(blk[b].d) * ab[b].d), acc);
+        if (b) s += ab[b - 1].d * h2f(blk[b - 1].d) * hsum8i_f(pa);
+        pa = _mm256_sub_epi32(fold16i(isum), off);
     }
-    return _mm512_reduce_add_ps(acc);
+    if (nb) s += ab[nb - 1].d * h2f(blk[nb - 1].d) * hsum8i_f(pa);
+    return s;
 }
 
 #if defined(LLK_VNNI)
@@ -475,7 +485,8 @@ static float dot_iq4_xs_512(const void *w, const void *a, int64_t n) {
     const int64_t nb = n / 256;
     const __m512i lut = _mm512_broadcast_i32x4(_mm_xor_si128(_mm_loadu_si128((const __m128i *)llk_iq4_values),
                                                              _mm_set1_epi8((char)0x80)));
-    __m512 acc = _mm512_setzero_ps();
+    float s = 0.0f;
+    __m256i pa = _mm256_setzero_si256();   /* b - 1's integer sums, reduced during b */
     for (int64_t b = 0; b < nb; b++) {
         PREFETCH_AHEAD(&blk[b], sizeof *blk);
         /* the 8 scales as i32 lanes, built in registers (stored scalars would stall the loads) */
@@ -489,8 +500,7 @@ static float dot_iq4_xs_512(const void *w, const void *a, int64_t n) {
         /* each scale in both i16 halves of its lane: pairs with bsums[2g], bsums[2g+1] */
         __m256i ls2 = _mm256_or_si256(_mm256_and_si256(ls8, _mm256_set1_epi32(0xffff)), _mm256_slli_epi32(ls8, 16));
         __m256i bias = _mm256_slli_epi32(_mm256_madd_epi16(ls2, _mm256_loadu_si256((const __m256i *)ab[b].bsums)), 7);
-        __m512i isum = _mm512_castsi256_si512(_mm256_sub_epi32(_mm256_setzero_si256(), bias));
-        isum = _mm512_inserti64x4(isum, _mm256_setzero_si256(), 1);
+        __m512i isum = _mm512_setzero_si512();
         for (int k = 0; k < 4; k++) {
             __m512i q = _mm512_shuffle_epi8(lut, nib64(blk[b].qs + 32 * k, blk[b].qs + 32 * k + 16));
             __m512i d = dpbusd512(q, _mm512_loadu_si512((const void *)(ab[b].qs + 64 * k)));
@@ -498,9 +508,11 @@ static float dot_iq4_xs_512(const void *w, const void *a, int64_t n) {
                 2 * k + 1, 2 * k + 1, 2 * k + 1, 2 * k + 1, 2 * k, 2 * k, 2 * k, 2 * k, 2 * k, 2 * k, 2 * k, 2 * k), ls512);
             isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(d, sc));
         }
-        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(h2f(blk[b].d) * ab[b].d), acc);
+        if (b) s += ab[b - 1].d * h2f(blk[b - 1].d) * hsum8i_f(pa);
+        pa = _mm256_sub_epi32(fold16i(isum), bias);
     }
-    return _mm512_reduce_add_ps(acc);
+    if (nb) s += ab[nb - 1].d * h2f(blk[nb - 1].d) * hsum8i_f(pa);
+    return s;
 }
 #endif
 

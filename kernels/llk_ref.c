@@ -192,7 +192,19 @@ static void deq_iq4_nl(const void *x, float *y, int64_t n) {
     }
 }
 
-/* --- K-quants: each super-block is unpacked to 256 integer levels plus per-group scale/min ---- */
+/* --- K-quants: each super-block is unpacked to 256 integer levels plus per-group scale/min ----
+ *
+ * The summation contract of the super-block (256) types Q2_K .. Q6_K and IQ4_XS, which every SIMD
+ * twin follows bit for bit:
+ *  1. per super-block b, the exact integer sums written below (acc = sum_g scale_g * sum of
+ *     level x activation over group g; for the types with mins, accm = sum_g min_g * bsum_g) may
+ *     be formed in any order (integer arithmetic is exact; they fit in int32), but are fully
+ *     reduced to one scalar int each per super-block;
+ *  2. that super-block's float contribution is then computed in scalar code with exactly the
+ *     operations below, in the same order (C evaluates left to right: `dx * d * (float)acc` is
+ *     (dx * d) * acc), no FMA;
+ *  3. s accumulates the contributions one super-block after another, from 0.0f, and is returned.
+ * The 1 x 4 matmul kernels give each token exactly the float of its single dot. */
 
 #define KBLOCKS(T, x) const T *blk = (const T *)(x); const int64_t nb = n / LLK_QKK
 #define KABLOCKS(a) const llk_block_q8_256 *ab = (const llk_block_q8_256 *)(a)

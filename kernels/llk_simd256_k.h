@@ -5,11 +5,42 @@
  * Shape: per super-block, the 6-bit or 4-bit group scales are unpacked with word or vector ops,
  * levels with shifts and masks; maddubs gives i16 pair sums that madd weights by the group scale;
  * mins and offsets use the activation block sums (bsums) in one more madd.
+ * Float order (see llk_ref.c, the K-quant contract): the integer sums of a super-block are reduced
+ * to scalar ints (hsum8i), then its float contribution is the reference's scalar expression, added
+ * to s super-block by super-block.
  */
 #ifndef LLK_SIMD256_K_H
 #define LLK_SIMD256_K_H
 
 /* --- K-quants ----------------------------------------------------------------------------------- */
+
+/* (float) of the exact sum of the 8 i32 lanes of v: the contract's (float)acc, converted in the
+ * vector unit (cvtdq2ps rounds as the C conversion does) with no trip through a general register */
+static inline float hsum8i_f(__m256i v) {
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 1));
+    return _mm_cvtss_f32(_mm_cvtepi32_ps(s));
+}
+
+/* hsum8i_f of four vectors at once: lane t = (float) of the exact lane sum of v[t] */
+static inline __m128 hsum8i_f4(const __m256i v[4]) {
+    __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
+    return _mm_cvtepi32_ps(_mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1)));
+}
+
+/* The types with mins (Q2_K, Q4_K, Q5_K): the reference's d * (float)acc - dmin * (float)accm,
+ * with acc, accm the exact lane sums of va, vm. The two sums are reduced together and converted in
+ * one cvtdq2ps, d and dmin (adjacent halves at dd) in one cvtph2ps; lanes 0 and 1 of the product
+ * are the two scalar products, rounded exactly as the scalar code rounds them. */
+static inline float kmin_diff(const llk_half *dd, __m256i va, __m256i vm) {
+    __m256i t = _mm256_add_epi32(_mm256_unpacklo_epi32(va, vm), _mm256_unpackhi_epi32(va, vm));
+    __m128i u = _mm_add_epi32(_mm256_castsi256_si128(t), _mm256_extracti128_si256(t, 1));
+    u = _mm_add_epi32(u, _mm_unpackhi_epi64(u, u));                 /* [acc, accm, ..] */
+    uint32_t h; memcpy(&h, dd, 4);
+    __m128 p = _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128((int)h)), _mm_cvtepi32_ps(u));
+    return _mm_cvtss_f32(_mm_sub_ss(p, _mm_movehdup_ps(p)));
+}
 
 #define KQ(T) const T *blk = (const T *)w; const llk_block_q8_256 *ab = (const llk_block_q8_256 *)a; \
               const int64_t nb = n / 256
@@ -44,7 +75,8 @@ static inline __m256i scale2(__m256i p16, int s0, int s1) {
 static float dot_q4_K(const void *w, const void *a, int64_t n) {
     KQ(blk_q4_K);
     const __m256i m4 = _mm256_set1_epi8(15);
-    __m256 acc = _mm256_setzero_ps(), accm = _mm256_setzero_ps();
+    float s = 0.0f;
+    __m256i pa = _mm256_setzero_si256(), pm = pa;   /* b - 1's integer sums, reduced during b */
     for (int64_t b = 0; b < nb; b++) {
         PREFETCH_AHEAD(&blk[b], sizeof *blk);
         uint32_t sc[2], mn[2];
@@ -60,17 +92,18 @@ static float dot_q4_K(const void *w, const void *a, int64_t n) {
             i0 = _mm256_add_epi32(i0, _mm256_madd_epi16(plo, bcast_w(scv, 2 * c)));
             i1 = _mm256_add_epi32(i1, _mm256_madd_epi16(phi, bcast_w(scv, 2 * c + 1)));
         }
-        float dx = ab[b].d;
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(i0, i1)), _mm256_set1_ps(h2f(blk[b].d) * dx), acc);
-        accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(k4_min_dot(mn, ab[b].bsums)), _mm256_set1_ps(h2f(blk[b].dmin) * dx), accm);
+        if (b) s += ab[b - 1].d * kmin_diff(&blk[b - 1].d, pa, pm);
+        pa = _mm256_add_epi32(i0, i1); pm = k4_min_dot(mn, ab[b].bsums);
     }
-    return hsum8(_mm256_sub_ps(acc, accm));
+    if (nb) s += ab[nb - 1].d * kmin_diff(&blk[nb - 1].d, pa, pm);
+    return s;
 }
 
 static float dot_q5_K(const void *w, const void *a, int64_t n) {
     KQ(blk_q5_K);
     const __m256i m4 = _mm256_set1_epi8(15), b4 = _mm256_set1_epi8(16);
-    __m256 acc = _mm256_setzero_ps(), accm = _mm256_setzero_ps();
+    float s = 0.0f;
+    __m256i pa = _mm256_setzero_si256(), pm = pa;   /* b - 1's integer sums, reduced during b */
     for (int64_t b = 0; b < nb; b++) {
         PREFETCH_AHEAD(&blk[b], sizeof *blk);
         uint32_t sc[2], mn[2];
@@ -91,11 +124,11 @@ static float dot_q5_K(const void *w, const void *a, int64_t n) {
             i0 = _mm256_add_epi32(i0, _mm256_madd_epi16(plo, bcast_w(scv, 2 * c)));
             i1 = _mm256_add_epi32(i1, _mm256_madd_epi16(phi, bcast_w(scv, 2 * c + 1)));
         }
-        float dx = ab[b].d;
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(i0, i1)), _mm256_set1_ps(h2f(blk[b].d) * dx), acc);
-        accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(k4_min_dot(mn, ab[b].bsums)), _mm256_set1_ps(h2f(blk[b].dmin) * dx), accm);
+        if (b) s += ab[b - 1].d * kmin_diff(&blk[b - 1].d, pa, pm);
+        pa = _mm256_add_epi32(i0, i1); pm = k4_min_dot(mn, ab[b].bsums);
     }
-    return hsum8(_mm256_sub_ps(acc, accm));
+    if (nb) s += ab[nb - 1].d * kmin_diff(&blk[nb - 1].d, pa, pm);
+    return s;
 }
 
 /* Q6_K: half h (128 levels) of a super-block -> four vectors of 32 six-bit levels 0..63 (the
@@ -113,7 +146,8 @@ static inline void q6k_half(const blk_q6_K *blk, int h, __m256i q[4]) {
 
 static float dot_q6_K(const void *w, const void *a, int64_t n) {
     KQ(blk_q6_K);
-    __m256 acc = _mm256_setzero_ps();
+    float s = 0.0f;
+    __m256i pa = _mm256_setzero_si256();   /* b - 1's integer sums, reduced during b */
     for (int64_t b = 0; b < nb; b++) {
         PREFETCH_AHEAD(&blk[b], sizeof *blk);
         const int8_t *sc = blk[b].scales;
@@ -130,10 +164,11 @@ static float dot_q6_K(const void *w, const void *a, int64_t n) {
             i0 = _mm256_add_epi32(i0, scale2(_mm256_maddubs_epi16(q[2], XK(b, 128 * h + 64)), sc[g + 4], sc[g + 5]));
             i1 = _mm256_add_epi32(i1, scale2(_mm256_maddubs_epi16(q[3], XK(b, 128 * h + 96)), sc[g + 6], sc[g + 7]));
         }
-        __m256i isum = _mm256_sub_epi32(_mm256_add_epi32(i0, i1), _mm256_slli_epi32(off, 5));
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(h2f(blk[b].d) * ab[b].d), acc);
+        if (b) s += ab[b - 1].d * h2f(blk[b - 1].d) * hsum8i_f(pa);
+        pa = _mm256_sub_epi32(_mm256_add_epi32(i0, i1), _mm256_slli_epi32(off, 5));
     }
-    return hsum8(acc);
+    if (nb) s += ab[nb - 1].d * h2f(blk[nb - 1].d) * hsum8i_f(pa);
+    return s;
 }
 
 /* Q4_K and Q6_K, 1 x 4: levels and scales unpacked once per super-block for four tokens. */
@@ -141,8 +176,7 @@ static void dot4_q4_K(const void *w, const void *a, size_t as, int64_t n, float 
     const blk_q4_K *blk = (const blk_q4_K *)w;
     const int64_t nb = n / 256;
     const __m256i m4 = _mm256_set1_epi8(15);
-    __m256 acc[4], accm[4];
-    for (int t = 0; t < 4; t++) acc[t] = accm[t] = _mm256_setzero_ps();
+    float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     for (int64_t b = 0; b < nb; b++) {
         const llk_block_q8_256 *A[4];
         for (int t = 0; t < 4; t++) A[t] = (const llk_block_q8_256 *)((const uint8_t *)a + t * as) + b;
@@ -162,20 +196,21 @@ static void dot4_q4_K(const void *w, const void *a, size_t as, int64_t n, float 
                 is[t] = _mm256_add_epi32(is[t], _mm256_add_epi32(_mm256_madd_epi16(plo, slo), _mm256_madd_epi16(phi, shi)));
             }
         }
-        float d = h2f(blk[b].d), dm = h2f(blk[b].dmin);
-        for (int t = 0; t < 4; t++) {
-            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is[t]), _mm256_set1_ps(d * A[t]->d), acc[t]);
-            accm[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(k4_min_dot(mn, A[t]->bsums)), _mm256_set1_ps(dm * A[t]->d), accm[t]);
-        }
+        __m256i im[4];
+        for (int t = 0; t < 4; t++) im[t] = k4_min_dot(mn, A[t]->bsums);
+        float fa[4], fm[4];
+        _mm_storeu_ps(fa, hsum8i_f4(is));
+        _mm_storeu_ps(fm, hsum8i_f4(im));
+        const float d = h2f(blk[b].d), dm = h2f(blk[b].dmin);
+        for (int t = 0; t < 4; t++) s[t] += A[t]->d * (d * fa[t] - dm * fm[t]);
     }
-    for (int t = 0; t < 4; t++) out[t] = hsum8(_mm256_sub_ps(acc[t], accm[t]));
+    for (int t = 0; t < 4; t++) out[t] = s[t];
 }
 
 static void dot4_q6_K(const void *w, const void *a, size_t as, int64_t n, float *out) {
     const blk_q6_K *blk = (const blk_q6_K *)w;
     const int64_t nb = n / 256;
-    __m256 acc[4];
-    for (int t = 0; t < 4; t++) acc[t] = _mm256_setzero_ps();
+    float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     for (int64_t b = 0; b < nb; b++) {
         const llk_block_q8_256 *A[4];
         for (int t = 0; t < 4; t++) A[t] = (const llk_block_q8_256 *)((const uint8_t *)a + t * as) + b;
@@ -197,11 +232,12 @@ static void dot4_q6_K(const void *w, const void *a, size_t as, int64_t n, float 
                 }
             }
         }
-        float d = h2f(blk[b].d);
-        for (int t = 0; t < 4; t++)
-            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is[t]), _mm256_set1_ps(d * A[t]->d), acc[t]);
+        const float d = h2f(blk[b].d);
+        float f[4];
+        _mm_storeu_ps(f, hsum8i_f4(is));
+        for (int t = 0; t < 4; t++) s[t] += A[t]->d * d * f[t];
     }
-    for (int t = 0; t < 4; t++) out[t] = hsum8(acc[t]);
+    for (int t = 0; t < 4; t++) out[t] = s[t];
 }
 
 /* 16 i16 group scales (both 128-bit lanes of v hold words 0-7 of half h ... see callers):
@@ -219,7 +255,8 @@ static inline __m256i half_scales(__m256i s16, int h) {
 static float dot_q2_K(const void *w, const void *a, int64_t n) {
     KQ(blk_q2_K);
     const __m256i m2 = _mm256_set1_epi8(3);
-    __m256 acc = _mm256_setzero_ps(), accm = _mm256_setzero_ps();
+    float s = 0.0f;
+    __m256i pa = _mm256_setzero_si256(), pm = pa;   /* b - 1's integer sums, reduced during b */
     for (int64_t b = 0; b < nb; b++) {
         PREFETCH_AHEAD(&blk[b], sizeof *blk);
         __m128i sb = _mm_loadu_si128((const __m128i *)blk[b].scales);
@@ -235,12 +272,11 @@ static float dot_q2_K(const void *w, const void *a, int64_t n) {
                 isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, pair_scales(sv, 8 * h + 2 * s)));
             }
         }
-        __m256i m = _mm256_madd_epi16(mn16, _mm256_loadu_si256((const __m256i *)ab[b].bsums));
-        float dx = ab[b].d;
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(h2f(blk[b].d) * dx), acc);
-        accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(m), _mm256_set1_ps(h2f(blk[b].dmin) * dx), accm);
+        if (b) s += ab[b - 1].d * kmin_diff(&blk[b - 1].d, pa, pm);
+        pa = isum; pm = _mm256_madd_epi16(mn16, _mm256_loadu_si256((const __m256i *)ab[b].bsums));
     }
-    return hsum8(_mm256_sub_ps(acc, accm));
+    if (nb) s += ab[nb - 1].d * kmin_diff(&blk[nb - 1].d, pa, pm);
+    return s;
 }
 
 /* Q3_K: the 16 signed 6-bit scales from their 12 packed bytes, as 16 i16 (word ops, no loop) */
@@ -259,7 +295,8 @@ static inline __m256i k3_scales(const uint8_t *s) {
 static float dot_q3_K(const void *w, const void *a, int64_t n) {
     KQ(blk_q3_K);
     const __m256i m2 = _mm256_set1_epi8(3), four = _mm256_set1_epi8(4);
-    __m256 acc = _mm256_setzero_ps();
+    float s = 0.0f;
+    __m256i pa = _mm256_setzero_si256();   /* b - 1's integer sums, reduced during b */
     for (int64_t b = 0; b < nb; b++) {
         PREFETCH_AHEAD(&blk[b], sizeof *blk);
         __m256i sc16 = k3_scales(blk[b].scales);
@@ -279,15 +316,18 @@ static float dot_q3_K(const void *w, const void *a, int64_t n) {
                 isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, pair_scales(sv, 8 * h + 2 * j)));
             }
         }
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(h2f(blk[b].d) * ab[b].d), acc);
+        if (b) s += ab[b - 1].d * h2f(blk[b - 1].d) * hsum8i_f(pa);
+        pa = isum;
     }
-    return hsum8(acc);
+    if (nb) s += ab[nb - 1].d * h2f(blk[nb - 1].d) * hsum8i_f(pa);
+    return s;
 }
 
 static float dot_iq4_xs(const void *w, const void *a, int64_t n) {
     KQ(blk_iq4_xs);
     const __m256i lut = iq4_lut();
-    __m256 acc = _mm256_setzero_ps();
+    float s = 0.0f;
+    __m256i pa = _mm256_setzero_si256();   /* b - 1's integer sums, reduced during b */
     for (int64_t b = 0; b < nb; b++) {
         PREFETCH_AHEAD(&blk[b], sizeof *blk);
         __m256i isum = _mm256_setzero_si256();
@@ -300,9 +340,11 @@ static float dot_iq4_xs(const void *w, const void *a, int64_t n) {
             __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(q, q), _mm256_sign_epi8(x, q));
             isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, _mm256_set1_epi16((short)ls)));
         }
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(h2f(blk[b].d) * ab[b].d), acc);
+        if (b) s += ab[b - 1].d * h2f(blk[b - 1].d) * hsum8i_f(pa);
+        pa = isum;
     }
-    return hsum8(acc);
+    if (nb) s += ab[nb - 1].d * h2f(blk[nb - 1].d) * hsum8i_f(pa);
+    return s;
 }
 
 #endif /* LLK_SIMD256_K_H */
