@@ -82,6 +82,35 @@ def test_free_running_greedy_matches_where_llamacpp_is_confident(smollm2_file, s
                     break
 
 
+def _free_run(d: CDecoder, prompt_ids: list[int], n: int) -> tuple[np.ndarray, list[int]]:
+    """The prompt's logits (one batch) and n greedy tokens, each fed back one per call."""
+    logits = d.decode(prompt_ids, 0)
+    first, ids = logits.copy(), []
+    for i in range(n):
+        ids.append(int(logits.argmax()))
+        logits = d.decode([ids[-1]], len(prompt_ids) + i)
+    return first, ids
+
+
+def test_every_isa_level_gives_the_same_logits_and_tokens(smollm2_file, smollm2_goldens):
+    """The kernels' summation contract end to end (tests/kernels/test_bitexact.py): the prompt's
+    logits are equal bit for bit at every level, and so are 64 free-running greedy tokens of every
+    golden prompt (the reference level, ~8x slower, on three of them)."""
+    cfg = config_from_gguf(smollm2_file)
+    runs = {}
+    for isa in ISA_LEVELS:
+        cases = smollm2_goldens["cases"] if isa != "ref" else smollm2_goldens["cases"][::4]
+        with CDecoder(smollm2_file, cfg, 256, n_threads=2, isa=isa) as d:
+            runs[isa] = [_free_run(d, c["prompt_ids"], 64) for c in cases]
+    best = runs[ISA_LEVELS[-1]]
+    for isa in ISA_LEVELS[:-1]:
+        step = 1 if isa != "ref" else 4
+        for k, (logits, ids) in enumerate(runs[isa]):
+            want_logits, want_ids = best[k * step]
+            assert np.array_equal(logits.view(np.uint32), want_logits.view(np.uint32)), (isa, k)
+            assert ids == want_ids, (isa, k)
+
+
 @pytest.mark.parametrize("isa", ISA_LEVELS)
 def test_llambda_isa_environment_runs_the_whole_engine_at_that_level(smollm2_path, smollm2_goldens, isa):
     """LLAMBDA_ISA lowers every kernel (attention included) for a whole `generate` process; the
