@@ -3,9 +3,12 @@
  * A job is a function over item ranges. Each thread owns a contiguous share of the items (its
  * memory streams stay sequential and its counter stays in its own cache line) and takes chunks
  * of it from its own atomic counter; a thread whose share is done takes chunks from the others'
- * counters, so uneven chunks and a descheduled thread still balance. Between jobs workers spin for
- * spin_ns, then sleep on a condition variable: an idle pool burns no CPU. One thread drives a
- * pool at a time (the engine's worker); llk_pool_abort may be called from any thread.
+ * counters, so uneven chunks and a descheduled thread still balance. A job ends when its chunks
+ * are done, not when every worker has looked at it: a worker the OS has not run yet (another
+ * process, the UI thread on the same core) costs the job nothing, the others take its share.
+ * Between jobs workers spin for spin_ns, then sleep on a condition variable: an idle pool burns no
+ * CPU. One thread drives a pool at a time (the engine's worker); llk_pool_abort may be called from
+ * any thread.
  * Not here: the kernels themselves (llk_ops.c), which only see (begin, end, ith).
  */
 #include <stdlib.h>
@@ -48,7 +51,9 @@ struct llk_pool {
     void *arg;
     int64_t n_items, chunk;
     _Alignas(CACHE_LINE) atomic_int gen;        /* job generation */
-    _Alignas(CACHE_LINE) atomic_int done;       /* workers finished with this generation */
+    atomic_int open;                            /* the generation workers may join; 0: none */
+    _Alignas(CACHE_LINE) atomic_int_fast64_t chunks_left;   /* of the open job */
+    _Alignas(CACHE_LINE) atomic_int active;     /* workers inside the job's state */
     _Alignas(CACHE_LINE) atomic_int abort_flag;
     atomic_int stop;
     atomic_int n_sleeping;
@@ -181,6 +186,7 @@ static void run_chunks(llk_pool *p, int ith) {
             nch++;
         }
     }
+    if (nch) atomic_fetch_sub(&p->chunks_left, (int_fast64_t)nch);
     atomic_fetch_add_explicit(&p->slots[ith].busy_ns, llk_now_ns() - t0, memory_order_relaxed);
     atomic_fetch_add_explicit(&p->slots[ith].chunks, nch, memory_order_relaxed);
 }
@@ -211,8 +217,12 @@ static void worker_main(void *varg) {
         }
         if (atomic_load(&p->stop)) break;
         seen = g;
-        run_chunks(p, wa.ith);
-        atomic_fetch_add(&p->done, 1);
+        /* Join only while the job is open: the driver closes it (open = 0) before it waits for
+         * active to drop to 0 and reuses the state, so a late worker either is counted in active
+         * or sees the job closed (sequentially consistent: one of the two orders holds). */
+        atomic_fetch_add(&p->active, 1);
+        if (atomic_load(&p->open) == g) run_chunks(p, wa.ith);
+        atomic_fetch_sub(&p->active, 1);
     }
 }
 
@@ -305,11 +315,20 @@ static llk_status run_locked(llk_pool *p, int64_t n_items, int64_t chunk, llk_jo
         run_chunks(p, 0);
         return atomic_load(&p->abort_flag) ? LLK_ERR_ABORTED : LLK_OK;
     }
-    atomic_store(&p->done, 0);
-    atomic_fetch_add(&p->gen, 1);     /* publishes the job (seq_cst) */
+    atomic_store(&p->chunks_left, n_chunks);
+    const int g = atomic_load(&p->gen) + 1;
+    atomic_store(&p->open, g);
+    atomic_store(&p->gen, g);         /* publishes the job (seq_cst) */
     wake_all(p);
     run_chunks(p, 0);
-    for (unsigned it = 1; atomic_load(&p->done) < p->n - 1; it++) {
+    /* wait for the chunks others have taken (an aborted job leaves some untaken) ... */
+    for (unsigned it = 1; atomic_load(&p->chunks_left) > 0 && !atomic_load(&p->abort_flag); it++) {
+        llk_pause();
+        if ((it & 1023) == 0) llk_yield();
+    }
+    /* ... then close it, and wait for any worker still inside its state */
+    atomic_store(&p->open, 0);
+    for (unsigned it = 1; atomic_load(&p->active) > 0; it++) {
         llk_pause();
         if ((it & 1023) == 0) llk_yield();
     }
