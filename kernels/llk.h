@@ -304,6 +304,21 @@ int64_t llk_sample_candidates(const float *logits, int64_t n_vocab, const int32_
 int32_t llk_sample(const float *logits, int64_t n_vocab, const int32_t *window, int64_t n_window,
                    const llk_sampler_params *p, double u, void *scratch);
 
+/* --- the generation loop (llk_generate.c) ---------------------------------------------------- */
+
+/* A run of generated tokens without returning per token. logits: those after the last decoded
+ * token (pos tokens are in the cache); they are overwritten as the run goes. hist: the last n_hist
+ * tokens of the cache with room for max_tokens more (the penalty window is its last n_window).
+ * Step i samples with uniform u[i] into out; stops after a token in stop_ids, after max_tokens, or
+ * once max_seconds have passed; otherwise decodes the token at pos + i and appends it to hist.
+ * The last token sampled is never decoded: *n_out are sampled, the first *n_out - 1 decoded, also
+ * when the run ends in an error (LLK_ERR_ABORTED: the pool was aborted). */
+llk_status llk_generate(llk_decoder *d, float *logits, int64_t n_vocab, int64_t pos,
+                        int32_t *hist, int64_t n_hist, int64_t n_window,
+                        const llk_sampler_params *p, const double *u, const int32_t *stop_ids,
+                        int64_t n_stop, int64_t max_tokens, double max_seconds, void *scratch,
+                        int32_t *out, int64_t *n_out, double *sample_seconds);
+
 /* LLK_CDEF_END */
 
 #ifdef __cplusplus

@@ -275,6 +275,40 @@ class CDecoder:
         kernels._check(st, "decode")
         return out
 
+    def generate(self, logits: np.ndarray, start_pos: int, context: Sequence[int], sampler,
+                 max_tokens: int, stop_ids: Sequence[int] = (), max_seconds: float = 0.03
+                 ) -> tuple[list[int], float, bool]:
+        """A run of tokens made in C (llk_generate), the interpreter lock released throughout:
+        sample from `logits` (after the token at start_pos - 1; overwritten), decode, repeat, up
+        to max_tokens, a token of stop_ids, or max_seconds. Returns (tokens, seconds spent
+        sampling, cancelled by abort()): every token but the last is decoded, at start_pos on."""
+        if max_tokens < 1:
+            raise ValueError("generate: max_tokens must be >= 1")
+        if start_pos + max_tokens - 1 > self.n_ctx:
+            raise ValueError(f"generate: {max_tokens} tokens from {start_pos} overflow the context")
+        if logits.dtype != np.float32 or not logits.flags.c_contiguous or logits.size != self.n_vocab:
+            raise ValueError("generate: logits must be the decoder's float32 row")
+        w = sampler.n_window
+        hist = np.empty(w + max_tokens, np.int32)
+        tail = list(context[-w:]) if w else []
+        hist[:len(tail)] = tail
+        u = sampler.uniforms(max_tokens)
+        stop = np.asarray(sorted(stop_ids), dtype=np.int32)
+        out = np.empty(max_tokens, np.int32)
+        n_out = ffi.new("int64_t *")
+        ts = ffi.new("double *")
+        st = lib.llk_generate(self.ptr, ffi.from_buffer("float[]", logits), self.n_vocab, int(start_pos),
+                              ffi.from_buffer("int32_t[]", hist), len(tail), w, sampler.params,
+                              ffi.from_buffer("double[]", u), ffi.from_buffer("int32_t[]", stop),
+                              stop.size, max_tokens, float(max_seconds),
+                              ffi.from_buffer(sampler.scratch(self.n_vocab)),
+                              ffi.from_buffer("int32_t[]", out), n_out, ts)
+        tokens = [int(t) for t in out[:n_out[0]]]
+        if st == 4:
+            return tokens, ts[0], True
+        kernels._check(st, "generate")
+        return tokens, ts[0], False
+
     def kv_shift(self, p0: int, n_drop: int, n_past: int) -> bool:
         """Drop cache positions [p0, p0 + n_drop) of n_past, moving the later ones down (keys
         re-rotated). False where the RoPE kind cannot be re-rotated: decode those tokens again."""

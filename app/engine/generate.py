@@ -22,6 +22,12 @@ __all__ = ["GenerationRequest", "PromptProgress", "TextPiece", "ContextShifted",
            "Event", "generate", "STOP_REASONS", "CONTEXT_POLICIES"]
 
 STOP_REASONS = ("eog", "stop_string", "length", "context_full", "cancelled")
+
+# Tokens are made in runs (Session.sample_run: one C call, no interpreter lock held) of up to RUN
+# tokens or RUN_SECONDS, whichever comes first; the text is looked at between runs. A stop string
+# can so cost up to one run of decoding that is thrown away (its tokens leave the cache).
+RUN = 64
+RUN_SECONDS = 0.03
 CONTEXT_POLICIES = ("stop", "shift")
 
 
@@ -125,40 +131,56 @@ def generate(session: Session, tokenizer, request: GenerationRequest) -> Iterato
         stats.prompt_tokens_evaluated = session.last_evaluated
         stats.prompt_s = time.perf_counter() - t0
         sampler = Sampler(request.sampler)
+        stop_ids = getattr(tokenizer, "eog_ids", ()) if request.stop_on_eog else ()
         t_first = None
+        pending = None          # the last token sampled, not yet decoded into the cache
+        run = 1                 # tokens per run: the first alone (it shows at once), then RUN
         while len(ids) < request.max_tokens:
-            ts = time.perf_counter()
-            tok = sampler.sample(logits, session.tokens)
-            te = time.perf_counter()
+            if pending is not None:
+                if session.n_past >= session.n_ctx:
+                    if request.context_policy == "stop":
+                        reason = "context_full"
+                        break
+                    keep = min(request.n_keep, session.n_past - 1)
+                    n_drop = (session.n_past - keep) // 2
+                    new = session.shifted(keep, n_drop)
+                    session.drop(keep, n_drop)      # keys moved in place where RoPE allows
+                    stats.context_shifts += 1
+                    yield ContextShifted(n_drop, len(new))
+                    logits = session.feed(new + [pending])
+                else:
+                    logits = session.step(pending)
+                pending = None
+            k = min(run, request.max_tokens - len(ids), session.n_ctx - session.n_past + 1)
+            toks, sample_s, cancelled = session.sample_run(logits, sampler, k, stop_ids, RUN_SECONDS)
             if t_first is None:
-                t_first = te
-                stats.ttft_s = te - t0
+                t_first = time.perf_counter()
+                stats.ttft_s = t_first - t0
             else:
-                stats.sample_s += te - ts
-            ids.append(tok)
-            stats.generated_tokens = len(ids)
-            step = stream.push(tok)
-            if step.text:
-                yield TextPiece(step.text, tok)
-            if step.stop is not None:
-                reason, stop_string = step.stop, step.stop_string
-                break
-            if len(ids) >= request.max_tokens:
-                break
-            if session.n_past >= session.n_ctx:
-                if request.context_policy == "stop":
-                    reason = "context_full"
+                stats.sample_s += sample_s
+            run = RUN
+            taken = 0               # tokens of the run that become the reply's
+            for tok in toks:
+                if taken and session.cancelled:     # Stop pressed while the run was shown
+                    cancelled = True
                     break
-                keep = min(request.n_keep, session.n_past - 1)
-                n_drop = (session.n_past - keep) // 2
-                new = session.shifted(keep, n_drop)
-                session.drop(keep, n_drop)          # keys moved in place where RoPE allows
-                stats.context_shifts += 1
-                yield ContextShifted(n_drop, len(new))
-                logits = session.feed(new + [tok])
-            else:
-                logits = session.step(tok)
+                taken += 1
+                ids.append(tok)
+                stats.generated_tokens = len(ids)
+                step = stream.push(tok)
+                if step.text:
+                    yield TextPiece(step.text, tok)
+                if step.stop is not None:
+                    reason, stop_string = step.stop, step.stop_string
+                    break
+            if taken < len(toks):   # the cache keeps the reply's tokens but its last, as ever
+                del session.tokens[len(session.tokens) - (len(toks) - taken):]
             stats.generation_s = time.perf_counter() - t_first
+            if cancelled:
+                raise GenerationCancelled("generation cancelled")
+            if reason != "length":
+                break
+            pending = toks[-1]
         if t_first is not None:
             stats.generation_s = time.perf_counter() - t_first
     except GenerationCancelled:

@@ -82,10 +82,7 @@ class Sampler:
         n = logits.shape[0]
         if n == 0:
             raise ValueError("sample: no logits")
-        need = int(lib.llk_sample_scratch_bytes(n, self.settings.penalty_last_n))
-        if self._scratch is None or self._scratch.size < need:
-            self._scratch = np.empty(need, np.uint8)
-        return logits, n, ffi.from_buffer("float[]", logits), ffi.from_buffer(self._scratch)
+        return logits, n, ffi.from_buffer("float[]", logits), ffi.from_buffer(self.scratch(n))
 
     def candidates(self, logits: np.ndarray, context: Sequence[int] = ()) -> tuple[np.ndarray, np.ndarray]:
         """(ids, logits after penalties) that survive top-k, then top-p, then min-p, best first
@@ -101,6 +98,29 @@ class Sampler:
         if m < 0:
             raise ValueError("sample: bad arguments")
         return ids[:m].astype(np.int64), vals[:m]
+
+    @property
+    def n_window(self) -> int:
+        """Tokens of the context the penalties look at (0: none)."""
+        return self.settings.penalty_last_n if self.settings.penalized else 0
+
+    def uniforms(self, k: int) -> np.ndarray:
+        """The next k draws of this sampler's generator (zeros when greedy): the same numbers k
+        calls of sample() would use, for a run of k tokens made in C (CDecoder.generate)."""
+        if self.settings.greedy:
+            return np.zeros(k, np.float64)
+        return self._rng.random(k)
+
+    def scratch(self, n_vocab: int):
+        """The C chain's scratch buffer for n_vocab logits (kept and reused)."""
+        need = int(lib.llk_sample_scratch_bytes(n_vocab, self.settings.penalty_last_n))
+        if self._scratch is None or self._scratch.size < need:
+            self._scratch = np.empty(need, np.uint8)
+        return self._scratch
+
+    @property
+    def params(self):
+        return self._params
 
     def sample(self, logits: np.ndarray, context: Sequence[int] = ()) -> int:
         window = self._window(context)

@@ -7,6 +7,7 @@ Not here: sampling and text (generate.py); the decoder itself (decoder.py).
 from __future__ import annotations
 
 import threading
+import time
 from typing import Iterator, Sequence
 
 import numpy as np
@@ -134,6 +135,37 @@ class Session:
             raise GenerationCancelled("generation cancelled") from None
         self.tokens.append(int(token))
         return logits
+
+    def sample_run(self, logits: np.ndarray, sampler, max_tokens: int, stop_ids=(),
+                   max_seconds: float = 0.03) -> tuple[list[int], float, bool]:
+        """Tokens sampled from `logits` (those after the cache's last token) and decoded one
+        after another, up to max_tokens, a token of stop_ids or max_seconds: (tokens, seconds
+        spent sampling, cancelled). Every token but the last is now in the cache; the caller
+        decodes the last with step() if it goes on. The C decoder makes the whole run in one call
+        (no Python, no interpreter lock per token); other decoders go through this loop."""
+        if self.n_past + max_tokens - 1 > self.n_ctx:
+            raise ContextFullError(f"{max_tokens} more tokens do not fit in the context of {self.n_ctx}")
+        self._check_cancel()
+        run = getattr(self.decoder, "generate", None)
+        if run is not None:
+            toks, ts, cancelled = run(logits, self.n_past, self.tokens, sampler, max_tokens,
+                                      stop_ids, max_seconds)
+            self.tokens.extend(toks[:-1])
+            return toks, ts, cancelled
+        stops = frozenset(stop_ids)
+        toks, ts, t0 = [], 0.0, time.perf_counter()
+        while True:
+            a = time.perf_counter()
+            toks.append(sampler.sample(logits, self.tokens))
+            b = time.perf_counter()
+            ts += b - a
+            if toks[-1] in stops or len(toks) == max_tokens or b - t0 >= max_seconds:
+                return toks, ts, False
+            try:
+                logits = self.decoder.decode([toks[-1]], self.n_past)
+            except DecodeCancelled:
+                return toks, ts, True
+            self.tokens.append(toks[-1])
 
     MIN_REUSE = 16   # tokens a dropped block must leave reusable to be worth a shift
 

@@ -189,3 +189,114 @@ def test_chat_drops_oldest_turns_and_reuses_the_cache(smollm2_path):
         assert chat.messages[0]["content"] != "Name a fruit."
         # the turns after the dropped ones were moved in the cache, not decoded again
         assert last.stats.prompt_tokens_evaluated < last.stats.prompt_tokens / 2
+
+
+# --- runs of tokens made in C (Session.sample_run -> CDecoder.generate -> llk_generate) ----------
+
+
+class _PerToken:
+    """The C decoder without its `generate`: Session.sample_run takes the Python loop."""
+
+    def __init__(self, d):
+        self._d = d
+        self.n_ctx, self.n_vocab = d.n_ctx, d.n_vocab
+
+    def decode(self, *a, **k):
+        return self._d.decode(*a, **k)
+
+    def abort(self):
+        self._d.abort()
+
+    def clear_abort(self):
+        self._d.clear_abort()
+
+
+PENALIZED = SamplerSettings(temperature=0.9, seed=5, top_k=20, top_p=0.9, min_p=0.02,
+                            repeat_penalty=1.3, frequency_penalty=0.2, presence_penalty=0.1,
+                            penalty_last_n=8)
+
+
+@pytest.mark.parametrize("settings", [SamplerSettings(temperature=0.0), PENALIZED],
+                         ids=["greedy", "sampled"])
+def test_a_run_in_c_equals_the_per_token_loop(tiny, settings):
+    """Same tokens, same cache contents: the C loop samples with the same window and the same
+    uniform draws (Sampler.uniforms) as sample() token by token."""
+    from app.engine.sampler import Sampler
+    from app.engine.session import Session
+
+    eng, _ = tiny
+    prompt = eng.raw_prompt("the cat sat on the mat and")
+    got = []
+    for dec in (eng.decoder, _PerToken(eng.decoder)):
+        s = Session(dec, n_batch=8)
+        logits = s.feed(prompt)
+        sampler = Sampler(settings)
+        toks, ts, cancelled = s.sample_run(logits, sampler, 30, max_seconds=60)
+        assert not cancelled and len(toks) == 30 and ts >= 0
+        assert s.tokens == list(prompt) + toks[:-1]          # all but the last decoded
+        got.append(toks)
+    assert got[0] == got[1]
+
+
+def test_a_run_stops_at_a_stop_id_and_at_its_time_limit(tiny):
+    from app.engine.sampler import Sampler
+    from app.engine.session import Session
+
+    eng, _ = tiny
+    prompt = eng.raw_prompt("once upon a time")
+    s = Session(eng.decoder, n_batch=8)
+    free, _, _ = s.sample_run(s.feed(prompt), Sampler(), 12, max_seconds=60)
+    s = Session(eng.decoder, n_batch=8)
+    toks, _, _ = s.sample_run(s.feed(prompt), Sampler(), 12, stop_ids={free[4]}, max_seconds=60)
+    assert toks == free[:free.index(free[4]) + 1]             # the stop id ends the run, undecoded
+    assert s.n_past == len(prompt) + len(toks) - 1
+    s = Session(eng.decoder, n_batch=8)
+    toks, _, _ = s.sample_run(s.feed(prompt), Sampler(), 12, max_seconds=0.0)
+    assert len(toks) == 1 and s.n_past == len(prompt)        # no time: one token, nothing decoded
+    with pytest.raises(Exception):
+        s.sample_run(s.logits, Sampler(), eng.n_ctx, max_seconds=60)   # would overflow the context
+
+
+def test_a_run_holds_no_interpreter_lock(tiny):
+    """While C makes tokens, another Python thread runs (a UI thread drawing stays fluid and
+    never delays the next token): a ~250-token run on the tiny model, a counting thread beside it."""
+    from app.engine.sampler import Sampler
+    from app.engine.session import Session
+
+    _, path = tiny
+    counts = []
+    with Engine(path, n_ctx=256, n_threads=1, kv_type="f32") as eng:
+        for _ in range(5):              # a busy machine may not run the counter at once: retry
+            s = Session(eng.decoder)
+            logits = s.feed(eng.raw_prompt("a"))
+            ticks, stop = [0], threading.Event()
+
+            def count():
+                while not stop.is_set():
+                    ticks[0] += 1
+
+            t = threading.Thread(target=count)
+            t.start()
+            try:
+                before = ticks[0]
+                toks, _, _ = s.sample_run(logits, Sampler(), eng.n_ctx - s.n_past, max_seconds=60)
+                counts.append(ticks[0] - before)
+            finally:
+                stop.set()
+                t.join()
+            assert len(toks) > 200
+            if counts[-1] > 1000:
+                break
+    assert max(counts) > 1000, counts
+
+
+def test_stop_string_inside_a_run_leaves_the_cache_as_one_token_at_a_time(tiny):
+    """A run decodes past a stop string; those tokens leave the cache again: it holds the prompt
+    and the reply but its last token, as when tokens were made one per call."""
+    eng, _ = tiny
+    prompt = tuple(eng.raw_prompt("abc"))
+    _, free = run(eng, GenerationRequest(prompt, max_tokens=20, stop_on_eog=False))
+    stop = free.text[6:8]
+    _, fin = run(eng, GenerationRequest(prompt, max_tokens=20, stop_on_eog=False, stop_strings=(stop,)))
+    assert fin.stop_reason == "stop_string" and len(fin.ids) < 20
+    assert eng.session.tokens == list(prompt) + list(fin.ids[:-1])
