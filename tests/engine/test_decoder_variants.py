@@ -13,13 +13,14 @@ import json
 import os
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from app.engine.decoder import CDecoder
 from app.gguf import open_gguf
 from app.model import config_from_gguf
-from tests.engine.conftest import DATA
-from tests.engine.test_decoder_smollm2 import GAP_TOLERANCE, MEAN_TOP8_TOLERANCE, teacher_forced
+from tests.engine.conftest import DATA, ISA_LEVELS
+from tests.engine.test_decoder_smollm2 import GAP_TOLERANCE, MEAN_TOP8_TOLERANCE, _free_run, teacher_forced
 
 GOLDEN = DATA / "smollm2_variants.json"
 VARIANTS = json.loads(GOLDEN.read_text())["variants"] if GOLDEN.exists() else []
@@ -50,3 +51,23 @@ def test_variant_greedy_goldens(variant):
                 label = f"{variant['type']} {case['text'][-30:]!r}"
                 assert all(g < GAP_TOLERANCE for _, g in misses), f"{label}: {misses}"
                 assert mean_diff < MEAN_TOP4_TOLERANCE, f"{label}: {mean_diff}"
+
+
+@pytest.mark.parametrize("variant", VARIANTS, ids=lambda v: v["type"])
+def test_variant_is_the_same_at_every_isa_level(variant):
+    """The summation contract per tensor type, end to end: a prompt's logits and 16 free-running
+    greedy tokens are equal bit for bit at every level."""
+    path = _variant_path(variant)
+    if not path.exists():
+        pytest.fail(f"{path} missing; make it with scripts/make_test_variants.py", pytrace=False)
+    case = variant["cases"][1]
+    runs = []
+    with open_gguf(path) as f:
+        cfg = config_from_gguf(f)
+        for isa in ISA_LEVELS:
+            with CDecoder(f, cfg, 256, n_threads=2, isa=isa) as d:
+                runs.append((isa, *_free_run(d, case["prompt_ids"], 16 if isa != "ref" else 4)))
+    _, want_logits, want_ids = runs[-1]
+    for isa, logits, ids in runs[:-1]:
+        assert np.array_equal(logits.view(np.uint32), want_logits.view(np.uint32)), isa
+        assert ids == want_ids[:len(ids)], isa
