@@ -6,7 +6,8 @@
  * (u8 x s8 -> i32 in one instruction, where AVX2 needs maddubs + madd) and bits -> bytes through a
  * mask register. Then the hot dots are replaced by 512-bit ones: float types 16 lanes at a time;
  * legacy 32-blocks two blocks per zmm (dots and 1 x 4 matmul kernels); K-quants and IQ4_XS 64
- * weights per zmm. Kernels whose biased levels exceed maddubs' range exist only with VNNI.
+ * weights per zmm (IQ4_XS, whose biased levels exceed maddubs' range, only with VNNI). Every one
+ * keeps its reference's summation order (llk_internal.h, the summation contract).
  */
 #include "llk_internal.h"
 
