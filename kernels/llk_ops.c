@@ -327,6 +327,8 @@ llk_status llk_rope(const llk_rope_params *p, float *x, int64_t n_tok, int64_t n
 /* --- attention ------------------------------------------------------------------------------ */
 
 #define ATTN_SPLIT_MIN 256   /* fewest positions per split when a long attention is split */
+#define ATTN_SPLIT_MAX 32    /* most splits */
+#define ATTN_SPLIT_ITEMS 16  /* attentions of fewer (token, KV head, subgroup) items are split */
 
 typedef struct {
     const llk_attn_params *p;
@@ -456,12 +458,14 @@ llk_status llk_attention_isa(llk_pool *pool, int isa, const llk_attn_params *p, 
     const int group = p->n_head / p->n_head_kv;
     attn_job j = {p, kt, q, (const uint8_t *)k, (const uint8_t *)v, p->kv_f16 ? 2u : 4u, n_kv, pos,
                   out, scratch, stride, (group + LLK_ATTN_GROUP - 1) / LLK_ATTN_GROUP, 1, NULL};
-    /* Few items for the pool (a generated token has one per KV head) over a long context: split
-     * the positions too (flash-decoding), ~ATTN_SPLIT_MIN positions or more per split, and merge. */
+    /* Few items for a pool (a generated token has one per KV head) over a long context: split
+     * the positions too (flash-decoding), ~ATTN_SPLIT_MIN positions or more per split, and merge.
+     * Whether and how to split depends on the shapes alone, never on the pool: the thread count
+     * changes no bit of the result (nor, with the kernels' summation contract, the ISA level). */
     int64_t items = n_tok * p->n_head_kv * j.n_sub;
-    if (nth > 1 && items < 4 * nth && n_kv >= 2 * ATTN_SPLIT_MIN) {
+    if (items < ATTN_SPLIT_ITEMS && n_kv >= 2 * ATTN_SPLIT_MIN) {
         int64_t ns = n_kv / ATTN_SPLIT_MIN;
-        if (ns > 4 * nth) ns = 4 * nth;
+        if (ns > ATTN_SPLIT_MAX) ns = ATTN_SPLIT_MAX;
         j.n_split = (int)ns;
         j.part = (float *)malloc(sizeof(float) * (size_t)(n_tok * p->n_head * ns * (p->head_dim + 2)));
         if (!j.part) { aligned_free64(scratch); return LLK_ERR_NOMEM; }

@@ -111,6 +111,21 @@ def test_every_isa_level_gives_the_same_logits_and_tokens(smollm2_file, smollm2_
             assert ids == want_ids, (isa, k)
 
 
+def test_the_thread_count_changes_no_bit(smollm2_file):
+    """Rows of a product are each one thread's, and a long attention is split by its shape alone:
+    1, 2 or 3 threads give the same logits, deep in a context (the split attention) included."""
+    cfg = config_from_gguf(smollm2_file)
+    ids = [int(t) for t in np.random.default_rng(3).integers(0, cfg.n_vocab, 700)]
+    got = []
+    for threads in (1, 2, 3):
+        with CDecoder(smollm2_file, cfg, 768, n_threads=threads) as d:
+            d.decode(ids[:-8], 0)
+            got.append([d.decode([t], len(ids) - 8 + i) for i, t in enumerate(ids[-8:])])
+    for other in got[1:]:
+        for a, b in zip(got[0], other):
+            assert np.array_equal(a.view(np.uint32), b.view(np.uint32))
+
+
 @pytest.mark.parametrize("isa", ISA_LEVELS)
 def test_llambda_isa_environment_runs_the_whole_engine_at_that_level(smollm2_path, smollm2_goldens, isa):
     """LLAMBDA_ISA lowers every kernel (attention included) for a whole `generate` process; the

@@ -271,8 +271,8 @@ LONG_ATTNS = [
 @pytest.mark.parametrize("cfg", LONG_ATTNS, ids=lambda c: f"h{c.n_head}-kv{c.n_head_kv}-d{c.head_dim}-w{c.window}-c{c.softcap}")
 def test_long_attention_of_one_token_is_split_across_threads_and_merged(cfg, isa):
     """A generated token over a long cache has too few (token, KV head) items for the pool, so
-    the positions are split too and the partial softmaxes merged: equal to the reference and,
-    to rounding, to the unsplit single-thread result."""
+    the positions are split too and the partial softmaxes merged: equal to the reference, and bit
+    for bit to the same attention without a pool (the split never depends on the thread count)."""
     n_kv = 1300
     k = (RNG.standard_normal((n_kv, cfg.n_head_kv, cfg.head_dim)) * 2).astype(np.float16)
     v = RNG.standard_normal((n_kv, cfg.n_head_kv, cfg.head_dim)).astype(np.float16)
@@ -282,4 +282,4 @@ def test_long_attention_of_one_token_is_split_across_threads_and_merged(cfg, isa
         with K.ThreadPool(2) as pool:
             got = K.attention(pool, cfg, q, k, v, [pos], isa=isa)
         np.testing.assert_allclose(got, want, atol=ATTN_ATOL, rtol=1e-4)
-        np.testing.assert_allclose(K.attention(None, cfg, q, k, v, [pos], isa=isa), got, atol=2e-6)
+        np.testing.assert_array_equal(K.attention(None, cfg, q, k, v, [pos], isa=isa), got)
