@@ -241,7 +241,11 @@ LEGACY_DOT512(dot_iq4_nl_512, blk_iq4_nl, lv2_iq4_nl, sdot512, lv_iq4_nl, cf_iq4
                 __m256i h[4][4];                                                                  \
                 for (int k = 0; k < 4; k++) {                                                     \
                     const __m256i z = _mm256_setzero_si256();                                     \
-                    const __m256i u0 = 2 * k < cnt ? UNPACK(&B[2 * k]) : z;                       \
+                    if (2 * k >= cnt) {            /* past the group's last block */              \
+                        for (int t = 0; t < 4; t++) h[t][k] = z;                                  \
+                        continue;                                                                 \
+                    }                                                                             \
+                    const __m256i u0 = UNPACK(&B[2 * k]);                                         \
                     const __m256i u1 = 2 * k + 1 < cnt ? UNPACK(&B[2 * k + 1]) : z;               \
                     for (int t = 0; t < 4; t++)                                                   \
                         h[t][k] = _mm256_hadd_epi32(                                              \

@@ -291,14 +291,18 @@ LEGACY_DOT(dot_iq4_nl, blk_iq4_nl, lv_iq4_nl, cf_iq4_nl)
             __m256 dw = gather_h8((const uint8_t *)B + offsetof(T, d), sizeof(T), cnt);          \
             const __m256 cf = CF(B, dw, cnt);                                                    \
             __m256i h[4][4];                                                                     \
-            for (int k = 0; k < 4; k++) {   /* blocks 2k, 2k+1: unpacked once for 4 tokens */    \
-                const __m256i z = _mm256_setzero_si256();                                        \
-                const __m256i u0 = 2 * k < cnt ? UNPACK(&B[2 * k]) : z;                          \
-                const __m256i u1 = 2 * k + 1 < cnt ? UNPACK(&B[2 * k + 1]) : z;                  \
-                for (int t = 0; t < 4; t++)                                                      \
-                    h[t][k] = _mm256_hadd_epi32(                                                 \
-                        DOTX(u0, _mm256_loadu_si256((const __m256i *)G[t]->qs[2 * k])),          \
-                        DOTX(u1, _mm256_loadu_si256((const __m256i *)G[t]->qs[2 * k + 1])));     \
+            for (int k = 0; k < 4; k++) {   /* blocks 2k, 2k+1: unpacked once for 4 tokens */\
+                const __m256i z = _mm256_setzero_si256();                                    \
+                if (2 * k >= cnt) {            /* past a partial group's last block */       \
+                    for (int t = 0; t < 4; t++) h[t][k] = z;                                 \
+                    continue;                                                                \
+                }                                                                            \
+                const __m256i u0 = UNPACK(&B[2 * k]);                                        \
+                const __m256i u1 = 2 * k + 1 < cnt ? UNPACK(&B[2 * k + 1]) : z;              \
+                for (int t = 0; t < 4; t++)                                                  \
+                    h[t][k] = _mm256_hadd_epi32(                                             \
+                        DOTX(u0, _mm256_loadu_si256((const __m256i *)G[t]->qs[2 * k])),      \
+                        DOTX(u1, _mm256_loadu_si256((const __m256i *)G[t]->qs[2 * k + 1]))); \
             }                                                                                    \
             for (int t = 0; t < 4; t++) {                                                        \
                 __m256i q0 = _mm256_hadd_epi32(h[t][0], h[t][1]), q1 = _mm256_hadd_epi32(h[t][2], h[t][3]); \
