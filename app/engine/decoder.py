@@ -304,6 +304,7 @@ class CDecoder:
                               ffi.from_buffer(sampler.scratch(self.n_vocab)),
                               ffi.from_buffer("int32_t[]", out), n_out, ts)
         tokens = [int(t) for t in out[:n_out[0]]]
+        sampler.used(len(tokens))
         if st == 4:
             return tokens, ts[0], True
         kernels._check(st, "generate")

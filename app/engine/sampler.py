@@ -71,6 +71,7 @@ class Sampler:
             min_p=s.min_p, repeat_penalty=s.repeat_penalty,
             frequency_penalty=s.frequency_penalty, presence_penalty=s.presence_penalty))
         self._scratch = None
+        self._before = None     # the generator's state before the last uniforms()
 
     def _window(self, context: Sequence[int]) -> np.ndarray:
         if not self.settings.penalized or len(context) == 0:
@@ -105,11 +106,23 @@ class Sampler:
         return self.settings.penalty_last_n if self.settings.penalized else 0
 
     def uniforms(self, k: int) -> np.ndarray:
-        """The next k draws of this sampler's generator (zeros when greedy): the same numbers k
-        calls of sample() would use, for a run of k tokens made in C (CDecoder.generate)."""
+        """The next k draws of this sampler's generator (zeros when greedy): the numbers k calls
+        of sample() would use, for a run of up to k tokens made in C (CDecoder.generate). The run
+        then says how many it used (`used`), so a run cut short by time leaves the rest for the
+        next token: the text of a seed never depends on the machine's speed."""
         if self.settings.greedy:
             return np.zeros(k, np.float64)
+        self._before = self._rng.bit_generator.state
         return self._rng.random(k)
+
+    def used(self, n: int) -> None:
+        """Of the last uniforms(k), only the first n were drawn for tokens."""
+        if self.settings.greedy or self._before is None:
+            return
+        self._rng.bit_generator.state = self._before
+        self._before = None
+        if n:
+            self._rng.random(n)
 
     def scratch(self, n_vocab: int):
         """The C chain's scratch buffer for n_vocab logits (kept and reused)."""

@@ -300,3 +300,26 @@ def test_stop_string_inside_a_run_leaves_the_cache_as_one_token_at_a_time(tiny):
     _, fin = run(eng, GenerationRequest(prompt, max_tokens=20, stop_on_eog=False, stop_strings=(stop,)))
     assert fin.stop_reason == "stop_string" and len(fin.ids) < 20
     assert eng.session.tokens == list(prompt) + list(fin.ids[:-1])
+
+
+def test_a_seed_gives_the_same_text_however_the_runs_are_cut(tiny):
+    """Runs end early when their time is up (a slow machine makes shorter runs); the draws they
+    did not use go to the next token, so a seed's text never depends on the machine's speed."""
+    from app.engine.sampler import Sampler
+    from app.engine.session import Session
+
+    eng, _ = tiny
+    prompt = eng.raw_prompt("one seed")
+    got = []
+    for max_seconds in (60.0, 0.0):            # one long run; runs of one token each
+        s = Session(eng.decoder, n_batch=8)
+        logits = s.feed(prompt)
+        sampler = Sampler(PENALIZED)
+        toks = []
+        while len(toks) < 24:
+            run, _, _ = s.sample_run(logits, sampler, 24 - len(toks), max_seconds=max_seconds)
+            toks += run
+            if len(toks) < 24:
+                logits = s.step(run[-1])
+        got.append(toks)
+    assert got[0] == got[1]
