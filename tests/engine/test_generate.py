@@ -323,3 +323,27 @@ def test_a_seed_gives_the_same_text_however_the_runs_are_cut(tiny):
                 logits = s.step(run[-1])
         got.append(toks)
     assert got[0] == got[1]
+
+
+def test_llk_generate_refuses_bad_arguments(tiny):
+    """The C entry point checks what it is given: null pointers, no room, a bad position."""
+    from app.engine.sampler import Sampler
+    from app.kernels import ffi, lib
+
+    eng, _ = tiny
+    d, s = eng.decoder, Sampler()
+    logits = np.zeros(d.n_vocab, np.float32)
+    hist, out = np.zeros(8, np.int32), np.zeros(8, np.int32)
+    u = np.zeros(8)
+    n_out = ffi.new("int64_t *")
+    args = dict(d=d.ptr, logits=ffi.from_buffer("float[]", logits), n_vocab=d.n_vocab, pos=0,
+                hist=ffi.from_buffer("int32_t[]", hist), n_hist=0, n_window=0, p=s.params,
+                u=ffi.from_buffer("double[]", u), stop=ffi.NULL, n_stop=0, max_tokens=4,
+                max_seconds=1.0, scratch=ffi.from_buffer(s.scratch(d.n_vocab)),
+                out=ffi.from_buffer("int32_t[]", out), n_out=n_out, ts=ffi.NULL)
+    assert lib.llk_generate(*args.values()) == 0 and n_out[0] == 4
+    eng.session.reset()                    # that run wrote the cache behind the session's back
+    for bad in (dict(d=ffi.NULL), dict(logits=ffi.NULL), dict(n_vocab=0), dict(pos=-1),
+                dict(max_tokens=0), dict(n_stop=1), dict(scratch=ffi.NULL), dict(out=ffi.NULL),
+                dict(n_out=ffi.NULL), dict(u=ffi.NULL)):
+        assert lib.llk_generate(*{**args, **bad}.values()) == 1, bad    # LLK_ERR_ARG
