@@ -263,27 +263,20 @@ static llk_status norm_par(const llk_decoder *d, const float *x, const llk_tenso
 /* --- fused matrix products: several weights that read the same input, one pool job ---------- */
 
 typedef struct {
-    int isa;
     int n;                          /* targets */
-    const llk_tensor *w[3];
-    float *y[3];                    /* T x w->n_rows each */
-    const uint8_t *a[3];            /* the activations each target's type consumes */
+    llk_mm_job mm[3];               /* each target's product, prepared once */
+    int64_t n_rows[3];
     int64_t first_chunk[4];         /* chunk ranges per target: [first_chunk[i], first_chunk[i+1]) */
-    int64_t T;
-    int failed;
 } fused_job;
 
 static void fused_fn(void *arg, int64_t b, int64_t e, int ith) {
     (void)ith;
-    fused_job *j = (fused_job *)arg;
+    const fused_job *j = (const fused_job *)arg;
     for (int64_t c = b; c < e; c++) {
         int i = 0;
         while (c >= j->first_chunk[i + 1]) i++;
-        const llk_tensor *w = j->w[i];
-        int64_t n_chunks = j->first_chunk[i + 1] - j->first_chunk[i];
-        if (llk_matmul_part(j->isa, w->type, w->data, w->row_stride, w->n_rows, w->n_cols, j->a[i],
-                            j->T, j->y[i], w->n_rows, (int)(c - j->first_chunk[i]), (int)n_chunks))
-            j->failed = 1;
+        const int64_t n_chunks = j->first_chunk[i + 1] - j->first_chunk[i], k = c - j->first_chunk[i];
+        llk_mm_rows(&j->mm[i], j->n_rows[i] * k / n_chunks, j->n_rows[i] * (k + 1) / n_chunks);
     }
 }
 
@@ -295,10 +288,10 @@ static llk_status linear_multi(llk_decoder *d, int n, const llk_tensor *const *w
                                float *const *y) {
     fused_job j;
     memset(&j, 0, sizeof j);
-    j.isa = d->c.isa; j.n = n; j.T = T;
+    j.n = n;
     int fmt_of[3];
+    const uint8_t *acts[3];
     for (int i = 0; i < n; i++) {
-        j.w[i] = w[i]; j.y[i] = y[i];
         fmt_of[i] = llk_type_act_format(w[i]->type);
         int slot = i;
         for (int k = 0; k < i; k++)
@@ -312,15 +305,18 @@ static llk_status linear_multi(llk_decoder *d, int n, const llk_tensor *const *w
             q.a = d->act[i]; q.ab = ab;
             llk_status st = run_rows(d, &q, T);
             if (st) return st;
-            j.a[i] = d->act[i];
+            acts[i] = d->act[i];
         } else {
-            j.a[i] = j.a[slot];
+            acts[i] = acts[slot];
         }
+        llk_status st = llk_mm_prepare(d->c.isa, w[i]->type, w[i]->data, w[i]->row_stride, w[i]->n_rows,
+                                       w[i]->n_cols, acts[i], T, y[i], w[i]->n_rows, &j.mm[i]);
+        if (st) return st;
+        j.n_rows[i] = w[i]->n_rows;
         j.first_chunk[i + 1] = j.first_chunk[i] + (w[i]->n_rows + ROWS_PER_CHUNK - 1) / ROWS_PER_CHUNK;
     }
     llk_status st = llk_pool_run(d->pool, j.first_chunk[n], 1, fused_fn, &j);
     if (st) return st;
-    if (j.failed) return LLK_ERR_ARG;
     for (int i = 0; i < n; i++) {
         if (!bias || !bias[i] || !bias[i]->data) continue;
         const float *bv = (const float *)bias[i]->data;

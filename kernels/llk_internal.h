@@ -255,6 +255,23 @@ int llk_have_avx512_build(void);
 /* The table for a level (LLK_ISA_DEFAULT: the chosen one); NULL if the level is unavailable. */
 const llk_kernels *llk_kernels_for(int isa);
 
+/* A matrix product with its kernels and sizes looked up once, run on ranges of W's rows (from
+ * inside a pool job: the decoder's fused products); y[t * ldy + r] for every token t. */
+typedef struct {
+    llk_dot_fn dot;
+    llk_dot4_fn dot4;       /* NULL where the type has no 1 x 4 kernel at this level */
+    const uint8_t *w;       /* rows row_stride bytes apart */
+    size_t row_stride;
+    const uint8_t *a;       /* n_tok x act_bytes: quantized activations */
+    size_t act_bytes;
+    int64_t n_cols, n_tok, ldy;
+    float *y;               /* n_tok x ldy */
+} llk_mm_job;
+llk_status llk_mm_prepare(int isa, int type, const void *w, size_t row_stride, int64_t n_rows,
+                          int64_t n_cols, const void *a, int64_t n_tok, float *y, int64_t ldy,
+                          llk_mm_job *out);
+void llk_mm_rows(const llk_mm_job *j, int64_t r0, int64_t r1);
+
 /* Activations of one row in the format `act`, with table k. */
 void llk_quantize_act_k(const llk_kernels *k, int act, const float *x, void *a, int64_t n);
 

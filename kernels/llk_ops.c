@@ -34,21 +34,9 @@ static void aligned_free64(void *p) {
 
 /* --- matrix products ------------------------------------------------------------------------- */
 
-typedef struct {
-    const llk_kernels *k;
-    llk_dot_fn dot;
-    llk_dot4_fn dot4;       /* NULL where the type has no 1 x 4 kernel at this level */
-    const uint8_t *w;       /* n_rows x row_stride bytes */
-    size_t row_stride;
-    const uint8_t *a;       /* n_tok x act_bytes: quantized activations */
-    size_t act_bytes;
-    int64_t n_cols, n_tok, ldy;
-    float *y;               /* n_tok x ldy */
-} mm_job;
-
 /* Rows [r0, r1) of W against all tokens: W rows stay in L1 while token blocks stream past;
  * with a 1 x 4 kernel each weight block is unpacked once for four tokens. */
-static void mm_rows(const mm_job *j, int64_t r0, int64_t r1) {
+void llk_mm_rows(const llk_mm_job *j, int64_t r0, int64_t r1) {
     if (j->n_tok == 1) {
         for (int64_t r = r0; r < r1; r++)
             j->y[r] = j->dot(j->w + (size_t)r * j->row_stride, j->a, j->n_cols);
@@ -72,14 +60,14 @@ static void mm_rows(const mm_job *j, int64_t r0, int64_t r1) {
     }
 }
 
-typedef struct { mm_job *mm; int64_t n_rows, rows_per_chunk; } mm_outer;
+typedef struct { llk_mm_job *mm; int64_t n_rows, rows_per_chunk; } mm_outer;
 
 static void mm_chunk_fn(void *arg, int64_t b, int64_t e, int ith) {
     (void)ith;
     const mm_outer *o = (const mm_outer *)arg;
     int64_t r0 = b * o->rows_per_chunk, r1 = e * o->rows_per_chunk;
     if (r1 > o->n_rows) r1 = o->n_rows;
-    mm_rows(o->mm, r0, r1);
+    llk_mm_rows(o->mm, r0, r1);
 }
 
 static llk_status mm_check(int isa, int type, const void *w, size_t row_stride, int64_t n_rows,
@@ -106,7 +94,7 @@ llk_status llk_matmul(llk_pool *pool, int isa, int type, const void *w, size_t r
     if (!a) return LLK_ERR_NOMEM;
     for (int64_t tk = 0; tk < n_tok; tk++)
         llk_quantize_act_k(k, t->act, x + tk * ldx, a + (size_t)tk * act_bytes, n_cols);
-    mm_job j = {k, k->dot[type], k->dot4[type], (const uint8_t *)w, row_stride, a, act_bytes, n_cols, n_tok,
+    llk_mm_job j = {k->dot[type], k->dot4[type], (const uint8_t *)w, row_stride, a, act_bytes, n_cols, n_tok,
                 ldy, y};
     /* Chunks of ~CHUNK_BYTES of weights (a hardware prefetcher restarts at each one), but never
      * so few that a thread lacks work to balance: at least 8 chunks per thread. */
@@ -126,18 +114,28 @@ llk_status llk_matvec(llk_pool *pool, int isa, int type, const void *w, size_t r
     return llk_matmul(pool, isa, type, w, row_stride, n_rows, n_cols, x, n_cols, 1, y, n_rows);
 }
 
-llk_status llk_matmul_part(int isa, int type, const void *w, size_t row_stride, int64_t n_rows,
-                           int64_t n_cols, const void *a, int64_t n_tok, float *y, int64_t ldy,
-                           int ith, int nth) {
+llk_status llk_mm_prepare(int isa, int type, const void *w, size_t row_stride, int64_t n_rows,
+                          int64_t n_cols, const void *a, int64_t n_tok, float *y, int64_t ldy,
+                          llk_mm_job *out) {
     const llk_kernels *k; const llk_traits *t;
     llk_status st = mm_check(isa, type, w, row_stride, n_rows, n_cols, &k, &t);
     if (st) return st;
-    if (nth < 1 || ith < 0 || ith >= nth || n_tok < 0) return LLK_ERR_ARG;
-    if (n_tok > 0 && (!a || !y || ldy < n_rows)) return LLK_ERR_ARG;
-    mm_job j = {k, k->dot[type], k->dot4[type], (const uint8_t *)w, row_stride, (const uint8_t *)a,
-                llk_act_row_bytes(type, n_cols), n_cols, n_tok, ldy, y};
+    if (n_tok < 0 || (n_tok > 0 && (!a || !y || ldy < n_rows))) return LLK_ERR_ARG;
+    llk_mm_job j = {k->dot[type], k->dot4[type], (const uint8_t *)w, row_stride, (const uint8_t *)a,
+                    llk_act_row_bytes(type, n_cols), n_cols, n_tok, ldy, y};
+    *out = j;
+    return LLK_OK;
+}
+
+llk_status llk_matmul_part(int isa, int type, const void *w, size_t row_stride, int64_t n_rows,
+                           int64_t n_cols, const void *a, int64_t n_tok, float *y, int64_t ldy,
+                           int ith, int nth) {
+    if (nth < 1 || ith < 0 || ith >= nth) return LLK_ERR_ARG;
+    llk_mm_job j;
+    llk_status st = llk_mm_prepare(isa, type, w, row_stride, n_rows, n_cols, a, n_tok, y, ldy, &j);
+    if (st) return st;
     int64_t r0 = n_rows * ith / nth, r1 = n_rows * (ith + 1) / nth;
-    if (n_tok > 0) mm_rows(&j, r0, r1);
+    if (n_tok > 0) llk_mm_rows(&j, r0, r1);
     return LLK_OK;
 }
 
