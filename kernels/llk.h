@@ -118,10 +118,18 @@ uint64_t llk_pool_jobs(const llk_pool *pool);
 /* Microseconds a waiting worker spins before it sleeps (default 200: covers the gaps between the
  * steps of one decode; 0 sleeps at once). */
 void llk_pool_set_spin(llk_pool *pool, int spin_us);
+/* Threads now taking part in jobs (1 .. size): the pool narrows while its jobs keep waiting on
+ * threads the OS does not run, and widens again now and then. set_adaptive(pool, 0) keeps it at
+ * its size (call it between jobs, from the driving thread). */
+int llk_pool_width(const llk_pool *pool);
+void llk_pool_set_adaptive(llk_pool *pool, int on);
 /* Test job: n_items items in chunks of `chunk`; each item burns `work` units of arithmetic and
  * adds 1 to counts[item] (counts may be NULL). Proves that every item runs exactly once. */
 llk_status llk_pool_test_job(llk_pool *pool, int64_t n_items, int64_t chunk, int64_t work,
                              int32_t *counts);
+/* Test job for the width: items done by threads other than the caller take stall_us each (as if
+ * the OS had stopped them); counts as above. */
+llk_status llk_pool_test_stall_job(llk_pool *pool, int64_t n_items, int stall_us, int32_t *counts);
 
 /* --- matrix products ----------------------------------------------------------------------- */
 

@@ -9,6 +9,10 @@
  * Between jobs workers spin for spin_ns, then sleep on a condition variable: an idle pool burns no
  * CPU. One thread drives a pool at a time (the engine's worker); llk_pool_abort may be called from
  * any thread.
+ * Width: while the driver keeps waiting on threads the OS does not run (another process busy on
+ * their cores), it narrows the pool, one thread at a time, and widens it again now and then to
+ * see whether the cores came back. The results never depend on the width (every product row and
+ * attention split is one thread's work, whichever thread).
  * Not here: the kernels themselves (llk_ops.c), which only see (begin, end, ith).
  */
 #include <stdlib.h>
@@ -59,9 +63,28 @@ struct llk_pool {
     atomic_int n_sleeping;
     atomic_int running;                         /* a job is in progress (one driver at a time) */
     atomic_uint_fast64_t jobs;
+    /* the width: threads 0 .. width-1 take part in jobs; only the driver changes it */
+    atomic_int width;
+    llk_cond wake_width;                        /* where threads beyond the width sleep */
+    int adaptive;                               /* 0: the width stays n */
+    uint64_t win_start_ns, win_wait_ns;         /* the current observation window */
+    int bad_windows;                            /* windows in a row with too much waiting */
+    uint64_t narrowed_ns;                       /* when the width last dropped */
 };
 
+/* WIDTH_BAD_WINDOWS windows of WIDTH_WINDOW_NS in a row, in each of which the driver spent more
+ * than 1 / WIDTH_WAIT_SHARE of the time waiting on stalled threads, narrow the pool by one (one
+ * hiccup of the OS is not a busy core); a narrowed pool tries one thread more after
+ * WIDTH_PROBE_NS. A stall: the driver waited > STALL_NS, and longer than it worked. */
+#define WIDTH_WINDOW_NS 50000000ull
+#define WIDTH_BAD_WINDOWS 3
+#define WIDTH_WAIT_SHARE 4
+#define WIDTH_PROBE_NS 1000000000ull
+#define STALL_NS 100000ull
+
 typedef struct { llk_pool *pool; int ith; } worker_arg;
+
+static void set_width(llk_pool *p, int w);
 
 /* Zeroed memory on a cache-line boundary (the pool and its slots are cache-line aligned types). */
 static void *calloc_lines(size_t bytes) {
@@ -217,6 +240,14 @@ static void worker_main(void *varg) {
         }
         if (atomic_load(&p->stop)) break;
         seen = g;
+        if (wa.ith >= atomic_load(&p->width)) {   /* narrowed out: sleep until widened */
+            llk_mutex_lock(&p->mu);
+            while (wa.ith >= atomic_load(&p->width) && !atomic_load(&p->stop))
+                llk_cond_wait(&p->wake_width, &p->mu);
+            llk_mutex_unlock(&p->mu);
+            seen = atomic_load(&p->gen);          /* jobs from now on, not the one that woke it */
+            continue;
+        }
         /* Join only while the job is open: the driver closes it (open = 0) before it waits for
          * active to drop to 0 and reuses the state, so a late worker either is counted in active
          * or sees the job closed (sequentially consistent: one of the two orders holds). */
@@ -246,12 +277,18 @@ llk_status llk_pool_new(int n_threads, llk_pool **out) {
     if (!p) return LLK_ERR_NOMEM;
     p->n = n;
     p->spin_ns = 200000;
+    atomic_store(&p->width, n);
+    p->adaptive = 1;
     p->slots = (thread_slot *)calloc_lines((size_t)n * sizeof(thread_slot));
     p->threads = (llk_thread *)calloc((size_t)n, sizeof(llk_thread));
     if (!p->slots || !p->threads) { free_lines(p->slots); free(p->threads); free_lines(p); return LLK_ERR_NOMEM; }
     if (llk_mutex_init(&p->mu)) { free_lines(p->slots); free(p->threads); free_lines(p); return LLK_ERR_THREAD; }
     if (llk_cond_init(&p->wake)) {
         llk_mutex_destroy(&p->mu); free_lines(p->slots); free(p->threads); free_lines(p); return LLK_ERR_THREAD;
+    }
+    if (llk_cond_init(&p->wake_width)) {
+        llk_cond_destroy(&p->wake); llk_mutex_destroy(&p->mu);
+        free_lines(p->slots); free(p->threads); free_lines(p); return LLK_ERR_THREAD;
     }
     for (int i = 1; i < n; i++) {
         worker_arg *wa = (worker_arg *)malloc(sizeof *wa);
@@ -271,8 +308,10 @@ void llk_pool_free(llk_pool *p) {
     llk_mutex_lock(&p->mu);
     atomic_store(&p->stop, 1);
     llk_cond_broadcast(&p->wake);
+    llk_cond_broadcast(&p->wake_width);
     llk_mutex_unlock(&p->mu);
     for (int i = 1; i < p->n; i++) llk_thread_join(p->threads[i]);
+    llk_cond_destroy(&p->wake_width);
     llk_cond_destroy(&p->wake);
     llk_mutex_destroy(&p->mu);
     free(p->threads);
@@ -295,8 +334,44 @@ uint64_t llk_pool_chunks(const llk_pool *p, int ith) {
     return atomic_load(&((llk_pool *)p)->slots[ith].chunks);
 }
 uint64_t llk_pool_jobs(const llk_pool *p) { return p ? atomic_load(&((llk_pool *)p)->jobs) : 0; }
+int llk_pool_width(const llk_pool *p) { return p ? atomic_load(&((llk_pool *)p)->width) : 0; }
+void llk_pool_set_adaptive(llk_pool *p, int on) {
+    if (!p) return;
+    p->adaptive = on ? 1 : 0;
+    if (!on && atomic_load(&p->width) != p->n) set_width(p, p->n);
+}
 void llk_pool_set_spin(llk_pool *p, int spin_us) {
     if (p) p->spin_ns = spin_us < 0 ? 0 : (spin_us > 1000000 ? 1000000000 : spin_us * 1000);
+}
+
+static void set_width(llk_pool *p, int w) {
+    llk_mutex_lock(&p->mu);
+    atomic_store(&p->width, w);
+    llk_cond_broadcast(&p->wake_width);
+    llk_mutex_unlock(&p->mu);
+}
+
+/* After a job of the width w: t0 start, t1 the driver's own chunks done, t2 all done. */
+static void adapt_width(llk_pool *p, int w, uint64_t t0, uint64_t t1, uint64_t t2) {
+    if (!p->adaptive) return;
+    if (w < p->n && t2 - p->narrowed_ns > WIDTH_PROBE_NS) {   /* have the cores come back? */
+        set_width(p, w + 1);
+        p->narrowed_ns = t2;
+        p->win_start_ns = t2; p->win_wait_ns = 0; p->bad_windows = 0;
+        return;
+    }
+    if (t2 - t1 > STALL_NS && t2 - t1 > t1 - t0) p->win_wait_ns += t2 - t1;
+    if (t2 - p->win_start_ns < WIDTH_WINDOW_NS) return;
+    if (w > 1 && p->win_wait_ns * WIDTH_WAIT_SHARE > t2 - p->win_start_ns) {
+        if (++p->bad_windows >= WIDTH_BAD_WINDOWS) {
+            set_width(p, w - 1);
+            p->narrowed_ns = t2;
+            p->bad_windows = 0;
+        }
+    } else {
+        p->bad_windows = 0;
+    }
+    p->win_start_ns = t2; p->win_wait_ns = 0;
 }
 
 static llk_status run_locked(llk_pool *p, int64_t n_items, int64_t chunk, llk_job_fn fn, void *arg) {
@@ -304,15 +379,18 @@ static llk_status run_locked(llk_pool *p, int64_t n_items, int64_t chunk, llk_jo
     if (n_items == 0) return LLK_OK;
     atomic_fetch_add_explicit(&p->jobs, 1, memory_order_relaxed);
     p->fn = fn; p->arg = arg; p->n_items = n_items; p->chunk = chunk;
-    /* shares in whole chunks, as even as they go; published by the gen bump below */
+    /* shares in whole chunks over the width, as even as they go; published by the gen bump below */
+    const int w = atomic_load(&p->width);
     int64_t n_chunks = (n_items + chunk - 1) / chunk;
     for (int i = 0; i < p->n; i++) {
-        int64_t b = n_chunks * i / p->n * chunk, e = n_chunks * (i + 1) / p->n * chunk;
+        int64_t b = i < w ? n_chunks * i / w * chunk : 0, e = i < w ? n_chunks * (i + 1) / w * chunk : 0;
         atomic_store_explicit(&p->slots[i].next, b, memory_order_relaxed);
         p->slots[i].end = e < n_items ? e : n_items;
     }
-    if (p->n == 1 || n_chunks == 1) {   /* one chunk: the caller takes it, no one is woken */
+    const uint64_t t0 = llk_now_ns();
+    if (w == 1 || n_chunks == 1) {   /* one chunk or one thread: the caller, no one is woken */
         run_chunks(p, 0);
+        if (w == 1) adapt_width(p, w, t0, t0, t0);
         return atomic_load(&p->abort_flag) ? LLK_ERR_ABORTED : LLK_OK;
     }
     atomic_store(&p->chunks_left, n_chunks);
@@ -321,17 +399,20 @@ static llk_status run_locked(llk_pool *p, int64_t n_items, int64_t chunk, llk_jo
     atomic_store(&p->gen, g);         /* publishes the job (seq_cst) */
     wake_all(p);
     run_chunks(p, 0);
+    const uint64_t t1 = llk_now_ns();
     /* wait for the chunks others have taken (an aborted job leaves some untaken) ... */
     for (unsigned it = 1; atomic_load(&p->chunks_left) > 0 && !atomic_load(&p->abort_flag); it++) {
         llk_pause();
         if ((it & 1023) == 0) llk_yield();
     }
+    const uint64_t t2 = llk_now_ns();
     /* ... then close it, and wait for any worker still inside its state */
     atomic_store(&p->open, 0);
     for (unsigned it = 1; atomic_load(&p->active) > 0; it++) {
         llk_pause();
         if ((it & 1023) == 0) llk_yield();
     }
+    adapt_width(p, w, t0, t1, t2);
     return atomic_load(&p->abort_flag) ? LLK_ERR_ABORTED : LLK_OK;
 }
 
@@ -361,6 +442,24 @@ static void test_job_fn(void *varg, int64_t b, int64_t e, int ith) {
         for (int64_t w = 0; w < j->work; w++) x = x * 0.999999f + 1e-7f;
         if (j->counts) atomic_fetch_add_explicit((_Atomic int32_t *)&j->counts[i], 1, memory_order_relaxed);
     }
+}
+
+/* A job for the width tests: items on threads other than the caller take stall_us each, as if
+ * the OS had stopped those threads. */
+typedef struct { uint64_t stall_ns; int32_t *counts; } stall_job;
+
+static void stall_job_fn(void *varg, int64_t b, int64_t e, int ith) {
+    const stall_job *j = (const stall_job *)varg;
+    for (int64_t i = b; i < e; i++) {
+        if (ith > 0)
+            for (uint64_t t0 = llk_now_ns(); llk_now_ns() - t0 < j->stall_ns;) llk_pause();
+        if (j->counts) atomic_fetch_add_explicit((_Atomic int32_t *)&j->counts[i], 1, memory_order_relaxed);
+    }
+}
+
+llk_status llk_pool_test_stall_job(llk_pool *pool, int64_t n_items, int stall_us, int32_t *counts) {
+    stall_job j = {(uint64_t)(stall_us > 0 ? stall_us : 0) * 1000u, counts};
+    return llk_pool_run(pool, n_items, 1, stall_job_fn, &j);
 }
 
 llk_status llk_pool_test_job(llk_pool *pool, int64_t n_items, int64_t chunk, int64_t work,

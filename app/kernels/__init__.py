@@ -250,6 +250,16 @@ class ThreadPool:
     def jobs(self) -> int:
         return int(lib.llk_pool_jobs(self.ptr))
 
+    @property
+    def width(self) -> int:
+        """Threads taking part in jobs now: fewer than `size` while other processes hold the
+        cores (the pool narrows when its jobs keep waiting on threads the OS does not run)."""
+        return int(lib.llk_pool_width(self.ptr))
+
+    def set_adaptive(self, on: bool) -> None:
+        """False: keep every thread in every job, whatever the waits."""
+        lib.llk_pool_set_adaptive(self.ptr, int(bool(on)))
+
     def set_spin(self, microseconds: int) -> None:
         """How long an idle worker spins before it sleeps."""
         lib.llk_pool_set_spin(self.ptr, int(microseconds))
