@@ -237,27 +237,9 @@ LEGACY_DOT512(dot_iq4_nl_512, blk_iq4_nl, lv2_iq4_nl, sdot512, lv_iq4_nl, cf_iq4
                         d[t][k] = DOT2(lv, _mm512_loadu_si512((const void *)G[t]->qs[2 * k]));    \
                 }                                                                                 \
                 for (int t = 0; t < 4; t++) I[t] = pairs_to_blocks(d[t][0], d[t][1], d[t][2], d[t][3]); \
-            } else {                                                                              \
-                __m256i h[4][4];                                                                  \
-                for (int k = 0; k < 4; k++) {                                                     \
-                    const __m256i z = _mm256_setzero_si256();                                     \
-                    if (2 * k >= cnt) {            /* past the group's last block */              \
-                        for (int t = 0; t < 4; t++) h[t][k] = z;                                  \
-                        continue;                                                                 \
-                    }                                                                             \
-                    const __m256i u0 = UNPACK(&B[2 * k]);                                         \
-                    const __m256i u1 = 2 * k + 1 < cnt ? UNPACK(&B[2 * k + 1]) : z;               \
-                    for (int t = 0; t < 4; t++)                                                   \
-                        h[t][k] = _mm256_hadd_epi32(                                              \
-                            DOTX(u0, _mm256_loadu_si256((const __m256i *)G[t]->qs[2 * k])),       \
-                            DOTX(u1, _mm256_loadu_si256((const __m256i *)G[t]->qs[2 * k + 1])));  \
-                }                                                                                 \
-                for (int t = 0; t < 4; t++) {                                                     \
-                    __m256i q0 = _mm256_hadd_epi32(h[t][0], h[t][1]), q1 = _mm256_hadd_epi32(h[t][2], h[t][3]); \
-                    I[t] = _mm256_add_epi32(_mm256_permute2x128_si256(q0, q1, 0x20),              \
-                                            _mm256_permute2x128_si256(q0, q1, 0x31));             \
-                }                                                                                 \
-            }                                                                                     \
+            } else {                                                                          \
+                LEG4_TOTALS(UNPACK, DOTX, I);                                                 \
+            }                                                                                 \
             for (int t = 0; t < 4; t++) {                                                         \
                 c[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_loadu_ps(G[t]->d)), _mm256_cvtepi32_ps(I[t]), c[t]); \
                 cx[t] = _mm256_fmadd_ps(cf, _mm256_loadu_ps(G[t]->s), cx[t]);                     \

@@ -276,7 +276,32 @@ LEGACY_DOT(dot_iq4_nl, blk_iq4_nl, lv_iq4_nl, cf_iq4_nl)
  * once and used for four tokens. UNPACK gives the level bytes, DOTX the integer dot with one
  * token's bytes. */
 
-#define LEGACY_DOT4(NAME, T, UNPACK, DOTX, CF)                                                \
+/* The 8 exact block totals of one group (B, its activations G[0..3], cnt blocks) for four tokens
+ * at 256 bits: each block pair unpacked once, hadd-reduced per token (no work past cnt). */
+#define LEG4_TOTALS(UNPACK, DOTX, I)                                                             \
+    do {                                                                                         \
+        __m256i h_[4][4];                                                                        \
+        for (int k = 0; k < 4; k++) {                                                            \
+            const __m256i z = _mm256_setzero_si256();                                            \
+            if (2 * k >= cnt) {                                                                  \
+                for (int t = 0; t < 4; t++) h_[t][k] = z;                                        \
+                continue;                                                                        \
+            }                                                                                    \
+            const __m256i u0 = UNPACK(&B[2 * k]);                                                \
+            const __m256i u1 = 2 * k + 1 < cnt ? UNPACK(&B[2 * k + 1]) : z;                      \
+            for (int t = 0; t < 4; t++)                                                          \
+                h_[t][k] = _mm256_hadd_epi32(                                                    \
+                    DOTX(u0, _mm256_loadu_si256((const __m256i *)G[t]->qs[2 * k])),              \
+                    DOTX(u1, _mm256_loadu_si256((const __m256i *)G[t]->qs[2 * k + 1])));         \
+        }                                                                                        \
+        for (int t = 0; t < 4; t++) {                                                            \
+            __m256i q0 = _mm256_hadd_epi32(h_[t][0], h_[t][1]), q1 = _mm256_hadd_epi32(h_[t][2], h_[t][3]); \
+            (I)[t] = _mm256_add_epi32(_mm256_permute2x128_si256(q0, q1, 0x20),                   \
+                                      _mm256_permute2x128_si256(q0, q1, 0x31));                  \
+        }                                                                                        \
+    } while (0)
+
+#define LEGACY_DOT4(NAME, T, UNPACK, DOTX, CF)                                                   \
     static void NAME(const void *w, const void *a, size_t as, int64_t n, float *out) {           \
         const T *blk = (const T *)w;                                                             \
         const uint8_t *a8 = (const uint8_t *)a;                                                  \
@@ -290,25 +315,10 @@ LEGACY_DOT(dot_iq4_nl, blk_iq4_nl, lv_iq4_nl, cf_iq4_nl)
             for (int t = 0; t < 4; t++) G[t] = (const llk_block_q8_32x8 *)(a8 + t * as) + g;     \
             __m256 dw = gather_h8((const uint8_t *)B + offsetof(T, d), sizeof(T), cnt);          \
             const __m256 cf = CF(B, dw, cnt);                                                    \
-            __m256i h[4][4];                                                                     \
-            for (int k = 0; k < 4; k++) {   /* blocks 2k, 2k+1: unpacked once for 4 tokens */\
-                const __m256i z = _mm256_setzero_si256();                                    \
-                if (2 * k >= cnt) {            /* past a partial group's last block */       \
-                    for (int t = 0; t < 4; t++) h[t][k] = z;                                 \
-                    continue;                                                                \
-                }                                                                            \
-                const __m256i u0 = UNPACK(&B[2 * k]);                                        \
-                const __m256i u1 = 2 * k + 1 < cnt ? UNPACK(&B[2 * k + 1]) : z;              \
-                for (int t = 0; t < 4; t++)                                                  \
-                    h[t][k] = _mm256_hadd_epi32(                                             \
-                        DOTX(u0, _mm256_loadu_si256((const __m256i *)G[t]->qs[2 * k])),      \
-                        DOTX(u1, _mm256_loadu_si256((const __m256i *)G[t]->qs[2 * k + 1]))); \
-            }                                                                                    \
+            __m256i I[4];                                                                        \
+            LEG4_TOTALS(UNPACK, DOTX, I);                                                        \
             for (int t = 0; t < 4; t++) {                                                        \
-                __m256i q0 = _mm256_hadd_epi32(h[t][0], h[t][1]), q1 = _mm256_hadd_epi32(h[t][2], h[t][3]); \
-                __m256i I = _mm256_add_epi32(_mm256_permute2x128_si256(q0, q1, 0x20),            \
-                                             _mm256_permute2x128_si256(q0, q1, 0x31));           \
-                c[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_loadu_ps(G[t]->d)), _mm256_cvtepi32_ps(I), c[t]); \
+                c[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_loadu_ps(G[t]->d)), _mm256_cvtepi32_ps(I[t]), c[t]); \
                 cx[t] = _mm256_fmadd_ps(cf, _mm256_loadu_ps(G[t]->s), cx[t]);                    \
             }                                                                                    \
         }                                                                                        \
