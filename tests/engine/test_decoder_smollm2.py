@@ -148,3 +148,25 @@ def test_llambda_isa_environment_runs_the_whole_engine_at_that_level(smollm2_pat
         if a != b:
             assert case["gaps"][i] < GAP_TOLERANCE, (i, a, b)
             break
+
+
+def test_a_seed_gives_the_same_reply_at_any_level_and_thread_count(smollm2_path):
+    """The README's promise end to end: `llambda generate` with sampling on and a seed, run with
+    the kernels at another level and another thread count, writes the same reply."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    replies = set()
+    for isa, threads in ((ISA_LEVELS[-1], 2), ("avx2" if "avx2" in ISA_LEVELS else "ref", 1)):
+        out = subprocess.run([sys.executable, "-m", "app.engine.cli", "generate", str(smollm2_path),
+                              "--prompt", "Tell me about the sea.", "--temperature", "0.9",
+                              "--top-k", "50", "--seed", "7", "--max-tokens", "48",
+                              "--threads", str(threads), "--ctx", "256", "--json"],
+                             capture_output=True, text=True, check=True, timeout=120,
+                             env=dict(os.environ, LLAMBDA_ISA=isa))
+        got = json.loads(out.stdout)
+        assert got["stats"]["isa"].startswith(isa) and got["stats"]["threads"] == threads
+        replies.add((tuple(got["ids"]), got["text"]))
+    assert len(replies) == 1
