@@ -128,7 +128,7 @@ void llk_pool_set_adaptive(llk_pool *pool, int on);
 llk_status llk_pool_test_job(llk_pool *pool, int64_t n_items, int64_t chunk, int64_t work,
                              int32_t *counts);
 /* Test job for the width: items done by threads other than the caller take stall_us each (as if
- * the OS had stopped them); counts as above. */
+ * the OS had stopped them), the caller's a sixth of that; counts as above. */
 llk_status llk_pool_test_stall_job(llk_pool *pool, int64_t n_items, int stall_us, int32_t *counts);
 
 /* --- matrix products ----------------------------------------------------------------------- */

@@ -445,14 +445,15 @@ static void test_job_fn(void *varg, int64_t b, int64_t e, int ith) {
 }
 
 /* A job for the width tests: items on threads other than the caller take stall_us each, as if
- * the OS had stopped those threads. */
+ * the OS had stopped those threads; the caller's take a sixth of that (long enough for a spinning
+ * worker to claim its share first, so that the caller does wait on it). */
 typedef struct { uint64_t stall_ns; int32_t *counts; } stall_job;
 
 static void stall_job_fn(void *varg, int64_t b, int64_t e, int ith) {
     const stall_job *j = (const stall_job *)varg;
     for (int64_t i = b; i < e; i++) {
-        if (ith > 0)
-            for (uint64_t t0 = llk_now_ns(); llk_now_ns() - t0 < j->stall_ns;) llk_pause();
+        const uint64_t ns = ith > 0 ? j->stall_ns : j->stall_ns / 6;
+        for (uint64_t t0 = llk_now_ns(); llk_now_ns() - t0 < ns;) llk_pause();
         if (j->counts) atomic_fetch_add_explicit((_Atomic int32_t *)&j->counts[i], 1, memory_order_relaxed);
     }
 }

@@ -141,13 +141,14 @@ def test_describe_names_the_level():
     assert K.isa_name() in line and "cores" in line
 
 
-def _stall_jobs(p, seconds, counts=None):
-    """Back-to-back jobs of two items whose worker-side item takes 300 us: the driver waits on
-    the worker each time, as it would on a thread the OS does not run."""
+def _stall_jobs(p, seconds, counts=None, until_narrow=False):
+    """Back-to-back jobs of two items whose worker-side item takes 2 ms (the caller's 1/6 of
+    that, time for the worker to claim its own): the driver waits on the worker each time, as
+    it would on a thread the OS does not run. Returns the number of jobs."""
     cptr = K.ffi.cast("int32_t *", K.ffi.from_buffer(counts)) if counts is not None else K.ffi.NULL
     n, t0 = 0, time.perf_counter()
-    while time.perf_counter() - t0 < seconds:
-        assert K.lib.llk_pool_test_stall_job(p.ptr, 2, 300, cptr) == 0
+    while time.perf_counter() - t0 < seconds and not (until_narrow and p.width < p.size):
+        assert K.lib.llk_pool_test_stall_job(p.ptr, 2, 2000, cptr) == 0
         n += 1
     return n
 
@@ -157,7 +158,7 @@ def test_the_pool_narrows_while_its_jobs_wait_on_a_thread_and_widens_again():
         if p.size < 2:
             pytest.skip("one CPU: nothing to narrow")
         counts = np.zeros(2, np.int32)
-        n = _stall_jobs(p, 0.5, counts)
+        n = _stall_jobs(p, 5.0, counts, until_narrow=True)
         assert p.width == 1                           # the driver now does every item itself
         assert (counts == n).all()                    # each item of each job ran exactly once
         p.test_job(100, 1, 0)                         # nothing stalls now ...
@@ -171,5 +172,5 @@ def test_a_fixed_pool_keeps_its_width():
         if p.size < 2:
             pytest.skip("one CPU: nothing to narrow")
         p.set_adaptive(False)
-        _stall_jobs(p, 0.4)
+        _stall_jobs(p, 0.5)
         assert p.width == 2
