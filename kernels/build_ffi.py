@@ -33,8 +33,9 @@ SOURCES = [
 ]
 ISA_FLAGS_X86_ONLY = True  # ISA flags are dropped on non-x86 machines (reference path only)
 
-# -ffp-contract=off / /fp:contract-: no a * b + c silently fused. Every ISA level must compute the
-# same floats bit for bit (tests/kernels/test_bitexact.py), so each FMA is written where it is meant.
+# -ffp-contract=off (MSVC: /fp:precise, which fuses nothing since Visual Studio 2022 17.0): no
+# a * b + c silently fused. Every ISA level must compute the same floats bit for bit
+# (tests/kernels/test_bitexact.py), so each FMA is written where it is meant.
 GCC_COMMON = ["-std=c11", "-O3", "-Wall", "-Wextra", "-fno-strict-aliasing", "-D_GNU_SOURCE",
               "-ffp-contract=off"]
 MSVC_COMMON = ["/O2", "/W3", "/experimental:c11atomics", "/std:c11", "/fp:precise"]
