@@ -288,15 +288,10 @@ ATTN_INLINE void kdots512_grp(const float *q, const int G, const uint8_t *k, siz
             if (G > 2) a2 = _mm512_fmadd_ps(_mm512_loadu_ps(q + 2 * hd + i), kv, a2);
             if (G > 3) a3 = _mm512_fmadd_ps(_mm512_loadu_ps(q + 3 * hd + i), kv, a3);
         }
-        const __m128 s = _mm_mul_ps(hsum4x8(fold512(a0), fold512(a1), fold512(a2), fold512(a3)), sc);
-        float t[4];
-        _mm_storeu_ps(t, s);
-        for (int a = 0; a < G; a++) out[a * ld + j] = t[a];
-        vmx = _mm_max_ps(vmx, s);
+        kdots_put(_mm_mul_ps(hsum4x8(fold512(a0), fold512(a1), fold512(a2), fold512(a3)), sc), G, out, ld,
+                  j, &vmx);
     }
-    float m[4];
-    _mm_storeu_ps(m, vmx);
-    for (int a = 0; a < G; a++) mx[a] = m[a];
+    kdots_max(vmx, G, mx);
 }
 
 /* W zmm (16 values each) of each of G heads, from head value i on, over all n rows */

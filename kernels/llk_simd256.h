@@ -452,6 +452,20 @@ static inline __m128 hsum4x8(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
     return _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1));
 }
 
+/* One K row's G scaled scores into out[a * ld + j] and the running maxima; at the end, the maxima
+ * into mx (both kdots kernels). */
+ATTN_INLINE void kdots_put(__m128 s, const int G, float *out, int64_t ld, int64_t j, __m128 *vmx) {
+    float t[4];
+    _mm_storeu_ps(t, s);
+    for (int a = 0; a < G; a++) out[a * ld + j] = t[a];
+    *vmx = _mm_max_ps(*vmx, s);
+}
+ATTN_INLINE void kdots_max(__m128 vmx, const int G, float *mx) {
+    float m[4];
+    _mm_storeu_ps(m, vmx);
+    for (int a = 0; a < G; a++) mx[a] = m[a];
+}
+
 /* G query heads against each K row: the row is converted once, G FMAs per 8 values, and the G
  * sums come out of one horizontal reduction. G and f16 are constants at each call site. The
  * contract of llk_ref.c: even 8-value steps in a[.][0], odd ones in a[.][1] (lanes 0-15), folded,
@@ -492,14 +506,9 @@ ATTN_INLINE void kdots_grp(const float *q, const int G, const uint8_t *k, size_t
             const float kv = cache1(row, i, f16);
             for (int a = 0; a < G; a++) t[a] += q[a * hd + i] * kv;
         }
-        const __m128 s = _mm_mul_ps(_mm_loadu_ps(t), sc);
-        _mm_storeu_ps(t, s);
-        for (int a = 0; a < G; a++) out[a * ld + j] = t[a];
-        vmx = _mm_max_ps(vmx, s);
+        kdots_put(_mm_mul_ps(_mm_loadu_ps(t), sc), G, out, ld, j, &vmx);
     }
-    float m[4];
-    _mm_storeu_ps(m, vmx);
-    for (int a = 0; a < G; a++) mx[a] = m[a];
+    kdots_max(vmx, G, mx);
 }
 
 /* out[a] += sum_j p[a][j] * V row j, 16 values of the head at a time: the G x 2 sums stay in
