@@ -118,6 +118,21 @@ subcommand("bench", "prompt-processing and generation speed, like llama-bench; -
     _engine_args("bench"))(_engine_run("bench"))
 
 
+# --- serve (app/server/cli.py) -------------------------------------------------------------------
+
+def _serve_args(p: argparse.ArgumentParser) -> None:
+    from app.server.cli import add_serve_args
+
+    add_serve_args(p)
+
+
+@subcommand("serve", "an OpenAI-compatible API for other programs, on localhost")(_serve_args)
+def run_serve(args: argparse.Namespace) -> int:
+    from app.server.cli import run_serve as run
+
+    return run(args)
+
+
 # --- models ------------------------------------------------------------------------------------
 
 def _models_args(p: argparse.ArgumentParser) -> None:
