@@ -315,39 +315,51 @@ class Api:
 
     async def _stream(self, job: Job, watcher, rid: str, created: int, spec, chat: bool, state: dict):
         model = self.model_id
-
-        def sse(obj) -> bytes:
-            return b"data: " + json.dumps(obj, ensure_ascii=False).encode() + b"\n\n"
-
         if chat:
-            yield sse(wire.chat_chunk(rid, model, created, {"role": "assistant", "content": ""}))
-        while True:
+            yield _sse(wire.chat_chunk(rid, model, created, {"role": "assistant", "content": ""}))
+        ended = False
+        while not ended:
             try:
-                ev = await _next_event(job, watcher)
+                events = [await _next_event(job, watcher)]
             except _Disconnected:
                 job.cancel()
                 state["note"] = "client left mid-stream"
                 return
-            if isinstance(ev, TextPiece):
-                if ev.text:
-                    yield sse(wire.chat_chunk(rid, model, created, {"content": ev.text}) if chat
-                              else wire.completion_chunk(rid, model, created, ev.text))
-            elif isinstance(ev, JobFailed):
-                yield sse(wire.error_body(ev.message, "server_error"))
-                break
-            elif isinstance(ev, Finished):
-                self._done(state, ev)
-                reason = wire.finish_reason(ev)
-                extra = {"timings": wire.timings(ev)}
-                if chat:
-                    yield sse(wire.chat_chunk(rid, model, created, {}, reason, extra=extra))
-                else:
-                    yield sse(wire.completion_chunk(rid, model, created, "", reason, extra=extra))
-                if spec.include_usage:
-                    build = wire.chat_chunk if chat else wire.completion_chunk
-                    yield sse(build(rid, model, created, None, usage_=wire.usage(ev)))
-                break
+            while not job.events.empty():       # what arrived together is written together
+                events.append(job.events.get_nowait())
+            out = []
+            for ev in events:
+                if isinstance(ev, TextPiece):
+                    if ev.text:
+                        out.append(_sse(wire.chat_chunk(rid, model, created, {"content": ev.text})
+                                        if chat else wire.completion_chunk(rid, model, created, ev.text)))
+                elif isinstance(ev, JobFailed):
+                    out.append(_sse(wire.error_body(ev.message, "server_error")))
+                    ended = True
+                    break
+                elif isinstance(ev, Finished):
+                    out += self._last_chunks(ev, rid, created, spec, chat, state)
+                    ended = True
+                    break
+            if out:
+                yield b"".join(out)
         yield b"data: [DONE]\n\n"
+
+    def _last_chunks(self, fin: Finished, rid: str, created: int, spec, chat: bool,
+                     state: dict) -> list[bytes]:
+        """The chunk with the finish reason (and timings), then usage if the client asked."""
+        self._done(state, fin)
+        build = wire.chat_chunk if chat else wire.completion_chunk
+        first = {} if chat else ""
+        out = [_sse(build(rid, self.model_id, created, first, wire.finish_reason(fin),
+                          extra={"timings": wire.timings(fin)}))]
+        if spec.include_usage:
+            out.append(_sse(build(rid, self.model_id, created, None, usage_=wire.usage(fin))))
+        return out
+
+
+def _sse(obj) -> bytes:
+    return b"data: " + json.dumps(obj, ensure_ascii=False).encode() + b"\n\n"
 
 
 class _Disconnected(Exception):

@@ -160,8 +160,10 @@ def run_serve(args: argparse.Namespace) -> int:
             shown = f"[{host}]" if ":" in host else host
             options = ServerOptions(host=args.host, port=port, api_key=api_key,
                                     cors_origin=args.cors_origin, log_prompts=args.log_prompts)
-            app = create_app(owner, model_id_of(eng.path), eng.n_ctx, options)
-            print(f"llambda serve: {model_id_of(eng.path)} on http://{shown}:{port}/v1 "
+            # a library name is the model's id; a file is known by its name
+            model_id = model_id_of(args.model) if os.path.exists(args.model) else args.model
+            app = create_app(owner, model_id, eng.n_ctx, options)
+            print(f"llambda serve: {model_id} on http://{shown}:{port}/v1 "
                   f"(context {eng.n_ctx}, {eng.n_threads} threads"
                   f"{', key required' if api_key else ''}); Ctrl+C stops", file=sys.stderr, flush=True)
             try:

@@ -62,13 +62,29 @@ class Job:
         self.events: asyncio.Queue = asyncio.Queue()
         self.cancelled = threading.Event()
         self._owner: "EngineOwner | None" = None
+        self._lock = threading.Lock()
+        self._pending: list = []            # pushed, not yet moved to `events`
+        self._scheduled = False
 
     def push(self, event) -> None:
-        """From the owner thread: hand one event to the asyncio side."""
+        """From the owner thread: hand one event to the asyncio side. Events that come faster
+        than the loop takes them travel together (one wake-up of the loop, not one per token)."""
+        with self._lock:
+            self._pending.append(event)
+            if self._scheduled:
+                return
+            self._scheduled = True
         try:
-            self.loop.call_soon_threadsafe(self.events.put_nowait, event)
+            self.loop.call_soon_threadsafe(self._deliver)
         except RuntimeError:        # the loop is closed: nobody is listening any more
             self.cancelled.set()
+
+    def _deliver(self) -> None:
+        with self._lock:
+            events, self._pending = self._pending, []
+            self._scheduled = False
+        for ev in events:
+            self.events.put_nowait(ev)
 
     def cancel(self) -> None:
         """From any thread: skip the job if queued, stop it within one token if running."""
