@@ -29,7 +29,7 @@ from starlette.routing import Route
 
 from app.engine.generate import Finished, GenerationRequest, TextPiece
 from app.server import openai_wire as wire
-from app.server.owner import EngineOwner, Job, JobFailed, Prepared, RequestRejected
+from app.server.owner import Job, JobFailed, JobQueue, RequestRejected
 
 log = logging.getLogger(__name__)
 
@@ -172,11 +172,10 @@ class BearerGuard:
 # -- the API ----------------------------------------------------------------------------------------
 
 class Api:
-    def __init__(self, owner: EngineOwner, model_id: str, n_ctx: int, options: ServerOptions,
+    def __init__(self, owner: JobQueue, model_id: str, options: ServerOptions,
                  created: int | None = None):
         self.owner = owner
-        self.model_id = model_id
-        self.n_ctx = n_ctx
+        self.model_id = model_id        # may change (the window loads another model)
         self.options = options
         self.created = int(created or time.time())
         self.requests_served = 0
@@ -222,7 +221,7 @@ class Api:
                 ids = engine.chat_prompt(list(spec.messages))
             except TemplateError as e:
                 raise RequestRejected(str(e)) from None
-            return self._request(ids, spec, "messages")
+            return self._request(ids, spec, "messages", engine.n_ctx)
 
         return await self._run(request, prepare, spec, chat=True)
 
@@ -243,13 +242,13 @@ class Api:
                     raise RequestRejected(f"'prompt' has token ids outside 0..{n_vocab - 1}",
                                           param="prompt")
                 ids = list(spec.prompt)
-            return self._request(ids, spec, "prompt")
+            return self._request(ids, spec, "prompt", engine.n_ctx)
 
         return await self._run(request, prepare, spec, chat=False)
 
-    def _request(self, ids, spec, what: str) -> GenerationRequest:
+    def _request(self, ids, spec, what: str, n_ctx: int) -> GenerationRequest:
         """The engine request, bounded by the context: the prompt and max_tokens must fit."""
-        n, n_ctx = len(ids), self.n_ctx
+        n = len(ids)
         if n == 0:
             raise RequestRejected(f"the {what} make no tokens", param=what)
         if n >= n_ctx:
@@ -416,11 +415,12 @@ class SSEResponse(Response):
 
 # -- the application ------------------------------------------------------------------------------
 
-def create_app(owner: EngineOwner, model_id: str, n_ctx: int,
-               options: ServerOptions | None = None, created: int | None = None):
-    """The ASGI app (with its guards) serving `owner`'s engine as `model_id`."""
+def create_app(owner: JobQueue, model_id: str, options: ServerOptions | None = None,
+               created: int | None = None):
+    """The ASGI app (with its guards) serving `owner`'s engine as `model_id`; its `.api` is the
+    Api object (model_id, requests_served)."""
     options = options or ServerOptions()
-    api = Api(owner, model_id, n_ctx, options, created)
+    api = Api(owner, model_id, options, created)
 
     async def not_found(request: Request, exc: HTTPException) -> Response:
         if exc.status_code == 405:

@@ -162,7 +162,7 @@ def run_serve(args: argparse.Namespace) -> int:
                                     cors_origin=args.cors_origin, log_prompts=args.log_prompts)
             # a library name is the model's id; a file is known by its name
             model_id = model_id_of(args.model) if os.path.exists(args.model) else args.model
-            app = create_app(owner, model_id, eng.n_ctx, options)
+            app = create_app(owner, model_id, options)
             print(f"llambda serve: {model_id} on http://{shown}:{port}/v1 "
                   f"(context {eng.n_ctx}, {eng.n_threads} threads"
                   f"{', key required' if api_key else ''}); Ctrl+C stops", file=sys.stderr, flush=True)

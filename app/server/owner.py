@@ -23,7 +23,8 @@ from app.engine.generate import Finished, GenerationRequest
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Job", "JobFailed", "Prepared", "EngineOwner"]
+__all__ = ["Job", "JobFailed", "Prepared", "RequestRejected", "JobQueue", "EngineOwner",
+           "ForwardingOwner"]
 
 
 @dataclass(frozen=True)
@@ -61,7 +62,7 @@ class Job:
         self.loop = loop or asyncio.get_running_loop()
         self.events: asyncio.Queue = asyncio.Queue()
         self.cancelled = threading.Event()
-        self._owner: "EngineOwner | None" = None
+        self._owner: "JobQueue | None" = None
         self._lock = threading.Lock()
         self._pending: list = []            # pushed, not yet moved to `events`
         self._scheduled = False
@@ -94,25 +95,19 @@ class Job:
             owner._cancel_if_running(self)
 
 
-class EngineOwner:
-    """A thread that owns `engine` and runs submitted jobs in order (FIFO), one at a time.
+class JobQueue:
+    """The bookkeeping every owner of an engine keeps for the server's jobs: how many wait, which
+    one runs (so that cancelling it stops the engine), the last results. `execute(job, engine)`
+    runs one job on the calling thread, which must be the engine's owner."""
 
-    `engine` needs `generate(request)` (events), `cancel()` (from any thread, stops the running
-    generation). `close()` stops the thread after the running job and cancels the queued ones."""
-
-    def __init__(self, engine, name: str = "llambda-engine"):
-        self.engine = engine
-        self._queue: queue.Queue[Job | None] = queue.Queue()
+    def __init__(self):
         self._lock = threading.Lock()
         self._running: Job | None = None
+        self._running_engine = None
         self._waiting = 0
         self._closed = False
         self.jobs_done = 0
         self.finished: collections.deque[Finished] = collections.deque(maxlen=64)  # newest last
-        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
-        self._thread.start()
-
-    # -- from any thread ------------------------------------------------------------------------
 
     @property
     def queue_length(self) -> int:
@@ -120,12 +115,55 @@ class EngineOwner:
         with self._lock:
             return self._waiting + (self._running is not None)
 
-    def submit(self, job: Job) -> Job:
+    def _enqueue(self, job: Job) -> None:
         with self._lock:
             if self._closed:
                 raise RuntimeError("the engine owner is closed")
             job._owner = self
             self._waiting += 1
+
+    def _cancel_if_running(self, job: Job) -> None:
+        with self._lock:
+            if self._running is job and self._running_engine is not None:
+                self._running_engine.cancel()
+
+    def execute(self, job: Job, engine) -> None:
+        """On the engine's owner thread: run `job` (or tell it why not)."""
+        with self._lock:
+            self._waiting -= 1
+            closed = self._closed
+            runs = not (closed or job.cancelled.is_set() or engine is None)
+            if runs:
+                self._running, self._running_engine = job, engine
+        if not runs:
+            if engine is None and not closed and not job.cancelled.is_set():
+                job.push(JobFailed(503, "no model is loaded"))
+            else:
+                job.push(JobFailed(503 if closed else 499, "cancelled before it started"))
+            return
+        try:
+            _run_one(job, engine, self.finished)
+        finally:
+            with self._lock:
+                self._running = self._running_engine = None
+                self.jobs_done += 1
+
+
+class EngineOwner(JobQueue):
+    """A thread that owns `engine` and runs submitted jobs in order (FIFO), one at a time.
+
+    `engine` needs `generate(request)` (events), `cancel()` (from any thread, stops the running
+    generation). `close()` stops the thread after the running job and cancels the queued ones."""
+
+    def __init__(self, engine, name: str = "llambda-engine"):
+        super().__init__()
+        self.engine = engine
+        self._queue: queue.Queue[Job | None] = queue.Queue()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def submit(self, job: Job) -> Job:
+        self._enqueue(job)
         self._queue.put(job)
         return job
 
@@ -138,64 +176,59 @@ class EngineOwner:
         self._queue.put(None)
         self._thread.join(timeout)
 
-    def _cancel_if_running(self, job: Job) -> None:
-        with self._lock:
-            if self._running is job:
-                self.engine.cancel()
-
-    # -- the owner thread -----------------------------------------------------------------------
-
     def _run(self) -> None:
         while True:
             job = self._queue.get()
             if job is None:
                 break
-            with self._lock:
-                self._waiting -= 1
-                closed = self._closed
-                if not (closed or job.cancelled.is_set()):
-                    self._running = job
-            if self._running is not job:
-                job.push(JobFailed(503 if closed else 499, "cancelled before it started"))
-                continue
-            try:
-                self._run_one(job)
-            finally:
-                with self._lock:
-                    self._running = None
-                self.jobs_done += 1
-        # closing: whatever is still queued is told so
-        while True:
-            try:
-                job = self._queue.get_nowait()
-            except queue.Empty:
-                break
-            if job is not None:
-                job.push(JobFailed(503, "the server is shutting down"))
+            self.execute(job, self.engine)
 
-    def _run_one(self, job: Job) -> None:
-        try:
-            request = job.prepare(self.engine)
-        except RequestRejected as e:
-            job.push(JobFailed(e.status, str(e), e.code, e.param))
-            return
-        except Exception as e:  # noqa: BLE001 - every failure becomes one event, never a crash
-            log.warning("request could not be prepared: %s: %s", type(e).__name__, e)
-            job.push(JobFailed(400 if isinstance(e, ValueError) else 500, _one_line(e)))
-            return
-        job.push(Prepared(request))
-        try:
-            for event in self.engine.generate(request):
-                if job.cancelled.is_set():
-                    self.engine.cancel()    # the generator ends with "cancelled" at its next check
-                job.push(event)
-                if isinstance(event, Finished):
-                    self.finished.append(event)
-                    return
-            job.push(JobFailed(500, "the generation ended without a result"))
-        except Exception as e:  # noqa: BLE001
-            log.error("generation failed: %s: %s", type(e).__name__, e)
-            job.push(JobFailed(500, f"the generation failed: {_one_line(e)}"))
+
+class ForwardingOwner(JobQueue):
+    """Jobs for an engine that another thread already owns (the window's worker): `post(job)`
+    hands each job to that thread's own FIFO queue, which calls `execute(job, engine)` in turn,
+    between its other work. Nothing here runs the engine on a thread of its own."""
+
+    def __init__(self, post: Callable[[Job], None]):
+        super().__init__()
+        self._post = post
+
+    def submit(self, job: Job) -> Job:
+        self._enqueue(job)
+        self._post(job)
+        return job
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            running = self._running
+        if running is not None:
+            running.cancel()
+
+
+def _run_one(job: Job, engine, finished) -> None:
+    try:
+        request = job.prepare(engine)
+    except RequestRejected as e:
+        job.push(JobFailed(e.status, str(e), e.code, e.param))
+        return
+    except Exception as e:  # noqa: BLE001 - every failure becomes one event, never a crash
+        log.warning("request could not be prepared: %s: %s", type(e).__name__, e)
+        job.push(JobFailed(400 if isinstance(e, ValueError) else 500, _one_line(e)))
+        return
+    job.push(Prepared(request))
+    try:
+        for event in engine.generate(request):
+            if job.cancelled.is_set():
+                engine.cancel()     # the generator ends with "cancelled" at its next check
+            job.push(event)
+            if isinstance(event, Finished):
+                finished.append(event)
+                return
+        job.push(JobFailed(500, "the generation ended without a result"))
+    except Exception as e:  # noqa: BLE001
+        log.error("generation failed: %s: %s", type(e).__name__, e)
+        job.push(JobFailed(500, f"the generation failed: {_one_line(e)}"))
 
 
 def _one_line(e: BaseException) -> str:

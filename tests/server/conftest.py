@@ -37,8 +37,7 @@ def start_server(owner, engine, **options) -> Served:
     host = options.pop("host", "127.0.0.1")
     sock = bind_socket(host, 0)
     port = sock.getsockname()[1]
-    app = create_app(owner, model_id_of(engine.path), engine.n_ctx,
-                     ServerOptions(host=host, port=port, **options))
+    app = create_app(owner, model_id_of(engine.path), ServerOptions(host=host, port=port, **options))
     server = make_server(app, sock)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True,
                               name=f"uvicorn-{port}")
