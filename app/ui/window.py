@@ -84,6 +84,10 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         w.stats_updated.connect(self.stats.on_worker_stats_updated)
         w.generation_finished.connect(self.on_worker_generation_finished)
         w.generation_failed.connect(self.on_worker_generation_failed)
+        from app.ui.serve_bar import ServeBar
+
+        self.serve_bar = ServeBar(w, self)          # the local server, sharing this engine
+        self.statusBar().addPermanentWidget(self.serve_bar)
         self.thread.start()
         app = QApplication.instance()
         if app is not None:               # a window never closed still stops its thread cleanly
@@ -502,6 +506,7 @@ class MainWindow(ModelFilesMixin, QMainWindow):
                 pass
             self.chat._render_timer.stop()
             self.stats.timer.stop()
+            self.serve_bar.stop()
             self.thread.stop()
             r = self.state.reply
             if r is not None:

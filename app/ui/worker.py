@@ -343,6 +343,14 @@ class EngineWorker(QObject):
         emit(self.stats_updated, final)
         emit(self.generation_finished, request_id, final)
 
+    # -- the local server (app/server): its requests queue here with the window's (FIFO) ----------
+
+    @Slot(object, object)
+    def on_server_job_requested(self, owner, job) -> None:
+        """Run one request of the local server on this thread's engine, in turn."""
+        engine = getattr(self._engine, "engine", None) if self.loaded_path else None
+        owner.execute(job, engine)
+
     @Slot()
     def on_window_closing(self) -> None:
         if self._engine is not None:
