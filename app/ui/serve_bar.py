@@ -43,10 +43,12 @@ class ServeBar(QWidget):
         self.switch = QCheckBox("Serve this model on localhost:")
         self.switch.setToolTip("An OpenAI-compatible API for other programs on this computer")
         self.switch.setEnabled(False)
+        self.switch.setAccessibleName("Serve this model")
         self.port = QSpinBox()
         self.port.setRange(1024, 65535)
         self.port.setValue(DEFAULT_PORT)
         self.port.setAccessibleName("Port")
+        self.port.lineEdit().setAccessibleName("Port")
         self.address = QLineEdit()
         self.address.setReadOnly(True)
         self.address.setAccessibleName("Server address")
@@ -54,6 +56,7 @@ class ServeBar(QWidget):
         self.copy_button = QToolButton()
         self.copy_button.setText("Copy")
         self.copy_button.setToolTip("Copy the address")
+        self.copy_button.setAccessibleName("Copy the server address")
         self.count = QLabel("")
         self.count.setAccessibleName("Server requests")
         for w in (self.switch, self.port, self.address, self.copy_button, self.count):
@@ -71,9 +74,8 @@ class ServeBar(QWidget):
     # -- slots ---------------------------------------------------------------------------------------
 
     def on_worker_model_loaded(self, info: dict) -> None:
-        from app.server.cli import model_id_of
-
-        self.model_id = model_id_of(str((info or {}).get("name") or "model"))
+        name = str((info or {}).get("name") or "model")
+        self.model_id = name[:-5] if name.lower().endswith(".gguf") else name
         if self.api is not None:
             self.api.model_id = self.model_id
         self.switch.setEnabled(True)
