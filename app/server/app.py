@@ -269,9 +269,9 @@ class Api:
     async def _run(self, request: Request, prepare, spec, chat: bool) -> Response:
         job = self.owner.submit(Job(prepare))
         state = request.scope["state"]
-        watcher = asyncio.ensure_future(_wait_disconnect(request.receive))
+        watcher = asyncio.ensure_future(_watch_disconnect(request.receive, job))
         try:
-            first = await _next_event(job, watcher)
+            first = await _next_event(job)
         except _Disconnected:
             job.cancel()
             state["note"] = "client left while queued"
@@ -290,7 +290,7 @@ class Api:
         try:
             fin = None
             while fin is None:
-                ev = await _next_event(job, watcher)
+                ev = await _next_event(job)
                 if isinstance(ev, JobFailed):
                     return _error(ev.status, ev.message, code=ev.code)
                 if isinstance(ev, Finished):
@@ -319,13 +319,16 @@ class Api:
         ended = False
         while not ended:
             try:
-                events = [await _next_event(job, watcher)]
+                events = [await _next_event(job)]
             except _Disconnected:
                 job.cancel()
                 state["note"] = "client left mid-stream"
                 return
             while not job.events.empty():       # what arrived together is written together
                 events.append(job.events.get_nowait())
+            if _GONE in events:
+                state["note"] = "client left mid-stream"
+                return
             out = []
             for ev in events:
                 if isinstance(ev, TextPiece):
@@ -365,24 +368,27 @@ class _Disconnected(Exception):
     pass
 
 
-async def _wait_disconnect(receive) -> None:
-    """Returns when the client has gone (the request body is already read)."""
+_GONE = object()       # put in a job's event queue when its client disconnects
+
+
+async def _watch_disconnect(receive, job: Job) -> None:
+    """Waits for the client to go (the request body is already read); then cancels the job and
+    wakes whoever waits on its events."""
     while True:
         message = await receive()
         if message["type"] == "http.disconnect":
+            job.cancel()
+            job.events.put_nowait(_GONE)
             return
 
 
-async def _next_event(job: Job, watcher: asyncio.Future):
-    """The job's next event, or _Disconnected when the client goes first."""
-    if watcher.done() and not watcher.cancelled():
+async def _next_event(job: Job):
+    """The job's next event, or _Disconnected when the client went first."""
+    ev = await job.events.get()
+    if ev is _GONE:
+        job.events.put_nowait(_GONE)        # stays gone for any later read
         raise _Disconnected()
-    get = asyncio.ensure_future(job.events.get())
-    done, _ = await asyncio.wait({get, watcher}, return_when=asyncio.FIRST_COMPLETED)
-    if get in done:
-        return get.result()
-    get.cancel()
-    raise _Disconnected()
+    return ev
 
 
 class SSEResponse(Response):
