@@ -1,7 +1,7 @@
 """Generation speed through `llambda serve` against the engine called directly (what
 `llambda generate` runs), one client, alternating run by run so both see the same machine load:
 
-    python scripts/bench_server.py MODEL.gguf [--tokens 128] [--reps 5] [--threads 0] [--json]
+    python scripts/bench_server.py MODEL.gguf [--tokens 128] [--reps 5] [--threads 0] [--no-stream] [--json]
 
 Direct: `Engine.generate` in this process, end-of-turn tokens ignored so every run makes
 --tokens tokens. Server: `llambda serve` in its own process (as other programs use it), the same
@@ -33,6 +33,9 @@ def main(argv=None) -> int:
     p.add_argument("--tokens", type=int, default=128)
     p.add_argument("--reps", type=int, default=5)
     p.add_argument("--threads", type=int, default=0)
+    p.add_argument("--no-stream", dest="stream", action="store_false",
+                   help="one answer per request instead of a stream (the client's 'saw' rate "
+                        "then includes the prompt)")
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
 
@@ -62,7 +65,17 @@ def main(argv=None) -> int:
         assert len(fin.ids) == args.tokens
         return fin.stats.generation_tok_s
 
+    def served_whole(seed: int) -> tuple[float, float]:
+        t0 = time.perf_counter()
+        r = client.chat.completions.create(
+            model="bench", messages=messages, max_tokens=args.tokens, seed=seed,
+            extra_body={"ignore_eos": True})
+        assert r.usage.completion_tokens == args.tokens
+        return r.model_extra["timings"]["generation_tok_s"], args.tokens / (time.perf_counter() - t0)
+
     def served(seed: int) -> tuple[float, float]:
+        if not args.stream:
+            return served_whole(seed)
         stream = client.chat.completions.create(
             model="bench", messages=messages, max_tokens=args.tokens, seed=seed, stream=True,
             stream_options={"include_usage": True}, extra_body={"ignore_eos": True})
@@ -91,17 +104,18 @@ def main(argv=None) -> int:
     server.wait(30)
     eng.close()
     med = statistics.median
-    out = {"tokens": args.tokens, "reps": args.reps, "threads": eng.n_threads,
+    out = {"stream": args.stream, "tokens": args.tokens, "reps": args.reps, "threads": eng.n_threads,
            "direct_tok_s": round(med(d), 2), "server_engine_tok_s": round(med(s_engine), 2),
            "server_client_tok_s": round(med(s_client), 2),
            "ratio_engine": round(med(s_engine) / med(d), 4),
            "ratio_client": round(med(s_client) / med(d), 4),
            "direct_runs": [round(x, 2) for x in d], "server_engine_runs": [round(x, 2) for x in s_engine],
-           "server_client_runs": [round(x, 2) for x in s_client]}
+           "server_client_runs": [round(x, 2) for x in s_client],
+           "median_pairwise_ratio_engine": round(med([b / a for a, b in zip(d, s_engine)]), 4)}
     if args.json:
         print(json.dumps(out))
     else:
-        print(f"generation, {args.tokens} tokens, {eng.n_threads} threads, median of {args.reps}:")
+        print(f"generation{'' if args.stream else ' (no stream)'}, {args.tokens} tokens, {eng.n_threads} threads, median of {args.reps}:")
         print(f"  direct (llambda generate's loop) {out['direct_tok_s']:8.2f} tok/s")
         print(f"  through the server, engine       {out['server_engine_tok_s']:8.2f} tok/s "
               f"({out['ratio_engine']:.3f}x)")
