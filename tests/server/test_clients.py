@@ -9,8 +9,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
-import time
 
 import httpx
 import openai
@@ -152,29 +150,23 @@ def test_a_growing_conversation_decodes_only_its_new_tokens(served):
 
 
 def test_the_event_loop_answers_while_the_engine_decodes(served):
+    """/health reports the queue at the moment it answers: 1 means a generation was running."""
     wait_idle(served.owner)
-    done = threading.Event()
-    body = {"prompt": "Once upon a time", "max_tokens": 48, "temperature": 0,
-            "ignore_eos": True}
-
-    def long_request():
-        httpx.post(served.v1 + "/completions", json=body, timeout=120)
-        done.set()
-
-    t = threading.Thread(target=long_request)
-    t.start()
-    try:
-        for _ in range(500):        # bounded: until the job is running
-            if served.owner.queue_length:
+    body = {"prompt": "Once upon a time", "max_tokens": 600, "temperature": 0,
+            "ignore_eos": True, "stream": True}
+    with httpx.stream("POST", served.v1 + "/completions", json=body, timeout=120) as r:
+        lines = r.iter_lines()
+        while not next(lines).startswith("data: {"):    # the first piece: decoding has begun
+            pass
+        queues = [httpx.get(served.url + "/health", timeout=30).json()["queue"] for _ in range(5)]
+        pieces = 0
+        for ln in lines:                                 # the stream goes on after them
+            pieces += ln.startswith("data: {")
+            if pieces == 3:
                 break
-            time.sleep(0.01)
-        for _ in range(5):
-            r = httpx.get(served.url + "/health", timeout=10)
-            assert r.status_code == 200 and r.json()["queue"] >= 0
-        assert not done.is_set(), "health was answered only after the generation ended"
-    finally:
-        t.join(120)
-    assert done.is_set()
+    assert queues == [1] * 5 and pieces == 3            # leaving cancels the rest
+    wait_idle(served.owner)
+    assert served.owner.finished[-1].stop_reason == "cancelled"
 
 
 def test_llambda_serve_runs_as_a_process_and_stops_on_ctrl_c(smollm2_path):
