@@ -208,6 +208,13 @@ class MessageWidget(QFrame):
         self.copy_button.clicked.connect(self.on_copy_button_clicked)
         head.addWidget(self.copy_button)
         lay.addLayout(head)
+        self.progress_label = QLabel()
+        self.progress_label.setObjectName("promptProgress")
+        self.progress_label.setAccessibleName("Prompt progress")
+        self.progress_label.setTextFormat(Qt.PlainText)
+        self.progress_label.setWordWrap(True)
+        self.progress_label.hide()
+        lay.addWidget(self.progress_label)
         self.body = QVBoxLayout()
         self.body.setSpacing(6)
         lay.addLayout(self.body)
@@ -219,8 +226,15 @@ class MessageWidget(QFrame):
             self.set_text(text)
         self.set_status(status)
 
+    def set_progress(self, text: str | None) -> None:
+        """A line above the reply while it has not begun (the prompt being read); None hides it."""
+        self.progress_label.setText(text or "")
+        self.progress_label.setVisible(bool(text))
+
     def set_status(self, status: str) -> None:
         self.status = status
+        if status != "streaming":
+            self.set_progress(None)
         self.status_label.setText({"streaming": "…", "interrupted": "(stopped)", "error": "(failed)"}.get(status, ""))
 
     def set_text(self, text: str) -> None:
@@ -383,8 +397,15 @@ class ChatView(QScrollArea):
         self.streaming = self.add_message(message_id, "assistant", "", "streaming")
         return self.streaming
 
+    def show_prompt_progress(self, text: str | None) -> None:
+        """The prompt's progress in the reply's bubble until its first words arrive."""
+        if self.streaming is not None and not self.streaming.text and self._pending_text is None:
+            self.streaming.set_progress(text)
+
     def update_reply(self, text: str) -> None:
         """The whole reply so far; drawn on the next render tick."""
+        if self.streaming is not None and text:
+            self.streaming.set_progress(None)
         self._pending_text = text
         if not self._render_timer.isActive():
             self._render_timer.start()

@@ -97,6 +97,8 @@ class ModelFilesMixin:
         self.cancel_button.setEnabled(False)
 
     def on_worker_preflight_done(self, facts: dict) -> None:
+        if self._closed:
+            return
         params = facts.get("n_params") or 0
         parts = [facts.get("model_name") or facts.get("name") or "model",
                  facts.get("architecture") or "?",
@@ -114,15 +116,21 @@ class ModelFilesMixin:
         self.preflight = facts
 
     def on_worker_import_progress(self, done: int, total: int) -> None:
+        if self._closed:
+            return
         self.progress_label.setText("Importing")
         self.progress.setValue(int(1000 * done / total) if total else 0)
 
     def on_worker_import_finished(self, entry: dict) -> None:
+        if self._closed:
+            return
         self.refresh_models(entry.get("sha256"))
         self._load_note = (f"{entry.get('name')} is already in your library; selected it."
                            if entry.get("duplicate") else "")
 
     def on_worker_import_failed(self, reason: str) -> None:
+        if self._closed:
+            return
         self.model_busy = False
         self.progress_panel.hide()
         self._update_controls()
@@ -132,6 +140,8 @@ class ModelFilesMixin:
         self.show_error(reason)
 
     def on_worker_load_started(self, facts: dict) -> None:
+        if self._closed:
+            return
         self.model_busy = True
         self.progress_panel.show()
         self.progress_label.setText("Loading")
@@ -140,10 +150,14 @@ class ModelFilesMixin:
         self._update_controls()
 
     def on_worker_load_progress(self, fraction: float) -> None:
+        if self._closed:
+            return
         self.progress_label.setText("Loading")
         self.progress.setValue(int(1000 * max(0.0, min(1.0, fraction))))
 
     def on_worker_model_loaded(self, info: dict) -> None:
+        if self._closed:
+            return
         gc_guard.freeze_survivors()          # the model's tokenizer and engine live on
         self.model_busy = False
         self.model_info = info
@@ -164,6 +178,8 @@ class ModelFilesMixin:
         self.input.setFocus()
 
     def on_worker_load_failed(self, reason: str) -> None:
+        if self._closed:
+            return
         self.model_busy = False
         self.model_info = None
         self.progress_panel.hide()

@@ -3,17 +3,11 @@ switched again when the system's colour scheme changes."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QGuiApplication, QIcon, QPalette
 from PySide6.QtWidgets import QApplication
 
-RESOURCES = Path(__file__).resolve().parents[2] / "resources"
-
-
-def resource(name: str) -> Path:
-    return RESOURCES / name
+from app.bundled import resource
 
 
 def system_is_dark(app: QGuiApplication) -> bool:

@@ -24,7 +24,7 @@ from app.ui.model_files import ModelFilesMixin
 from app.ui.panels import ConversationPanel, ModelInfoPanel
 from app.ui.settings_dialog import SettingsDialog
 from app.ui.state import ChatState
-from app.ui.stats_bar import StatsBar
+from app.ui.stats_bar import StatsBar, prompt_progress_text
 from app.ui.theme import app_icon
 from app.ui.worker import EngineThread, EngineWorker, preload_modules
 from app.ui.qt_fix import emit
@@ -78,7 +78,9 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         w.load_progress.connect(self.on_worker_load_progress)
         w.model_loaded.connect(self.on_worker_model_loaded)
         w.load_failed.connect(self.on_worker_load_failed)
+        w.prefetch_progress.connect(self.on_worker_prefetch_progress)
         w.generation_started.connect(self.on_worker_generation_started)
+        w.prompt_progress.connect(self.on_worker_prompt_progress)
         w.token_generated.connect(self.on_worker_token_generated)
         w.context_shifted.connect(self.on_worker_context_shifted)
         w.stats_updated.connect(self.stats.on_worker_stats_updated)
@@ -302,7 +304,28 @@ class MainWindow(ModelFilesMixin, QMainWindow):
                     self.chat.update_reply(r.text)
         conv = self.state.current()
         self.setWindowTitle(f"{conv.title} — {TITLE}" if conv and conv.title else TITLE)
+        if r is None or r.conversation_id != self.state.current_id:
+            self.show_chat_figures(msgs)
         self._update_controls()
+
+    def show_chat_figures(self, msgs=None) -> None:
+        """The status bar shows the chat on screen: the figures of its last reply made by the
+        model loaded now, the empty context of a new chat, or nothing known ("–")."""
+        if self.model_info is None:
+            self.stats.show_chat(None, None)
+            return
+        msgs = self.state.messages() if msgs is None else msgs
+        n_ctx = self.model_info.get("n_ctx")
+        last = next((m for m in reversed(msgs) if m.role == "assistant" and m.timings), None)
+        if not msgs:
+            self.stats.show_chat({"n_ctx_used": 0}, n_ctx)
+        elif last is not None and last.model == self.model_name():
+            t = dict(last.timings)
+            if "n_ctx_used" not in t and last.prompt_tokens is not None:
+                t["n_ctx_used"] = (last.prompt_tokens or 0) + (last.completion_tokens or 0)
+            self.stats.show_chat(t, n_ctx)
+        else:
+            self.stats.show_chat(None, n_ctx)
 
     def on_conversations_new_requested(self) -> None:
         self.cancel_edit()
@@ -420,20 +443,52 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         self.edit_banner.hide()
 
     def on_worker_generation_started(self, request_id: int) -> None:
-        self.stats.on_worker_stats_updated({"gen_tok_s": None, "prompt_tok_s": None, "ttft_s": None})
+        if self._closed:
+            return
+        self.stats.on_worker_stats_updated({"gen_tok_s": None, "prompt_tok_s": None, "ttft_s": None,
+                                            "prompt_reused": None, "prompt": None})
+
+    def on_worker_prompt_progress(self, request_id: int, figures: dict) -> None:
+        r = self.state.reply
+        if self._closed or r is None or r.request_id != request_id:
+            return
+        if r.conversation_id == self.state.current_id:
+            self.chat.show_prompt_progress(prompt_progress_text(figures))
+
+    def on_worker_prefetch_progress(self, fraction: float) -> None:
+        """The weights being read into memory after a load: part of loading, but typing and
+        sending already work (a reply started now only waits less for the disk)."""
+        if self._closed or self.model_busy:
+            return
+        if fraction >= 1.0:
+            self.progress_panel.hide()
+            self.statusBar().showMessage("Ready: the model is in memory", 4000)
+            return
+        self.progress_panel.show()
+        self.preflight_label.setText("You can type and send already; the first reply may be slower "
+                                     "until this is done.")
+        self.progress_label.setText(f"Reading the weights into memory: {fraction:.0%}")
+        self.progress.setValue(int(1000 * fraction))
+        self.cancel_button.setEnabled(False)
 
     def on_worker_token_generated(self, request_id: int, text: str) -> None:
+        if self._closed:
+            return
         r = self.state.append_reply(request_id, text)
         if r is not None and r.conversation_id == self.state.current_id and self.chat.streaming is not None:
             self.chat.update_reply(r.text)
 
     def on_worker_context_shifted(self, request_id: int, dropped: int) -> None:
+        if self._closed:
+            return
         self.state.mark_shift(request_id, dropped)
         r = self.state.reply
         if r is not None and r.conversation_id == self.state.current_id:
             self.chat.mark_context_shift(dropped)
 
     def _finished(self, request_id: int, stats: dict, error: str | None) -> None:
+        if self._closed:            # the reply was saved as stopped when the window closed
+            return
         r = self.state.finish_reply(request_id, stats, error)
         self.generating = False
         if r is not None and r.conversation_id == self.state.current_id:
@@ -446,6 +501,8 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         self._finished(request_id, stats, None)
 
     def on_worker_generation_failed(self, request_id: int, reason: str) -> None:
+        if self._closed:
+            return
         self.errors.append(reason)
         self._finished(request_id, {}, reason)
         self.show_notice(f"The reply failed: {reason}")

@@ -32,6 +32,7 @@ PROGRESS_EVERY_S = 0.05
 class EngineLike(Protocol):
     """What the worker needs from an engine. Events are plain dicts:
 
+    {"type": "prompt_progress", "done": d, "total": t, "reused": r}  prompt tokens decoded so far
     {"type": "prompt", "prompt_tokens": n, "prompt_seconds": s}   prompt processed
     {"type": "token", "text": piece}                               a piece of the reply
     {"type": "context_shift", "dropped": n}                        old tokens dropped
@@ -104,15 +105,17 @@ class EngineWorker(QObject):
 
     # model file: pre-flight -> import -> load
     preflight_done = Signal(object)              # {"path", "verdict", "summary", "messages", ...}
-    import_progress = Signal(int, int)         # bytes done, bytes total
+    import_progress = Signal(object, object)     # bytes done, bytes total (Python ints: > 2 GiB)
     import_finished = Signal(object)             # library entry as plain data (+ "duplicate")
     import_failed = Signal(str)                # one-line reason
     load_started = Signal(object)                # {"path", "name"}
     load_progress = Signal(float)              # 0..1
     model_loaded = Signal(object)                # model info (describe) + engine facts
     load_failed = Signal(str)
+    prefetch_progress = Signal(float)            # 0..1 of the weights read into memory after load
     # generation
     generation_started = Signal(int)           # request id
+    prompt_progress = Signal(int, object)        # request id, {"done", "total", "reused", "tok_s", "eta_s"}
     token_generated = Signal(int, str)         # request id, batched text
     context_shifted = Signal(int, int)         # request id, tokens dropped
     stats_updated = Signal(object)               # live figures
@@ -127,6 +130,7 @@ class EngineWorker(QObject):
         self._cancel = threading.Event()
         self._cancelled_ids: set[int] = set()
         self._meter = ThreadMeter()
+        self._meter_lock = threading.Lock()
         self.loaded_path: str | None = None
 
     # -- called from the UI thread -------------------------------------------------------------
@@ -160,16 +164,18 @@ class EngineWorker(QObject):
 
     def live_counters(self) -> dict:
         out: dict = {}
-        if self._engine is None:
+        engine = self._engine
+        if engine is None:
             return out
         try:
-            size, busy = self._engine.pool_counters()
-            out["pool_size"] = size
-            out["threads_busy"] = self._meter.sample(size, busy)
+            with self._meter_lock:          # the worker and its ticker both sample
+                size, busy = engine.pool_counters()
+                out["pool_size"] = size
+                out["threads_busy"] = self._meter.sample(size, busy)
         except Exception:
             pass
         try:
-            used, total = self._engine.context_used()
+            used, total = engine.context_used()
             out["n_ctx_used"], out["n_ctx"] = used, total
         except Exception:
             pass
@@ -246,8 +252,36 @@ class EngineWorker(QObject):
         info = {**info, **dict(facts or {})}
         info.setdefault("n_ctx", n_ctx)
         self.loaded_path = path
+        self._mark_used(path)
         emit(self.model_loaded, _plain(info))
         emit(self.stats_updated, self.live_counters())
+        self._start_prefetch(engine)
+
+    def _mark_used(self, path: str) -> None:
+        """The library's "last used" of the model at `path` (when it is one of the library's)."""
+        try:
+            self.library().mark_used(path)
+        except Exception:
+            pass            # a model opened from outside the library has no entry to update
+
+    def _start_prefetch(self, engine) -> None:
+        """Read the weights into memory in the background (the engine's own thread), so the
+        first reply does not wait for the disk; progress goes to `prefetch_progress`."""
+        prefetch = getattr(engine, "prefetch", None)
+        if prefetch is None:
+            return
+        last = [0.0]
+
+        def progress(fraction: float) -> None:
+            now = time.monotonic()
+            if now - last[0] >= PROGRESS_EVERY_S or fraction >= 1.0:
+                last[0] = now
+                emit(self.prefetch_progress, float(fraction))
+
+        try:
+            prefetch(progress)
+        except Exception:
+            emit(self.prefetch_progress, 1.0)
 
     # -- generation ------------------------------------------------------------------------------
 
@@ -284,22 +318,38 @@ class EngineWorker(QObject):
             emit(self.generation_finished, request_id, {"stopped": True, "prompt_tokens": 0,
                                                        "completion_tokens": 0})
             return
+        prompt = PromptMeter()
+        ticker = _Ticker(STATS_EVERY_S, lambda: self._tick(request_id, prompt, live))
         try:
             for ev in self._engine.generate([dict(m) for m in messages], dict(settings)):
                 kind = ev.get("type")
                 now = time.monotonic()
                 first_now = False       # the first token: prompt speed and latency are known now
+                if kind == "prompt_progress":
+                    figures = prompt.update(int(ev.get("done", 0)), int(ev.get("total", 0)),
+                                            int(ev.get("reused", 0)))
+                    emit(self.prompt_progress, request_id, figures)
+                    stats.update(prompt_tokens=figures["total"] + figures["reused"],
+                                 prompt_evaluated=figures["done"], prompt_reused=figures["reused"])
+                    emit(self.stats_updated, {**live(), "prompt": figures})
+                    last_stats = now
+                    continue
                 if kind == "token":
+                    prompt.finish()
                     if first_token_at is None:
                         first_token_at = gen_start = now
                         first_now = True
                     stats["completion_tokens"] += 1
                     buffer.append(ev.get("text", ""))
                 elif kind == "prompt":
-                    stats["prompt_tokens"] = int(ev.get("prompt_tokens", 0))
+                    prompt.finish()
+                    stats.setdefault("prompt_tokens", 0)
+                    n = int(ev.get("prompt_tokens", 0))
+                    new = int(stats.get("prompt_evaluated", n) or 0)
+                    stats["prompt_tokens"] = max(n, int(stats["prompt_tokens"]))
                     ps = float(ev.get("prompt_seconds", 0.0))
-                    if ps > 0:
-                        stats["prompt_tok_s"] = stats["prompt_tokens"] / ps
+                    if ps > 0 and new >= MIN_TOKENS_FOR_SPEED:
+                        stats["prompt_tok_s"] = new / ps     # tokens decoded now; reused ones cost nothing
                 elif kind == "context_shift":
                     if buffer:
                         emit(self.token_generated, request_id, "".join(buffer))
@@ -324,6 +374,7 @@ class EngineWorker(QObject):
                     if now - cancelled_at > 5.0:
                         break
         except Exception as e:
+            ticker.stop()
             if buffer:
                 emit(self.token_generated, request_id, "".join(buffer))
             if self._cancel.is_set() or request_id in self._cancelled_ids:
@@ -332,16 +383,31 @@ class EngineWorker(QObject):
             else:
                 emit(self.generation_failed, request_id, _reason(e))
                 return
+        ticker.stop()
         if buffer:
             emit(self.token_generated, request_id, "".join(buffer))
         self._cancelled_ids.discard(request_id)
         final = live()
         final.update(engine_final)          # the engine's own figures win over the estimates
+        if int(final.get("prompt_evaluated", MIN_TOKENS_FOR_SPEED) or 0) < MIN_TOKENS_FOR_SPEED:
+            final.pop("prompt_tok_s", None)  # a speed over a handful of new tokens means nothing
+        if "prompt_evaluated" in final and "prompt_tokens" in final:
+            final["prompt_reused"] = max(0, int(final["prompt_tokens"]) - int(final["prompt_evaluated"]))
         final["stopped"] = stopped or bool(final.get("stopped"))
         final["seconds"] = time.monotonic() - t0
         final["threads_busy"] = 0.0
+        final["prompt"] = None              # the prompt's progress line is over
         emit(self.stats_updated, final)
         emit(self.generation_finished, request_id, final)
+
+    def _tick(self, request_id: int, prompt: "PromptMeter", live) -> None:
+        """From the ticker thread, while a generation runs: the live figures (threads busy while
+        a long prompt batch is in C), and the prompt's estimate between its batches."""
+        figures = prompt.estimate()
+        if figures is None:
+            return              # replying: the loop itself sends figures with the tokens
+        emit(self.prompt_progress, request_id, figures)
+        emit(self.stats_updated, {**live(), "prompt": figures})
 
     @Slot()
     def on_window_closing(self) -> None:
@@ -351,6 +417,71 @@ class EngineWorker(QObject):
             except Exception:
                 pass
             self._engine = None
+
+
+MIN_TOKENS_FOR_SPEED = 16    # fewer new prompt tokens give no meaningful prompt speed
+
+
+class PromptMeter:
+    """Prompt progress as people read it: tokens decoded of those to decode, the rate so far,
+    and an estimate of the time left. Updated by the worker (at each batch) and read by its
+    ticker between batches, so one lock guards it."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self.t0 = time.monotonic()
+        self.done = self.total = self.reused = 0
+        self.active = False
+        self._last_batch_at = self.t0
+
+    def update(self, done: int, total: int, reused: int) -> dict:
+        with self._lock:
+            now = time.monotonic()
+            if not self.active and done == 0:
+                self.t0 = now
+            self.active = done < total
+            self.done, self.total, self.reused = done, total, reused
+            self._last_batch_at = now
+            return self._figures(now)
+
+    def finish(self) -> None:
+        with self._lock:
+            self.active = False
+
+    def estimate(self) -> dict | None:
+        with self._lock:
+            return self._figures(time.monotonic()) if self.active else None
+
+    def _figures(self, now: float) -> dict:
+        elapsed = max(0.0, now - self.t0)
+        rate = self.done / (self._last_batch_at - self.t0) if self.done and self._last_batch_at > self.t0 else 0.0
+        left = self.total - self.done
+        eta = max(0.0, left / rate - (now - self._last_batch_at)) if rate > 0 and left > 0 else None
+        return {"done": self.done, "total": self.total, "reused": self.reused,
+                "tok_s": rate or None, "eta_s": eta, "elapsed_s": elapsed, "active": self.active}
+
+
+class _Ticker:
+    """Calls `fn` every `every` seconds from a daemon thread until `stop()`."""
+
+    def __init__(self, every: float, fn):
+        self._stop = threading.Event()
+        self._fn = fn
+        self._every = every
+        self._thread = threading.Thread(target=self._run, name="llambda-ticker", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._every):
+            try:
+                self._fn()
+            except Exception:
+                pass            # a figure that cannot be read is skipped, the next tick retries
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not threading.current_thread():
+            self._thread.join(2.0)
 
 
 def _template_status(path: str) -> str:

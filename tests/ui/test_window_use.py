@@ -1,0 +1,305 @@
+"""The window as people use it (issue 16's defects): a long prompt shows its progress, a file over
+2 GiB imports with a progress bar that only moves forward, the status bar follows the chat on
+screen, the weights are read in after a load while typing works, quitting mid-reply stays quiet,
+and the library remembers when a model was used. With the engine double, so each runs in seconds.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QApplication
+
+from tests.ui.conftest import drop_file
+from tests.ui.fake_engine import FakeEngine
+
+
+def loaded(qtbot, make_window, path, engine=None, **kw):
+    engine = engine or FakeEngine()
+    w = make_window(lambda: engine, **kw)
+    assert drop_file(w.chat.viewport(), path)
+    qtbot.waitUntil(lambda: w.model_info is not None, timeout=20000)
+    return w, engine
+
+
+def send(qtbot, w, text, wait=True):
+    w.input.setPlainText(text)
+    qtbot.keyClick(w.input, Qt.Key_Return)
+    if wait:
+        qtbot.waitUntil(lambda: not w.generating, timeout=20000)
+
+
+class SlowPromptEngine(FakeEngine):
+    """Reads a 1,842-token prompt in batches of 512, each taking `batch_s` (busy threads while
+    it does, as the C pool would be), then answers; the cache keeps what it read (regenerate
+    reuses all but the last token)."""
+
+    def __init__(self, total=1842, batch=512, batch_s=0.5, **kw):
+        super().__init__(reply="Short answer.", **kw)
+        self.total, self.batch, self.batch_s = total, batch, batch_s
+        self.cached = 0
+        self.gate = threading.Event()
+        self.gate.set()
+
+    def generate(self, messages, settings):
+        self._cancel.clear()
+        reused = min(self.cached, self.total - 1)
+        todo = self.total - reused
+        yield {"type": "prompt_progress", "done": 0, "total": todo, "reused": reused}
+        done = 0
+        t0 = time.monotonic()
+        while done < todo:
+            end = time.monotonic() + self.batch_s
+            while time.monotonic() < end:           # "in C": no events, threads busy
+                time.sleep(0.01)
+                self.busy = [b + 10_000_000 for b in self.busy]
+            self.gate.wait(10)
+            done = min(todo, done + self.batch)
+            yield {"type": "prompt_progress", "done": done, "total": todo, "reused": reused}
+        self.cached = self.total
+        self.used = self.total
+        yield {"type": "prompt", "prompt_tokens": self.total, "prompt_seconds": time.monotonic() - t0}
+        for piece in ("Short ", "answer."):
+            yield {"type": "token", "text": piece}
+        self.used += 2
+        yield {"type": "done", "stats": {"prompt_tokens": self.total, "prompt_evaluated": todo,
+                                         "completion_tokens": 2, "stopped": False}}
+
+
+# -- 1. a long prompt shows its progress -------------------------------------------------------
+
+def test_long_prompt_shows_progress_in_the_bubble_and_the_status_bar(qtbot, make_window, smollm2_path):
+    engine = SlowPromptEngine()
+    w, _ = loaded(qtbot, make_window, smollm2_path, engine)
+    seen = {"bubble": [], "bar": [], "threads": []}
+
+    def look():
+        reply = w.chat.streaming
+        if reply is not None and reply.progress_label.isVisible():
+            seen["bubble"].append(reply.progress_label.text())
+        seen["bar"].append(w.stats.labels["prompt"].text())
+        seen["threads"].append(w.stats.figures.get("threads_busy") or 0.0)
+
+    w.worker.stats_updated.connect(lambda _f: look())
+    send(qtbot, w, "a long pasted text " * 300, wait=False)
+    qtbot.waitUntil(lambda: not w.generating, timeout=30000)
+    bubble = " | ".join(seen["bubble"])
+    assert "Reading the prompt: 0 / 1,842 tokens" in bubble
+    assert "Reading the prompt: 512 / 1,842 tokens" in bubble
+    assert "tok/s" in bubble and "left" in bubble, bubble         # a rate and an estimate
+    assert any("512/1,842 tok" in t for t in seen["bar"]), seen["bar"]
+    assert max(seen["threads"]) > 0.3, "threads busy while the prompt is read"
+    # when the reply came, the progress line went and the status bar shows the speed
+    reply = w.chat.messages[-1]
+    assert not reply.progress_label.isVisible() and "Short answer." in reply.text
+    assert w.stats.labels["prompt"].text().startswith("prompt ") and "tok/s" in w.stats.labels["prompt"].text()
+    assert "/1,842" not in w.stats.labels["prompt"].text()
+
+
+# -- 2. a file over 2 GiB ---------------------------------------------------------------------
+
+def test_import_progress_of_a_file_over_2_gib(qtbot, make_window, tmp_path, smollm2_path):
+    """A sparse 3 GiB file is imported (its header is a real model's; the library's copy step is
+    a double that reports progress over the file's real size): every value arrives whole, and
+    the bar only moves forward."""
+    from app.library import ModelLibrary
+
+    big = tmp_path / "big.gguf"
+    with open(smollm2_path, "rb") as src, open(big, "wb") as dst:
+        dst.write(src.read(8 << 20))
+        dst.truncate(3 << 30)                       # sparse: no disk used past the first 8 MB
+    size = os.path.getsize(big)
+    assert size > 2**31
+
+    class BigLibrary(ModelLibrary):
+        def import_model(self, path, progress=None, cancel=None, **kw):
+            total = os.path.getsize(path)
+            for done in range(0, total + 1, 256 << 20):
+                progress(done, total)
+                time.sleep(0.06)                    # past the worker's rate limit
+            progress(total, total)
+            return super().import_model(smollm2_path, **kw)
+
+    library = BigLibrary()
+    w = make_window(FakeEngine, library=library)
+    received, bar = [], []
+    w.worker.import_progress.connect(lambda d, t: received.append((d, t)))
+    w.worker.import_progress.connect(lambda d, t: bar.append(w.progress.value()))
+    assert drop_file(w, big)
+    qtbot.waitUntil(lambda: w.model_info is not None, timeout=30000)
+    assert received and all(t == size for _, t in received)
+    assert max(d for d, _ in received) == size
+    assert [d for d, _ in received] == sorted(d for d, _ in received)
+    assert bar == sorted(bar) and bar[-1] == 1000 and len(set(bar)) > 3
+
+
+def test_signals_that_carry_sizes_take_python_ints():
+    """Every worker signal with a byte count or a size is typed `object` (no 32-bit C int)."""
+    from app.ui.worker import EngineWorker
+
+    worker = EngineWorker(FakeEngine)
+    got = []
+    worker.import_progress.connect(lambda d, t: got.append((d, t)))
+    worker.import_progress.emit(5 << 30, 6 << 30)
+    worker.stats_updated.connect(lambda f: got.append(f))
+    worker.stats_updated.emit({"model_bytes": 9 << 30})
+    assert got == [(5 << 30, 6 << 30), {"model_bytes": 9 << 30}]
+
+
+# -- 3. the status bar follows the chat on screen ----------------------------------------------
+
+def test_status_bar_follows_the_chat_on_screen(qtbot, make_window, smollm2_path):
+    engine = SlowPromptEngine(total=300, batch=512, batch_s=0.05)
+    w, _ = loaded(qtbot, make_window, smollm2_path, engine)
+    send(qtbot, w, "first chat")
+    first = w.state.current_id
+    assert w.stats.labels["ctx"].text() == f"context 302/{w.model_info['n_ctx']}"
+    assert "tok/s" in w.stats.labels["gen"].text() or "–" in w.stats.labels["gen"].text()
+    prompt_first = w.stats.labels["prompt"].text()
+    assert "tok/s" in prompt_first and "reused" not in prompt_first
+    # a new empty chat: nothing of the first one is left
+    w.new_action.trigger()
+    assert w.stats.labels["ctx"].text() == f"context 0/{w.model_info['n_ctx']}"
+    assert w.stats.labels["prompt"].text() == "prompt – tok/s"
+    assert w.stats.labels["ttft"].text() == "first token –"
+    # back to the first chat: its own figures again
+    w.on_conversations_selected(first)
+    assert w.stats.labels["ctx"].text() == f"context 302/{w.model_info['n_ctx']}"
+    assert w.stats.labels["prompt"].text() == prompt_first
+    # regenerate reuses the cache: the reused tokens are said to be reused, not counted as speed
+    w.regenerate()
+    qtbot.waitUntil(lambda: not w.generating, timeout=20000)
+    text = w.stats.labels["prompt"].text()
+    assert "299 tok reused" in text and "tok/s" not in text, text
+
+
+def test_status_bar_forgets_the_figures_of_another_model(qtbot, make_window, smollm2_path, tmp_path):
+    engine = SlowPromptEngine(total=40, batch=512, batch_s=0.05)
+    w, _ = loaded(qtbot, make_window, smollm2_path, engine)
+    send(qtbot, w, "hello")
+    assert "42/" in w.stats.labels["ctx"].text()
+    w.model_info = {**w.model_info, "name": "another model"}     # as after loading another one
+    w.show_current()
+    assert w.stats.labels["ctx"].text().startswith("context –/")
+    assert w.stats.labels["gen"].text() == "gen – tok/s"
+
+
+# -- 4. the weights are read in after a load, typing works meanwhile ----------------------------
+
+class PrefetchEngine(FakeEngine):
+    def __init__(self):
+        super().__init__()
+        self.release = threading.Event()
+        self.steps = 0
+
+    def prefetch(self, progress):
+        def run():
+            for i in range(1, 5):
+                self.release.wait(10)
+                self.release.clear()
+                self.steps = i
+                progress(i / 4)
+        threading.Thread(target=run, daemon=True).start()
+
+
+def test_weights_are_read_in_after_the_load_and_sending_works_meanwhile(qtbot, make_window, smollm2_path):
+    engine = PrefetchEngine()
+    w, _ = loaded(qtbot, make_window, smollm2_path, engine)
+    engine.release.set()
+    qtbot.waitUntil(lambda: "Reading the weights into memory: 25%" in w.progress_label.text(), timeout=5000)
+    assert w.progress_panel.isVisible() and w.send_button.isEnabled()
+    send(qtbot, w, "hi while reading")
+    assert w.chat.messages[-1].status == "complete"
+    for _ in range(3):
+        time.sleep(0.06)
+        engine.release.set()
+        qtbot.waitUntil(lambda: engine.steps >= _ + 2, timeout=5000)
+    qtbot.waitUntil(lambda: not w.progress_panel.isVisible(), timeout=5000)
+
+
+def test_read_ahead_goes_through_the_whole_mapping(tmp_path):
+    import mmap
+
+    from app.ui.engine_adapter import read_ahead
+
+    path = tmp_path / "weights.bin"
+    path.write_bytes(os.urandom(1 << 20) * 3 + b"x" * 123)
+    seen = []
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+        import app.ui.engine_adapter as adapter
+
+        old, adapter.READ_AHEAD_CHUNK = adapter.READ_AHEAD_CHUNK, 1 << 20
+        try:
+            n = read_ahead(mm, seen.append, threading.Event())
+        finally:
+            adapter.READ_AHEAD_CHUNK = old
+    assert n == (3 << 20) + 123
+    assert seen == sorted(seen) and seen[-1] == 1.0 and len(seen) >= 4
+
+
+def test_real_engine_reads_its_weights_in_and_closes_cleanly(smollm2_path):
+    from app.ui.engine_adapter import RealEngine
+
+    eng = RealEngine()
+    eng.load(str(smollm2_path), 256, 1, lambda f: None)
+    done = threading.Event()
+    seen = []
+
+    def progress(f):
+        seen.append(f)
+        if f >= 1.0:
+            done.set()
+
+    eng.prefetch(progress)
+    assert done.wait(60), seen
+    eng.prefetch(lambda f: None)            # a second pass, stopped by close() at once
+    eng.close()
+    assert seen[-1] == 1.0
+
+
+# -- 5. quitting during a reply ----------------------------------------------------------------
+
+def test_quitting_during_a_reply_keeps_it_and_raises_nothing(qtbot, make_window, smollm2_path, capfd):
+    engine = FakeEngine(delay=0.02)
+    w, _ = loaded(qtbot, make_window, smollm2_path, engine)
+    send(qtbot, w, "tell me a long story", wait=False)
+    qtbot.waitUntil(lambda: w.state.reply is not None and len(w.state.reply.text) > 10, timeout=10000)
+    conv = w.state.current_id
+    w.close()
+    end = time.monotonic() + 0.5
+    while time.monotonic() < end:               # late signals from the worker arrive now
+        QApplication.processEvents()
+        time.sleep(0.01)
+    err = capfd.readouterr().err
+    assert "Traceback" not in err and "StoreError" not in err, err
+    from app.chats.store import ChatStore
+
+    store = ChatStore()
+    try:
+        last = store.messages(conv)[-1]
+        assert last.role == "assistant" and last.status == "interrupted" and len(last.content) > 10
+    finally:
+        store.close()
+
+
+def test_an_exception_in_a_slot_is_one_line(capsys):
+    from app.ui.main import quiet_excepthook
+
+    try:
+        raise RuntimeError("boom\nsecond line")
+    except RuntimeError as e:
+        quiet_excepthook(type(e), e, e.__traceback__)
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "boom" in err and "Traceback" not in err
+
+
+# -- 7. the library remembers when a model was used --------------------------------------------
+
+def test_loading_a_model_records_its_last_use(qtbot, make_window, smollm2_path):
+    t0 = time.time()
+    w, _ = loaded(qtbot, make_window, smollm2_path)
+    entry = w.library().list()[0]
+    assert entry.last_used is not None and entry.last_used >= t0 - 1
