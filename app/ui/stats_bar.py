@@ -84,6 +84,7 @@ class StatsBar(QWidget):
             lay.addWidget(label)
         lay.addStretch(1)
         self.figures: dict = {}
+        self.compact = False
         self.model_bytes = 0
         self.updates = 0                    # how many times the text was refreshed (tests)
         self.timer = QTimer(self)
@@ -121,33 +122,51 @@ class StatsBar(QWidget):
     def text(self) -> str:
         return "   ".join(self.labels[k].text() for k in self.FIELDS)
 
+    COMPACT_BELOW = 1050       # px of the bar: shorter words below this, so nothing is cut
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 (Qt's name)
+        compact = event.size().width() < self.COMPACT_BELOW
+        if compact != self.compact:
+            self.compact = compact
+            self.layout().setSpacing(8 if compact else 12)
+            self.refresh()
+        super().resizeEvent(event)
+
     def refresh(self) -> None:
         f = self.figures
+        c = self.compact
         gen = f.get("gen_tok_s")
         pp = f.get("prompt_tok_s")
         ttft = f.get("ttft_s")
-        self.labels["gen"].setText(f"gen {gen:.1f} tok/s" if gen else "gen – tok/s")
+        unit = "t/s" if c else "tok/s"
+        self.labels["gen"].setText(f"gen {gen:.1f} {unit}" if gen else f"gen – {unit}")
         progress = f.get("prompt")
         reused = int(f.get("prompt_reused") or 0)
+        new = f.get("prompt_evaluated")
+        name = "pp" if c else "prompt"
         if progress:
-            self.labels["prompt"].setText("prompt " + prompt_progress_text(progress, short=True))
+            text = f"{name} " + prompt_progress_text(progress, short=True)
         elif pp and reused:
-            self.labels["prompt"].setText(f"prompt {pp:.0f} tok/s, {reused} reused")
+            text = f"{name} {pp:.0f} {unit}, {reused} reused"
         elif pp:
-            self.labels["prompt"].setText(f"prompt {pp:.0f} tok/s")
+            text = f"{name} {pp:.0f} {unit}"
         elif reused:
-            self.labels["prompt"].setText(f"prompt: {reused} tok reused")
+            text = f"{name} {reused} reused + {new} new" if new is not None else f"{name}: {reused} tok reused"
         else:
-            self.labels["prompt"].setText("prompt – tok/s")
-        self.labels["ttft"].setText(f"first token {ttft:.2f} s" if ttft is not None else "first token –")
+            text = f"{name} – {unit}"
+        self.labels["prompt"].setText(text.replace("tok/s", unit))
+        self.labels["ttft"].setText(f"{'ttft' if c else 'first token'} {ttft:.2f} s" if ttft is not None
+                                    else ("ttft –" if c else "first token –"))
         n_ctx = f.get("n_ctx")
         used = f.get("n_ctx_used")
-        self.labels["ctx"].setText(f"context {used if used is not None else '–'}/{n_ctx}" if n_ctx
-                                   else "context –")
-        self.labels["mem"].setText(f"RAM {_mb(_rss())} · model {_mb(self.model_bytes)}")
+        self.labels["ctx"].setText(f"{'ctx' if c else 'context'} {used if used is not None else '–'}/{n_ctx}"
+                                   if n_ctx else ("ctx –" if c else "context –"))
+        self.labels["mem"].setText(f"RAM {_mb(_rss())}" if c else
+                                   f"RAM {_mb(_rss())} · model {_mb(self.model_bytes)}")
         size = f.get("pool_size")
         busy = f.get("threads_busy", 0.0) or 0.0
-        self.labels["threads"].setText(f"threads {busy:.1f}/{size} busy" if size else "threads –")
+        self.labels["threads"].setText((f"thr {busy:.1f}/{size}" if c else f"threads {busy:.1f}/{size} busy")
+                                       if size else ("thr –" if c else "threads –"))
         self.updates += 1
 
 

@@ -147,7 +147,9 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         col.addWidget(self.composer)
 
         self.info_panel = ModelInfoPanel()
-        self.info_button.toggled.connect(self.info_panel.setVisible)
+        self.info_wanted = True           # the Model info button's choice; narrow windows fold it
+        self.narrow = False
+        self.info_button.toggled.connect(self.on_info_button_toggled)
 
         self.splitter = QSplitter()
         self.splitter.setObjectName("splitter")
@@ -171,6 +173,9 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         self.stats = StatsBar()
         self.statusBar().addPermanentWidget(self.stats, 1)
         self.statusBar().setSizeGripEnabled(True)
+        # Set, not computed from the panels: the model panel folds away below
+        # COLLAPSE_INFO_BELOW, so its width must not keep the window from getting narrower.
+        self.setMinimumSize(600, 440)
         self.resize(1240, 780)
 
     # Slots of the bars' widgets; the actions themselves are public methods (menus, tests).
@@ -191,6 +196,24 @@ class MainWindow(ModelFilesMixin, QMainWindow):
 
     def on_regenerate_button_clicked(self) -> None:
         self.regenerate()
+
+    COLLAPSE_INFO_BELOW = 1000       # px: below this the model panel folds away (Model info shows it)
+
+    def on_info_button_toggled(self, checked: bool) -> None:
+        self.info_wanted = checked
+        self.info_panel.setVisible(checked)
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 (Qt's name)
+        narrow = event.size().width() < self.COLLAPSE_INFO_BELOW
+        if narrow != self.narrow:
+            self.narrow = narrow
+            shown = self.info_wanted and not narrow
+            self.info_button.blockSignals(True)
+            self.info_button.setChecked(shown)
+            self.info_button.blockSignals(False)
+            self.info_panel.setVisible(shown)
+            self.conversations.setMaximumWidth(200 if narrow else 320)
+        super().resizeEvent(event)
 
     def _build_menus(self) -> None:
         def action(menu, text, slot, shortcut=None, name=None):

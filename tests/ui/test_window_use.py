@@ -173,7 +173,7 @@ def test_status_bar_follows_the_chat_on_screen(qtbot, make_window, smollm2_path)
     w.regenerate()
     qtbot.waitUntil(lambda: not w.generating, timeout=20000)
     text = w.stats.labels["prompt"].text()
-    assert "299 tok reused" in text and "tok/s" not in text, text
+    assert text == "prompt 299 reused + 1 new", text
 
 
 def test_status_bar_forgets_the_figures_of_another_model(qtbot, make_window, smollm2_path, tmp_path):
@@ -303,3 +303,47 @@ def test_loading_a_model_records_its_last_use(qtbot, make_window, smollm2_path):
     w, _ = loaded(qtbot, make_window, smollm2_path)
     entry = w.library().list()[0]
     assert entry.last_used is not None and entry.last_used >= t0 - 1
+
+
+# -- 6. layout at small and large sizes --------------------------------------------------------
+
+def _no_overlap(widgets):
+    boxes = [(w, w.geometry()) for w in widgets if w.isVisible()]
+    for i, (a, ga) in enumerate(boxes):
+        for b, gb in boxes[i + 1:]:
+            assert not ga.intersects(gb), f"{a.objectName() or a.text()} overlaps {b.objectName() or b.text()}"
+
+
+def test_layout_at_640_800_and_1920(qtbot, make_window, smollm2_path):
+    w, _ = loaded(qtbot, make_window, smollm2_path)
+    w.model_picker.setItemText(1, "SmolLM2-135M-Instruct.Q4_1 with a much longer name  ·  Q4_1  ·  94 MB")
+    w.model_picker.setCurrentIndex(1)
+    long_path = "/home/someone/a folder with a long name/models/" + "x" * 60 + ".gguf"
+    w.info_panel.show_info({**w.model_info, "path": long_path})
+    for width, height in ((640, 480), (800, 600), (1920, 1080)):
+        w.resize(width, height)
+        qtbot.waitUntil(lambda: w.width() == width and w.height() == height, timeout=3000)
+        QApplication.processEvents()
+        bar = w.model_picker.parentWidget()
+        _no_overlap([w.model_picker, w.open_button, w.settings_button, w.info_button])
+        for child in (w.model_picker, w.open_button, w.settings_button, w.info_button):
+            assert bar.rect().contains(child.geometry()), child
+            if child is not w.model_picker:
+                assert child.width() >= child.sizeHint().width(), child.text()
+        shown = w.model_picker.shown_text()
+        full = w.model_picker.currentText()
+        assert shown == full or (shown.endswith("…") and w.model_picker.toolTip() == full)
+        # the status bar: every figure whole, none cut
+        for label in w.stats.labels.values():
+            assert label.width() >= label.sizeHint().width(), (width, label.text())
+        assert w.stats.geometry().right() <= w.statusBar().width()
+        # the model panel folds away on a narrow window and shows whole values on a wide one
+        assert w.info_panel.isVisible() == (width >= w.COLLAPSE_INFO_BELOW)
+        assert w.info_button.isChecked() == w.info_panel.isVisible()
+        if w.info_panel.isVisible():
+            f = w.info_panel.values["File"]
+            assert f.full_text() == long_path and long_path in f.toolTip() and "…" in f.text()
+            assert f.fontMetrics().horizontalAdvance(f.text()) <= f.width()
+    w.resize(800, 600)
+    w.info_button.click()                           # asked for: shown even when narrow
+    assert w.info_panel.isVisible()
