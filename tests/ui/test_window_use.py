@@ -347,3 +347,32 @@ def test_layout_at_640_800_and_1920(qtbot, make_window, smollm2_path):
     w.resize(800, 600)
     w.info_button.click()                           # asked for: shown even when narrow
     assert w.info_panel.isVisible()
+
+
+def test_real_engine_reports_prompt_progress_per_batch_and_reuse(smollm2_path):
+    from app.ui.engine_adapter import RealEngine
+
+    eng = RealEngine()
+    eng.load(str(smollm2_path), 2048, 2, lambda f: None)
+    eng.engine.session.n_batch = 64                 # small batches: a short prompt has several
+    try:
+        text = " ".join(f"word{i}" for i in range(50))           # ~160 tokens: three batches
+        messages = [{"role": "user", "content": text}]
+        settings = {"max_tokens": 2, "temperature": 0.0}
+        events = list(eng.generate(messages, settings))
+        progress = [e for e in events if e["type"] == "prompt_progress"]
+        total = progress[0]["total"]
+        assert 128 < total <= 192 and progress[0]["done"] == 0 and progress[0]["reused"] == 0
+        assert [p["done"] for p in progress[1:]] == [64, 128, total]
+        assert all(p["total"] == total for p in progress)
+        prompt = next(e for e in events if e["type"] == "prompt")
+        assert prompt["prompt_tokens"] == total
+        # the same conversation again (regenerate): all but the last token come from the cache
+        events = list(eng.generate(messages, settings))
+        progress = [e for e in events if e["type"] == "prompt_progress"]
+        assert progress[0] == {"type": "prompt_progress", "done": 0, "total": 1, "reused": total - 1}
+        assert progress[-1]["done"] == 1 and progress[-1]["reused"] == total - 1
+        done = next(e for e in events if e["type"] == "done")["stats"]
+        assert done["prompt_evaluated"] == 1 and done["prompt_tokens"] == total
+    finally:
+        eng.close()
