@@ -169,10 +169,14 @@ class CodeBlock(QFrame):
         QTimer.singleShot(1200, self.copy_button, lambda: self.copy_button.setText("Copy code"))
 
 
+LIMIT_TEXT = "The reply stopped at the length limit for one reply (Settings → Max tokens)."
+
+
 class MessageWidget(QFrame):
     """One message: who, its actions, and its body."""
 
     edit_requested = Signal(int)               # message id
+    continue_requested = Signal(int)           # message id: go on past the token limit
 
     def __init__(self, message_id: int, role: str, text: str, status: str = "complete", parent=None):
         super().__init__(parent)
@@ -219,12 +223,32 @@ class MessageWidget(QFrame):
         self.body.setSpacing(6)
         lay.addLayout(self.body)
         self.parts: list[QWidget] = []
+        self.limit_bar = QFrame()
+        self.limit_bar.setObjectName("limitBar")
+        row = QHBoxLayout(self.limit_bar)
+        row.setContentsMargins(0, 4, 0, 0)
+        self.limit_label = QLabel(LIMIT_TEXT)
+        self.limit_label.setObjectName("limitNote")
+        self.limit_label.setTextFormat(Qt.PlainText)
+        self.limit_label.setWordWrap(True)
+        row.addWidget(self.limit_label, 1)
+        self.continue_button = QPushButton("Continue")
+        self.continue_button.setObjectName("continueButton")
+        self.continue_button.setAccessibleName("Continue this reply")
+        self.continue_button.clicked.connect(lambda: emit(self.continue_requested, self.message_id))
+        row.addWidget(self.continue_button)
+        self.limit_bar.hide()
+        lay.addWidget(self.limit_bar)
         if role == "user":
             self.parts.append(_plain_label(_shown(text), "Message text"))
             self.body.addWidget(self.parts[0])
         else:
             self.set_text(text)
         self.set_status(status)
+
+    def show_limit(self, shown: bool) -> None:
+        """Under a reply cut by the token limit: say so, and offer Continue."""
+        self.limit_bar.setVisible(shown)
 
     def set_progress(self, text: str | None) -> None:
         """A line above the reply while it has not begun (the prompt being read); None hides it."""
@@ -282,6 +306,7 @@ class ChatView(QScrollArea):
     """The column of messages, the empty state, and the reply being streamed."""
 
     edit_requested = Signal(int)
+    continue_requested = Signal(int)
 
     def __init__(self, parent=None):
         super().__init__(parent)
@@ -346,8 +371,12 @@ class ChatView(QScrollArea):
             more.setAccessibleName("Show earlier messages")
             more.clicked.connect(self.on_earlier_button_clicked)
             self.column.insertWidget(self.column.count() - 1, more)
+        last_id = self._history[-1].id if self._history else None
         for m in self._history[hidden:]:
             w = self._add(m.id, m.role, m.content, m.status)
+            if m.id == last_id and m.role == "assistant" and m.status == "complete" \
+                    and (getattr(m, "timings", None) or {}).get("stop_reason") == "length":
+                w.show_limit(True)
             shifts = (m.timings or {}).get("context_shifts") if hasattr(m, "timings") else None
             if shifts:
                 self._insert_marker_before(w, "Context full: the oldest part of the conversation "
@@ -373,6 +402,7 @@ class ChatView(QScrollArea):
         self.set_empty_text(None)
         w = MessageWidget(message_id, role, text, status)
         w.edit_requested.connect(self.edit_requested)
+        w.continue_requested.connect(self.continue_requested)
         self.messages.append(w)
         self.column.insertWidget(self.column.count() - 1, w)
         return w
@@ -397,6 +427,17 @@ class ChatView(QScrollArea):
         self.streaming = self.add_message(message_id, "assistant", "", "streaming")
         return self.streaming
 
+    def resume_reply(self, message_id: int) -> MessageWidget | None:
+        """Stream into a message already shown (Continue)."""
+        for w in self.messages:
+            if w.message_id == message_id:
+                w.show_limit(False)
+                w.set_status("streaming")
+                self.streaming = w
+                self._stick_to_bottom = True
+                return w
+        return None
+
     def show_prompt_progress(self, text: str | None) -> None:
         """The prompt's progress in the reply's bubble until its first words arrive."""
         if self.streaming is not None and not self.streaming.text and self._pending_text is None:
@@ -414,12 +455,13 @@ class ChatView(QScrollArea):
         self._insert_marker_before(self.streaming, "Context full: the oldest part of the conversation "
                                                    "was dropped here")
 
-    def finish_reply(self, text: str, status: str) -> None:
+    def finish_reply(self, text: str, status: str, at_limit: bool = False) -> None:
         if self.streaming is not None:
             self._pending_text = None
             self._render_timer.stop()
             self.streaming.set_text(text)
             self.streaming.set_status(status)
+            self.streaming.show_limit(at_limit and status == "complete")
             self.streaming = None
             self.scroll_to_bottom()
 

@@ -82,6 +82,9 @@ class RealEngine:
             raise RuntimeError("no model is loaded")
         system = messages[0]["content"] if messages and messages[0]["role"] == "system" else None
         turns = [m for m in messages if m["role"] in ("user", "assistant")]
+        if settings.get("continue") and turns and turns[-1]["role"] == "assistant":
+            yield from self._continue(messages[:1] if system else [], turns, settings)
+            return
         if not turns or turns[-1]["role"] != "user":
             raise ValueError("the conversation must end with a user message")
         chat = Chat(self.engine, system=system,
@@ -119,14 +122,38 @@ class RealEngine:
             elif isinstance(ev, ContextShifted):
                 yield {"type": "context_shift", "dropped": int(ev.dropped)}
             elif isinstance(ev, Finished):
-                s = ev.stats
-                yield {"type": "done", "stats": {
-                    "prompt_tokens": s.prompt_tokens, "completion_tokens": s.generated_tokens,
-                    "prompt_evaluated": s.prompt_tokens_evaluated,
-                    "prompt_tok_s": round(s.prompt_tok_s, 2), "gen_tok_s": round(s.generation_tok_s, 2),
-                    "ttft_s": round(s.ttft_s, 4), "stop_reason": ev.stop_reason,
-                    "stopped": ev.stop_reason == "cancelled", "peak_rss_bytes": s.peak_rss_bytes,
-                    "threads": s.threads, "isa": s.isa}}
+                yield {"type": "done", "stats": _done_stats(ev)}
+
+    def _continue(self, system: list[dict], turns: list[dict], settings: dict) -> Iterator[dict]:
+        """Go on with the last assistant turn where it stopped (the token limit): the prompt is the
+        conversation up to it with the reply so far as the start of the model's turn, so the
+        cache already holds nearly all of it."""
+        import time
+
+        from app.engine.generate import ContextShifted, Finished, GenerationRequest, PromptProgress, TextPiece
+
+        so_far = turns[-1]["content"]
+        ids = self.engine.chat_prompt(system + turns[:-1])
+        ids = ids + self.engine.tokenizer.encode(so_far, add_special=False, parse_special=False)
+        n_ctx = self.engine.n_ctx
+        if len(ids) >= n_ctx:
+            raise ValueError(f"the conversation fills the context ({len(ids)} of {n_ctx} tokens): "
+                             "start a new chat, or raise the context length in Settings")
+        req = GenerationRequest(tuple(ids), max_tokens=int(settings.get("max_tokens", 512)),
+                                sampler=sampler_settings(settings), context_policy="stop")
+        t0 = time.perf_counter()
+        for ev in self.engine.generate(req):
+            if isinstance(ev, PromptProgress):
+                reused = max(0, self.engine.session.n_past - int(ev.done))
+                yield {"type": "prompt_progress", "done": int(ev.done), "total": int(ev.total), "reused": reused}
+                if ev.done >= ev.total:
+                    yield {"type": "prompt", "prompt_tokens": len(ids), "prompt_seconds": time.perf_counter() - t0}
+            elif isinstance(ev, TextPiece):
+                yield {"type": "token", "text": ev.text}
+            elif isinstance(ev, ContextShifted):
+                yield {"type": "context_shift", "dropped": int(ev.dropped)}
+            elif isinstance(ev, Finished):
+                yield {"type": "done", "stats": _done_stats(ev)}
 
     # -- reading the weights in ----------------------------------------------------------------
 
@@ -170,6 +197,16 @@ class RealEngine:
         if self.engine is None:
             return 0, 0
         return self.engine.session.n_past, self.engine.n_ctx
+
+
+def _done_stats(ev) -> dict:
+    s = ev.stats
+    return {"prompt_tokens": s.prompt_tokens, "completion_tokens": s.generated_tokens,
+            "prompt_evaluated": s.prompt_tokens_evaluated,
+            "prompt_tok_s": round(s.prompt_tok_s, 2), "gen_tok_s": round(s.generation_tok_s, 2),
+            "ttft_s": round(s.ttft_s, 4), "stop_reason": ev.stop_reason,
+            "stopped": ev.stop_reason == "cancelled", "peak_rss_bytes": s.peak_rss_bytes,
+            "threads": s.threads, "isa": s.isa}
 
 
 READ_AHEAD_CHUNK = 64 << 20     # bytes per step of the read-ahead pass (one progress report each)

@@ -32,6 +32,7 @@ class Reply:
     message_id: int
     text: str = ""
     shifts: list[int] = field(default_factory=list)
+    continued_from: int = 0         # tokens the message had before a Continue
 
 
 class ChatState:
@@ -146,6 +147,15 @@ class ChatState:
         self._next_request += 1
         return self.reply
 
+    def continue_reply(self, message_id: int) -> Reply:
+        """Go on with an assistant message that stopped at the token limit: the new text is
+        appended to it (the same message, its text so far kept)."""
+        msg = self.store.get_message(message_id)
+        self.reply = Reply(self._next_request, msg.conversation_id, message_id, text=msg.content,
+                           continued_from=msg.completion_tokens or 0)
+        self._next_request += 1
+        return self.reply
+
     def append_reply(self, request_id: int, text: str) -> Reply | None:
         r = self.reply
         if r is None or r.request_id != request_id:
@@ -165,6 +175,8 @@ class ChatState:
             return None
         self.reply = None
         timings = {k: v for k, v in stats.items() if isinstance(v, (int, float, str, bool))}
+        if r.continued_from and isinstance(timings.get("completion_tokens"), int):
+            timings["completion_tokens"] += r.continued_from
         if r.shifts:
             timings["context_shifts"] = len(r.shifts)
             timings["context_dropped"] = sum(r.shifts)

@@ -133,6 +133,7 @@ class MainWindow(ModelFilesMixin, QMainWindow):
 
         self.chat = ChatView()
         self.chat.edit_requested.connect(self.on_chat_edit_requested)
+        self.chat.continue_requested.connect(self.on_chat_continue_requested)
         col.addWidget(self.chat, 1)
 
         self.composer = Composer()
@@ -425,6 +426,25 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         self._update_controls()
         emit(self.generate_requested, reply.request_id, messages, settings)
 
+    def on_chat_continue_requested(self, message_id: int) -> None:
+        self.continue_reply(message_id)
+
+    def continue_reply(self, message_id: int | None = None) -> None:
+        """Go on with the last reply where the token limit stopped it, in the same message."""
+        if self.generating or self.model_info is None or self.model_busy:
+            return
+        last = self.state.last_assistant()
+        if last is None or (message_id is not None and last.id != message_id):
+            return
+        conv_id = self.state.current_id
+        messages = self.state.prompt_messages(conv_id)
+        reply = self.state.continue_reply(last.id)
+        self.chat.resume_reply(last.id)
+        settings = {**self.state.sampling(), "continue": True}
+        self.generating = True
+        self._update_controls()
+        emit(self.generate_requested, reply.request_id, messages, settings)
+
     def stop(self) -> None:
         if self.generating:
             r = self.state.reply
@@ -516,7 +536,7 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         self.generating = False
         if r is not None and r.conversation_id == self.state.current_id:
             status = "error" if error else ("interrupted" if stats.get("stopped") else "complete")
-            self.chat.finish_reply(r.text, status)
+            self.chat.finish_reply(r.text, status, at_limit=stats.get("stop_reason") == "length")
         self.refresh_conversations()
         self._update_controls()
 

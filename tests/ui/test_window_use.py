@@ -376,3 +376,66 @@ def test_real_engine_reports_prompt_progress_per_batch_and_reuse(smollm2_path):
         assert done["prompt_evaluated"] == 1 and done["prompt_tokens"] == total
     finally:
         eng.close()
+
+
+# -- 13. a reply cut by the token limit says so and offers Continue ------------------------------
+
+class LimitEngine(FakeEngine):
+    def generate(self, messages, settings):
+        self.calls.append((messages, settings))
+        yield {"type": "prompt", "prompt_tokens": 10, "prompt_seconds": 0.01}
+        if settings.get("continue"):
+            assert messages[-1]["role"] == "assistant"
+            yield {"type": "token", "text": " and the end."}
+            yield {"type": "done", "stats": {"stop_reason": "eog", "completion_tokens": 4}}
+        else:
+            yield {"type": "token", "text": "A reply cut"}
+            yield {"type": "done", "stats": {"stop_reason": "length", "completion_tokens": 3}}
+
+
+def test_reply_at_the_token_limit_offers_continue(qtbot, make_window, smollm2_path):
+    engine = LimitEngine()
+    w, _ = loaded(qtbot, make_window, smollm2_path, engine)
+    send(qtbot, w, "say something long")
+    reply = w.chat.messages[-1]
+    assert reply.limit_bar.isVisible() and "length limit" in reply.limit_label.text()
+    # shown again when the chat is opened again
+    conv = w.state.current_id
+    w.new_action.trigger()
+    w.on_conversations_selected(conv)
+    reply = w.chat.messages[-1]
+    assert reply.limit_bar.isVisibleTo(reply)
+    qtbot.waitExposed(reply.continue_button)
+    qtbot.mouseClick(reply.continue_button, Qt.LeftButton)
+    qtbot.waitUntil(lambda: not w.generating, timeout=10000)
+    messages, settings = engine.calls[-1]
+    assert settings["continue"] and messages[-1] == {"role": "assistant", "content": "A reply cut"}
+    msgs = w.state.messages()
+    assert len(msgs) == 2 and msgs[-1].content == "A reply cut and the end."
+    assert msgs[-1].completion_tokens == 7 and msgs[-1].timings["stop_reason"] == "eog"
+    assert not w.chat.messages[-1].limit_bar.isVisible()
+    assert w.chat.messages[-1].text == "A reply cut and the end."
+
+
+def test_real_engine_continues_a_reply_from_the_cache(smollm2_path):
+    from app.ui.engine_adapter import RealEngine
+
+    eng = RealEngine()
+    eng.load(str(smollm2_path), 1024, 2, lambda f: None)
+    try:
+        messages = [{"role": "user", "content": "Count from one to twenty in words."}]
+        greedy = {"temperature": 0.0, "max_tokens": 6}
+        first = list(eng.generate(messages, greedy))
+        done = next(e for e in first if e["type"] == "done")["stats"]
+        assert done["stop_reason"] == "length"
+        text = "".join(e["text"] for e in first if e["type"] == "token")
+        more = list(eng.generate(messages + [{"role": "assistant", "content": text}], {**greedy, "continue": True}))
+        progress = [e for e in more if e["type"] == "prompt_progress"]
+        assert progress[-1]["reused"] > 20 and progress[-1]["total"] <= 3      # nearly all from the cache
+        whole = list(eng.generate(messages, {**greedy, "max_tokens": 12}))
+        longer = "".join(e["text"] for e in whole if e["type"] == "token")
+        continued = text + "".join(e["text"] for e in more if e["type"] == "token")
+        assert longer.startswith(text) and len(continued) > len(text)
+        assert continued.split()[:5] == longer.split()[:5]
+    finally:
+        eng.close()
