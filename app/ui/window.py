@@ -20,6 +20,7 @@ from PySide6.QtWidgets import (
 from app.ui import gc_guard
 from app.ui.bars import ChatInput, Composer, ModelBar, ProgressPanel
 from app.ui.chat_view import EMPTY_TEXT, ChatView
+from app.ui.error_dialog import ErrorDialog
 from app.ui.model_files import ModelFilesMixin
 from app.ui.panels import ConversationPanel, ModelInfoPanel
 from app.ui.settings_dialog import SettingsDialog
@@ -52,7 +53,7 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         self.model_busy = False
         self.generating = False
         self.editing_id: int | None = None
-        self.error_dialog: QMessageBox | None = None
+        self.error_dialog: ErrorDialog | None = None
         self.settings_dialog: SettingsDialog | None = None
         self.errors: list[str] = []                 # every error shown, in order (tests, logs)
         self._closed = False
@@ -259,14 +260,20 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         self.notice.setVisible(bool(text))
 
     def show_error(self, reason: str, title: str = "Cannot open this model") -> None:
+        """The reason, what to do about it, and Details/Copy (app.ui.error_dialog)."""
+        from app import __version__
+
         self.errors.append(reason)
-        box = QMessageBox(self)
-        box.setIcon(QMessageBox.Warning)
-        box.setWindowTitle(title)
-        box.setTextFormat(Qt.PlainText)
-        box.setText(reason)
-        box.setAccessibleName(title)
-        box.setStandardButtons(QMessageBox.Ok)
+        facts = [f"Llambda {__version__}"]
+        try:
+            from app.cli import isa_description
+
+            facts.append(f"kernels: {isa_description()}")
+        except Exception:
+            pass
+        if self.preflight.get("path"):
+            facts.append(f"file: {self.preflight['path']}")
+        box = ErrorDialog(title, reason, "\n".join(facts), self)
         box.setWindowModality(Qt.WindowModal)
         if self.error_dialog is not None:
             self.error_dialog.close()
@@ -548,7 +555,9 @@ class MainWindow(ModelFilesMixin, QMainWindow):
             return
         self.errors.append(reason)
         self._finished(request_id, {}, reason)
-        self.show_notice(f"The reply failed: {reason}")
+        from app.ui.advice import advice_for
+
+        self.show_notice(" ".join(x for x in (f"The reply failed: {reason}", advice_for(reason)) if x))
 
     # -- settings --------------------------------------------------------------------------------
 

@@ -439,3 +439,40 @@ def test_real_engine_continues_a_reply_from_the_cache(smollm2_path):
         assert continued.split()[:5] == longer.split()[:5]
     finally:
         eng.close()
+
+
+# -- 17. errors with advice, Details and Copy ----------------------------------------------------
+
+def test_advice_for_the_common_reasons():
+    from app.ui.advice import DAMAGED, advice_for
+
+    assert advice_for("/x/m.gguf: not a GGUF file (magic b'PK\\x03\\x04')") == DAMAGED
+    assert advice_for("/x/m.gguf: tensor blk.0.attn_q.weight data runs past the end of the file") == DAMAGED
+    arch = advice_for("/x/m.gguf: not supported: architecture 'mamba' is not supported")
+    assert "not supported yet" in arch and "llama" in arch
+    types = advice_for("/x/m.gguf: not supported: tensor type IQ1_M is not supported (12 tensors)")
+    assert "quantization" in types and "Q4_0" in types
+    assert "smaller quantization" in advice_for("this machine does not have enough memory: needs 9.1 GB")
+    assert "disk space" in advice_for("not enough free disk space to import m.gguf: it needs 5 bytes")
+    assert advice_for("something nobody foresaw") == ""
+
+
+def test_error_dialog_gives_the_reason_advice_details_and_copy(qtbot, make_window, tmp_path, smollm2_path):
+    bad = tmp_path / "half.gguf"
+    bad.write_bytes(open(smollm2_path, "rb").read(5000))
+    w = make_window(FakeEngine)
+    assert drop_file(w, bad)
+    qtbot.waitUntil(lambda: w.error_dialog is not None and w.error_dialog.isVisible(), timeout=10000)
+    d = w.error_dialog
+    assert "half.gguf" in d.reason_label.text() and "\n" not in d.text()
+    assert d.advice_label.isVisible() and "damaged or incomplete" in d.advice_label.text()
+    assert "Download it again" in d.advice_label.text()
+    assert not d.details.isVisible()
+    qtbot.mouseClick(d.details_button, Qt.LeftButton)
+    assert d.details.isVisible() and d.text() in d.details.toPlainText()
+    qtbot.mouseClick(d.copy_button, Qt.LeftButton)
+    copied = QApplication.clipboard().text()
+    assert d.text() in copied and "Llambda " in copied and "kernels:" in copied
+    assert d.copy_button.text() == "Copied"
+    assert d.isVisible()                        # Details and Copy do not close it
+    d.accept()
