@@ -133,6 +133,21 @@ def run_models(args: argparse.Namespace) -> int:
     return run(args)
 
 
+# --- chats -------------------------------------------------------------------------------------
+
+def _chats_args(p: argparse.ArgumentParser) -> None:
+    from app.chats.cli import configure_parser
+
+    configure_parser(p)
+
+
+@subcommand("chats", "list, export (Markdown, JSON) or import conversations")(_chats_args)
+def run_chats(args: argparse.Namespace) -> int:
+    from app.chats.cli import run_chats as run
+
+    return run(args)
+
+
 # --- entry point -------------------------------------------------------------------------------
 
 def build_parser() -> argparse.ArgumentParser:

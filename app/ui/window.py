@@ -232,6 +232,9 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         file_menu = m.addMenu("&File")
         self.open_action = action(file_menu, "&Open model…", self.open_dialog, QKeySequence.Open)
         file_menu.addSeparator()
+        self.export_action = action(file_menu, "&Export chat…", self.export_dialog, "Ctrl+Shift+E")
+        self.import_action = action(file_menu, "&Import chat…", self.import_dialog)
+        file_menu.addSeparator()
         action(file_menu, "&Quit", self.close, QKeySequence.Quit)
         chat_menu = m.addMenu("&Chat")
         self.new_action = action(chat_menu, "&New chat", self.on_conversations_new_requested, QKeySequence.New)
@@ -558,6 +561,64 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         from app.ui.advice import advice_for
 
         self.show_notice(" ".join(x for x in (f"The reply failed: {reason}", advice_for(reason)) if x))
+
+    # -- export and import -----------------------------------------------------------------------
+
+    def export_dialog(self) -> None:
+        from PySide6.QtWidgets import QFileDialog
+
+        from app.chats.export import export_file_name
+
+        if self.state.current_id is None:
+            self.show_notice("Open a chat to export it.")
+            return
+        name = export_file_name(self.state.store, self.state.current_id, "md")
+        path, chosen = QFileDialog.getSaveFileName(self, "Export chat", os.path.join(os.path.expanduser("~"), name),
+                                                   "Markdown (*.md);;JSON, for importing again (*.json)")
+        if path:
+            self.export_current(path, "json" if chosen.startswith("JSON") or path.endswith(".json") else "md")
+
+    def export_current(self, path: str, fmt: str | None = None) -> str | None:
+        """Write the chat on screen to `path` as Markdown or JSON (from the suffix by default)."""
+        from app.chats.export import export_conversation
+
+        if self.state.current_id is None:
+            return None
+        fmt = fmt or ("json" if str(path).lower().endswith(".json") else "md")
+        if fmt == "md" and not str(path).lower().endswith(".md"):
+            path = f"{path}.md"
+        elif fmt == "json" and not str(path).lower().endswith(".json"):
+            path = f"{path}.json"
+        try:
+            out = export_conversation(self.state.store, self.state.current_id, path, fmt)
+        except Exception as e:
+            self.show_error(str(e), "Cannot export this chat")
+            return None
+        self.show_notice(f"Exported to {out}")
+        return str(out)
+
+    def import_dialog(self) -> None:
+        from PySide6.QtWidgets import QFileDialog
+
+        path, _ = QFileDialog.getOpenFileName(self, "Import a chat", os.path.expanduser("~"),
+                                              "Llambda chat exports (*.json)")
+        if path:
+            self.import_chat(path)
+
+    def import_chat(self, path: str) -> int | None:
+        from app.chats.export import import_json
+
+        try:
+            conv_id = import_json(self.state.store, path)
+        except Exception as e:
+            self.show_error(str(e), "Cannot import this chat")
+            return None
+        self.cancel_edit()
+        self.state.select(conv_id)
+        self.conversations.search.clear()
+        self.refresh_conversations()
+        self.show_current()
+        return conv_id
 
     # -- settings --------------------------------------------------------------------------------
 

@@ -476,3 +476,23 @@ def test_error_dialog_gives_the_reason_advice_details_and_copy(qtbot, make_windo
     assert d.copy_button.text() == "Copied"
     assert d.isVisible()                        # Details and Copy do not close it
     d.accept()
+
+
+# -- 11. export from the window ----------------------------------------------------------------
+
+def test_export_and_import_from_the_window(qtbot, make_window, smollm2_path, tmp_path):
+    import json
+
+    w, _ = loaded(qtbot, make_window, smollm2_path, FakeEngine(reply="The answer is 42."))
+    send(qtbot, w, "What is the answer?")
+    md = w.export_current(str(tmp_path / "chat"))
+    assert md.endswith("chat.md") and "The answer is 42." in open(md).read()
+    assert "Exported to" in w.notice.text()
+    js = w.export_current(str(tmp_path / "chat.json"))
+    data = json.loads(open(js).read())
+    assert [m["role"] for m in data["messages"]] == ["user", "assistant"]
+    assert w.export_action.text() == "&Export chat…"
+    before = len(w.state.conversations())
+    conv = w.import_chat(js)
+    assert conv is not None and w.state.current_id == conv and len(w.state.conversations()) == before + 1
+    assert [m.content for m in w.state.messages()] == ["What is the answer?", "The answer is 42."]
