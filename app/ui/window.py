@@ -93,6 +93,8 @@ class MainWindow(ModelFilesMixin, QMainWindow):
             app.aboutToQuit.connect(self.shutdown)
 
         self._restore_geometry()
+        if (self.state.get("theme", "system") or "system") != "system":
+            self.apply_theme_choice()
         self.refresh_models()
         self._reopen_last_conversation()
         self.refresh_conversations()
@@ -625,7 +627,8 @@ class MainWindow(ModelFilesMixin, QMainWindow):
     def open_settings(self) -> SettingsDialog:
         conv = self.state.current()
         dlg = SettingsDialog(conv.system_prompt if conv else (self.state.get("system_prompt_default", "") or ""),
-                             self.state.sampling(), self.state.engine_settings(), os.cpu_count() or 1, self)
+                             self.state.sampling(), self.state.engine_settings(), os.cpu_count() or 1, self,
+                             theme=self.state.get("theme", "system") or "system")
         dlg.accepted.connect(self.on_settings_accepted)
         self.settings_dialog = dlg
         dlg.open()
@@ -636,6 +639,8 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         if dlg is None:
             return
         system, sampling, engine = dlg.values()
+        self.state.put("theme", dlg.theme_choice())
+        self.apply_theme_choice()
         before = self.state.engine_settings()
         if self.state.current_id is None:
             self.state.put("system_prompt_default", system)
@@ -646,13 +651,26 @@ class MainWindow(ModelFilesMixin, QMainWindow):
             self._update_controls()
             emit(self.load_requested, self.worker.loaded_path, self.engine_options())
 
-    def about(self) -> None:
+    def apply_theme_choice(self) -> str | None:
+        app = QApplication.instance()
+        if app is None:
+            return None
+        from app.ui.theme import set_theme_choice
+
+        return set_theme_choice(app, self.state.get("theme", "system") or "system")
+
+    def about(self) -> QMessageBox:
+        from app.cli import version_line
+
         box = QMessageBox(self)
         box.setWindowTitle("About Llambda")
         box.setTextFormat(Qt.PlainText)
-        box.setText("Llambda: chat with language models on your own CPU, offline.\n"
+        box.setText(f"{version_line()}\n\n"
+                    "Llambda: chat with language models on your own CPU, offline.\n"
                     "Its inference engine is its own: C kernels driven from Python.")
+        self.about_box = box
         box.open()
+        return box
 
     # -- closing ---------------------------------------------------------------------------------
 

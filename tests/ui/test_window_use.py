@@ -496,3 +496,48 @@ def test_export_and_import_from_the_window(qtbot, make_window, smollm2_path, tmp
     conv = w.import_chat(js)
     assert conv is not None and w.state.current_id == conv and len(w.state.conversations()) == before + 1
     assert [m.content for m in w.state.messages()] == ["What is the answer?", "The answer is 42."]
+
+
+# -- 16. settings that explain themselves, reset, theme, About -------------------------------------
+
+def test_settings_explain_themselves_reset_and_theme(qtbot, make_window):
+    from PySide6.QtWidgets import QLabel
+
+    from app.chats.settings import ENGINE_DEFAULTS, SAMPLING_DEFAULTS
+    from app.ui.settings_dialog import HELP
+
+    w = make_window(FakeEngine)
+    dlg = w.open_settings()
+    helps = {l.accessibleName(): l.text() for l in dlg.findChildren(QLabel) if l.objectName() == "settingHelp"}
+    for name in ("Temperature", "Top-k", "Top-p", "Min-p", "Repeat penalty", "Seed", "Max tokens",
+                 "Context length", "Threads", "When the context is full", "Theme", "System prompt"):
+        assert helps.get(f"{name}: help") == HELP[name] and HELP[name]
+    dlg.temperature.setValue(1.7)
+    dlg.n_ctx.setValue(4096)
+    dlg.system_prompt.setPlainText("Be a pirate.")
+    qtbot.mouseClick(dlg.reset_button, Qt.LeftButton)
+    system, sampling, engine = dlg.values()
+    assert sampling == SAMPLING_DEFAULTS and engine == ENGINE_DEFAULTS and system == "Be a pirate."
+    # the theme: chosen in the dialog, applied at once, kept for the next start
+    dlg.theme.setCurrentIndex(dlg.theme.findData("dark"))
+    dlg.accept()
+    app = QApplication.instance()
+    try:
+        assert app.property("llambda_theme") == "dark" and w.state.get("theme") == "dark"
+        dlg = w.open_settings()
+        assert dlg.theme_choice() == "dark"
+        dlg.theme.setCurrentIndex(dlg.theme.findData("light"))
+        dlg.accept()
+        assert app.property("llambda_theme") == "light"
+    finally:
+        w.state.put("theme", "system")
+        w.apply_theme_choice()
+
+
+def test_about_shows_the_version(make_window):
+    from app import __version__
+
+    w = make_window(FakeEngine)
+    box = w.about()
+    assert f"llambda {__version__}" in box.text() and "kernels:" in box.text()
+    box.close()
