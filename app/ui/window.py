@@ -26,6 +26,7 @@ from app.ui.panels import ConversationPanel, ModelInfoPanel
 from app.ui.settings_dialog import SettingsDialog
 from app.ui.state import ChatState
 from app.ui.stats_bar import StatsBar, prompt_progress_text
+from app.ui.system_prompt import SystemPromptBar
 from app.ui.theme import app_icon
 from app.ui.worker import EngineThread, EngineWorker, preload_modules
 from app.ui.qt_fix import emit
@@ -133,6 +134,12 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         self.progress, self.cancel_button = p.progress, p.cancel_button
         self.cancel_button.clicked.connect(self.on_cancel_button_clicked)
         col.addWidget(self.progress_panel)
+
+        self.system_bar = SystemPromptBar()
+        self.system_bar.applied.connect(self.on_system_bar_applied)
+        self.system_bar.preset_saved.connect(self.on_system_bar_preset_saved)
+        self.system_bar.default_requested.connect(self.on_system_bar_default_requested)
+        col.addWidget(self.system_bar)
 
         self.chat = ChatView()
         self.chat.edit_requested.connect(self.on_chat_edit_requested)
@@ -340,6 +347,8 @@ class MainWindow(ModelFilesMixin, QMainWindow):
                     self.chat.update_reply(r.text)
         conv = self.state.current()
         self.setWindowTitle(f"{conv.title} — {TITLE}" if conv and conv.title else TITLE)
+        self.system_bar.set_presets(self.state.get("system_prompt_presets", {}) or {})
+        self.system_bar.show_prompt(conv.system_prompt if conv else (self.state.get("system_prompt_default", "") or ""))
         if r is None or r.conversation_id != self.state.current_id:
             self.show_chat_figures(msgs)
         self._update_controls()
@@ -563,6 +572,27 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         from app.ui.advice import advice_for
 
         self.show_notice(" ".join(x for x in (f"The reply failed: {reason}", advice_for(reason)) if x))
+
+    # -- system prompt ---------------------------------------------------------------------------
+
+    def on_system_bar_applied(self, text: str) -> None:
+        """The chat on screen reads `text` first from its next reply on (no chat yet: new chats do)."""
+        if self.state.current_id is None:
+            self.state.put("system_prompt_default", text)
+        else:
+            self.state.store.update_conversation(self.state.current_id, system_prompt=text)
+        self.show_current()
+
+    def on_system_bar_preset_saved(self, name: str, text: str) -> None:
+        presets = dict(self.state.get("system_prompt_presets", {}) or {})
+        presets[name] = text
+        self.state.put("system_prompt_presets", presets)
+        self.system_bar.set_presets(presets)
+        self.show_notice(f"Saved the preset “{name}”.")
+
+    def on_system_bar_default_requested(self, text: str) -> None:
+        self.state.put("system_prompt_default", text)
+        self.show_notice("New chats will start with this system prompt.")
 
     # -- export and import -----------------------------------------------------------------------
 

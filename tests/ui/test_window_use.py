@@ -541,3 +541,35 @@ def test_about_shows_the_version(make_window):
     box = w.about()
     assert f"llambda {__version__}" in box.text() and "kernels:" in box.text()
     box.close()
+
+
+# -- 15. the system prompt at the top of the chat ------------------------------------------------
+
+def test_system_prompt_visible_editable_with_presets_and_default(qtbot, make_window, smollm2_path):
+    w, engine = loaded(qtbot, make_window, smollm2_path, FakeEngine(reply="Aye."))
+    send(qtbot, w, "hello")
+    bar = w.system_bar
+    assert bar.isVisible() and bar.summary.isVisible() and "none" in bar.summary.text()
+    qtbot.mouseClick(bar.toggle, Qt.LeftButton)
+    assert bar.editor.isVisible()
+    bar.presets.setCurrentIndex(bar.presets.findText("Concise"))
+    bar.on_presets_activated(bar.presets.currentIndex())
+    assert bar.editor.toPlainText().startswith("Answer in as few words")
+    bar.editor.setPlainText("Talk like a pirate.")
+    qtbot.mouseClick(bar.apply_button, Qt.LeftButton)
+    assert w.state.current().system_prompt == "Talk like a pirate."
+    assert bar.summary.isVisible() and bar.summary.text() == "Talk like a pirate."
+    send(qtbot, w, "again")
+    messages, _ = engine.calls[-1]
+    assert messages[0] == {"role": "system", "content": "Talk like a pirate."}
+    # a preset of one's own, and a default for new chats
+    qtbot.mouseClick(bar.toggle, Qt.LeftButton)
+    bar.ask_name = lambda: "Pirate"
+    qtbot.mouseClick(bar.save_preset_button, Qt.LeftButton)
+    assert w.state.get("system_prompt_presets") == {"Pirate": "Talk like a pirate."}
+    assert bar.presets.findText("Pirate") > 0
+    qtbot.mouseClick(bar.default_button, Qt.LeftButton)
+    w.new_action.trigger()
+    send(qtbot, w, "new chat")
+    assert w.state.current().system_prompt == "Talk like a pirate."
+    assert bar.summary.text() == "Talk like a pirate."
