@@ -246,6 +246,7 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         m = self.menuBar()
         file_menu = m.addMenu("&File")
         self.open_action = action(file_menu, "&Open model…", self.open_dialog, QKeySequence.Open)
+        self.models_action = action(file_menu, "&Manage models…", self.open_models, "Ctrl+M")
         file_menu.addSeparator()
         self.export_action = action(file_menu, "&Export chat…", self.export_dialog, "Ctrl+Shift+E")
         self.import_action = action(file_menu, "&Import chat…", self.import_dialog)
@@ -325,7 +326,9 @@ class MainWindow(ModelFilesMixin, QMainWindow):
             self.state.select(last)
 
     def engine_options(self) -> dict:
-        return self.state.engine_settings()
+        """The engine's settings, and how a model file is added ("import_mode": copy or in place)."""
+        return {**self.state.engine_settings(),
+                "keep_in_place": (self.state.get("import_mode", "copy") or "copy") == "in_place"}
 
     # -- conversations ---------------------------------------------------------------------------
 
@@ -652,6 +655,40 @@ class MainWindow(ModelFilesMixin, QMainWindow):
     def on_system_bar_default_requested(self, text: str) -> None:
         self.state.put("system_prompt_default", text)
         self.show_notice("New chats will start with this system prompt.")
+
+    # -- models ----------------------------------------------------------------------------------
+
+    def open_models(self):
+        from app.ui.models_dialog import ModelsDialog
+
+        dlg = ModelsDialog(self.library(), self.state.get("import_mode", "copy") or "copy", self)
+        dlg.load_requested.connect(self.on_models_load_requested)
+        dlg.open_in_place_requested.connect(self.on_models_open_in_place_requested)
+        dlg.import_mode_changed.connect(lambda mode: self.state.put("import_mode", mode))
+        dlg.finished.connect(lambda _r: self.refresh_models())
+        self.models_dialog = dlg
+        dlg.open()
+        return dlg
+
+    def on_models_load_requested(self, sha256: str) -> None:
+        self.refresh_models(sha256)
+        self.load_library_model(sha256)
+
+    def on_models_open_in_place_requested(self, path: str) -> None:
+        """A model another app keeps: used where it is (linked or referenced), never copied."""
+        if self.model_busy:
+            self.show_notice("Please wait: a model is being opened.")
+            return
+        if self.generating:
+            self.stop()
+        self.model_busy = True
+        self.progress_panel.show()
+        self.preflight_label.setText(f"Checking {os.path.basename(path)}…")
+        self.progress_label.setText("Checking")
+        self.progress.setValue(0)
+        self.cancel_button.setEnabled(True)
+        self._update_controls()
+        emit(self.open_requested, os.path.abspath(path), {**self.engine_options(), "keep_in_place": True})
 
     # -- export and import -----------------------------------------------------------------------
 

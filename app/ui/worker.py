@@ -213,7 +213,8 @@ class EngineWorker(QObject):
                 emit(self.import_progress, int(done), int(total))
 
         try:
-            entry = self.library().import_model(path, progress=progress, cancel=self._cancel)
+            entry = self.library().import_model(path, progress=progress, cancel=self._cancel,
+                                                keep_in_place=bool(options.get("keep_in_place")))
             duplicate = False
         except DuplicateModelError as e:
             entry, duplicate = e.entry, True

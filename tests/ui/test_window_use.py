@@ -635,3 +635,103 @@ def test_context_menus_delete_key_and_copied(qtbot, make_window, smollm2_path):
     assert w.conversations.list.count() == 0 and w.conversations.undo_bar.isVisible()
     qtbot.mouseClick(w.conversations.undo_button, Qt.LeftButton)
     assert w.conversations.list.count() == 1
+
+
+# -- 10. models managed in the window ------------------------------------------------------------
+
+def test_models_page_lists_loads_removes_and_reveals(qtbot, make_window, tmp_path):
+    import shutil
+
+    from app.bundled import resource
+
+    tiny = resource("selftest/tiny.gguf")
+    original = tmp_path / "kept" / "tiny-in-place.gguf"
+    original.parent.mkdir()
+    shutil.copy(tiny, original)
+    copied_from = tmp_path / "tiny-copied.gguf"
+    shutil.copy(resource("selftest/tiny.gguf"), copied_from)
+    with open(copied_from, "ab") as f:
+        f.write(b"\0" * 64)                       # other bytes: a second model, not a duplicate
+    w = make_window(FakeEngine)
+    lib = w.library()
+    lib.import_model(copied_from)
+    lib.import_model(original, keep_in_place=True, name="in place")
+    dlg = w.open_models()
+    assert dlg.table.rowCount() == 2
+    rows = {dlg.table.item(r, 0).text(): [dlg.table.item(r, c).text() for c in range(dlg.table.columnCount())]
+            for r in range(2)}
+    kept = rows["in place"]
+    assert kept[1] == "llama" and kept[5] == "never" and kept[6] in ("linked in place", "used in place")
+    assert kept[7] == str(original) and kept[4] not in ("", "–")      # the trained context is read
+    other = next(v for k, v in rows.items() if k != "in place")
+    assert other[6] == "copy in the library"
+    # Show in file manager: the folder of the file
+    shown = []
+    dlg.reveal = shown.append
+    dlg.table.selectRow(list(rows).index("in place"))
+    qtbot.mouseClick(dlg.reveal_button, Qt.LeftButton)
+    assert shown and os.path.isdir(shown[0])
+    # Remove asks; no keeps it, yes forgets it and never deletes the original
+    asked = []
+    dlg.confirm = lambda text: asked.append(text) or False
+    qtbot.mouseClick(dlg.remove_button, Qt.LeftButton)
+    assert dlg.table.rowCount() == 2 and "stays where it is" in asked[0]
+    dlg.confirm = lambda text: True
+    dlg.table.selectRow([dlg.table.item(r, 0).text() for r in range(2)].index("in place"))
+    qtbot.mouseClick(dlg.remove_button, Qt.LeftButton)
+    assert dlg.table.rowCount() == 1 and original.exists()
+    # Load: the window loads the chosen model and the library records the use
+    dlg.table.selectRow(0)
+    qtbot.mouseClick(dlg.load_button, Qt.LeftButton)
+    qtbot.waitUntil(lambda: w.model_info is not None, timeout=20000)
+    assert lib.list()[0].last_used is not None
+
+
+def test_import_mode_is_remembered_and_used(qtbot, make_window, tmp_path):
+    import shutil
+
+    from app.bundled import resource
+
+    src = tmp_path / "mine.gguf"
+    shutil.copy(resource("selftest/tiny.gguf"), src)
+    w = make_window(FakeEngine)
+    dlg = w.open_models()
+    dlg.import_mode.setCurrentIndex(dlg.import_mode.findData("in_place"))
+    dlg.reject()
+    assert w.state.get("import_mode") == "in_place"
+    assert drop_file(w, src)
+    qtbot.waitUntil(lambda: w.model_info is not None, timeout=20000)
+    entry = w.library().list()[0]
+    assert entry.storage in ("link", "reference") and entry.source == str(src)
+
+
+def test_models_of_other_apps_are_found_by_looking(qtbot, make_window, tmp_path):
+    import shutil
+
+    from app.bundled import resource
+    from app.library.elsewhere import find_models, other_app_folders
+
+    home = tmp_path / "home"
+    lm = home / ".lmstudio" / "models" / "someone" / "tiny-GGUF"
+    lm.mkdir(parents=True)
+    shutil.copy(resource("selftest/tiny.gguf"), lm / "tiny.Q8_0.gguf")
+    (lm / "README.md").write_text("not a model")
+    blobs = home / ".cache" / "huggingface" / "hub" / "models--x--y" / "blobs"
+    snap = home / ".cache" / "huggingface" / "hub" / "models--x--y" / "snapshots" / "abc"
+    blobs.mkdir(parents=True)
+    snap.mkdir(parents=True)
+    shutil.copy(resource("selftest/tiny.gguf"), blobs / "0123abcd")
+    (snap / "y.Q4_0.gguf").symlink_to(blobs / "0123abcd")
+    folders = other_app_folders(home=home, env={})
+    assert [a for a, _ in folders] == ["LM Studio", "Hugging Face cache"]
+    found = find_models(folders)
+    assert sorted(m.path.name for m in found) == ["tiny.Q8_0.gguf", "y.Q4_0.gguf"]
+    assert all(m.size > 1000 for m in found)
+    w = make_window(FakeEngine)
+    dlg = w.open_models()
+    dlg.on_scan_button_clicked(folders)
+    assert dlg.found.rowCount() == 2 and "LM Studio" in dlg.found_note.text()
+    dlg.found.selectRow(0)
+    qtbot.mouseClick(dlg.use_found_button, Qt.LeftButton)
+    qtbot.waitUntil(lambda: w.model_info is not None, timeout=20000)
+    assert w.library().list()[0].storage in ("link", "reference")
