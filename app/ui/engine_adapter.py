@@ -180,6 +180,12 @@ class RealEngine:
             thread.join()
             self._prefetch = None
 
+    def count_tokens(self, text: str) -> int:
+        """Tokens of `text` as plain text (what an attachment costs in the context)."""
+        if self.engine is None:
+            raise RuntimeError("no model is loaded")
+        return len(self.engine.tokenizer.encode(text, add_special=False, parse_special=False))
+
     def cancel(self) -> None:
         engine = self.engine
         if engine is not None:

@@ -223,5 +223,12 @@ class ModelFilesMixin:
             event.ignore()
             return
         event.acceptProposedAction()
+        from app.chats.attachments import can_attach
+
+        attach = [f for f in files if can_attach(f)]
+        if attach:                            # text, Markdown, code, PDF: attached to the message
+            for f in attach:
+                self.attach_file(f)
+            return
         self.open_model_file(files[0])
 

@@ -40,6 +40,7 @@ class MainWindow(ModelFilesMixin, QMainWindow):
     load_requested = Signal(str, object)
     generate_requested = Signal(int, object, object)
     starter_requested = Signal(object)
+    count_requested = Signal(int, str)
 
     def __init__(self, state: ChatState | None = None, engine_factory=None, library=None):
         super().__init__()
@@ -58,6 +59,8 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         self.error_dialog: ErrorDialog | None = None
         self.settings_dialog: SettingsDialog | None = None
         self.errors: list[str] = []                 # every error shown, in order (tests, logs)
+        self.attachments: list[dict] = []           # {"id", "attachment", "tokens"} for the next message
+        self._next_attachment = 1
         self._closed = False
         self._load_note = ""
         self.preflight: dict = {}
@@ -74,6 +77,8 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         self.load_requested.connect(w.on_window_load_requested)
         self.generate_requested.connect(w.on_window_generate_requested)
         self.starter_requested.connect(w.on_window_starter_requested)
+        self.count_requested.connect(w.on_window_count_requested)
+        w.tokens_counted.connect(self.on_worker_tokens_counted)
         w.starter_progress.connect(self.on_worker_starter_progress)
         w.starter_failed.connect(self.on_worker_starter_failed)
         w.preflight_done.connect(self.on_worker_preflight_done)
@@ -157,6 +162,8 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         self.input, self.edit_banner, self.notice = c.input, c.edit_banner, c.notice
         self.send_button, self.stop_button = c.send_button, c.stop_button
         self.regenerate_button = c.regenerate_button
+        self.attach_button = c.attach_button
+        self.attach_button.clicked.connect(self.on_attach_button_clicked)
         self.input.send_requested.connect(self.on_input_send_requested)
         self.send_button.clicked.connect(self.on_send_button_clicked)
         self.stop_button.clicked.connect(self.on_stop_button_clicked)
@@ -479,11 +486,20 @@ class MainWindow(ModelFilesMixin, QMainWindow):
 
     def send(self) -> None:
         text = self.input.toPlainText().strip()
-        if not text or self.generating:
+        if (not text and not self.attachments) or self.generating:
             return
         if self.model_info is None or self.model_busy:
             self.show_notice("Load a model first: drop a GGUF file on the window or pick one at the top.")
             return
+        if self.attachments:
+            too_big = self.attachment_problem()
+            if too_big:
+                self.show_notice(too_big)
+                return
+            from app.chats.attachments import message_with_attachments
+
+            text = message_with_attachments(text, [a["attachment"] for a in self.attachments])
+            self.clear_attachments()
         if self.editing_id is not None:
             self.state.truncate_from(self.editing_id)
             self.cancel_edit()
@@ -634,6 +650,117 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         from app.ui.advice import advice_for
 
         self.show_notice(" ".join(x for x in (f"The reply failed: {reason}", advice_for(reason)) if x))
+
+    # -- attachments -----------------------------------------------------------------------------
+
+    def on_attach_button_clicked(self) -> None:
+        from PySide6.QtWidgets import QFileDialog
+
+        from app.chats.attachments import ATTACH_SUFFIXES
+
+        patterns = " ".join(f"*.{s}" for s in sorted(ATTACH_SUFFIXES))
+        paths, _ = QFileDialog.getOpenFileNames(self, "Attach files", os.path.expanduser("~"),
+                                                f"Text, Markdown, source code, PDF ({patterns});;All files (*)")
+        for path in paths:
+            self.attach_file(path)
+
+    def attach_file(self, path: str) -> bool:
+        """Read a file to send with the next message; its tokens are counted by the model."""
+        from app.chats.attachments import read_attachment
+
+        try:
+            a = read_attachment(path)
+        except Exception as e:
+            self.show_notice(str(e))
+            return False
+        item = {"id": self._next_attachment, "attachment": a, "tokens": None}
+        self._next_attachment += 1
+        self.attachments.append(item)
+        emit(self.count_requested, item["id"], a.text)
+        self.show_attachments()
+        self.input.setFocus()
+        return True
+
+    def on_worker_tokens_counted(self, attachment_id: int, n) -> None:
+        for item in self.attachments:
+            if item["id"] == attachment_id:
+                item["tokens"] = n
+        self.show_attachments()
+
+    def free_tokens(self) -> int | None:
+        """Tokens of the context left for attachments: the context, less what the chat on screen
+        already uses, less room for the reply."""
+        if self.model_info is None:
+            return None
+        n_ctx = int(self.model_info.get("n_ctx") or 0)
+        used = self.stats.figures.get("n_ctx_used") or 0
+        reply = min(int(self.state.sampling().get("max_tokens", 512)), n_ctx // 4)
+        return max(0, n_ctx - int(used) - reply - 64)
+
+    def attachment_problem(self) -> str:
+        """"" when the attachments fit; else what is too large and what would fit."""
+        from app.chats.attachments import share_that_fits
+
+        free = self.free_tokens()
+        total = sum(item["tokens"] or 0 for item in self.attachments)
+        if free is None or total <= free:
+            return ""
+        big = max(self.attachments, key=lambda item: item["tokens"] or 0)
+        share = share_that_fits(big["tokens"] or 0, max(0, free - (total - (big["tokens"] or 0))))
+        return (f"Too large for the context: the attachments take {total:,} tokens and {free:,} are free "
+                f"({big['attachment'].name}: about the first {share:.0%} would fit). Remove it or attach a "
+                "part, start a new chat, or raise the context length in Settings.")
+
+    def show_attachments(self) -> None:
+        from PySide6.QtWidgets import QHBoxLayout, QPushButton
+
+        from app.chats.attachments import share_that_fits
+
+        box = self.composer.attachments_row
+        while box.count():
+            w = box.takeAt(0).widget()
+            if w is not None:
+                w.hide()
+                w.deleteLater()
+        free = self.free_tokens()
+        used = 0
+        for item in self.attachments:
+            a, n = item["attachment"], item["tokens"]
+            chip = QWidget()
+            row = QHBoxLayout(chip)
+            row.setContentsMargins(0, 0, 0, 0)
+            what = f"{a.pages} pages of PDF" if a.kind == "pdf" else f"{len(a.text):,} characters"
+            if n is None:
+                fit = "tokens counted when a model is loaded" if self.model_info is None else "counting tokens…"
+            else:
+                used += n
+                if free is None or used <= free:
+                    fit = f"{n:,} tokens, fits"
+                else:
+                    fit = (f"{n:,} tokens: too large, {max(0, free - used + n):,} free "
+                           f"(about {share_that_fits(n, max(0, free - used + n)):.0%} of it would fit)")
+            label = QLabel(f"📄 {a.name} · {what} · {fit}")
+            label.setObjectName("attachmentChip")
+            label.setTextFormat(Qt.PlainText)
+            label.setToolTip(a.name)
+            row.addWidget(label, 1)
+            remove = QPushButton("Remove")
+            remove.setObjectName("messageAction")
+            remove.setAccessibleName(f"Remove the attachment {a.name}")
+            remove.clicked.connect(lambda _=False, i=item["id"]: self.remove_attachment(i))
+            row.addWidget(remove)
+            box.addWidget(chip)
+            item["label"] = label
+        self.composer.attachments.setVisible(bool(self.attachments))
+        self._update_controls()
+
+    def remove_attachment(self, attachment_id: int) -> None:
+        self.attachments = [item for item in self.attachments if item["id"] != attachment_id]
+        self.show_attachments()
+
+    def clear_attachments(self) -> None:
+        self.attachments = []
+        self.show_attachments()
 
     # -- system prompt ---------------------------------------------------------------------------
 

@@ -123,6 +123,7 @@ class EngineWorker(QObject):
     stats_updated = Signal(object)               # live figures
     generation_finished = Signal(int, object)    # request id, final stats ("stopped": bool)
     generation_failed = Signal(int, str)       # request id, one-line reason
+    tokens_counted = Signal(int, object)         # attachment id, tokens (None: no model to count with)
 
     def __init__(self, engine_factory: EngineFactory | None = None, library=None):
         super().__init__()
@@ -309,6 +310,16 @@ class EngineWorker(QObject):
             emit(self.prefetch_progress, 1.0)
 
     # -- generation ------------------------------------------------------------------------------
+
+    @Slot(int, str)
+    def on_window_count_requested(self, attachment_id: int, text: str) -> None:
+        """Tokens of an attachment's text with the loaded model's tokenizer."""
+        count = getattr(self._engine, "count_tokens", None) if self.loaded_path else None
+        try:
+            n = int(count(text)) if count is not None else None
+        except Exception:
+            n = None
+        emit(self.tokens_counted, attachment_id, n)
 
     @Slot(int, object, object)
     def on_window_generate_requested(self, request_id: int, messages: list, settings: dict) -> None:

@@ -735,3 +735,61 @@ def test_models_of_other_apps_are_found_by_looking(qtbot, make_window, tmp_path)
     qtbot.mouseClick(dlg.use_found_button, Qt.LeftButton)
     qtbot.waitUntil(lambda: w.model_info is not None, timeout=20000)
     assert w.library().list()[0].storage in ("link", "reference")
+
+
+# -- 12. attachments ---------------------------------------------------------------------------
+
+class CountingEngine(FakeEngine):
+    def count_tokens(self, text):
+        return len(text.split())
+
+
+def test_attach_files_shows_tokens_and_fit_then_sends_them(qtbot, make_window, smollm2_path, tmp_path):
+    from tests.chats.test_attachments import tiny_pdf
+
+    w, engine = loaded(qtbot, make_window, smollm2_path, CountingEngine(reply="Read it."))
+    notes = tmp_path / "notes.md"
+    notes.write_text("alpha beta gamma delta")
+    assert drop_file(w.input, notes)                      # dropped on the input: attached, not opened
+    qtbot.waitUntil(lambda: w.attachments and w.attachments[0]["tokens"] == 4, timeout=5000)
+    chip = w.attachments[0]["label"].text()
+    assert "notes.md" in chip and "4 tokens, fits" in chip and w.composer.attachments.isVisible()
+    pdf = tmp_path / "paper.pdf"
+    pdf.write_bytes(tiny_pdf("Hello from a PDF"))
+    assert w.attach_file(str(pdf))
+    qtbot.waitUntil(lambda: w.attachments[1]["tokens"] is not None, timeout=5000)
+    assert "1 pages of PDF" in w.attachments[1]["label"].text()
+    send(qtbot, w, "Summarize these.")
+    messages, _ = engine.calls[-1]
+    sent = messages[-1]["content"]
+    assert sent.startswith("Attached file notes.md:\n```\nalpha beta gamma delta\n```")
+    assert "Attached file paper.pdf" in sent and "Hello from a PDF" in sent and sent.endswith("Summarize these.")
+    assert w.attachments == [] and not w.composer.attachments.isVisible()
+    assert w.library().list()[0].name                     # the model library was not touched by the drop
+    assert len(w.library().list()) == 1
+
+
+def test_an_attachment_too_large_says_what_would_fit(qtbot, make_window, smollm2_path, tmp_path):
+    w, engine = loaded(qtbot, make_window, smollm2_path, CountingEngine())
+    n_ctx = w.model_info["n_ctx"]
+    big = tmp_path / "book.txt"
+    big.write_text(" ".join(["word"] * (2 * n_ctx)))
+    assert w.attach_file(str(big))
+    qtbot.waitUntil(lambda: w.attachments[0]["tokens"] == 2 * n_ctx, timeout=5000)
+    chip = w.attachments[0]["label"].text()
+    assert "too large" in chip and "would fit" in chip
+    calls = len(engine.calls)
+    w.input.setPlainText("Read this")
+    qtbot.keyClick(w.input, Qt.Key_Return)
+    assert len(engine.calls) == calls and not w.generating
+    assert "Too large for the context" in w.notice.text() and "book.txt: about the first" in w.notice.text()
+    qtbot.mouseClick(w.composer.attachments.findChildren(type(w.send_button))[0], Qt.LeftButton)   # Remove
+    assert w.attachments == []
+
+
+def test_a_file_that_is_not_text_is_refused_in_one_line(qtbot, make_window, tmp_path):
+    w = make_window(FakeEngine)
+    blob = tmp_path / "data.txt"
+    blob.write_bytes(b"\x00\x00\x00binary")
+    assert not w.attach_file(str(blob))
+    assert "not a text file" in w.notice.text() and w.attachments == []
