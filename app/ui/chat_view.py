@@ -177,6 +177,7 @@ class MessageWidget(QFrame):
 
     edit_requested = Signal(int)               # message id
     continue_requested = Signal(int)           # message id: go on past the token limit
+    version_requested = Signal(int, int)       # message id, version index (Regenerate kept them)
 
     def __init__(self, message_id: int, role: str, text: str, status: str = "complete", parent=None):
         super().__init__(parent)
@@ -206,6 +207,20 @@ class MessageWidget(QFrame):
             self.edit_button.setAccessibleName("Edit and resend this message")
             self.edit_button.clicked.connect(lambda: emit(self.edit_requested, self.message_id))
             head.addWidget(self.edit_button)
+        self.prev_button = QPushButton("‹")
+        self.next_button = QPushButton("›")
+        self.version_label = QLabel()
+        self.version_label.setObjectName("messageStatus")
+        for b, step, name in ((self.prev_button, -1, "Earlier version"), (self.next_button, 1, "Later version")):
+            b.setObjectName("messageAction")
+            b.setAccessibleName(name)
+            b.clicked.connect(lambda _=False, d=step: emit(self.version_requested, self.message_id,
+                                                           self.version + d))
+        head.addWidget(self.prev_button)
+        head.addWidget(self.version_label)
+        head.addWidget(self.next_button)
+        self.version, self.n_versions = 0, 1
+        self.set_versions(0, 1)
         self.copy_button = QPushButton("Copy")
         self.copy_button.setObjectName("messageAction")
         self.copy_button.setAccessibleName(f"Copy this {role} message")
@@ -245,6 +260,16 @@ class MessageWidget(QFrame):
         else:
             self.set_text(text)
         self.set_status(status)
+
+    def set_versions(self, index: int, total: int) -> None:
+        """‹ 2/3 › when Regenerate kept earlier versions of this reply."""
+        self.version, self.n_versions = index, total
+        shown = total > 1
+        for w in (self.prev_button, self.version_label, self.next_button):
+            w.setVisible(shown)
+        self.version_label.setText(f"{index + 1}/{total}")
+        self.prev_button.setEnabled(index > 0)
+        self.next_button.setEnabled(index < total - 1)
 
     def show_limit(self, shown: bool) -> None:
         """Under a reply cut by the token limit: say so, and offer Continue."""
@@ -321,6 +346,7 @@ class ChatView(QScrollArea):
 
     edit_requested = Signal(int)
     continue_requested = Signal(int)
+    version_requested = Signal(int, int)
 
     def __init__(self, parent=None):
         super().__init__(parent)
@@ -407,6 +433,10 @@ class ChatView(QScrollArea):
         last_id = self._history[-1].id if self._history else None
         for m in self._history[hidden:]:
             w = self._add(m.id, m.role, m.content, m.status)
+            versions = (getattr(m, "timings", None) or {}).get("versions")
+            if m.role == "assistant" and isinstance(versions, list) and len(versions) > 1:
+                index = (m.timings or {}).get("version")
+                w.set_versions(index if isinstance(index, int) else len(versions) - 1, len(versions))
             if m.id == last_id and m.role == "assistant" and m.status == "complete" \
                     and (getattr(m, "timings", None) or {}).get("stop_reason") == "length":
                 w.show_limit(True)
@@ -436,6 +466,7 @@ class ChatView(QScrollArea):
         w = MessageWidget(message_id, role, text, status)
         w.edit_requested.connect(self.edit_requested)
         w.continue_requested.connect(self.continue_requested)
+        w.version_requested.connect(self.version_requested)
         self.messages.append(w)
         self.column.insertWidget(self.column.count() - 1, w)
         return w

@@ -154,6 +154,7 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         self.chat = ChatView()
         self.chat.edit_requested.connect(self.on_chat_edit_requested)
         self.chat.continue_requested.connect(self.on_chat_continue_requested)
+        self.chat.version_requested.connect(self.on_chat_version_requested)
         self.chat.starter_button.clicked.connect(self.on_starter_button_clicked)
         col.addWidget(self.chat, 1)
 
@@ -559,15 +560,22 @@ class MainWindow(ModelFilesMixin, QMainWindow):
             self.on_cancel_button_clicked()
 
     def regenerate(self) -> None:
+        """A new reply to the last message; the earlier ones are kept as versions (‹ 1/2 ›)."""
         if self.generating or self.model_info is None or self.model_busy:
             return
-        last = self.state.last_assistant()
-        if last is not None:
-            self.state.store.delete_message(last.id)
+        versions = self.state.take_for_regenerate()
         if self.state.last_user() is None:
             return
         self.show_current()
         self.start_generation()
+        if self.state.reply is not None:
+            self.state.reply.versions = versions
+
+    def on_chat_version_requested(self, message_id: int, index: int) -> None:
+        if self.generating:
+            return
+        self.state.show_version(message_id, index)
+        self.show_current()
 
     def on_chat_edit_requested(self, message_id: int) -> None:
         if self.generating:
@@ -633,6 +641,12 @@ class MainWindow(ModelFilesMixin, QMainWindow):
             return
         r = self.state.finish_reply(request_id, stats, error)
         self.generating = False
+        if r is not None and r.versions and r.conversation_id == self.state.current_id:
+            self.chat.finish_reply(r.text, "error" if error else ("interrupted" if stats.get("stopped") else "complete"))
+            self.show_current()             # the reply now shows its versions
+            self.refresh_conversations()
+            self._update_controls()
+            return
         if r is not None and r.conversation_id == self.state.current_id:
             status = "error" if error else ("interrupted" if stats.get("stopped") else "complete")
             self.chat.finish_reply(r.text, status, at_limit=stats.get("stop_reason") == "length")

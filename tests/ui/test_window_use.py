@@ -793,3 +793,39 @@ def test_a_file_that_is_not_text_is_refused_in_one_line(qtbot, make_window, tmp_
     blob.write_bytes(b"\x00\x00\x00binary")
     assert not w.attach_file(str(blob))
     assert "not a text file" in w.notice.text() and w.attachments == []
+
+
+# -- 14. Regenerate keeps the earlier versions ---------------------------------------------------
+
+class NumberedEngine(FakeEngine):
+    def generate(self, messages, settings):
+        self.calls.append((messages, settings))
+        yield {"type": "prompt", "prompt_tokens": 5, "prompt_seconds": 0.01}
+        yield {"type": "token", "text": f"Answer {len(self.calls)}"}
+        yield {"type": "done", "stats": {"completion_tokens": 2, "stop_reason": "eog"}}
+
+
+def test_regenerate_keeps_versions_to_flip_between(qtbot, make_window, smollm2_path):
+    engine = NumberedEngine()
+    w, _ = loaded(qtbot, make_window, smollm2_path, engine)
+    send(qtbot, w, "question")
+    for _ in range(2):
+        w.regenerate()
+        qtbot.waitUntil(lambda: not w.generating, timeout=10000)
+    reply = w.chat.messages[-1]
+    assert reply.text == "Answer 3" and reply.version_label.text() == "3/3"
+    assert reply.prev_button.isVisibleTo(reply) and not reply.next_button.isEnabled()
+    qtbot.mouseClick(reply.prev_button, Qt.LeftButton)
+    reply = w.chat.messages[-1]
+    assert reply.text == "Answer 2" and reply.version_label.text() == "2/3"
+    assert [m.content for m in w.state.messages()] == ["question", "Answer 2"]    # what the model reads next
+    send(qtbot, w, "follow-up")
+    messages, _ = engine.calls[-1]
+    assert messages[-2] == {"role": "assistant", "content": "Answer 2"}
+    # kept in the database: a new window on the same data shows them
+    conv = w.state.current_id
+    w.close()
+    w2 = make_window(lambda: NumberedEngine())
+    w2.on_conversations_selected(conv) if w2.state.current_id != conv else None
+    second = [m for m in w2.chat.messages if m.role == "assistant"][0]
+    assert second.version_label.text() == "2/3" and second.text == "Answer 2"
