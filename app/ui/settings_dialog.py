@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
-    QComboBox, QDialog, QDialogButtonBox, QDoubleSpinBox, QFormLayout, QGroupBox, QLabel, QPlainTextEdit,
-    QSpinBox, QVBoxLayout, QWidget,
+    QComboBox, QDialog, QDialogButtonBox, QDoubleSpinBox, QFormLayout, QFrame, QGroupBox, QLabel, QPlainTextEdit,
+    QScrollArea, QSpinBox, QVBoxLayout, QWidget,
 )
 
 from app.ui.state import ENGINE_DEFAULTS, OVERFLOW_POLICIES, SAMPLING_DEFAULTS
@@ -48,7 +48,7 @@ def _with_help(widget: QWidget, name: str) -> QWidget:
     note = QLabel(HELP[name])
     note.setObjectName("settingHelp")
     note.setTextFormat(Qt.PlainText)
-    note.setWordWrap(True)
+    note.setWordWrap(False)         # one line each: wrapped labels in a form get cut in height
     note.setAccessibleName(f"{name}: help")
     widget.setToolTip(HELP[name])
     lay.addWidget(note)
@@ -62,7 +62,14 @@ class SettingsDialog(QDialog):
         self.setWindowTitle("Settings")
         self.setObjectName("settingsDialog")
         self.setAccessibleName("Settings")
-        lay = QVBoxLayout(self)
+        outer = QVBoxLayout(self)
+        scroll = QScrollArea()
+        scroll.setWidgetResizable(True)
+        scroll.setFrameShape(QFrame.NoFrame)
+        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
+        content = QWidget()
+        lay = QVBoxLayout(content)
+        lay.setContentsMargins(0, 0, 6, 0)
 
         chat = QGroupBox("This conversation")
         form = QFormLayout(chat)
@@ -136,7 +143,17 @@ class SettingsDialog(QDialog):
         buttons.button(QDialogButtonBox.Cancel).setAccessibleName("Cancel")
         buttons.accepted.connect(self.accept)
         buttons.rejected.connect(self.reject)
-        lay.addWidget(buttons)
+        scroll.setWidget(content)
+        outer.addWidget(scroll, 1)
+        outer.addWidget(buttons)
+        self.scroll = scroll
+        # as tall as the settings need, but never taller than the screen (a scroll bar then)
+        need = content.sizeHint()
+        screen = self.screen().availableGeometry() if self.screen() is not None else None
+        height = need.height() + buttons.sizeHint().height() + 40
+        if screen is not None:
+            height = min(height, int(screen.height() * 0.9))
+        self.resize(max(640, need.width() + 40), height)
 
     def reset_to_defaults(self) -> None:
         """Every sampling, engine and look setting back to its default (not yet saved; the
