@@ -40,11 +40,23 @@ class ModelFilesMixin:
                 self.model_picker.setCurrentIndex(i)
         self.model_picker.blockSignals(False)
 
-    def open_model_file(self, path: str) -> None:
-        """Pre-flight, import and load a model file (drop, File → Open, command line)."""
+    ASK_ABOVE_BYTES = 1 << 30     # a file this big: ask once whether to copy it or use it in place
+
+    def open_model_file(self, path: str, keep_in_place: bool | None = None) -> None:
+        """Pre-flight, import and load a model file (drop, File → Open, command line). A big
+        file, while no choice is remembered, first asks: copy into the library, or use it where
+        it is."""
         if self.model_busy:
             self.show_notice("Please wait: a model is being opened.")
             return
+        if keep_in_place is None and self.state.get("import_mode") is None:
+            try:
+                big = os.path.getsize(path) >= self.ASK_ABOVE_BYTES
+            except OSError:
+                big = False
+            if big:
+                self.ask_import_mode(path)
+                return
         if self.generating:
             self.stop()
         self.model_busy = True
@@ -54,7 +66,43 @@ class ModelFilesMixin:
         self.progress.setValue(0)
         self.cancel_button.setEnabled(True)
         self._update_controls()
-        emit(self.open_requested, os.path.abspath(path), self.engine_options())
+        options = self.engine_options()
+        if keep_in_place is not None:
+            options["keep_in_place"] = keep_in_place
+        emit(self.open_requested, os.path.abspath(path), options)
+
+    def ask_import_mode(self, path: str):
+        """Copy a big model file into the library, or use it where it is; remembered when asked."""
+        from PySide6.QtWidgets import QCheckBox, QMessageBox
+
+        size = os.path.getsize(path)
+        box = QMessageBox(self)
+        box.setWindowTitle("Add this model")
+        box.setText(f"{os.path.basename(path)} is {size / 2**30:.1f} GB. Copy it into your model library, "
+                    "or use it where it is?")
+        box.setInformativeText("A copy keeps working if the original is moved or deleted, and takes the "
+                               "same space again. Used where it is, the file must stay in place.")
+        copy = box.addButton("Copy into the library", QMessageBox.AcceptRole)
+        in_place = box.addButton("Use it where it is", QMessageBox.AcceptRole)
+        box.addButton(QMessageBox.Cancel)
+        remember = QCheckBox("Remember my choice (Manage models… changes it)")
+        remember.setChecked(True)
+        box.setCheckBox(remember)
+        box.setDefaultButton(in_place)
+
+        def done(_result):
+            clicked = box.clickedButton()
+            if clicked not in (copy, in_place):
+                return
+            keep = clicked is in_place
+            if remember.isChecked():
+                self.state.put("import_mode", "in_place" if keep else "copy")
+            self.open_model_file(path, keep_in_place=keep)
+
+        box.finished.connect(done)
+        self.import_mode_box = box
+        box.open()
+        return box
 
     def load_library_model(self, sha256: str) -> None:
         try:

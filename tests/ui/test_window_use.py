@@ -125,6 +125,7 @@ def test_import_progress_of_a_file_over_2_gib(qtbot, make_window, tmp_path, smol
 
     library = BigLibrary()
     w = make_window(FakeEngine, library=library)
+    w.state.put("import_mode", "copy")              # a big file would ask first (tested below)
     received, bar = [], []
     w.worker.import_progress.connect(lambda d, t: received.append((d, t)))
     w.worker.import_progress.connect(lambda d, t: bar.append(w.progress.value()))
@@ -829,3 +830,30 @@ def test_regenerate_keeps_versions_to_flip_between(qtbot, make_window, smollm2_p
     w2.on_conversations_selected(conv) if w2.state.current_id != conv else None
     second = [m for m in w2.chat.messages if m.role == "assistant"][0]
     assert second.version_label.text() == "2/3" and second.text == "Answer 2"
+
+
+def test_a_big_file_asks_once_whether_to_copy_it_or_use_it_in_place(qtbot, make_window, tmp_path, smollm2_path):
+    from app.library import ModelLibrary
+
+    big = tmp_path / "big.gguf"
+    with open(smollm2_path, "rb") as src, open(big, "wb") as dst:
+        dst.write(src.read(8 << 20))
+        dst.truncate(3 << 29)                       # 1.5 GB, sparse
+    asked = []
+
+    class RecordingLibrary(ModelLibrary):
+        def import_model(self, path, progress=None, cancel=None, keep_in_place=False, **kw):
+            asked.append(keep_in_place)
+            return super().import_model(smollm2_path, keep_in_place=keep_in_place, **kw)
+
+    w = make_window(FakeEngine, library=RecordingLibrary())
+    assert drop_file(w, big)
+    qtbot.waitUntil(lambda: getattr(w, "import_mode_box", None) is not None and w.import_mode_box.isVisible(),
+                    timeout=5000)
+    box = w.import_mode_box
+    assert "1.5 GB" in box.text() and box.checkBox().isChecked()
+    in_place = next(b for b in box.buttons() if b.text() == "Use it where it is")
+    in_place.click()
+    qtbot.waitUntil(lambda: w.model_info is not None, timeout=30000)
+    assert asked == [True] and w.state.get("import_mode") == "in_place"
+    assert w.engine_options()["keep_in_place"] is True      # remembered for the next file
