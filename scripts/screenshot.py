@@ -7,7 +7,8 @@ OUT_DIR defaults to ./screenshots (git-ignored). Without a display, the script s
 again under `xvfb-run` (Debian: apt-get install xvfb). It uses a fresh LLAMBDA_HOME (a temporary
 folder) unless --home is given, so it shows exactly what a new user sees: the empty first-run
 window, the pre-flight and import of the model, loading, a streamed reply with live figures,
-the window at 640×480, 800×600 and 1920×1080, the settings dialog, the dark theme, and the dialog for a damaged file.
+the window at 640×480, 800×600 and 1920×1080, the settings dialog, the models page, the
+system prompt with an attachment, the dark theme, and the dialog for a damaged file.
 """
 
 from __future__ import annotations
@@ -160,6 +161,19 @@ def main(argv=None) -> int:
     pump(0.3)
     shot("07-settings")
     dlg.reject()
+
+    models = window.open_models()                # the models page
+    pump(0.5)
+    shot("07b-models")
+    models.reject()
+    note = home / "notes.md"                     # an attachment waiting to be sent
+    note.write_text("# Notes\n\nLlambda runs GGUF models on the CPU.\n")
+    window.attach_file(str(note))
+    window.system_bar.toggle.setChecked(True)   # the system prompt, opened with its presets
+    pump(0.6)
+    shot("07c-system-prompt-and-attachment")
+    window.system_bar.toggle.setChecked(False)
+    window.clear_attachments()
 
     apply_theme(app, dark=True)
     window.conversations.list.setCurrentRow(1)

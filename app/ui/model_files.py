@@ -29,6 +29,7 @@ class ModelFilesMixin:
         except Exception as e:
             entries = []
             self.show_notice(f"The model library cannot be read: {e}")
+        select_sha = select_sha or self.model_picker.currentData()     # a refresh keeps the choice
         self.model_picker.blockSignals(True)
         self.model_picker.clear()
         self.model_picker.addItem("Choose a model…" if entries else "No models yet: drop a GGUF file", None)
@@ -215,6 +216,9 @@ class ModelFilesMixin:
             self._starter_running = False
             self.refresh_models(MODEL_SHA256)
         self.chat.starter.hide()
+        for item in self.attachments:        # counted again with this model's tokenizer
+            item["counted"] = False
+            emit(self.count_requested, item["id"], item["attachment"].text)
         self.progress.setValue(1000)
         self.progress_panel.hide()
         self.info_panel.show_info(info)

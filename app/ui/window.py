@@ -687,7 +687,7 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         except Exception as e:
             self.show_notice(str(e))
             return False
-        item = {"id": self._next_attachment, "attachment": a, "tokens": None}
+        item = {"id": self._next_attachment, "attachment": a, "tokens": None, "counted": False}
         self._next_attachment += 1
         self.attachments.append(item)
         emit(self.count_requested, item["id"], a.text)
@@ -698,7 +698,7 @@ class MainWindow(ModelFilesMixin, QMainWindow):
     def on_worker_tokens_counted(self, attachment_id: int, n) -> None:
         for item in self.attachments:
             if item["id"] == attachment_id:
-                item["tokens"] = n
+                item["tokens"], item["counted"] = n, True
         self.show_attachments()
 
     def free_tokens(self) -> int | None:
@@ -745,7 +745,9 @@ class MainWindow(ModelFilesMixin, QMainWindow):
             row.setContentsMargins(0, 0, 0, 0)
             what = f"{a.pages} pages of PDF" if a.kind == "pdf" else f"{len(a.text):,} characters"
             if n is None:
-                fit = "tokens counted when a model is loaded" if self.model_info is None else "counting tokens…"
+                fit = ("tokens counted when a model is loaded" if self.model_info is None or item["counted"]
+                       and self.worker.loaded_path is None else
+                       "token count unavailable" if item["counted"] else "counting tokens…")
             else:
                 used += n
                 if free is None or used <= free:
@@ -753,7 +755,7 @@ class MainWindow(ModelFilesMixin, QMainWindow):
                 else:
                     fit = (f"{n:,} tokens: too large, {max(0, free - used + n):,} free "
                            f"(about {share_that_fits(n, max(0, free - used + n)):.0%} of it would fit)")
-            label = QLabel(f"📄 {a.name} · {what} · {fit}")
+            label = QLabel(f"Attached: {a.name} · {what} · {fit}")
             label.setObjectName("attachmentChip")
             label.setTextFormat(Qt.PlainText)
             label.setToolTip(a.name)

@@ -31,4 +31,5 @@ def test_screenshots_at_three_sizes(tmp_path, smollm2_path):
         img = Image.open(shots / f"06-size-{w}x{h}.png")
         assert img.size == (w, h)
         assert len(set(img.convert("L").getdata())) > 20      # drawn, not a blank grab
-    assert len(list(shots.glob("*.png"))) == 13
+    assert len(list(shots.glob("*.png"))) == 15
+    assert Image.open(shots / "07b-models.png").size[0] > 600
