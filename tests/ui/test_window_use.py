@@ -13,8 +13,11 @@ import time
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication
 
+from app.bundled import resource
 from tests.ui.conftest import drop_file
 from tests.ui.fake_engine import FakeEngine
+
+TINY = str(resource("selftest/tiny.gguf"))   # 400 KB: imports at once; the engine double ignores it
 
 
 def loaded(qtbot, make_window, path, engine=None, **kw):
@@ -73,7 +76,7 @@ class SlowPromptEngine(FakeEngine):
 
 def test_long_prompt_shows_progress_in_the_bubble_and_the_status_bar(qtbot, make_window, smollm2_path):
     engine = SlowPromptEngine()
-    w, _ = loaded(qtbot, make_window, smollm2_path, engine)
+    w, _ = loaded(qtbot, make_window, TINY, engine)
     seen = {"bubble": [], "bar": [], "threads": []}
 
     def look():
@@ -108,9 +111,9 @@ def test_import_progress_of_a_file_over_2_gib(qtbot, make_window, tmp_path, smol
     from app.library import ModelLibrary
 
     big = tmp_path / "big.gguf"
-    with open(smollm2_path, "rb") as src, open(big, "wb") as dst:
-        dst.write(src.read(8 << 20))
-        dst.truncate(3 << 30)                       # sparse: no disk used past the first 8 MB
+    with open(TINY, "rb") as src, open(big, "wb") as dst:
+        dst.write(src.read())
+        dst.truncate(3 << 30)                       # sparse: no disk used past the real model's bytes
     size = os.path.getsize(big)
     assert size > 2**31
 
@@ -121,7 +124,7 @@ def test_import_progress_of_a_file_over_2_gib(qtbot, make_window, tmp_path, smol
                 progress(done, total)
                 time.sleep(0.06)                    # past the worker's rate limit
             progress(total, total)
-            return super().import_model(smollm2_path, **kw)
+            return super().import_model(TINY, **kw)
 
     library = BigLibrary()
     w = make_window(FakeEngine, library=library)
@@ -154,7 +157,7 @@ def test_signals_that_carry_sizes_take_python_ints():
 
 def test_status_bar_follows_the_chat_on_screen(qtbot, make_window, smollm2_path):
     engine = SlowPromptEngine(total=300, batch=512, batch_s=0.05)
-    w, _ = loaded(qtbot, make_window, smollm2_path, engine)
+    w, _ = loaded(qtbot, make_window, TINY, engine)
     send(qtbot, w, "first chat")
     first = w.state.current_id
     assert w.stats.labels["ctx"].text() == f"context 302/{w.model_info['n_ctx']}"
@@ -179,7 +182,7 @@ def test_status_bar_follows_the_chat_on_screen(qtbot, make_window, smollm2_path)
 
 def test_status_bar_forgets_the_figures_of_another_model(qtbot, make_window, smollm2_path, tmp_path):
     engine = SlowPromptEngine(total=40, batch=512, batch_s=0.05)
-    w, _ = loaded(qtbot, make_window, smollm2_path, engine)
+    w, _ = loaded(qtbot, make_window, TINY, engine)
     send(qtbot, w, "hello")
     assert "42/" in w.stats.labels["ctx"].text()
     w.model_info = {**w.model_info, "name": "another model"}     # as after loading another one
@@ -208,7 +211,7 @@ class PrefetchEngine(FakeEngine):
 
 def test_weights_are_read_in_after_the_load_and_sending_works_meanwhile(qtbot, make_window, smollm2_path):
     engine = PrefetchEngine()
-    w, _ = loaded(qtbot, make_window, smollm2_path, engine)
+    w, _ = loaded(qtbot, make_window, TINY, engine)
     engine.release.set()
     qtbot.waitUntil(lambda: "Reading the weights into memory: 25%" in w.progress_label.text(), timeout=5000)
     assert w.progress_panel.isVisible() and w.send_button.isEnabled()
@@ -265,7 +268,7 @@ def test_real_engine_reads_its_weights_in_and_closes_cleanly(smollm2_path):
 
 def test_quitting_during_a_reply_keeps_it_and_raises_nothing(qtbot, make_window, smollm2_path, capfd):
     engine = FakeEngine(delay=0.02)
-    w, _ = loaded(qtbot, make_window, smollm2_path, engine)
+    w, _ = loaded(qtbot, make_window, TINY, engine)
     send(qtbot, w, "tell me a long story", wait=False)
     qtbot.waitUntil(lambda: w.state.reply is not None and len(w.state.reply.text) > 10, timeout=10000)
     conv = w.state.current_id
@@ -301,7 +304,7 @@ def test_an_exception_in_a_slot_is_one_line(capsys):
 
 def test_loading_a_model_records_its_last_use(qtbot, make_window, smollm2_path):
     t0 = time.time()
-    w, _ = loaded(qtbot, make_window, smollm2_path)
+    w, _ = loaded(qtbot, make_window, TINY)
     entry = w.library().list()[0]
     assert entry.last_used is not None and entry.last_used >= t0 - 1
 
@@ -316,7 +319,7 @@ def _no_overlap(widgets):
 
 
 def test_layout_at_640_800_and_1920(qtbot, make_window, smollm2_path):
-    w, _ = loaded(qtbot, make_window, smollm2_path)
+    w, _ = loaded(qtbot, make_window, TINY)
     w.model_picker.setItemText(1, "SmolLM2-135M-Instruct.Q4_1 with a much longer name  ·  Q4_1  ·  94 MB")
     w.model_picker.setCurrentIndex(1)
     long_path = "/home/someone/a folder with a long name/models/" + "x" * 60 + ".gguf"
@@ -396,7 +399,7 @@ class LimitEngine(FakeEngine):
 
 def test_reply_at_the_token_limit_offers_continue(qtbot, make_window, smollm2_path):
     engine = LimitEngine()
-    w, _ = loaded(qtbot, make_window, smollm2_path, engine)
+    w, _ = loaded(qtbot, make_window, TINY, engine)
     send(qtbot, w, "say something long")
     reply = w.chat.messages[-1]
     assert reply.limit_bar.isVisible() and "length limit" in reply.limit_label.text()
@@ -484,7 +487,7 @@ def test_error_dialog_gives_the_reason_advice_details_and_copy(qtbot, make_windo
 def test_export_and_import_from_the_window(qtbot, make_window, smollm2_path, tmp_path):
     import json
 
-    w, _ = loaded(qtbot, make_window, smollm2_path, FakeEngine(reply="The answer is 42."))
+    w, _ = loaded(qtbot, make_window, TINY, FakeEngine(reply="The answer is 42."))
     send(qtbot, w, "What is the answer?")
     md = w.export_current(str(tmp_path / "chat"))
     assert md.endswith("chat.md") and "The answer is 42." in open(md).read()
@@ -547,7 +550,7 @@ def test_about_shows_the_version(make_window):
 # -- 15. the system prompt at the top of the chat ------------------------------------------------
 
 def test_system_prompt_visible_editable_with_presets_and_default(qtbot, make_window, smollm2_path):
-    w, engine = loaded(qtbot, make_window, smollm2_path, FakeEngine(reply="Aye."))
+    w, engine = loaded(qtbot, make_window, TINY, FakeEngine(reply="Aye."))
     send(qtbot, w, "hello")
     bar = w.system_bar
     assert bar.isVisible() and bar.summary.isVisible() and "none" in bar.summary.text()
@@ -619,7 +622,7 @@ def test_starter_button_downloads_imports_and_loads(qtbot, make_window, monkeypa
 
 
 def test_context_menus_delete_key_and_copied(qtbot, make_window, smollm2_path):
-    w, _ = loaded(qtbot, make_window, smollm2_path)
+    w, _ = loaded(qtbot, make_window, TINY)
     send(qtbot, w, "first")
     item = w.conversations.list.currentItem()
     menu = w.conversations.context_menu(item)
@@ -748,7 +751,7 @@ class CountingEngine(FakeEngine):
 def test_attach_files_shows_tokens_and_fit_then_sends_them(qtbot, make_window, smollm2_path, tmp_path):
     from tests.chats.test_attachments import tiny_pdf
 
-    w, engine = loaded(qtbot, make_window, smollm2_path, CountingEngine(reply="Read it."))
+    w, engine = loaded(qtbot, make_window, TINY, CountingEngine(reply="Read it."))
     notes = tmp_path / "notes.md"
     notes.write_text("alpha beta gamma delta")
     assert drop_file(w.input, notes)                      # dropped on the input: attached, not opened
@@ -771,7 +774,7 @@ def test_attach_files_shows_tokens_and_fit_then_sends_them(qtbot, make_window, s
 
 
 def test_an_attachment_too_large_says_what_would_fit(qtbot, make_window, smollm2_path, tmp_path):
-    w, engine = loaded(qtbot, make_window, smollm2_path, CountingEngine())
+    w, engine = loaded(qtbot, make_window, TINY, CountingEngine())
     n_ctx = w.model_info["n_ctx"]
     big = tmp_path / "book.txt"
     big.write_text(" ".join(["word"] * (2 * n_ctx)))
@@ -808,7 +811,7 @@ class NumberedEngine(FakeEngine):
 
 def test_regenerate_keeps_versions_to_flip_between(qtbot, make_window, smollm2_path):
     engine = NumberedEngine()
-    w, _ = loaded(qtbot, make_window, smollm2_path, engine)
+    w, _ = loaded(qtbot, make_window, TINY, engine)
     send(qtbot, w, "question")
     for _ in range(2):
         w.regenerate()
@@ -836,15 +839,15 @@ def test_a_big_file_asks_once_whether_to_copy_it_or_use_it_in_place(qtbot, make_
     from app.library import ModelLibrary
 
     big = tmp_path / "big.gguf"
-    with open(smollm2_path, "rb") as src, open(big, "wb") as dst:
-        dst.write(src.read(8 << 20))
+    with open(TINY, "rb") as src, open(big, "wb") as dst:
+        dst.write(src.read())
         dst.truncate(3 << 29)                       # 1.5 GB, sparse
     asked = []
 
     class RecordingLibrary(ModelLibrary):
         def import_model(self, path, progress=None, cancel=None, keep_in_place=False, **kw):
             asked.append(keep_in_place)
-            return super().import_model(smollm2_path, keep_in_place=keep_in_place, **kw)
+            return super().import_model(TINY, keep_in_place=keep_in_place, **kw)
 
     w = make_window(FakeEngine, library=RecordingLibrary())
     assert drop_file(w, big)
