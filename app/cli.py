@@ -148,6 +148,21 @@ def run_models(args: argparse.Namespace) -> int:
     return run(args)
 
 
+# --- chats -------------------------------------------------------------------------------------
+
+def _chats_args(p: argparse.ArgumentParser) -> None:
+    from app.chats.cli import configure_parser
+
+    configure_parser(p)
+
+
+@subcommand("chats", "list, export (Markdown, JSON) or import conversations")(_chats_args)
+def run_chats(args: argparse.Namespace) -> int:
+    from app.chats.cli import run_chats as run
+
+    return run(args)
+
+
 # --- entry point -------------------------------------------------------------------------------
 
 def build_parser() -> argparse.ArgumentParser:
@@ -164,7 +179,68 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def command_list() -> str:
+    """The subcommands, one per line, for a mistyped command."""
+    width = max(len(n) for n in SUBCOMMANDS)
+    return "\n".join(f"  {name:<{width}}  {help}" for name, (help, _a, _r) in SUBCOMMANDS.items())
+
+
+def unknown_word(argv: Sequence[str]) -> str | None:
+    """The first argument when it is neither an option, a command nor an existing file."""
+    import os
+
+    word = argv[0] if argv else None
+    if word is None or word.startswith("-") or word in SUBCOMMANDS or os.path.exists(word):
+        return None
+    return word
+
+
+def display_problem() -> str | None:
+    """Why the window cannot open here (no display on Linux, over SSH), or None."""
+    import os
+
+    if not sys.platform.startswith("linux"):
+        return None
+    platform = os.environ.get("QT_QPA_PLATFORM", "")
+    if platform and not platform.startswith(("xcb", "wayland")):
+        return None            # offscreen, vnc, eglfs...: Qt needs no display server
+    hint = "use the command line instead: llambda chat MODEL, or llambda --help"
+    if os.environ.get("WAYLAND_DISPLAY"):
+        return None
+    display = os.environ.get("DISPLAY", "")
+    if not display:
+        return (f"llambda: error: the window cannot open: no display (DISPLAY and WAYLAND_DISPLAY are "
+                f"unset, e.g. over SSH); {hint}")
+    host, _, number = display.rpartition(":")
+    number = number.split(".")[0]
+    if host in ("", "unix") and number.isdigit() and not _x_socket_answers(int(number)):
+        return f"llambda: error: the window cannot open: no X server answers on DISPLAY={display}; {hint}"
+    return None
+
+
+def _x_socket_answers(number: int) -> bool:
+    """A local X server listens on /tmp/.X11-unix/XN (or the abstract socket of that name)."""
+    import socket
+
+    for address in (f"\0/tmp/.X11-unix/X{number}", f"/tmp/.X11-unix/X{number}"):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            s.settimeout(2.0)
+            s.connect(address)
+            return True
+        except OSError:
+            continue
+        finally:
+            s.close()
+    return False
+
+
 def _open_window(argv: Sequence[str]) -> int:
+    word = unknown_word(argv)
+    if word is not None:
+        print(f"llambda: error: no such command or file: {word}\ncommands:\n{command_list()}",
+              file=sys.stderr)
+        return EXIT_USAGE
     p = argparse.ArgumentParser(prog="llambda", description="Open the Llambda window.")
     p.add_argument("--version", action="version", version=version_line())
     p.add_argument("file", nargs="?", help="a GGUF model to open")
@@ -177,6 +253,10 @@ def _open_window(argv: Sequence[str]) -> int:
         from app.selftest import run as self_test
 
         return self_test()
+    problem = display_problem()
+    if problem is not None:
+        print(problem, file=sys.stderr)
+        return EXIT_USAGE
     if args.starter and not args.file:
         args.file = str(_fetch_starter_with_progress())
     try:
