@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
+from app import defaults as D
 from app.engine.decoder import CDecoder
 from app.engine.generate import ContextShifted, Event, Finished, GenerationRequest, generate
 from app.engine.sampler import SamplerSettings
@@ -22,12 +23,12 @@ from app.model import config_from_gguf, require_supported
 
 __all__ = ["Engine", "Chat", "DEFAULT_N_CTX"]
 
-DEFAULT_N_CTX = 4096
+DEFAULT_N_CTX = D.N_CTX
 
 
 class Engine:
-    def __init__(self, path, *, n_ctx: int | None = None, n_threads: int = 0, kv_type: str = "f16",
-                 n_batch: int = 512, isa: str | None = None):
+    def __init__(self, path, *, n_ctx: int | None = None, n_threads: int = D.THREADS,
+                 kv_type: str = D.KV_TYPE, n_batch: int = D.N_BATCH, isa: str | None = None):
         from app.text import load_tokenizer
 
         self.path = str(path)
@@ -101,7 +102,7 @@ class Chat:
     """A conversation on an engine: system prompt, alternating turns, context policy "shift" by
     default (oldest turns after the system prompt are dropped when the context fills)."""
 
-    def __init__(self, engine: Engine, system: str | None = None, context_policy: str = "shift",
+    def __init__(self, engine: Engine, system: str | None = None, context_policy: str = D.OVERFLOW,
                  reserve: int = 256):
         self.engine = engine
         self.system = system
@@ -126,7 +127,7 @@ class Chat:
         return n
 
     def send(self, user_text: str, sampler: SamplerSettings | None = None,
-             max_tokens: int = 512) -> Iterator[Event]:
+             max_tokens: int = D.MAX_TOKENS) -> Iterator[Event]:
         """Add the user's turn, generate the reply (events), and add the reply to the history."""
         self.messages.append({"role": "user", "content": user_text})
         ids = self.engine.chat_prompt(self._all(self.messages))

@@ -21,6 +21,7 @@ from typing import Callable, Iterator, Protocol
 
 from PySide6.QtCore import QObject, QThread, Signal, Slot
 
+from app import defaults as D
 from app.errors import LlambdaError, one_line
 from app.ui.qt_fix import emit
 
@@ -236,8 +237,8 @@ class EngineWorker(QObject):
                     last[0] = now
                     emit(self.load_progress, float(fraction))
 
-            trained = int(info.get("context_length") or 0) or 4096
-            n_ctx = min(int(options.get("n_ctx") or 0) or 4096, trained)
+            trained = int(info.get("context_length") or 0) or D.N_CTX
+            n_ctx = min(int(options.get("n_ctx") or 0) or D.N_CTX, trained)
             facts = engine.load(path, n_ctx, int(options.get("threads") or 0), progress)
         except Exception as e:
             self.loaded_path = None
