@@ -214,7 +214,9 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         chat_menu.addSeparator()
         action(chat_menu, "Se&ttings…", self.open_settings, "Ctrl+,")
         help_menu = m.addMenu("&Help")
-        action(help_menu, "&About Llambda", self.about)
+        from app.ui.about import add_help_actions
+
+        add_help_actions(self, help_menu)
 
     # -- helpers ---------------------------------------------------------------------------------
 
@@ -477,12 +479,9 @@ class MainWindow(ModelFilesMixin, QMainWindow):
             emit(self.load_requested, self.worker.loaded_path, self.engine_options())
 
     def about(self) -> None:
-        box = QMessageBox(self)
-        box.setWindowTitle("About Llambda")
-        box.setTextFormat(Qt.PlainText)
-        box.setText("Llambda: chat with language models on your own CPU, offline.\n"
-                    "Its inference engine is its own: C kernels driven from Python.")
-        box.open()
+        from app.ui.about import show_about
+
+        show_about(self)
 
     # -- closing ---------------------------------------------------------------------------------
 

@@ -22,12 +22,23 @@ from typing import Callable, Iterator, Protocol
 from PySide6.QtCore import QObject, QThread, Signal, Slot
 
 from app import defaults as D
+from app import logs
 from app.errors import LlambdaError, one_line
 from app.ui.qt_fix import emit
 
 TOKEN_BATCH_S = 0.08          # one view update per 80 ms at most
 STATS_EVERY_S = 0.4           # live figures 2.5 times a second while generating
 PROGRESS_EVERY_S = 0.05
+
+log = logs.get("worker")
+_warned: set[str] = set()
+
+
+def _warn_once(key: str, what: str, e: BaseException) -> None:
+    """A failure that would repeat (live figures 2.5 times a second) is logged once."""
+    if key not in _warned:
+        _warned.add(key)
+        log.warning("%s: %s", what, _reason(e))
 
 
 class EngineLike(Protocol):
@@ -65,8 +76,8 @@ def preload_modules() -> None:
     for name in PRELOAD:
         try:
             importlib.import_module(name)
-        except Exception:
-            pass            # a missing piece is reported where it is used, as a one-line error
+        except Exception as e:   # reported where it is used, as a one-line error; noted here
+            log.warning("preloading %s failed: %s", name, _reason(e))
 
 
 def default_engine_factory() -> EngineLike:
@@ -81,6 +92,14 @@ def _reason(e: BaseException) -> str:
         return str(e)
     text = str(e) or type(e).__name__
     return one_line(f"{type(e).__name__}: {text}" if not isinstance(e, (OSError, ValueError)) else text)
+
+
+def _logged(stage: str, e: BaseException) -> str:
+    """The one-line reason of a failed stage, logged (the traceback too, when it is a bug)."""
+    reason = _reason(e)
+    log.warning("%s failed: %s", stage, reason, exc_info=not isinstance(e, (LlambdaError, OSError)),
+                extra={"file_only": True})
+    return reason
 
 
 class ThreadMeter:
@@ -142,8 +161,8 @@ class EngineWorker(QObject):
         if engine is not None:
             try:
                 engine.cancel()
-            except Exception:
-                pass
+            except Exception as e:  # the worker's own flag still stops the loop
+                log.warning("engine.cancel() failed: %s", _reason(e), exc_info=True)
 
     # -- helpers ---------------------------------------------------------------------------------
 
@@ -167,13 +186,13 @@ class EngineWorker(QObject):
             size, busy = self._engine.pool_counters()
             out["pool_size"] = size
             out["threads_busy"] = self._meter.sample(size, busy)
-        except Exception:
-            pass
+        except Exception as e:      # a live figure missing is not worth stopping for
+            _warn_once("pool_counters", "thread counters unavailable", e)
         try:
             used, total = self._engine.context_used()
             out["n_ctx_used"], out["n_ctx"] = used, total
-        except Exception:
-            pass
+        except Exception as e:
+            _warn_once("context_used", "context figures unavailable", e)
         return out
 
     # -- model files -----------------------------------------------------------------------------
@@ -187,7 +206,7 @@ class EngineWorker(QObject):
 
             report = preflight(path, options.get("n_ctx") or None)
         except Exception as e:
-            emit(self.import_failed, _reason(e))
+            emit(self.import_failed, _logged("import", e))
             return
         facts = _preflight_facts(path, report)
         emit(self.preflight_done, facts)
@@ -211,7 +230,7 @@ class EngineWorker(QObject):
         except DuplicateModelError as e:
             entry, duplicate = e.entry, True
         except Exception as e:
-            emit(self.import_failed, _reason(e))
+            emit(self.import_failed, _logged("import", e))
             return
         data = entry.to_json()
         data["duplicate"] = duplicate
@@ -242,7 +261,7 @@ class EngineWorker(QObject):
             facts = engine.load(path, n_ctx, int(options.get("threads") or 0), progress)
         except Exception as e:
             self.loaded_path = None
-            emit(self.load_failed, _reason(e))
+            emit(self.load_failed, _logged("load", e))
             return
         info = {**info, **dict(facts or {})}
         info.setdefault("n_ctx", n_ctx)
@@ -280,6 +299,8 @@ class EngineWorker(QObject):
             d.update(self.live_counters())
             return d
 
+        if messages:
+            logs.log_text("user", str(messages[-1].get("content", "")))
         if request_id in self._cancelled_ids:       # stopped before it began
             self._cancelled_ids.discard(request_id)
             emit(self.generation_finished, request_id, {"stopped": True, "prompt_tokens": 0,
@@ -331,7 +352,7 @@ class EngineWorker(QObject):
                 stopped = True
                 self._cancelled_ids.discard(request_id)
             else:
-                emit(self.generation_failed, request_id, _reason(e))
+                emit(self.generation_failed, request_id, _logged("generation", e))
                 return
         if buffer:
             emit(self.token_generated, request_id, "".join(buffer))
@@ -349,8 +370,8 @@ class EngineWorker(QObject):
         if self._engine is not None:
             try:
                 self._engine.close()
-            except Exception:
-                pass
+            except Exception as e:  # closing anyway: the process or the next model goes on
+                log.warning("closing the engine failed: %s", _reason(e), exc_info=True)
             self._engine = None
 
 
@@ -362,7 +383,8 @@ def _template_status(path: str) -> str:
         with open_gguf(path) as f:
             status, message = chat_template_status(f)
         return "ok" if status == "ok" else message.split(": ", 1)[-1]
-    except Exception:
+    except Exception as e:
+        log.info("chat template status of %s unknown: %s", os.path.basename(path), _reason(e))
         return "unknown"
 
 
@@ -375,8 +397,8 @@ def _preflight_facts(path: str, report) -> dict:
         m = describe_model(path)
         d.update({"model_name": m.name, "architecture": m.architecture, "n_params": m.n_params,
                   "quantization": m.quantization})
-    except Exception:
-        pass
+    except Exception as e:          # the pre-flight report names the file's problem itself
+        log.info("no header facts for %s: %s", os.path.basename(path), _reason(e))
     try:
         d["file_size"] = os.path.getsize(path)
     except OSError:
@@ -416,8 +438,8 @@ class EngineThread(QThread):
             self.wait(1000)
         try:
             self.worker.on_window_closing()
-        except Exception:
-            pass
+        except Exception as e:
+            log.warning("stopping the engine thread: %s", _reason(e), exc_info=True)
 
 
 __all__ = ["EngineLike", "EngineWorker", "EngineThread", "ThreadMeter", "default_engine_factory", "preload_modules",

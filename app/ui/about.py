@@ -1,0 +1,78 @@
+"""The Help menu's diagnostics: About (every component's version), Copy diagnostics (the redacted
+report of app/diagnostics.py on the clipboard, ready for a bug report), and the "Log conversation
+text" switch (off by default; kept in the settings as "log_prompts").
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QAction, QFontDatabase
+from PySide6.QtWidgets import QApplication, QMessageBox
+
+from app import logs
+
+LOG_PROMPTS_KEY = "log_prompts"
+
+
+def about_text() -> str:
+    from app.diagnostics import version_report
+
+    return ("Llambda: chat with language models on your own CPU, offline.\n"
+            "Its inference engine is its own: C kernels driven from Python.\n\n" + version_report())
+
+
+def show_about(window) -> QMessageBox:
+    box = QMessageBox(window)
+    box.setObjectName("aboutBox")
+    box.setWindowTitle("About Llambda")
+    box.setTextFormat(Qt.PlainText)
+    box.setText(about_text())
+    box.setFont(QFontDatabase.systemFont(QFontDatabase.FixedFont))
+    box.setTextInteractionFlags(Qt.TextSelectableByMouse)
+    window.about_box = box
+    box.open()
+    return box
+
+
+def copy_diagnostics(window) -> str:
+    """Put the diagnostics report on the clipboard and say so; returns the text."""
+    from app.diagnostics import diagnostics_text
+
+    text = diagnostics_text()
+    QApplication.clipboard().setText(text)
+    logs.get("ui").info("diagnostics copied to the clipboard (%d lines)", text.count("\n"))
+    if hasattr(window, "show_notice"):
+        window.show_notice("Diagnostics copied: paste them into your bug report "
+                           "(home folder names and conversation text are left out).")
+    return text
+
+
+def add_help_actions(window, help_menu) -> None:
+    """About, Copy diagnostics and the log-prompts switch in `help_menu`."""
+    about = QAction("&About Llambda", window)
+    about.triggered.connect(lambda: show_about(window))
+    copy = QAction("&Copy diagnostics", window)
+    copy.setObjectName("copyDiagnosticsAction")
+    copy.triggered.connect(lambda: copy_diagnostics(window))
+    toggle = QAction("&Log conversation text", window)
+    toggle.setObjectName("logPromptsAction")
+    toggle.setCheckable(True)
+    toggle.setStatusTip("Write prompts into the log file (off: the log holds figures only)")
+    state = getattr(window, "state", None)
+    on = bool(state.get(LOG_PROMPTS_KEY, False)) if state is not None else False
+    toggle.setChecked(on)
+    logs.set_log_prompts(on)
+
+    def switched(checked: bool) -> None:
+        logs.set_log_prompts(checked)
+        if state is not None:
+            state.put(LOG_PROMPTS_KEY, bool(checked))
+
+    toggle.toggled.connect(switched)
+    for a in (about, copy, toggle):
+        help_menu.addAction(a)
+        window.addAction(a)
+    window.about_action, window.copy_diagnostics_action, window.log_prompts_action = about, copy, toggle
+
+
+__all__ = ["show_about", "copy_diagnostics", "add_help_actions", "about_text", "LOG_PROMPTS_KEY"]
