@@ -1,0 +1,71 @@
+"""The window's side of diagnostics: a crash in a slot, Help → About, Help → Copy diagnostics,
+the log-prompts switch, and the model identity shown on a reply (scripted engine)."""
+
+from __future__ import annotations
+
+import pytest
+from PySide6.QtWidgets import QApplication
+
+from app import logs
+from tests.ui.fake_engine import FakeEngine
+from tests.ui.test_window_fake import loaded, send
+
+
+@pytest.mark.qt_no_exception_capture      # the window's own hook must see the exception
+def test_exception_in_a_slot_shows_a_dialog_saves_a_report_and_the_window_goes_on(
+        qtbot, make_window, smollm2_path, monkeypatch, isolated_home):
+    from app.ui.crash import install_crash_handler
+
+    monkeypatch.setenv("LLAMBDA_TEST_HOOKS", "1")
+    logs.setup("window", force=True)
+    w, engine = loaded(qtbot, make_window, smollm2_path)
+    handler = install_crash_handler(w)
+    try:
+        handler.test_action.trigger()                   # a real slot of the window raises
+        qtbot.waitUntil(lambda: handler.dialog is not None and handler.dialog.isVisible(), timeout=5000)
+        assert len(handler.reports) == 1
+        report = handler.reports[0]
+        assert report.parent == isolated_home / "logs" and report.name.startswith("crash-")
+        body = report.read_text()
+        assert "RuntimeError: deliberate test exception" in body and "Traceback" in body
+        assert "kernel library" in body                 # the versions ride along
+        box = handler.dialog
+        assert "RuntimeError: deliberate test exception" in box.text()
+        assert "\n" not in handler.reasons[0]
+        assert str(report) in box.informativeText()
+        log = logs.log_path().read_text()
+        assert "uncaught exception" in log and "Traceback" in log
+        box.close()
+
+        send(qtbot, w, "are you still there?")          # the window still answers
+        last = w.state.messages()[-1]
+        assert last.role == "assistant" and last.status == "complete" and last.content == engine.reply
+    finally:
+        handler.uninstall()
+
+
+def test_about_names_every_component(qtbot, make_window):
+    w = make_window(FakeEngine)
+    w.about_action.trigger()
+    qtbot.waitUntil(lambda: getattr(w, "about_box", None) is not None and w.about_box.isVisible(),
+                    timeout=5000)
+    text = w.about_box.text()
+    for name in ("git revision", "kernel library", "kernels in use", "Qt", "numpy", "tokenizers",
+                 "sentencepiece", "jinja2", "OS"):
+        assert name in text, name
+    w.about_box.close()
+
+
+def test_copy_diagnostics_puts_a_redacted_report_on_the_clipboard(qtbot, make_window):
+    logs.setup("window", force=True)
+    w = make_window(FakeEngine)
+    w.log_prompts_action.setChecked(True)
+    assert w.state.get("log_prompts") is True and logs.log_prompts()
+    logs.log_text("user", "a very private question")
+    w.copy_diagnostics_action.trigger()
+    text = QApplication.clipboard().text()
+    assert text.startswith("# Llambda diagnostics") and "## folders" in text
+    assert "a very private question" not in text
+    assert "Diagnostics copied" in w.notice.text()
+    w.log_prompts_action.setChecked(False)
+    assert not logs.log_prompts()
