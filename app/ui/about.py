@@ -75,4 +75,40 @@ def add_help_actions(window, help_menu) -> None:
     window.about_action, window.copy_diagnostics_action, window.log_prompts_action = about, copy, toggle
 
 
-__all__ = ["show_about", "copy_diagnostics", "add_help_actions", "about_text", "LOG_PROMPTS_KEY"]
+def model_identity_of(info: dict | None) -> dict | None:
+    """The identity of the loaded model from the window's model facts (describe + engine)."""
+    if not info:
+        return None
+    return {"name": info.get("name"), "sha256": info.get("sha256"),
+            "quantization": info.get("file_type") or info.get("quantization")}
+
+
+def identity_tooltip(message) -> str:
+    """A reply's hover text: which model file answered, and with which Llambda ("" for the
+    user's messages and replies from before schema v3)."""
+    if getattr(message, "role", "") != "assistant" or not (
+            getattr(message, "model_sha256", None) or getattr(message, "app_version", None)):
+        return ""
+    parts = [f"Answered by {message.model or 'an unnamed model'}"]
+    if message.model_quant:
+        parts.append(message.model_quant)
+    if message.model_sha256:
+        parts.append(f"SHA-256 {message.model_sha256[:16]}…")
+    if message.app_version:
+        parts.append(f"Llambda {message.app_version}")
+    return " · ".join(parts)
+
+
+def show_model_identity(chat_view, store, message_id: int) -> None:
+    """Set the hover text of a reply just finished (the view built it before it was recorded)."""
+    try:
+        msg = store.get_message(message_id)
+    except Exception as e:          # a missing row only loses a tooltip
+        logs.get("ui").info("no model identity for message %s: %s", message_id, e)
+        return
+    for w in chat_view.messages:
+        if w.message_id == message_id:
+            w.setToolTip(identity_tooltip(msg))
+
+
+__all__ = ["model_identity_of", "identity_tooltip", "show_model_identity", "show_about", "copy_diagnostics", "add_help_actions", "about_text", "LOG_PROMPTS_KEY"]

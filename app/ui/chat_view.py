@@ -332,8 +332,11 @@ class ChatView(QScrollArea):
             more.setAccessibleName("Show earlier messages")
             more.clicked.connect(self.on_earlier_button_clicked)
             self.column.insertWidget(self.column.count() - 1, more)
+        from app.ui.about import identity_tooltip
+
         for m in self._history[hidden:]:
             w = self._add(m.id, m.role, m.content, m.status)
+            w.setToolTip(identity_tooltip(m))
             shifts = (m.timings or {}).get("context_shifts") if hasattr(m, "timings") else None
             if shifts:
                 self._insert_marker_before(w, "Context full: the oldest part of the conversation "

@@ -372,7 +372,9 @@ class MainWindow(ModelFilesMixin, QMainWindow):
     def start_generation(self) -> None:
         conv_id = self.state.current_id
         messages = self.state.prompt_messages(conv_id)
-        reply = self.state.begin_reply(self.model_name())
+        from app.ui.about import model_identity_of
+
+        reply = self.state.begin_reply(self.model_name(), model_identity_of(self.model_info))
         self.chat.set_empty_text(None)
         self.chat.begin_reply(reply.message_id)
         settings = {**self.state.sampling(), **{k: v for k, v in self.state.engine_settings().items()
@@ -441,6 +443,9 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         if r is not None and r.conversation_id == self.state.current_id:
             status = "error" if error else ("interrupted" if stats.get("stopped") else "complete")
             self.chat.finish_reply(r.text, status)
+            from app.ui.about import show_model_identity
+
+            show_model_identity(self.chat, self.state.store, r.message_id)
         self.refresh_conversations()
         self._update_controls()
 

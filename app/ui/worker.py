@@ -247,6 +247,9 @@ class EngineWorker(QObject):
 
             info = describe(path)
             info["template_status"] = _template_status(path)
+            from app.engine.stagelog import file_sha256
+
+            info["sha256"] = file_sha256(path)     # library files: from the name, no hashing
             engine = self.engine()
             last = [0.0]
 

@@ -69,3 +69,20 @@ def test_copy_diagnostics_puts_a_redacted_report_on_the_clipboard(qtbot, make_wi
     assert "Diagnostics copied" in w.notice.text()
     w.log_prompts_action.setChecked(False)
     assert not logs.log_prompts()
+
+
+def test_a_reply_shows_which_model_answered_on_hover(qtbot, make_window, smollm2_path):
+    from app import __version__
+    from tests.models import SMOLLM2_SHA256
+
+    w, engine = loaded(qtbot, make_window, smollm2_path)
+    send(qtbot, w, "who answers?")
+    reply = w.chat.messages[-1]
+    tip = reply.toolTip()
+    assert reply.role == "assistant" and "Q4_1" in tip and SMOLLM2_SHA256[:16] in tip
+    assert f"Llambda {__version__}" in tip
+    assert w.chat.messages[0].toolTip() == ""           # the user's own message has none
+    conv = w.state.current()
+    assert (conv.model_sha256, conv.model_quant, conv.app_version) == (SMOLLM2_SHA256, "Q4_1", __version__)
+    w.show_current()                                    # rebuilt from the store: still there
+    assert w.chat.messages[-1].toolTip() == tip
