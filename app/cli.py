@@ -236,7 +236,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     verbose = _verbosity(argv)
     command = next((a for a in argv if not a.startswith("-")), None)
     window = command not in SUBCOMMANDS and not any(a in ("-h", "--help", "--version") for a in argv)
-    logs.setup("window" if window else "cli", verbose)
+    if "--self-test" not in argv:       # the self-test touches no user folder, logs included
+        logs.setup("window" if window else "cli", verbose)
     log = logs.get("cli")
     try:
         if not argv or command not in SUBCOMMANDS and not any(a in ("-h", "--help") for a in argv):

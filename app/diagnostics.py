@@ -24,7 +24,7 @@ from pathlib import Path
 from app import __version__
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-REVISION_FILE = Path(__file__).resolve().parent / "_build_revision.txt"   # written by build.spec
+BUILD_INFO = Path(__file__).resolve().parent / "_build_info.json"   # written by build.spec
 LOG_TAIL = 200
 ISA_CPU_FLAGS = {"avx2": ("avx2", "fma", "f16c"),
                  "avx512": ("avx512f", "avx512bw", "avx512vl", "avx512dq")}
@@ -35,12 +35,9 @@ ISA_CPU_FLAGS = {"avx2": ("avx2", "fma", "f16c"),
 def git_revision() -> str:
     """The revision this code came from, and where that fact comes from: recorded at build time
     (the bundle), or read now from the git checkout the code runs from."""
-    try:
-        rec = REVISION_FILE.read_text(encoding="utf-8").strip()
-        if rec:
-            return f"{rec} (recorded at build time)"
-    except OSError:
-        pass
+    rec = _build_info().get("revision")
+    if rec:
+        return f"{rec} (recorded at build time)"
     if (REPO_ROOT / ".git").exists():
         try:
             rev = subprocess.run(["git", "-C", str(REPO_ROOT), "rev-parse", "--short=12", "HEAD"],
@@ -54,6 +51,17 @@ def git_revision() -> str:
         except (OSError, subprocess.SubprocessError):
             pass
     return "unknown (not a git checkout, and none recorded at build time)"
+
+
+def _build_info() -> dict:
+    """What the bundle's build recorded ({} when running from a checkout or an install)."""
+    import json
+
+    try:
+        d = json.loads(BUILD_INFO.read_text(encoding="utf-8"))
+        return d if isinstance(d, dict) else {}
+    except (OSError, ValueError):
+        return {}
 
 
 def _module_version(name: str) -> str:
@@ -124,20 +132,28 @@ def kernel_library() -> str:
             compiler = m.group(0).decode("ascii", "replace")
     except OSError:
         pass
-    flags = "flags not recorded in this build"
-    try:
-        sys.path.insert(0, str(REPO_ROOT / "kernels"))
-        import build_ffi
+    return f"{kernels.version()}, {so.name} ({so.stat().st_size / 2**20:.1f} MiB), {compiler}; " \
+           f"{_kernel_flags()}"
 
-        flags = "common " + " ".join(build_ffi.GCC_COMMON) + "; per level: avx2 " + \
-            " ".join(build_ffi._GCC_AVX2) + ", avx512 " + " ".join(build_ffi._GCC_AVX512) + \
-            " (from kernels/build_ffi.py)"
-    except Exception:
-        pass
-    finally:
-        if sys.path and sys.path[0] == str(REPO_ROOT / "kernels"):
-            sys.path.pop(0)
-    return f"{kernels.version()}, {so.name} ({so.stat().st_size / 2**20:.1f} MiB), {compiler}; {flags}"
+
+def _kernel_flags() -> str:
+    """The compiler flags of the kernels: recorded by the bundle's build, or read from
+    kernels/build_ffi.py of the checkout (the library itself does not carry them)."""
+    if _build_info().get("kernel_flags"):
+        return f"{_build_info()['kernel_flags']} (recorded at build time)"
+    spec = REPO_ROOT / "kernels" / "build_ffi.py"
+    if not spec.exists():
+        return "flags not recorded in this build"
+    try:
+        import importlib.util
+
+        loader = importlib.util.spec_from_file_location("_llambda_build_ffi", spec)
+        mod = importlib.util.module_from_spec(loader)
+        loader.loader.exec_module(mod)
+        return ("common " + " ".join(mod.GCC_COMMON) + "; per level: avx2 " + " ".join(mod._GCC_AVX2)
+                + ", avx512 " + " ".join(mod._GCC_AVX512) + " (from kernels/build_ffi.py)")
+    except Exception as e:
+        return f"flags unknown ({type(e).__name__}: {e})"
 
 
 def qt_version() -> str:

@@ -118,7 +118,7 @@ def setup(kind: str = "cli", verbose: int = 0, *, force: bool = False) -> Path |
         _enable_faulthandler(path.parent)
     _state["done"] = True
     get("app").info("start: %s pid %d, python %s, %s", kind, os.getpid(), sys.version.split()[0],
-                    sys.platform)
+                    sys.platform, extra={"file_only": True})
     return path
 
 
