@@ -169,8 +169,8 @@ def test_doctor_names_a_corrupted_database(isolated_home, capsys):
 
     with ChatStore() as s:                      # a real database, then damaged pages
         conv = s.create_conversation("t")
-        for i in range(400):
-            s.add_message(conv, "user", f"message number {i} " * 20)
+        for i in range(40):
+            s.add_message(conv, "user", f"message number {i} " * 60)
     db = chats_db_path()
     assert main(["doctor"]) == 0
     capsys.readouterr()

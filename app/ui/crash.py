@@ -23,6 +23,7 @@ from PySide6.QtWidgets import QMessageBox
 
 from app.errors import one_line
 from app.logs import get
+from app.ui.qt_fix import emit
 
 log = get("ui")
 
@@ -105,7 +106,7 @@ class CrashHandler(QObject):
                 self.reports.append(path)
                 log.warning("%s; crash report saved: %s", reason, path)
             self.reasons.append(reason)
-            self.crashed.emit(reason, str(path or ""))
+            emit(self.crashed, reason, str(path or ""))
         except Exception:          # never let the hook itself raise into Qt
             sys.__excepthook__(exc_type, exc, tb)
 

@@ -86,3 +86,24 @@ def test_a_reply_shows_which_model_answered_on_hover(qtbot, make_window, smollm2
     assert (conv.model_sha256, conv.model_quant, conv.app_version) == (SMOLLM2_SHA256, "Q4_1", __version__)
     w.show_current()                                    # rebuilt from the store: still there
     assert w.chat.messages[-1].toolTip() == tip
+
+
+def test_window_a_then_b_then_a_gives_the_same_reply(qtbot, make_window, smollm2_path):
+    """One window, the real engine, a seeded sampled reply: A in a new chat, B in another, A in a
+    third gives A's text again (the engine's cache and the sampler keep nothing of B)."""
+    from tests.ui.test_window_real import real_window
+    from tests.ui.test_window_real import send as send_real
+
+    w = real_window(qtbot, make_window, smollm2_path, temperature=0.8, seed=77, max_tokens=12)
+
+    def ask(text):
+        w.on_conversations_new_requested()
+        send_real(qtbot, w, text)
+        last = w.state.messages()[-1]
+        assert last.role == "assistant" and last.status == "complete", last
+        return last.content
+
+    a1 = ask("Write one sentence about cats.")
+    b = ask("Name three colours.")
+    a2 = ask("Write one sentence about cats.")
+    assert a1.strip() and a1 == a2 and b != a1
