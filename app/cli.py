@@ -186,7 +186,7 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _open_window(argv: Sequence[str]) -> int:
+def _open_window(argv: Sequence[str], verbose: int = 0) -> int:
     p = argparse.ArgumentParser(prog="llambda", description="Open the Llambda window.")
     p.add_argument("--version", action="store_true", help="print the version (with -v: of every component)")
     _add_verbose(p)
@@ -197,7 +197,7 @@ def _open_window(argv: Sequence[str]) -> int:
                    help="check the engine and the window on a tiny built-in model, print one line, exit")
     args = p.parse_args(argv)
     if args.version:
-        return _print_version(args.verbose)
+        return _print_version(max(verbose, args.verbose))
     if args.self_test:
         from app.selftest import run as self_test
 
@@ -234,6 +234,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from app import logs
 
     verbose = _verbosity(argv)
+    argv = [a for a in argv if a not in VERBOSE_FLAGS]     # anywhere, even after `models list`
     command = next((a for a in argv if not a.startswith("-")), None)
     window = command not in SUBCOMMANDS and not any(a in ("-h", "--help", "--version") for a in argv)
     if "--self-test" not in argv:       # the self-test touches no user folder, logs included
@@ -241,10 +242,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     log = logs.get("cli")
     try:
         if not argv or command not in SUBCOMMANDS and not any(a in ("-h", "--help") for a in argv):
-            return _open_window(argv)
+            return _open_window(argv, verbose)
         args = build_parser().parse_args(argv)
+        args.verbose = verbose
         if args.version or not getattr(args, "run", None):
-            return _print_version(args.verbose) if args.version else (build_parser().print_help() or EXIT_USAGE)
+            return _print_version(verbose) if args.version else (build_parser().print_help() or EXIT_USAGE)
         log.info("command: %s", args.command)
         return args.run(args)
     except LlambdaError as e:

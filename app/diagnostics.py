@@ -361,7 +361,7 @@ def check_database(path: Path) -> Check:
     if not path.exists():
         return Check("database", True, f"{path} does not exist yet (created on first use)")
     try:
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
+        conn = sqlite3.connect(f"{Path(path).absolute().as_uri()}?mode=ro", uri=True, timeout=5)
         try:
             rows = [r[0] for r in conn.execute("PRAGMA quick_check").fetchall()]
         finally:
