@@ -29,7 +29,8 @@ LOG_FILE = "llambda.log"
 MAX_BYTES = 1 << 20
 BACKUP_COUNT = 3
 FAULT_PREFIX = "faulthandler-"
-ROOT = "llambda"                    # every logger of the app is "llambda.<part>"
+ROOT = "llambda"                    # every logger of the app is "llambda.<part>" ...
+ROOTS = (ROOT, "app")               # ... or a module's own (`logging.getLogger(__name__)`)
 TEXT_LOGGER = "llambda.text"        # conversation text, only when log prompts is on
 LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING,
           "error": logging.ERROR}
@@ -86,16 +87,18 @@ def setup(kind: str = "cli", verbose: int = 0, *, force: bool = False) -> Path |
         set_verbosity(verbose, kind)
         return _state["file"].baseFilename if _state["file"] is not None else None
     shutdown()
-    root = logging.getLogger(ROOT)
-    root.setLevel(logging.DEBUG)
-    root.propagate = False
+    roots = [logging.getLogger(name) for name in ROOTS]
+    for r in roots:
+        r.setLevel(logging.DEBUG)
+    root = roots[0]
     level = env_level()
     fmt = logging.Formatter(FORMAT, DATE_FORMAT)
 
     err = _Stderr()
     err.setFormatter(logging.Formatter("llambda: %(levelname)s: %(message)s"))
     err.addFilter(_NotFileOnly())
-    root.addHandler(err)
+    for r in roots:
+        r.addHandler(err)
     _state["stderr"] = err
     set_verbosity(verbose, kind)
 
@@ -109,7 +112,8 @@ def setup(kind: str = "cli", verbose: int = 0, *, force: bool = False) -> Path |
                                                   encoding="utf-8", delay=False)
         fh.setFormatter(fmt)
         fh.setLevel(logging.DEBUG if (level == logging.DEBUG or verbose >= 2) else logging.INFO)
-        root.addHandler(fh)
+        for r in roots:
+            r.addHandler(fh)
         _state["file"] = fh
     except OSError as e:
         path = None
@@ -191,13 +195,17 @@ def native_crash_reports(folder: Path | None = None) -> list[Path]:
 
 def shutdown() -> None:
     """Remove the handlers set up here (tests; a second `setup(force=True)`)."""
-    root = logging.getLogger(ROOT)
+    roots = [logging.getLogger(name) for name in ROOTS]
     for key in ("file", "stderr"):
         h = _state[key]
         if h is not None:
-            root.removeHandler(h)
+            for r in roots:
+                r.removeHandler(h)
             h.close()
             _state[key] = None
+    if _state["done"]:
+        for r in roots:
+            r.setLevel(logging.NOTSET)
     _close_faulthandler()
     _state["done"] = False
 
