@@ -10,6 +10,7 @@ lines, present only when "log prompts" is on) is removed.
 
 from __future__ import annotations
 
+import functools
 import getpass
 import os
 import platform
@@ -32,6 +33,7 @@ ISA_CPU_FLAGS = {"avx2": ("avx2", "fma", "f16c"),
 
 # -- versions -------------------------------------------------------------------------------------
 
+@functools.lru_cache(maxsize=1)
 def git_revision() -> str:
     """The revision this code came from, and where that fact comes from: recorded at build time
     (the bundle), or read now from the git checkout the code runs from."""
@@ -118,6 +120,7 @@ def isa_reason() -> str:
     return f"{isa_name()} (the best this CPU allows; {why})"
 
 
+@functools.lru_cache(maxsize=1)
 def kernel_library() -> str:
     """Library version, the compiler that built it and the flags it was built with."""
     try:
