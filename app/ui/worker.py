@@ -209,6 +209,7 @@ class EngineWorker(QObject):
             emit(self.import_failed, _logged("import", e))
             return
         facts = _preflight_facts(path, report)
+        log.info("preflight: %s verdict=%s", os.path.basename(path), report.verdict)
         emit(self.preflight_done, facts)
         if report.verdict == REFUSE:
             reasons = [m for m in report.messages if "not supported" in m or "does not have enough" in m]
@@ -224,6 +225,7 @@ class EngineWorker(QObject):
                 last[0] = now
                 emit(self.import_progress, int(done), int(total))
 
+        t0 = time.monotonic()
         try:
             entry = self.library().import_model(path, progress=progress, cancel=self._cancel)
             duplicate = False
@@ -232,6 +234,8 @@ class EngineWorker(QObject):
         except Exception as e:
             emit(self.import_failed, _logged("import", e))
             return
+        log.info("import: %s -> library as %s (%s, %.1f MiB, %.2fs)", os.path.basename(path), entry.name,
+                 "already there" if duplicate else entry.storage, entry.size / 2**20, time.monotonic() - t0)
         data = entry.to_json()
         data["duplicate"] = duplicate
         data["file"] = str(entry.file_path(self.library().folder))

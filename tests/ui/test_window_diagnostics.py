@@ -94,6 +94,7 @@ def test_window_a_then_b_then_a_gives_the_same_reply(qtbot, make_window, smollm2
     from tests.ui.test_window_real import real_window
     from tests.ui.test_window_real import send as send_real
 
+    logs.setup("window", force=True)
     w = real_window(qtbot, make_window, smollm2_path, temperature=0.8, seed=77, max_tokens=12)
 
     def ask(text):
@@ -107,3 +108,10 @@ def test_window_a_then_b_then_a_gives_the_same_reply(qtbot, make_window, smollm2
     b = ask("Name three colours.")
     a2 = ask("Write one sentence about cats.")
     assert a1.strip() and a1 == a2 and b != a1
+    # the stage log of that use: one line per stage, and none of the conversation's words
+    lines = logs.log_path().read_text().splitlines()
+    assert sum("preflight: SmolLM2" in ln for ln in lines) == 1
+    assert sum("import: SmolLM2" in ln for ln in lines) == 1
+    assert sum("model loaded:" in ln for ln in lines) == 1
+    assert sum("generation:" in ln and "stop=" in ln for ln in lines) == 3
+    assert not any("cats" in ln or "colours" in ln or a1.strip()[:20] in ln for ln in lines)
