@@ -170,6 +170,7 @@ def _print_version(verbose: int) -> int:
         print(version_line())
     return EXIT_OK
 
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="llambda",
@@ -236,17 +237,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     verbose = _verbosity(argv)
     argv = [a for a in argv if a not in VERBOSE_FLAGS]     # anywhere, even after `models list`
     command = next((a for a in argv if not a.startswith("-")), None)
-    window = command not in SUBCOMMANDS and not any(a in ("-h", "--help", "--version") for a in argv)
+    helping = any(a in ("-h", "--help") for a in argv)
+    window = not (command in SUBCOMMANDS or (command is None and helping))
     if "--self-test" not in argv:       # the self-test touches no user folder, logs included
-        logs.setup("window" if window else "cli", verbose)
+        logs.setup("window" if window and "--version" not in argv else "cli", verbose)
     log = logs.get("cli")
     try:
-        if not argv or command not in SUBCOMMANDS and not any(a in ("-h", "--help") for a in argv):
+        if window:
             return _open_window(argv, verbose)
         args = build_parser().parse_args(argv)
         args.verbose = verbose
-        if args.version or not getattr(args, "run", None):
-            return _print_version(verbose) if args.version else (build_parser().print_help() or EXIT_USAGE)
+        if args.version:
+            return _print_version(verbose)
         log.info("command: %s", args.command)
         return args.run(args)
     except LlambdaError as e:
