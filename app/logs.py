@@ -144,7 +144,7 @@ def _enable_faulthandler(folder: Path) -> None:
     after this process; a clean exit removes it. Leftover empty files are swept."""
     for old in folder.glob(f"{FAULT_PREFIX}*.log"):
         try:
-            if old.stat().st_size == 0:
+            if old.stat().st_size == 0 and not _alive(old):
                 old.unlink()
         except OSError:
             pass
@@ -157,6 +157,20 @@ def _enable_faulthandler(folder: Path) -> None:
     faulthandler.enable(file=f, all_threads=True)
     _state["fault_file"], _state["fault_path"] = f, p
     atexit.register(_close_faulthandler)
+
+
+def _alive(fault_file: Path) -> bool:
+    """Is the process that owns this faulthandler file still running? (Its file must stay.)"""
+    try:
+        pid = int(fault_file.stem[len(FAULT_PREFIX):])
+    except ValueError:
+        return False
+    try:
+        import psutil
+
+        return psutil.pid_exists(pid)
+    except ImportError:
+        return True
 
 
 def _close_faulthandler() -> None:
