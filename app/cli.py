@@ -163,18 +163,56 @@ def run_chats(args: argparse.Namespace) -> int:
     return run(args)
 
 
+# --- doctor ------------------------------------------------------------------------------------
+
+def _doctor_args(p: argparse.ArgumentParser) -> None:
+    pass
+
+
+@subcommand("doctor", "check folders, the conversation database and the kernels; print versions")(_doctor_args)
+def run_doctor(args: argparse.Namespace) -> int:
+    from app.diagnostics import run_doctor as doctor
+
+    return doctor(verbose=bool(getattr(args, "verbose", 0)))
+
+
 # --- entry point -------------------------------------------------------------------------------
+
+VERBOSE_FLAGS = {"-v": 1, "--verbose": 1, "-vv": 2}
+
+
+def _verbosity(argv: Sequence[str]) -> int:
+    """-v / --verbose (INFO on stderr), -vv (DEBUG); they may stand anywhere on the line."""
+    return min(2, sum(VERBOSE_FLAGS.get(a, 0) for a in argv))
+
+
+def _add_verbose(p: argparse.ArgumentParser, default=0) -> None:
+    p.add_argument("-v", "--verbose", action="count", default=default,
+                   help="say more on stderr (-vv: debug); LLAMBDA_LOG=debug does too")
+
+
+def _print_version(verbose: int) -> int:
+    if verbose:
+        from app.diagnostics import version_report
+
+        print(version_report())
+    else:
+        print(version_line())
+    return EXIT_OK
+
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="llambda",
         description="Chat with GGUF language models on your own CPU. "
                     "With no command, opens the window (optionally on FILE).")
-    p.add_argument("--version", action="version", version=version_line())
+    p.add_argument("--version", action="store_true", help="print the version (with -v: of every component)")
+    _add_verbose(p)
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     for name, (help, add_arguments, run) in SUBCOMMANDS.items():
         sp = sub.add_parser(name, help=help, description=help)
         add_arguments(sp)
+        _add_verbose(sp, argparse.SUPPRESS)
         sp.set_defaults(run=run)
     return p
 
@@ -235,20 +273,23 @@ def _x_socket_answers(number: int) -> bool:
     return False
 
 
-def _open_window(argv: Sequence[str]) -> int:
+def _open_window(argv: Sequence[str], verbose: int = 0) -> int:
     word = unknown_word(argv)
     if word is not None:
         print(f"llambda: error: no such command or file: {word}\ncommands:\n{command_list()}",
               file=sys.stderr)
         return EXIT_USAGE
     p = argparse.ArgumentParser(prog="llambda", description="Open the Llambda window.")
-    p.add_argument("--version", action="version", version=version_line())
+    p.add_argument("--version", action="store_true", help="print the version (with -v: of every component)")
+    _add_verbose(p)
     p.add_argument("file", nargs="?", help="a GGUF model to open")
     p.add_argument("--starter", action="store_true",
                    help="fetch the small SmolLM2-135M-Instruct model into the library and open it")
     p.add_argument("--self-test", action="store_true",
                    help="check the engine and the window on a tiny built-in model, print one line, exit")
     args = p.parse_args(argv)
+    if args.version:
+        return _print_version(max(verbose, args.verbose))
     if args.self_test:
         from app.selftest import run as self_test
 
@@ -286,12 +327,27 @@ def _fetch_starter_with_progress():
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    from app import logs
+
+    verbose = _verbosity(argv)
+    argv = [a for a in argv if a not in VERBOSE_FLAGS]     # anywhere, even after `models list`
+    command = next((a for a in argv if not a.startswith("-")), None)
+    helping = any(a in ("-h", "--help") for a in argv)
+    window = not (command in SUBCOMMANDS or (command is None and helping))
+    if "--self-test" not in argv:       # the self-test touches no user folder, logs included
+        logs.setup("window" if window and "--version" not in argv else "cli", verbose)
+    log = logs.get("cli")
     try:
-        if not argv or (argv[0] not in SUBCOMMANDS and argv[0] not in ("-h", "--help")):
-            return _open_window(argv)
+        if window:
+            return _open_window(argv, verbose)
         args = build_parser().parse_args(argv)
+        args.verbose = verbose
+        if args.version:
+            return _print_version(verbose)
+        log.info("command: %s", args.command)
         return args.run(args)
     except LlambdaError as e:
+        log.warning("%s failed: %s", command or "llambda", e, extra={"file_only": True})
         print(f"llambda: error: {e}", file=sys.stderr)
         return exit_code_for(e)
     except KeyboardInterrupt:
@@ -299,7 +355,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return EXIT_OK
-    except Exception as e:  # the last line of defence: one line, never a traceback
+    except Exception as e:  # the last line of defence: one line, never a traceback (that goes to the log)
+        log.error("internal error in %s", command or "llambda", exc_info=True, extra={"file_only": True})
         print(f"llambda: internal error: {type(e).__name__}: {e}", file=sys.stderr)
         return 1
 

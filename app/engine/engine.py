@@ -11,8 +11,11 @@ it drops the oldest turns after the system prompt (and says so with a ContextShi
 """
 from __future__ import annotations
 
+import time
 from typing import Iterator
 
+from app import defaults as D
+from app.engine import stagelog
 from app.engine.decoder import CDecoder
 from app.engine.generate import ContextShifted, Event, Finished, GenerationRequest, generate
 from app.engine.sampler import SamplerSettings
@@ -22,28 +25,34 @@ from app.model import config_from_gguf, require_supported
 
 __all__ = ["Engine", "Chat", "DEFAULT_N_CTX"]
 
-DEFAULT_N_CTX = 4096
+DEFAULT_N_CTX = D.N_CTX
 
 
 class Engine:
-    def __init__(self, path, *, n_ctx: int | None = None, n_threads: int = 0, kv_type: str = "f16",
-                 n_batch: int = 512, isa: str | None = None):
+    def __init__(self, path, *, n_ctx: int | None = None, n_threads: int = D.THREADS,
+                 kv_type: str = D.KV_TYPE, n_batch: int = D.N_BATCH, isa: str | None = None):
         from app.text import load_tokenizer
 
         self.path = str(path)
+        t0 = time.perf_counter()
         self.file = open_gguf(path)
+        map_s = time.perf_counter() - t0
         try:
             require_supported(self.file)
             self.config = config_from_gguf(self.file)
             self.tokenizer = load_tokenizer(self.file)
             n_ctx = min(self.config.n_ctx_train, DEFAULT_N_CTX) if not n_ctx else int(n_ctx)
+            t1 = time.perf_counter()
             self.decoder = CDecoder(self.file, self.config, n_ctx, kv_type=kv_type,
                                     n_threads=n_threads, n_batch=n_batch, isa=isa)
+            decoder_s = time.perf_counter() - t1
         except BaseException:
             self.file.close()
             raise
         self.session = Session(self.decoder, n_batch=n_batch)
         self._template = None
+        self.last_tokenize_s: float | None = None     # of the last raw_prompt / chat_prompt
+        stagelog.log_model_load(self, map_s, decoder_s)
 
     @classmethod
     def load(cls, path, **kw) -> "Engine":
@@ -69,18 +78,29 @@ class Engine:
 
     def raw_prompt(self, text: str) -> list[int]:
         """`text` tokenized as-is (special-token text stays plain), BOS if the model wants it."""
-        return self.tokenizer.encode(text, add_special=True, parse_special=False)
+        t0 = time.perf_counter()
+        ids = self.tokenizer.encode(text, add_special=True, parse_special=False)
+        self.last_tokenize_s = time.perf_counter() - t0
+        return ids
 
     def chat_prompt(self, messages, add_generation_prompt: bool = True) -> list[int]:
         from app.text import chat_prompt_tokens
 
-        return chat_prompt_tokens(self.tokenizer, self.chat_template, messages,
-                                  add_generation_prompt=add_generation_prompt)
+        t0 = time.perf_counter()
+        ids = chat_prompt_tokens(self.tokenizer, self.chat_template, messages,
+                                 add_generation_prompt=add_generation_prompt)
+        self.last_tokenize_s = time.perf_counter() - t0
+        return ids
 
     # -- running ------------------------------------------------------------------------------
 
     def generate(self, request: GenerationRequest) -> Iterator[Event]:
-        return generate(self.session, self.tokenizer, request)
+        """The events of one generation; its figures go to the stage log when it finishes."""
+        tokenize_s, self.last_tokenize_s = self.last_tokenize_s, None
+        for ev in generate(self.session, self.tokenizer, request):
+            if isinstance(ev, Finished):
+                stagelog.log_generation(ev, tokenize_s)
+            yield ev
 
     def cancel(self) -> None:
         """From any thread: the running generation ends with stop reason "cancelled"."""
@@ -101,7 +121,7 @@ class Chat:
     """A conversation on an engine: system prompt, alternating turns, context policy "shift" by
     default (oldest turns after the system prompt are dropped when the context fills)."""
 
-    def __init__(self, engine: Engine, system: str | None = None, context_policy: str = "shift",
+    def __init__(self, engine: Engine, system: str | None = None, context_policy: str = D.OVERFLOW,
                  reserve: int = 256):
         self.engine = engine
         self.system = system
@@ -126,7 +146,7 @@ class Chat:
         return n
 
     def send(self, user_text: str, sampler: SamplerSettings | None = None,
-             max_tokens: int = 512) -> Iterator[Event]:
+             max_tokens: int = D.MAX_TOKENS) -> Iterator[Event]:
         """Add the user's turn, generate the reply (events), and add the reply to the history."""
         self.messages.append({"role": "user", "content": user_text})
         ids = self.engine.chat_prompt(self._all(self.messages))

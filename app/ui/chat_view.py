@@ -430,9 +430,12 @@ class ChatView(QScrollArea):
             more.setAccessibleName("Show earlier messages")
             more.clicked.connect(self.on_earlier_button_clicked)
             self.column.insertWidget(self.column.count() - 1, more)
+        from app.ui.about import identity_tooltip
+
         last_id = self._history[-1].id if self._history else None
         for m in self._history[hidden:]:
             w = self._add(m.id, m.role, m.content, m.status)
+            w.setToolTip(identity_tooltip(m))
             versions = (getattr(m, "timings", None) or {}).get("versions")
             if m.role == "assistant" and isinstance(versions, list) and len(versions) > 1:
                 index = (m.timings or {}).get("version")

@@ -17,20 +17,21 @@ from typing import Callable, Iterator
 
 import numpy as np
 
+from app import defaults as D
+
 OVERFLOW_TO_POLICY = {"shift": "shift", "stop": "stop"}
 
 
 def sampler_settings(settings: dict):
     from app.engine.sampler import SamplerSettings
 
-    seed = settings.get("seed", -1)
     return SamplerSettings(
-        temperature=max(0.0, float(settings.get("temperature", 0.7))),
-        top_k=int(settings.get("top_k", 40)),
-        top_p=min(1.0, max(1e-6, float(settings.get("top_p", 0.95)))),
-        min_p=min(1.0, max(0.0, float(settings.get("min_p", 0.05)))),
-        repeat_penalty=max(1e-3, float(settings.get("repeat_penalty", 1.0))),
-        seed=None if seed is None or int(seed) < 0 else int(seed))
+        temperature=max(0.0, float(settings.get("temperature", D.TEMPERATURE))),
+        top_k=int(settings.get("top_k", D.TOP_K)),
+        top_p=min(1.0, max(1e-6, float(settings.get("top_p", D.TOP_P)))),
+        min_p=min(1.0, max(0.0, float(settings.get("min_p", D.MIN_P)))),
+        repeat_penalty=max(1e-3, float(settings.get("repeat_penalty", D.REPEAT_PENALTY))),
+        seed=D.seed_or_none(settings.get("seed", D.SEED)))
 
 
 class RealEngine:
@@ -88,7 +89,7 @@ class RealEngine:
         if not turns or turns[-1]["role"] != "user":
             raise ValueError("the conversation must end with a user message")
         chat = Chat(self.engine, system=system,
-                    context_policy=OVERFLOW_TO_POLICY.get(settings.get("overflow", "shift"), "shift"))
+                    context_policy=OVERFLOW_TO_POLICY.get(settings.get("overflow", D.OVERFLOW), D.OVERFLOW))
         chat.messages = [dict(m) for m in turns[:-1]]
         t0 = time.perf_counter()
         prompt_sent = False
@@ -104,7 +105,7 @@ class RealEngine:
         except Exception:
             pass                # the turn itself reports what is wrong with the conversation
         for ev in chat.send(turns[-1]["content"], sampler_settings(settings),
-                            max_tokens=int(settings.get("max_tokens", 512))):
+                            max_tokens=int(settings.get("max_tokens", D.MAX_TOKENS))):
             if isinstance(ev, PromptProgress):
                 reused = max(0, self.engine.session.n_past - int(ev.done))   # kept from the cache
                 n_prompt = reused + int(ev.total)

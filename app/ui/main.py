@@ -87,6 +87,9 @@ def run_window(args) -> int:
     except LlambdaError as e:
         print(f"llambda: error: {e}", file=sys.stderr)
         return 1
+    from app.ui.crash import install_crash_handler
+
+    window.crash_handler = install_crash_handler(window)
     window.show()
     _close_on_signals(window)
     window._file_open_forwarder = FileOpenForwarder(window)

@@ -142,8 +142,14 @@ class ChatState:
             self.store.rename_conversation(self.current_id, title_from(text) or NEW_TITLE)
         return self.store.add_message(self.current_id, "user", text, model=model)
 
-    def begin_reply(self, model: str | None = None) -> Reply:
+    def begin_reply(self, model: str | None = None, identity: dict | None = None) -> Reply:
+        """Start the streaming reply; `identity` ({"name", "sha256", "quantization"}) records
+        which model file answers it (the chat view shows it on hover)."""
         msg_id = self.store.begin_reply(self.current_id, model=model)
+        if identity:
+            self.store.record_model(msg_id, name=identity.get("name") or model,
+                                    sha256=identity.get("sha256"),
+                                    quantization=identity.get("quantization"))
         self.reply = Reply(self._next_request, self.current_id, msg_id)
         self._next_request += 1
         return self.reply

@@ -272,7 +272,9 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         chat_menu.addSeparator()
         action(chat_menu, "Se&ttings…", self.open_settings, "Ctrl+,")
         help_menu = m.addMenu("&Help")
-        action(help_menu, "&About Llambda", self.about)
+        from app.ui.about import add_help_actions
+
+        add_help_actions(self, help_menu)
 
     # -- helpers ---------------------------------------------------------------------------------
 
@@ -521,7 +523,9 @@ class MainWindow(ModelFilesMixin, QMainWindow):
     def start_generation(self) -> None:
         conv_id = self.state.current_id
         messages = self.state.prompt_messages(conv_id)
-        reply = self.state.begin_reply(self.model_name())
+        from app.ui.about import model_identity_of
+
+        reply = self.state.begin_reply(self.model_name(), model_identity_of(self.model_info))
         self.chat.set_empty_text(None)
         self.chat.begin_reply(reply.message_id)
         settings = {**self.state.sampling(), **{k: v for k, v in self.state.engine_settings().items()
@@ -654,6 +658,9 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         if r is not None and r.conversation_id == self.state.current_id:
             status = "error" if error else ("interrupted" if stats.get("stopped") else "complete")
             self.chat.finish_reply(r.text, status, at_limit=stats.get("stop_reason") == "length")
+            from app.ui.about import show_model_identity
+
+            show_model_identity(self.chat, self.state.store, r.message_id)
         self.refresh_conversations()
         self._update_controls()
 
@@ -933,17 +940,9 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         return set_theme_choice(app, self.state.get("theme", "system") or "system")
 
     def about(self) -> QMessageBox:
-        from app.cli import version_line
+        from app.ui.about import show_about
 
-        box = QMessageBox(self)
-        box.setWindowTitle("About Llambda")
-        box.setTextFormat(Qt.PlainText)
-        box.setText(f"{version_line()}\n\n"
-                    "Llambda: chat with language models on your own CPU, offline.\n"
-                    "Its inference engine is its own: C kernels driven from Python.")
-        self.about_box = box
-        box.open()
-        return box
+        return show_about(self)
 
     # -- closing ---------------------------------------------------------------------------------
 

@@ -21,6 +21,8 @@ from typing import Callable, Iterator, Protocol
 
 from PySide6.QtCore import QObject, QThread, Signal, Slot
 
+from app import defaults as D
+from app import logs
 from app.errors import LlambdaError, one_line
 from app.ui.prompt_meter import MIN_TOKENS_FOR_SPEED, PromptMeter, Ticker as _Ticker
 from app.ui.qt_fix import emit
@@ -28,6 +30,16 @@ from app.ui.qt_fix import emit
 TOKEN_BATCH_S = 0.08          # one view update per 80 ms at most
 STATS_EVERY_S = 0.4           # live figures 2.5 times a second while generating
 PROGRESS_EVERY_S = 0.05
+
+log = logs.get("worker")
+_warned: set[str] = set()
+
+
+def _warn_once(key: str, what: str, e: BaseException) -> None:
+    """A failure that would repeat (live figures 2.5 times a second) is logged once."""
+    if key not in _warned:
+        _warned.add(key)
+        log.warning("%s: %s", what, _reason(e))
 
 
 class EngineLike(Protocol):
@@ -66,8 +78,8 @@ def preload_modules() -> None:
     for name in PRELOAD:
         try:
             importlib.import_module(name)
-        except Exception:
-            pass            # a missing piece is reported where it is used, as a one-line error
+        except Exception as e:   # reported where it is used, as a one-line error; noted here
+            log.warning("preloading %s failed: %s", name, _reason(e))
 
 
 def default_engine_factory() -> EngineLike:
@@ -82,6 +94,14 @@ def _reason(e: BaseException) -> str:
         return str(e)
     text = str(e) or type(e).__name__
     return one_line(f"{type(e).__name__}: {text}" if not isinstance(e, (OSError, ValueError)) else text)
+
+
+def _logged(stage: str, e: BaseException) -> str:
+    """The one-line reason of a failed stage, logged (the traceback too, when it is a bug)."""
+    reason = _reason(e)
+    log.warning("%s failed: %s", stage, reason, exc_info=not isinstance(e, (LlambdaError, OSError)),
+                extra={"file_only": True})
+    return reason
 
 
 class ThreadMeter:
@@ -149,8 +169,8 @@ class EngineWorker(QObject):
         if engine is not None:
             try:
                 engine.cancel()
-            except Exception:
-                pass
+            except Exception as e:  # the worker's own flag still stops the loop
+                log.warning("engine.cancel() failed: %s", _reason(e), exc_info=True)
 
     # -- helpers ---------------------------------------------------------------------------------
 
@@ -176,13 +196,13 @@ class EngineWorker(QObject):
                 size, busy = engine.pool_counters()
                 out["pool_size"] = size
                 out["threads_busy"] = self._meter.sample(size, busy)
-        except Exception:
-            pass
+        except Exception as e:      # a live figure missing is not worth stopping for
+            _warn_once("pool_counters", "thread counters unavailable", e)
         try:
             used, total = engine.context_used()
             out["n_ctx_used"], out["n_ctx"] = used, total
-        except Exception:
-            pass
+        except Exception as e:
+            _warn_once("context_used", "context figures unavailable", e)
         return out
 
     # -- model files -----------------------------------------------------------------------------
@@ -196,9 +216,10 @@ class EngineWorker(QObject):
 
             report = preflight(path, options.get("n_ctx") or None)
         except Exception as e:
-            emit(self.import_failed, _reason(e))
+            emit(self.import_failed, _logged("import", e))
             return
         facts = _preflight_facts(path, report)
+        log.info("preflight: %s verdict=%s", os.path.basename(path), report.verdict)
         emit(self.preflight_done, facts)
         if report.verdict == REFUSE:
             reasons = [m for m in report.messages if "not supported" in m or "does not have enough" in m]
@@ -214,6 +235,7 @@ class EngineWorker(QObject):
                 last[0] = now
                 emit(self.import_progress, int(done), int(total))
 
+        t0 = time.monotonic()
         try:
             entry = self.library().import_model(path, progress=progress, cancel=self._cancel,
                                                 keep_in_place=bool(options.get("keep_in_place")))
@@ -221,8 +243,10 @@ class EngineWorker(QObject):
         except DuplicateModelError as e:
             entry, duplicate = e.entry, True
         except Exception as e:
-            emit(self.import_failed, _reason(e))
+            emit(self.import_failed, _logged("import", e))
             return
+        log.info("import: %s -> library as %s (%s, %.1f MiB, %.2fs)", os.path.basename(path), entry.name,
+                 "already there" if duplicate else entry.storage, entry.size / 2**20, time.monotonic() - t0)
         data = entry.to_json()
         data["duplicate"] = duplicate
         data["file"] = str(entry.file_path(self.library().folder))
@@ -260,6 +284,9 @@ class EngineWorker(QObject):
 
             info = describe(path)
             info["template_status"] = _template_status(path)
+            from app.engine.stagelog import file_sha256
+
+            info["sha256"] = file_sha256(path)     # library files: from the name, no hashing
             engine = self.engine()
             last = [0.0]
 
@@ -269,12 +296,12 @@ class EngineWorker(QObject):
                     last[0] = now
                     emit(self.load_progress, float(fraction))
 
-            trained = int(info.get("context_length") or 0) or 4096
-            n_ctx = min(int(options.get("n_ctx") or 0) or 4096, trained)
+            trained = int(info.get("context_length") or 0) or D.N_CTX
+            n_ctx = min(int(options.get("n_ctx") or 0) or D.N_CTX, trained)
             facts = engine.load(path, n_ctx, int(options.get("threads") or 0), progress)
         except Exception as e:
             self.loaded_path = None
-            emit(self.load_failed, _reason(e))
+            emit(self.load_failed, _logged("load", e))
             return
         info = {**info, **dict(facts or {})}
         info.setdefault("n_ctx", n_ctx)
@@ -350,6 +377,8 @@ class EngineWorker(QObject):
             d.update(self.live_counters())
             return d
 
+        if messages:
+            logs.log_text("user", str(messages[-1].get("content", "")))
         if request_id in self._cancelled_ids:       # stopped before it began
             self._cancelled_ids.discard(request_id)
             emit(self.generation_finished, request_id, {"stopped": True, "prompt_tokens": 0,
@@ -418,7 +447,7 @@ class EngineWorker(QObject):
                 stopped = True
                 self._cancelled_ids.discard(request_id)
             else:
-                emit(self.generation_failed, request_id, _reason(e))
+                emit(self.generation_failed, request_id, _logged("generation", e))
                 return
         ticker.stop()
         if buffer:
@@ -459,8 +488,8 @@ class EngineWorker(QObject):
         if self._engine is not None:
             try:
                 self._engine.close()
-            except Exception:
-                pass
+            except Exception as e:  # closing anyway: the process or the next model goes on
+                log.warning("closing the engine failed: %s", _reason(e), exc_info=True)
             self._engine = None
 
 
@@ -472,7 +501,8 @@ def _template_status(path: str) -> str:
         with open_gguf(path) as f:
             status, message = chat_template_status(f)
         return "ok" if status == "ok" else message.split(": ", 1)[-1]
-    except Exception:
+    except Exception as e:
+        log.info("chat template status of %s unknown: %s", os.path.basename(path), _reason(e))
         return "unknown"
 
 
@@ -485,8 +515,8 @@ def _preflight_facts(path: str, report) -> dict:
         m = describe_model(path)
         d.update({"model_name": m.name, "architecture": m.architecture, "n_params": m.n_params,
                   "quantization": m.quantization})
-    except Exception:
-        pass
+    except Exception as e:          # the pre-flight report names the file's problem itself
+        log.info("no header facts for %s: %s", os.path.basename(path), _reason(e))
     try:
         d["file_size"] = os.path.getsize(path)
     except OSError:
@@ -526,8 +556,8 @@ class EngineThread(QThread):
             self.wait(1000)
         try:
             self.worker.on_window_closing()
-        except Exception:
-            pass
+        except Exception as e:
+            log.warning("stopping the engine thread: %s", _reason(e), exc_info=True)
 
 
 __all__ = ["EngineLike", "EngineWorker", "EngineThread", "ThreadMeter", "default_engine_factory", "preload_modules",
