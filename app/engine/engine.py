@@ -27,7 +27,11 @@ DEFAULT_N_CTX = 4096
 
 class Engine:
     def __init__(self, path, *, n_ctx: int | None = None, n_threads: int = 0, kv_type: str = "f16",
-                 n_batch: int = 512, isa: str | None = None):
+                 n_batch: int = 512, isa: str | None = None, speculation: str = "lookup",
+                 draft: str | None = None, draft_max: int = 8):
+        """speculation: "lookup" (prompt lookup, on by default: it switches itself off where it
+        does not pay), "off", or "draft" with `draft` the path of a small model of the same
+        vocabulary; draft_max: most tokens guessed per pass (app.engine.speculative)."""
         from app.text import load_tokenizer
 
         self.path = str(path)
@@ -44,6 +48,34 @@ class Engine:
             raise
         self.session = Session(self.decoder, n_batch=n_batch)
         self._template = None
+        self.speculator = None
+        try:
+            self.set_speculation("draft" if draft else speculation, draft, draft_max, kv_type)
+        except BaseException:
+            self.close()
+            raise
+
+    def set_speculation(self, mode: str = "lookup", draft: str | None = None, draft_max: int = 8,
+                        kv_type: str = "f16") -> None:
+        """Switch speculative decoding: "off", "lookup", or "draft" (opens `draft`; a draft whose
+        vocabulary differs from this model's is refused with IncompatibleDraftError)."""
+        from app.engine.speculative import DraftModel, PromptLookup, Speculator
+
+        if mode not in ("off", "lookup", "draft"):
+            raise ValueError(f"speculation must be off, lookup or draft, not {mode!r}")
+        old = self.speculator
+        if mode == "off":
+            self.speculator = None
+        elif mode == "lookup":
+            self.speculator = Speculator(PromptLookup(), k_max=draft_max)
+        else:
+            if not draft:
+                raise ValueError("speculation \"draft\" needs a draft model")
+            self.speculator = Speculator(DraftModel(draft, self.file, self.n_ctx,
+                                                    pool=self.decoder.pool, kv_type=kv_type),
+                                         k_max=draft_max)
+        if old is not None and hasattr(old.proposer, "close"):
+            old.proposer.close()
 
     @classmethod
     def load(cls, path, **kw) -> "Engine":
@@ -80,13 +112,17 @@ class Engine:
     # -- running ------------------------------------------------------------------------------
 
     def generate(self, request: GenerationRequest) -> Iterator[Event]:
-        return generate(self.session, self.tokenizer, request)
+        return generate(self.session, self.tokenizer, request, self.speculator)
 
     def cancel(self) -> None:
         """From any thread: the running generation ends with stop reason "cancelled"."""
         self.session.cancel()
 
     def close(self) -> None:
+        spec = getattr(self, "speculator", None)
+        if spec is not None and hasattr(spec.proposer, "close"):
+            spec.proposer.close()
+            self.speculator = None
         self.decoder.close()
         self.file.close()
 
