@@ -196,7 +196,7 @@ def generate(session: Session, tokenizer, request: GenerationRequest,
                         speculator.note_plain(len(toks), took)
                         spec.plain_tokens += len(toks)
                         spec.plain_s += took
-                run = RUN
+                run = RUN if spec is None else speculator.plain_run
             taken = 0               # tokens of the run that become the reply's
             for tok in toks:
                 if taken and session.cancelled:     # Stop pressed while the run was shown

@@ -205,12 +205,13 @@ class Speculator:
     PROBE_EVERY = 48    # tokens between probes while guessing does not pay
     MIN_GAIN = 1.03     # expected speed-up needed to guess at all
 
-    def __init__(self, proposer, k_max: int = 8, adaptive: bool = True):
+    def __init__(self, proposer, k_max: int = 8, adaptive: bool = True, plain_run: int = 8):
         if not 1 <= k_max <= K_MAX:
             raise ValueError(f"k_max must be in 1..{K_MAX}")
         self.proposer = proposer
         self.k_max = k_max
-        self.adaptive = adaptive
+        self.adaptive = adaptive        # False: guess whenever the proposer can (tests)
+        self.plain_run = plain_run      # tokens of a C run between two looks for a guess
         self.t_token: float | None = None   # seconds per plain token (C runs)
         self.beta: float | None = None      # extra cost of one more verified token, in tokens
         self.gamma: float | None = None     # draft cost per guessed token, in tokens
