@@ -40,7 +40,7 @@ from typing import Sequence
 import numpy as np
 
 from app.engine.stats import SpecStats
-from app.errors import LlambdaError
+from app.errors import UnsupportedModelError
 
 __all__ = ["PromptLookup", "DraftModel", "Speculator", "SpecStats", "verify_pass",
            "vocab_fingerprint", "IncompatibleDraftError", "K_MAX"]
@@ -48,8 +48,8 @@ __all__ = ["PromptLookup", "DraftModel", "Speculator", "SpecStats", "verify_pass
 K_MAX = 16          # most guessed tokens per pass (the verify batch is K_MAX + 1)
 
 
-class IncompatibleDraftError(LlambdaError, ValueError):
-    """The draft model does not share the target's vocabulary."""
+class IncompatibleDraftError(UnsupportedModelError):
+    """The draft model does not share the target's vocabulary (exit code 4 on the command line)."""
 
 
 # --- proposers ----------------------------------------------------------------------------------
