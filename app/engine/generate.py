@@ -144,6 +144,8 @@ def generate(session: Session, tokenizer, request: GenerationRequest,
         run = 1                 # tokens per run: the first alone (it shows at once), then RUN
         spec = SpecStats(kind=speculator.kind) if speculator is not None else None
         stats.spec = spec
+        if speculator is not None:
+            speculator.current = spec       # live figures for a window polling from elsewhere
         while len(ids) < request.max_tokens:
             toks = None
             if pending is not None and spec is not None and session.n_past < session.n_ctx:

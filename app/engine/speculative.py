@@ -218,6 +218,17 @@ class Speculator:
         # acceptance per match-length bucket: [accepted, rejections] (decayed counts)
         self._acc: dict[int, list[float]] = {}
         self._since_probe = 0
+        self.current: SpecStats | None = None   # the running (or last) generation's figures
+
+    def figures(self) -> dict:
+        """The running generation's figures for a live display (flat, JSON-friendly)."""
+        s = self.current
+        if s is None:
+            return {"spec_kind": self.kind}
+        return {"spec_kind": s.kind, "spec_passes": s.passes, "spec_acceptance": round(s.acceptance, 3),
+                "spec_tokens_per_pass": round(s.tokens_per_pass, 2),
+                "spec_speedup": round(s.speedup if s.t_token else
+                                      s.speedup_with(self.t_token), 2)}
 
     @property
     def kind(self) -> str:

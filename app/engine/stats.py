@@ -31,17 +31,21 @@ class SpecStats:
 
     @property
     def speedup(self) -> float:
-        """Estimated speed-up of the reply against decoding it one token at a time (t_token each)."""
+        """Estimated speed-up of the reply against decoding it one token at a time (t_token each;
+        1.0 while unknown)."""
+        return self.speedup_with(self.t_token)
+
+    def speedup_with(self, t_token: float | None) -> float:
         n = self.pass_tokens + self.plain_tokens
         spent = self.pass_s + self.plain_s
-        if not self.t_token or self.passes == 0 or spent <= 0:
+        if not t_token or self.passes == 0 or spent <= 0:
             return 1.0
-        return n * self.t_token / spent
+        return n * t_token / spent
 
     def summary(self) -> str:
         return (f"speculation ({self.kind}): {self.passes} passes, {self.tokens_per_pass:.2f} tok/pass, "
                 f"{self.accepted}/{self.proposed} guesses accepted ({100 * self.acceptance:.0f}%), "
-                f"~{self.speedup:.2f}x")
+                + (f"~{self.speedup:.2f}x" if self.t_token else "speed-up not measured"))
 
 
 

@@ -105,7 +105,7 @@ class RealEngine:
                     "prompt_tok_s": round(s.prompt_tok_s, 2), "gen_tok_s": round(s.generation_tok_s, 2),
                     "ttft_s": round(s.ttft_s, 4), "stop_reason": ev.stop_reason,
                     "stopped": ev.stop_reason == "cancelled", "peak_rss_bytes": s.peak_rss_bytes,
-                    "threads": s.threads, "isa": s.isa}}
+                    "threads": s.threads, "isa": s.isa, **self.speculation()}}
 
     def cancel(self) -> None:
         engine = self.engine
@@ -119,6 +119,11 @@ class RealEngine:
         if pool is None:
             return 0, []
         return pool.size, pool.busy_ns()
+
+    def speculation(self) -> dict:
+        """Figures of speculative decoding in the running reply (empty when it is off)."""
+        spec = getattr(self.engine, "speculator", None)
+        return spec.figures() if spec is not None else {}
 
     def context_used(self) -> tuple[int, int]:
         if self.engine is None:

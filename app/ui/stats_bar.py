@@ -89,7 +89,10 @@ class StatsBar(QWidget):
         gen = f.get("gen_tok_s")
         pp = f.get("prompt_tok_s")
         ttft = f.get("ttft_s")
-        self.labels["gen"].setText(f"gen {gen:.1f} tok/s" if gen else "gen – tok/s")
+        tpp = f.get("spec_tokens_per_pass")
+        spec = (f" ({tpp:.1f} tok/pass, {f.get('spec_acceptance', 0):.0%} of guesses kept, "
+                f"×{f.get('spec_speedup', 1):.2f})" if tpp and f.get("spec_passes") else "")
+        self.labels["gen"].setText(f"gen {gen:.1f} tok/s{spec}" if gen else "gen – tok/s")
         self.labels["prompt"].setText(f"prompt {pp:.0f} tok/s" if pp else "prompt – tok/s")
         self.labels["ttft"].setText(f"first token {ttft:.2f} s" if ttft is not None else "first token –")
         n_ctx = f.get("n_ctx")

@@ -173,6 +173,10 @@ class EngineWorker(QObject):
             out["n_ctx_used"], out["n_ctx"] = used, total
         except Exception:
             pass
+        try:
+            out.update(self._engine.speculation())
+        except Exception:
+            pass
         return out
 
     # -- model files -----------------------------------------------------------------------------
