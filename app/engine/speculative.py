@@ -204,6 +204,7 @@ class Speculator:
     BETA0 = 0.5         # before measuring: one more token in a verify pass costs half a token
     PROBE_EVERY = 48    # tokens between probes while guessing does not pay
     MIN_GAIN = 1.03     # expected speed-up needed to guess at all
+    REMEASURE = 256     # tokens made by passes before a plain run measures a token's cost again
 
     def __init__(self, proposer, k_max: int = 8, adaptive: bool = True, plain_run: int = 8):
         if not 1 <= k_max <= K_MAX:
@@ -218,6 +219,7 @@ class Speculator:
         # acceptance per match-length bucket: [accepted, rejections] (decayed counts)
         self._acc: dict[int, list[float]] = {}
         self._since_probe = 0
+        self._since_plain = 0
         self.current: SpecStats | None = None   # the running (or last) generation's figures
 
     def figures(self) -> dict:
@@ -240,6 +242,7 @@ class Speculator:
         if n_decoded > 0 and seconds > 0:
             self.t_token = _ema(self.t_token, seconds / n_decoded, 0.2)
             self._since_probe += n_decoded
+            self._since_plain = 0
 
     # before measuring: a guess from a longer match is likelier right (weight of two passes)
     PRIOR = {0: 0.5, 1: 0.6, 2: 0.4, 3: 0.6, 4: 0.7, 5: 0.75, 6: 0.8}
@@ -258,6 +261,7 @@ class Speculator:
             self.beta = _ema(self.beta, max(0.0, (verify_s / self.t_token - 1) / k), 0.2)
             self.gamma = _ema(self.gamma, guess_s / self.t_token / k, 0.2)
         self._since_probe = 0
+        self._since_plain += n_acc + 1
 
     def _bucket(self, match: int) -> int:
         return min(match, 6)
@@ -288,6 +292,8 @@ class Speculator:
         k_cap = min(self.k_max, k_room)
         if k_cap < 1:
             return [], 0
+        if self.adaptive and (self.t_token is None or self._since_plain >= self.REMEASURE):
+            return [], 0            # a plain run first: the cost of a token, against which k is chosen
         if not self.adaptive:
             guess = self.proposer.propose(context, k_cap)
             return guess, self._bucket(getattr(self.proposer, "last_match", 0))

@@ -326,3 +326,23 @@ def test_smollm2_seeded_sampling_is_the_same_with_speculation(smol):
     want = run(smol, req)[1]
     got = run(smol, req, always(PromptLookup(min_ngram=1), 6))[1]
     assert got.ids == want.ids and got.stats.spec.passes > 0
+
+
+def test_gemma3_greedy_is_the_same_with_speculation():
+    """Gemma 3 270M (262,144-token vocabulary, sliding-window layers): plain and speculative
+    greedy replies agree token for token, and SmolLM2 is refused as its draft in one line."""
+    from tests.engine.test_decoder_gemma3 import fetch_gemma3
+    from tests.models import require_smollm2
+
+    try:
+        path = fetch_gemma3()
+    except Exception as e:
+        pytest.fail(str(e), pytrace=False)
+    with Engine(path, n_ctx=256, n_threads=2, speculation="off") as eng:
+        msgs = [{"role": "user", "content": "Copy this list: apples, pears, plums, apples, pears, plums."}]
+        req = GenerationRequest(tuple(eng.chat_prompt(msgs)), max_tokens=24, stop_on_eog=False)
+        want = run(eng, req)[1]
+        got = run(eng, req, always(PromptLookup(min_ngram=1), 4))[1]
+        assert got.ids == want.ids and got.stats.spec.passes > 0
+        with pytest.raises(IncompatibleDraftError):
+            DraftModel(require_smollm2(), eng.file, eng.n_ctx)
