@@ -67,7 +67,8 @@ def _speculation_args(p: argparse.ArgumentParser) -> None:
                    help="prompt lookup guesses tokens from the conversation and checks several in "
                         "one pass where that pays (default); off: one token per pass")
     p.add_argument("--draft", metavar="MODEL", default=None,
-                   help="a small model of the same vocabulary that guesses tokens for the main one")
+                   help="a small model of the same vocabulary that guesses tokens for the main one "
+                        "(auto: the smallest such model in the library)")
     p.add_argument("--draft-max", metavar="K", type=_draft_max, default=8, help="most tokens guessed per pass (1..16, default 8)")
 
 
@@ -112,7 +113,16 @@ def open_engine(args, n_ctx: int | None = None):
     from app.engine.engine import Engine
 
     path = _resolve(args.model)
-    draft = _resolve(args.draft) if getattr(args, "draft", None) else None
+    draft = getattr(args, "draft", None)
+    if draft == "auto":             # the smallest model of the library with the same vocabulary
+        from app.engine.speculative import library_drafts
+
+        found = library_drafts(path)
+        draft = found[0] if found else None
+        print(f"llambda: draft model: {draft or 'none compatible in the library; prompt lookup instead'}",
+              file=sys.stderr)
+    elif draft:
+        draft = _resolve(draft)
     try:
         from app.library.preflight import memory_verdict, preflight
 

@@ -40,9 +40,9 @@ from typing import Sequence
 import numpy as np
 
 from app.engine.stats import SpecStats
-from app.errors import UnsupportedModelError
+from app.errors import LlambdaError, UnsupportedModelError
 
-__all__ = ["PromptLookup", "DraftModel", "Speculator", "SpecStats", "verify_pass",
+__all__ = ["PromptLookup", "DraftModel", "compatible_drafts", "library_drafts", "Speculator", "SpecStats", "verify_pass",
            "vocab_fingerprint", "IncompatibleDraftError", "K_MAX"]
 
 K_MAX = 16          # most guessed tokens per pass (the verify batch is K_MAX + 1)
@@ -137,6 +137,40 @@ def vocab_fingerprint(f) -> str:
             h.update(str(v).encode("utf-8", "replace"))
         h.update(b"\1")
     return h.hexdigest()
+
+
+def compatible_drafts(target_path, candidates, max_fraction: float = 0.5) -> list[str]:
+    """Of `candidates` (paths), those that can draft for the target: same vocabulary, a file at
+    most max_fraction of the target's size (a draft must be much cheaper to pay); smallest first.
+    Unreadable files are passed over."""
+    import os
+
+    from app.gguf import open_gguf
+
+    size = os.path.getsize(target_path)
+    with open_gguf(target_path) as f:
+        want = vocab_fingerprint(f)
+    found = []
+    for c in candidates:
+        try:
+            csize = os.path.getsize(c)
+            if csize > max_fraction * size or os.path.samefile(c, target_path):
+                continue
+            with open_gguf(c) as g:
+                if vocab_fingerprint(g) == want:
+                    found.append((csize, str(c)))
+        except (OSError, LlambdaError):
+            continue
+    return [c for _, c in sorted(found)]
+
+
+def library_drafts(target_path) -> list[str]:
+    """compatible_drafts over the models of the user's library (app.library)."""
+    from app.library import ModelLibrary
+
+    lib = ModelLibrary()
+    paths = [e.file_path(lib.folder) for e in lib.list() if lib.status(e) == "ok"]
+    return compatible_drafts(target_path, paths)
 
 
 class DraftModel:

@@ -346,3 +346,29 @@ def test_gemma3_greedy_is_the_same_with_speculation():
         assert got.ids == want.ids and got.stats.spec.passes > 0
         with pytest.raises(IncompatibleDraftError):
             DraftModel(require_smollm2(), eng.file, eng.n_ctx)
+
+
+def test_compatible_drafts_and_cli_flags(tiny, capsys):
+    from app.engine.cli import main
+    from app.engine.speculative import compatible_drafts
+
+    eng, target, draft, other = tiny
+    assert compatible_drafts(target, [target, draft, other, "/nonexistent.gguf"], 1.0) == [str(draft)]
+    assert compatible_drafts(target, [draft]) == []          # not smaller: no use as a draft
+    base = ["generate", str(target), "--raw", "--prompt", "abc", "--temperature", "0",
+            "--max-tokens", "12", "--threads", "1", "--ctx", "64", "--json"]
+    import json
+
+    outs = []
+    for extra in ([], ["--speculation", "off"], ["--draft", str(draft), "--draft-max", "3"],
+                  ["--draft", "auto"]):
+        assert main(base + extra) == 0
+        outs.append(json.loads(capsys.readouterr().out))
+    assert len({tuple(o["ids"]) for o in outs}) == 1
+    assert outs[0]["stats"]["spec"]["kind"] == "lookup" and outs[1]["stats"]["spec"] is None
+    assert outs[2]["stats"]["spec"]["kind"] == "draft" and outs[3]["stats"]["spec"]["kind"] == "lookup"
+    assert main(base + ["--draft", str(other)]) == 4
+    err = capsys.readouterr().err
+    assert "vocabulary" in err and err.count("\n") == 1
+    with pytest.raises(SystemExit):
+        main(base + ["--draft-max", "17"])
