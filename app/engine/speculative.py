@@ -236,7 +236,7 @@ class Speculator:
     carries over from one reply to the next."""
 
     BETA0 = 0.5         # before measuring: one more token in a verify pass costs half a token
-    PROBE_EVERY = 48    # tokens between probes while guessing does not pay
+    PROBE_EVERY = 64    # tokens between probes (one guessed token) while guessing does not pay
     MIN_GAIN = 1.03     # expected speed-up needed to guess at all
     REMEASURE = 256     # tokens made by passes before a plain run measures a token's cost again
 
@@ -279,7 +279,7 @@ class Speculator:
             self._since_plain = 0
 
     # before measuring: a guess from a longer match is likelier right (weight of two passes)
-    PRIOR = {0: 0.5, 1: 0.6, 2: 0.4, 3: 0.6, 4: 0.7, 5: 0.75, 6: 0.8}
+    PRIOR = {0: 0.5, 1: 0.6, 2: 0.4, 3: 0.5, 4: 0.65, 5: 0.75, 6: 0.8}
 
     def _counts(self, bucket: int) -> list[float]:
         if bucket not in self._acc:
@@ -338,11 +338,11 @@ class Speculator:
             bucket = self._bucket(self.proposer.last_match)
             k = self.choose_k(self.acceptance(bucket), len(guess))
             if k == 0 and self._since_probe >= self.PROBE_EVERY:
-                k = min(2, len(guess))
+                k = 1
             return guess[:k], bucket
         k = self.choose_k(self.acceptance(1), k_cap)
         if k == 0 and self._since_probe >= self.PROBE_EVERY:
-            k = min(2, k_cap)
+            k = 1
         if k == 0:
             return [], 0
         return self.proposer.propose(context, k), 1
