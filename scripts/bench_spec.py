@@ -5,6 +5,8 @@
         pass of k = n - 1 guesses) against one token, at a depth of 256 tokens in the cache.
     python scripts/bench_spec.py verify8b [--threads 2] [--reps 7]
         the same for the weight products of a Llama-3-8B-shaped model (see verify_costs_8b).
+    python scripts/bench_spec.py project VERIFY.jsonl --acceptance A --gamma G
+        the expected speed-up from measured verify costs (see project()).
     python scripts/bench_spec.py gen MODEL [--draft DRAFT] [--reps 3] [--max-tokens 200]
         greedy replies to the editing, summarising and chat prompts below, without speculation,
         with prompt lookup, and with DRAFT as draft model (runs interleaved, median tok/s);
@@ -137,6 +139,20 @@ def verify_costs_8b(threads: int, reps: int, cpu: bool = False) -> list[dict]:
     return rows
 
 
+def project(verify_rows: list[dict], acceptance: float, gamma: float) -> dict:
+    """Expected speed-up of speculation from measured verify costs: for k guesses a pass yields
+    E(k) = 1 + a + .. + a^k tokens (a: the chance a guess is kept) and costs c(k + 1) + gamma * k
+    plain tokens (c: verify cost ratio, gamma: a guess's cost); the best k over those measured."""
+    best = (1.0, 0)
+    for r in verify_rows:
+        k = r["k"]
+        if k < 1:
+            continue
+        e = sum(acceptance ** i for i in range(k + 1))
+        best = max(best, (e / (r["x_one"] + gamma * k), k))
+    return {"acceptance": acceptance, "gamma": gamma, "speedup": round(best[0], 2), "k": best[1]}
+
+
 def gen(path: str, draft: str | None, reps: int, max_tokens: int, threads: int,
         prompts: list[str]) -> list[dict]:
     from app.engine.engine import Engine
@@ -179,7 +195,9 @@ def gen(path: str, draft: str | None, reps: int, max_tokens: int, threads: int,
 
 def main() -> int:
     p = argparse.ArgumentParser()
-    p.add_argument("what", choices=("verify", "verify8b", "gen"))
+    p.add_argument("what", choices=("verify", "verify8b", "gen", "project"))
+    p.add_argument("--acceptance", type=float, default=0.8)
+    p.add_argument("--gamma", type=float, default=0.0, help="project: a guess's cost in plain tokens")
     p.add_argument("model", nargs="?")
     p.add_argument("--draft")
     p.add_argument("--cpu", action="store_true", help="verify: process CPU time instead of wall time")
@@ -188,7 +206,10 @@ def main() -> int:
     p.add_argument("--max-tokens", type=int, default=200)
     p.add_argument("--prompts", default=",".join(PROMPTS))
     a = p.parse_args()
-    if a.what in ("verify", "verify8b"):
+    if a.what == "project":          # MODEL: a JSON-lines file written by verify / verify8b
+        rows = [project([json.loads(x) for x in open(a.model)], a.acceptance, a.gamma)]
+        print(rows[0], file=sys.stderr)
+    elif a.what in ("verify", "verify8b"):
         rows = verify_costs(a.model, a.threads, a.reps, cpu=a.cpu) if a.what == "verify" else \
             verify_costs_8b(a.threads, a.reps, cpu=a.cpu)
         for r in rows:
