@@ -42,8 +42,8 @@ import numpy as np
 from app.engine.stats import SpecStats
 from app.errors import LlambdaError, UnsupportedModelError
 
-__all__ = ["PromptLookup", "DraftModel", "compatible_drafts", "library_drafts", "Speculator", "SpecStats", "verify_pass",
-           "vocab_fingerprint", "IncompatibleDraftError", "K_MAX"]
+__all__ = ["PromptLookup", "DraftModel", "compatible_drafts", "library_drafts", "Speculator",
+           "SpecStats", "verify_pass", "vocab_fingerprint", "IncompatibleDraftError", "K_MAX"]
 
 K_MAX = 16          # most guessed tokens per pass (the verify batch is K_MAX + 1)
 
@@ -175,7 +175,8 @@ def library_drafts(target_path) -> list[str]:
 
 class DraftModel:
     """A second, small model that guesses greedily. It shares the target's thread pool (the two
-    never run at once) and keeps its own KV cache, fed with the target's context before each
+    never run at once; a cancel of the target's generation stops the draft's kernels too) and
+    keeps its own KV cache, fed with the target's context before each
     guess (only what is new since the last one is decoded)."""
 
     name = "draft"
@@ -213,12 +214,6 @@ class DraftModel:
         toks, _, _ = self.session.sample_run(logits, self._greedy, k)
         self.last_match = 1
         return toks
-
-    def abort(self) -> None:
-        self.session.cancel()
-
-    def clear_abort(self) -> None:
-        self.session.clear_cancel()
 
     def close(self) -> None:
         self.decoder.close()
