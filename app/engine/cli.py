@@ -57,6 +57,23 @@ def _common_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch", type=positive_int, default=D.N_BATCH, help="prompt tokens per decoder call")
 
 
+def _draft_max(text: str) -> int:
+    v = _whole_number(text, 1, "is not in 1..16")
+    if v > 16:
+        raise argparse.ArgumentTypeError(f"{v} is not in 1..16")
+    return v
+
+
+def _speculation_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--speculation", choices=("lookup", "off"), default="lookup",
+                   help="prompt lookup guesses tokens from the conversation and checks several in "
+                        "one pass where that pays (default); off: one token per pass")
+    p.add_argument("--draft", metavar="MODEL", default=None,
+                   help="a small model of the same vocabulary that guesses tokens for the main one "
+                        "(auto: the smallest such model in the library)")
+    p.add_argument("--draft-max", metavar="K", type=_draft_max, default=8, help="most tokens guessed per pass (1..16, default 8)")
+
+
 def _sampling_args(p: argparse.ArgumentParser) -> None:
     """The sampling flags; every default is app/defaults.py's."""
     p.add_argument("--max-tokens", type=int, default=D.MAX_TOKENS, help="most tokens to generate")
@@ -100,16 +117,33 @@ def open_engine(args, n_ctx: int | None = None):
     from app.engine.engine import Engine
 
     path = _resolve(args.model)
+    draft = getattr(args, "draft", None)
+    if draft == "auto":             # the smallest model of the library with the same vocabulary
+        from app.engine.speculative import library_drafts
+
+        found = library_drafts(path)
+        draft = found[0] if found else None
+        print(f"llambda: draft model: {draft or 'none compatible in the library; prompt lookup instead'}",
+              file=sys.stderr)
+    elif draft:
+        draft = _resolve(draft)
     try:
-        from app.library.preflight import preflight
+        from app.library.preflight import memory_verdict, preflight
 
         report = preflight(path, n_ctx or args.ctx or None, args.kv_type)
         if report.memory_verdict == "refuse":
             raise OutOfMemoryError(f"{path}: {report.summary()}")
+        if draft:       # both models, each with its KV cache, at the same context
+            d = preflight(draft, report.n_ctx, args.kv_type)
+            verdict, msg = memory_verdict(report.needed_bytes + d.needed_bytes,
+                                          report.available_bytes, report.total_bytes)
+            if verdict == "refuse":
+                raise OutOfMemoryError(f"{path} with draft {draft}: {msg}")
     except ImportError:
         pass
     return Engine(path, n_ctx=n_ctx or args.ctx, n_threads=args.threads, kv_type=args.kv_type,
-                  n_batch=args.batch)
+                  n_batch=args.batch, speculation=getattr(args, "speculation", "lookup"),
+                  draft=draft, draft_max=getattr(args, "draft_max", 8))
 
 
 # --- generate -----------------------------------------------------------------------------------
@@ -121,6 +155,7 @@ def add_generate_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--system", default=None, help="system prompt (chat template only)")
     p.add_argument("--stop", action="append", default=[], help="stop string (repeatable)")
     _sampling_args(p)
+    _speculation_args(p)
     p.add_argument("--json", action="store_true",
                    help="print one JSON object: prompt_ids, ids, text, stop_reason, stats")
 
@@ -198,6 +233,7 @@ def add_chat_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--context-policy", choices=("shift", "stop"), default=D.OVERFLOW,
                    help="when the context is full: drop the oldest turns (shift) or stop")
     _sampling_args(p)
+    _speculation_args(p)
 
 
 def run_chat(args: argparse.Namespace, stdin=None, stdout=None) -> int:

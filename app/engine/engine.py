@@ -30,7 +30,11 @@ DEFAULT_N_CTX = D.N_CTX
 
 class Engine:
     def __init__(self, path, *, n_ctx: int | None = None, n_threads: int = D.THREADS,
-                 kv_type: str = D.KV_TYPE, n_batch: int = D.N_BATCH, isa: str | None = None):
+                 kv_type: str = D.KV_TYPE, n_batch: int = D.N_BATCH, isa: str | None = None,
+                 speculation: str = "lookup", draft: str | None = None, draft_max: int = 8):
+        """speculation: "lookup" (prompt lookup, on by default: it switches itself off where it
+        does not pay), "off", or "draft" with `draft` the path of a small model of the same
+        vocabulary; draft_max: most tokens guessed per pass (app.engine.speculative)."""
         from app.text import load_tokenizer
 
         self.path = str(path)
@@ -52,7 +56,35 @@ class Engine:
         self.session = Session(self.decoder, n_batch=n_batch)
         self._template = None
         self.last_tokenize_s: float | None = None     # of the last raw_prompt / chat_prompt
+        self.speculator = None
+        try:
+            self.set_speculation("draft" if draft else speculation, draft, draft_max, kv_type)
+        except BaseException:
+            self.close()
+            raise
         stagelog.log_model_load(self, map_s, decoder_s)
+
+    def set_speculation(self, mode: str = "lookup", draft: str | None = None, draft_max: int = 8,
+                        kv_type: str = "f16") -> None:
+        """Switch speculative decoding: "off", "lookup", or "draft" (opens `draft`; a draft whose
+        vocabulary differs from this model's is refused with IncompatibleDraftError)."""
+        from app.engine.speculative import DraftModel, PromptLookup, Speculator
+
+        if mode not in ("off", "lookup", "draft"):
+            raise ValueError(f"speculation must be off, lookup or draft, not {mode!r}")
+        old = self.speculator
+        if mode == "off":
+            self.speculator = None
+        elif mode == "lookup":
+            self.speculator = Speculator(PromptLookup(), k_max=draft_max)
+        else:
+            if not draft:
+                raise ValueError("speculation \"draft\" needs a draft model")
+            self.speculator = Speculator(DraftModel(draft, self.file, self.n_ctx,
+                                                    pool=self.decoder.pool, kv_type=kv_type),
+                                         k_max=draft_max)
+        if old is not None and hasattr(old.proposer, "close"):
+            old.proposer.close()
 
     @classmethod
     def load(cls, path, **kw) -> "Engine":
@@ -97,7 +129,7 @@ class Engine:
     def generate(self, request: GenerationRequest) -> Iterator[Event]:
         """The events of one generation; its figures go to the stage log when it finishes."""
         tokenize_s, self.last_tokenize_s = self.last_tokenize_s, None
-        for ev in generate(self.session, self.tokenizer, request):
+        for ev in generate(self.session, self.tokenizer, request, self.speculator):
             if isinstance(ev, Finished):
                 stagelog.log_generation(ev, tokenize_s)
             yield ev
@@ -107,6 +139,10 @@ class Engine:
         self.session.cancel()
 
     def close(self) -> None:
+        spec = getattr(self, "speculator", None)
+        if spec is not None and hasattr(spec.proposer, "close"):
+            spec.proposer.close()
+            self.speculator = None
         self.decoder.close()
         self.file.close()
 

@@ -123,7 +123,7 @@ class RealEngine:
             elif isinstance(ev, ContextShifted):
                 yield {"type": "context_shift", "dropped": int(ev.dropped)}
             elif isinstance(ev, Finished):
-                yield {"type": "done", "stats": _done_stats(ev)}
+                yield {"type": "done", "stats": {**_done_stats(ev), **self.speculation()}}
 
     def _continue(self, system: list[dict], turns: list[dict], settings: dict) -> Iterator[dict]:
         """Go on with the last assistant turn where it stopped (the token limit): the prompt is the
@@ -154,7 +154,7 @@ class RealEngine:
             elif isinstance(ev, ContextShifted):
                 yield {"type": "context_shift", "dropped": int(ev.dropped)}
             elif isinstance(ev, Finished):
-                yield {"type": "done", "stats": _done_stats(ev)}
+                yield {"type": "done", "stats": {**_done_stats(ev), **self.speculation()}}
 
     # -- reading the weights in ----------------------------------------------------------------
 
@@ -199,6 +199,11 @@ class RealEngine:
         if pool is None:
             return 0, []
         return pool.size, pool.busy_ns()
+
+    def speculation(self) -> dict:
+        """Figures of speculative decoding in the running reply (empty when it is off)."""
+        spec = getattr(self.engine, "speculator", None)
+        return spec.figures() if spec is not None else {}
 
     def context_used(self) -> tuple[int, int]:
         if self.engine is None:

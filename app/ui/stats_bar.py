@@ -139,7 +139,10 @@ class StatsBar(QWidget):
         pp = f.get("prompt_tok_s")
         ttft = f.get("ttft_s")
         unit = "t/s" if c else "tok/s"
-        self.labels["gen"].setText(f"gen {gen:.1f} {unit}" if gen else f"gen – {unit}")
+        tpp = f.get("spec_tokens_per_pass")
+        spec = (f" ({tpp:.1f} tok/pass, {f.get('spec_acceptance', 0):.0%} of guesses kept, "
+                f"×{f.get('spec_speedup', 1):.2f})" if tpp and f.get("spec_passes") and not c else "")
+        self.labels["gen"].setText(f"gen {gen:.1f} {unit}{spec}" if gen else f"gen – {unit}")
         progress = f.get("prompt")
         reused = int(f.get("prompt_reused") or 0)
         new = f.get("prompt_evaluated")

@@ -203,6 +203,10 @@ class EngineWorker(QObject):
             out["n_ctx_used"], out["n_ctx"] = used, total
         except Exception as e:
             _warn_once("context_used", "context figures unavailable", e)
+        try:
+            out.update(self._engine.speculation())
+        except Exception as e:
+            _warn_once("speculation", "speculation figures unavailable", e)
         return out
 
     # -- model files -----------------------------------------------------------------------------
