@@ -51,7 +51,8 @@ def _common_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", help="a GGUF file, or the name of a model in the library")
     p.add_argument("--threads", type=int, default=0, help="worker threads (default: physical cores)")
     p.add_argument("--ctx", type=positive_int, default=None, help="context length in tokens (default: min(training, 4096))")
-    p.add_argument("--kv-type", choices=("f16", "f32"), default="f16", help="KV cache precision")
+    p.add_argument("--kv-type", choices=("f16", "f32", "q8_0"), default="f16",
+                   help="KV cache precision (q8_0: half the memory of f16)")
     p.add_argument("--batch", type=positive_int, default=512, help="prompt tokens per decoder call")
 
 
@@ -91,7 +92,7 @@ def _resolve(model: str) -> str:
     return resolve_model(model)
 
 
-def open_engine(args, n_ctx: int | None = None):
+def open_engine(args, n_ctx: int | None = None, kv_store=None):
     """An Engine for the command's model, after the memory pre-flight (refuse: exit code 5)."""
     from app.engine.engine import Engine
 
@@ -105,7 +106,7 @@ def open_engine(args, n_ctx: int | None = None):
     except ImportError:
         pass
     return Engine(path, n_ctx=n_ctx or args.ctx, n_threads=args.threads, kv_type=args.kv_type,
-                  n_batch=args.batch)
+                  n_batch=args.batch, kv_store=kv_store)
 
 
 # --- generate -----------------------------------------------------------------------------------
@@ -193,6 +194,8 @@ def add_chat_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--system", default=None, help="system prompt")
     p.add_argument("--context-policy", choices=("shift", "stop"), default="shift",
                    help="when the context is full: drop the oldest turns (shift) or stop")
+    p.add_argument("--no-kv-cache", action="store_true",
+                   help="do not save or restore the conversation's KV state in the cache folder")
     _sampling_args(p, temperature=0.8)
     p.set_defaults(max_tokens=1024)
 
@@ -211,7 +214,10 @@ def run_chat(args: argparse.Namespace, stdin=None, stdout=None) -> int:
         print(f"llambda chat: error: {e}", file=sys.stderr)
         return EXIT_USAGE
     interactive = stdin.isatty()
-    with open_engine(args) as eng:
+    from app.engine.kvstore import KVStore
+
+    store = None if getattr(args, "no_kv_cache", False) else KVStore()
+    with open_engine(args, kv_store=store) as eng:
         chat = Chat(eng, system=args.system, context_policy=args.context_policy)
         print(f"llambda chat: {eng.path} ({eng.n_ctx} tokens of context, {eng.n_threads} threads). "
               "Ctrl+C stops a reply, /reset forgets, /exit or Ctrl+D leaves.", file=sys.stderr)
@@ -250,6 +256,7 @@ def run_chat(args: argparse.Namespace, stdin=None, stdout=None) -> int:
                         note = " (stopped)" if ev.stop_reason == "cancelled" else ""
                         print(f"[{ev.stats.generated_tokens} tok, {ev.stats.generation_tok_s:.1f} tok/s"
                               f"{note}]", file=sys.stderr)
+                chat.save_state()      # a chat that opens the same way later starts warm
     return EXIT_OK
 
 
@@ -261,7 +268,7 @@ def add_bench_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--pp", type=_int_list, default=[512], help="prompt lengths, e.g. 512")
     p.add_argument("--tg", type=_int_list, default=[128], help="generation lengths, e.g. 128")
     p.add_argument("--reps", type=positive_int, default=3, help="repetitions of each test")
-    p.add_argument("--kv-type", choices=("f16", "f32"), default="f16")
+    p.add_argument("--kv-type", choices=("f16", "f32", "q8_0"), default="f16")
     p.add_argument("--depth", type=_nonneg_int, default=0,
                    help="tokens already in the cache before each test (llama-bench's -d): "
                         "generation deep in a conversation")

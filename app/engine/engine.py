@@ -8,9 +8,15 @@ template, a C decoder with its KV cache, and a session over it. Open with `Engin
 `Chat` keeps a conversation's messages and turns each reply into a generation on the same
 session, so a follow-up decodes only the new tokens; when the conversation outgrows the context
 it drops the oldest turns after the system prompt (and says so with a ContextShifted event).
+
+With a `KVStore` (kvstore.py), a conversation's KV state is saved under its key
+(`Chat.save_state`) and restored when the conversation comes back with the same model, so
+reopening it decodes only what is new.
 """
 from __future__ import annotations
 
+import hashlib
+import logging
 from typing import Iterator
 
 from app.engine.decoder import CDecoder
@@ -18,16 +24,19 @@ from app.engine.generate import ContextShifted, Event, Finished, GenerationReque
 from app.engine.sampler import SamplerSettings
 from app.engine.session import Session
 from app.gguf import open_gguf
+from app.errors import LlambdaError
 from app.model import config_from_gguf, require_supported
 
-__all__ = ["Engine", "Chat", "DEFAULT_N_CTX"]
+__all__ = ["Engine", "Chat", "DEFAULT_N_CTX", "conversation_key"]
+
+log = logging.getLogger(__name__)
 
 DEFAULT_N_CTX = 4096
 
 
 class Engine:
     def __init__(self, path, *, n_ctx: int | None = None, n_threads: int = 0, kv_type: str = "f16",
-                 n_batch: int = 512, isa: str | None = None):
+                 n_batch: int = 512, isa: str | None = None, kv_store=None):
         from app.text import load_tokenizer
 
         self.path = str(path)
@@ -44,6 +53,8 @@ class Engine:
             raise
         self.session = Session(self.decoder, n_batch=n_batch)
         self._template = None
+        self.kv_store = kv_store          # a KVStore, or None: states are not kept on disk
+        self._model_id: str | None = None
 
     @classmethod
     def load(cls, path, **kw) -> "Engine":
@@ -82,6 +93,50 @@ class Engine:
     def generate(self, request: GenerationRequest) -> Iterator[Event]:
         return generate(self.session, self.tokenizer, request)
 
+    # -- saved KV states ----------------------------------------------------------------------
+
+    @property
+    def model_id(self) -> str:
+        if self._model_id is None:
+            from app.engine.kvstore import model_identity
+
+            self._model_id = model_identity(self.path)
+        return self._model_id
+
+    def save_state(self, key: str) -> bool:
+        """Write the session's KV state under `key` (no-op without a store or when unchanged)."""
+        s = self.session
+        if self.kv_store is None or s.n_past == 0 or self.kv_store.unchanged(self.model_id, key, s.tokens):
+            return False
+        image = self.decoder.kv_read(s.n_past)
+        return self.kv_store.save(self.model_id, key, self.decoder.kv_signature(), s.tokens, image) \
+            is not None
+
+    def restore_state(self, key: str, prompt_ids) -> int:
+        """Before feeding `prompt_ids`: if the state saved under `key` shares more of them than
+        the session already holds, load it. Returns the tokens restored (0: nothing loaded)."""
+        s = self.session
+        if self.kv_store is None or not prompt_ids:
+            return 0
+        sig = self.decoder.kv_signature()
+        saved = self.kv_store.peek(self.model_id, key, sig, self.n_ctx)
+        if not saved or _common(saved, prompt_ids) <= s.common_prefix(prompt_ids):
+            return 0
+        got = self.kv_store.load(self.model_id, key, sig, self.n_ctx)
+        if got is None:
+            return 0
+        tokens, image = got
+        if max(tokens) >= self.decoder.n_vocab or min(tokens) < 0:
+            log.warning("KV state %r ignored: token ids outside the vocabulary", key)
+            return 0
+        try:
+            s.restore(tokens, image)
+        except (ValueError, LlambdaError) as e:
+            log.warning("KV state %r ignored: %s", key, e)
+            return 0
+        log.info("KV state %r restored: %d tokens", key, len(tokens))
+        return len(tokens)
+
     def cancel(self) -> None:
         """From any thread: the running generation ends with stop reason "cancelled"."""
         self.session.cancel()
@@ -97,6 +152,24 @@ class Engine:
         self.close()
 
 
+def _common(a, b) -> int:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def conversation_key(system: str | None, first_user_text: str) -> str:
+    """A conversation's key for saved KV states: its system prompt and first message. Two
+    conversations that open alike share a key; restoring then loads only the tokens both share
+    (a state is only ever used for the token prefix it matches), so it can cost time, never
+    correctness."""
+    h = hashlib.sha256(f"{system or ''}\0{first_user_text}".encode("utf-8", "surrogatepass"))
+    return "chat:" + h.hexdigest()[:32]
+
+
 class Chat:
     """A conversation on an engine: system prompt, alternating turns, context policy "shift" by
     default (oldest turns after the system prompt are dropped when the context fills)."""
@@ -109,6 +182,7 @@ class Chat:
         self.context_policy = context_policy
         self.reserve = reserve          # tokens kept free for the reply when dropping turns
         self.dropped_turns = 0
+        self._state_key: str | None = None
 
     def _all(self, messages) -> list[dict]:
         return ([{"role": "system", "content": self.system}] if self.system else []) + messages
@@ -129,6 +203,7 @@ class Chat:
              max_tokens: int = 512) -> Iterator[Event]:
         """Add the user's turn, generate the reply (events), and add the reply to the history."""
         self.messages.append({"role": "user", "content": user_text})
+        key = self.state_key                # fixed before any turn is dropped
         ids = self.engine.chat_prompt(self._all(self.messages))
         limit = self.engine.n_ctx - min(self.reserve, self.engine.n_ctx // 4)
         dropped, n_before = 0, len(ids)
@@ -140,6 +215,8 @@ class Chat:
         if dropped:
             self.dropped_turns += dropped
             yield ContextShifted(n_before - len(ids), len(ids), dropped_turns=dropped)
+        if getattr(self.engine, "kv_store", None) is not None:
+            self.engine.restore_state(key, ids)
         req = GenerationRequest(tuple(ids), max_tokens=max_tokens,
                                 sampler=sampler or SamplerSettings(),
                                 context_policy=self.context_policy, n_keep=self._n_keep(ids))
@@ -150,3 +227,20 @@ class Chat:
             yield ev
         if fin is not None:
             self.messages.append({"role": "assistant", "content": fin.text})
+
+    @property
+    def state_key(self) -> str:
+        """The key of this conversation's saved KV state (see conversation_key), fixed by its
+        first user message (dropping old turns does not change it)."""
+        if self._state_key is None:
+            first = next((m["content"] for m in self.messages if m["role"] == "user"), None)
+            if first is None:
+                return conversation_key(self.system, "")
+            self._state_key = conversation_key(self.system, first)
+        return self._state_key
+
+    def save_state(self) -> bool:
+        """Save the engine's KV state under this conversation's key (False: nothing written)."""
+        if getattr(self.engine, "kv_store", None) is None or not self.messages:
+            return False
+        return self.engine.save_state(self.state_key)

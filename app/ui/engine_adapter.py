@@ -4,6 +4,8 @@
 whose KV cache is reused across turns (a follow-up decodes only what is new). Each reply is an
 `app.engine.Chat` turn over the conversation the window sends: when it outgrows the context the
 oldest turns after the system prompt are dropped, and inside a long reply the session shifts.
+Each conversation's KV state is kept in the cache folder (`app.engine.kvstore`): the worker calls
+`save_state()` after a reply and before closing, and a conversation that comes back restores it.
 Engine events become the plain dicts the worker batches for the window. Runs only in the
 worker thread, except `cancel()`.
 """
@@ -33,6 +35,7 @@ class RealEngine:
     def __init__(self):
         self.engine = None
         self.warnings: list[str] = []
+        self._chat = None               # the last conversation answered (whose state to save)
 
     # -- loading -------------------------------------------------------------------------------
 
@@ -41,7 +44,9 @@ class RealEngine:
 
         self.close()
         progress(0.05)
-        engine = Engine.load(path, n_ctx=int(n_ctx) or None, n_threads=int(n_threads))
+        from app.engine.kvstore import KVStore
+
+        engine = Engine.load(path, n_ctx=int(n_ctx) or None, n_threads=int(n_threads), kv_store=KVStore())
         try:
             progress(0.9)
             with warnings.catch_warnings(record=True) as caught:
@@ -59,10 +64,17 @@ class RealEngine:
                 "template_family": getattr(template, "family", None),
                 "template_warnings": list(self.warnings)}
 
+    def save_state(self) -> bool:
+        """Write the last conversation's KV state to the cache folder (worker thread only)."""
+        if self.engine is None or self._chat is None:
+            return False
+        return self._chat.save_state()
+
     def close(self) -> None:
         if self.engine is not None:
             self.engine.close()
         self.engine = None
+        self._chat = None
 
     # -- generation ----------------------------------------------------------------------------
 
@@ -81,6 +93,7 @@ class RealEngine:
         chat = Chat(self.engine, system=system,
                     context_policy=OVERFLOW_TO_POLICY.get(settings.get("overflow", "shift"), "shift"))
         chat.messages = [dict(m) for m in turns[:-1]]
+        self._chat = chat
         t0 = time.perf_counter()
         prompt_sent = False
         for ev in chat.send(turns[-1]["content"], sampler_settings(settings),

@@ -14,6 +14,7 @@ The engine is anything with the small interface `EngineLike` (the real adapter i
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
@@ -342,10 +343,22 @@ class EngineWorker(QObject):
         final["threads_busy"] = 0.0
         emit(self.stats_updated, final)
         emit(self.generation_finished, request_id, final)
+        self._save_state()
+
+    def _save_state(self) -> None:
+        """The conversation's KV state to the cache folder, here in the engine's thread (a
+        reopened conversation then decodes only what is new); a failure only costs that."""
+        save = getattr(self._engine, "save_state", None)
+        if save is not None:
+            try:
+                save()
+            except Exception:
+                logging.getLogger(__name__).warning("KV state not saved", exc_info=True)
 
     @Slot()
     def on_window_closing(self) -> None:
         if self._engine is not None:
+            self._save_state()
             try:
                 self._engine.close()
             except Exception:
