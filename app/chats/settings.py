@@ -15,7 +15,9 @@ SAMPLING_DEFAULTS = {
     "temperature": 0.7, "top_k": 40, "top_p": 0.95, "min_p": 0.05, "repeat_penalty": 1.1,
     "seed": -1, "max_tokens": 512,
 }
-ENGINE_DEFAULTS = {"n_ctx": 2048, "threads": 0, "overflow": "shift"}   # threads 0 = automatic
+# n_ctx 0: the training length capped by what fits in memory; threads 0: one per core
+ENGINE_DEFAULTS = {"n_ctx": 0, "threads": 0, "overflow": "shift", "kv_type": "f16"}
+KV_TYPES = ("f16", "q8_0", "f32")
 OVERFLOW_POLICIES = ("shift", "stop")
 MAX_N_CTX = 1 << 20
 
@@ -36,7 +38,8 @@ VALID: dict[str, Callable[[Any], bool]] = {
     "repeat_penalty": lambda v: _num(v) and 0 < v <= 10,
     "seed": lambda v: _int(v) and -1 <= v < 2**63,
     "max_tokens": lambda v: _int(v) and v > 0,
-    "n_ctx": lambda v: _int(v) and 16 <= v <= MAX_N_CTX,
+    "n_ctx": lambda v: _int(v) and (v == 0 or 16 <= v <= MAX_N_CTX),
+    "kv_type": lambda v: v in KV_TYPES,
     "threads": lambda v: _int(v) and 0 <= v <= 1024,
     "overflow": lambda v: v in OVERFLOW_POLICIES,
 }

@@ -50,7 +50,7 @@ def _int_list(text: str) -> list[int]:
 def _common_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", help="a GGUF file, or the name of a model in the library")
     p.add_argument("--threads", type=int, default=0, help="worker threads (default: physical cores)")
-    p.add_argument("--ctx", type=positive_int, default=None, help="context length in tokens (default: min(training, 4096))")
+    p.add_argument("--ctx", type=positive_int, default=None, help="context length in tokens (default: the training length, capped by what fits in memory)")
     p.add_argument("--kv-type", choices=("f16", "f32", "q8_0"), default="f16",
                    help="KV cache precision (q8_0: half the memory of f16)")
     p.add_argument("--batch", type=positive_int, default=512, help="prompt tokens per decoder call")
@@ -96,17 +96,21 @@ def open_engine(args, n_ctx: int | None = None, kv_store=None):
     """An Engine for the command's model, after the memory pre-flight (refuse: exit code 5)."""
     from app.engine.engine import Engine
 
-    path = _resolve(args.model)
-    try:
-        from app.library.preflight import preflight
+    from app.gguf import open_gguf
+    from app.library.preflight import fitting_context, preflight
 
-        report = preflight(path, n_ctx or args.ctx or None, args.kv_type)
-        if report.memory_verdict == "refuse":
-            raise OutOfMemoryError(f"{path}: {report.summary()}")
-    except ImportError:
-        pass
-    return Engine(path, n_ctx=n_ctx or args.ctx, n_threads=args.threads, kv_type=args.kv_type,
-                  n_batch=args.batch, kv_store=kv_store)
+    path = _resolve(args.model)
+    n_ctx, why = n_ctx or args.ctx, "as asked"
+    if not n_ctx:       # the training length, capped by what fits with this KV type
+        with open_gguf(path) as f:
+            n_ctx, why = fitting_context(f, args.kv_type)
+    report = preflight(path, n_ctx, args.kv_type)
+    if report.memory_verdict == "refuse":
+        raise OutOfMemoryError(f"{path}: {report.summary()}")
+    eng = Engine(path, n_ctx=n_ctx, n_threads=args.threads, kv_type=args.kv_type,
+                 n_batch=args.batch, kv_store=kv_store)
+    eng.n_ctx_reason = why
+    return eng
 
 
 # --- generate -----------------------------------------------------------------------------------
@@ -219,7 +223,8 @@ def run_chat(args: argparse.Namespace, stdin=None, stdout=None) -> int:
     store = None if getattr(args, "no_kv_cache", False) else KVStore()
     with open_engine(args, kv_store=store) as eng:
         chat = Chat(eng, system=args.system, context_policy=args.context_policy)
-        print(f"llambda chat: {eng.path} ({eng.n_ctx} tokens of context, {eng.n_threads} threads). "
+        print(f"llambda chat: {eng.path} ({eng.n_ctx} tokens of context: {eng.n_ctx_reason}; "
+              f"{eng.kv_type} KV cache, {eng.n_threads} threads). "
               "Ctrl+C stops a reply, /reset forgets, /exit or Ctrl+D leaves.", file=sys.stderr)
         while True:
             if interactive:

@@ -31,7 +31,7 @@ __all__ = ["Engine", "Chat", "DEFAULT_N_CTX", "conversation_key"]
 
 log = logging.getLogger(__name__)
 
-DEFAULT_N_CTX = 4096
+DEFAULT_N_CTX = 4096       # the window's and tests' usual size; Engine's default is fitting_context
 
 
 class Engine:
@@ -45,7 +45,12 @@ class Engine:
             require_supported(self.file)
             self.config = config_from_gguf(self.file)
             self.tokenizer = load_tokenizer(self.file)
-            n_ctx = min(self.config.n_ctx_train, DEFAULT_N_CTX) if not n_ctx else int(n_ctx)
+            if n_ctx:
+                n_ctx, self.n_ctx_reason = int(n_ctx), "as asked"
+            else:       # the training length, capped by what fits in memory with this KV type
+                from app.library.preflight import fitting_context
+
+                n_ctx, self.n_ctx_reason = fitting_context(self.file, kv_type)
             self.decoder = CDecoder(self.file, self.config, n_ctx, kv_type=kv_type,
                                     n_threads=n_threads, n_batch=n_batch, isa=isa)
         except BaseException:
@@ -63,6 +68,10 @@ class Engine:
     @property
     def n_ctx(self) -> int:
         return self.decoder.n_ctx
+
+    @property
+    def kv_type(self) -> str:
+        return self.decoder.kv_type
 
     @property
     def n_threads(self) -> int:

@@ -39,14 +39,16 @@ class RealEngine:
 
     # -- loading -------------------------------------------------------------------------------
 
-    def load(self, path: str, n_ctx: int, n_threads: int, progress: Callable[[float], None]) -> dict:
+    def load(self, path: str, n_ctx: int, n_threads: int, progress: Callable[[float], None],
+             kv_type: str = "f16") -> dict:
         from app.engine.engine import Engine
 
         self.close()
         progress(0.05)
         from app.engine.kvstore import KVStore
 
-        engine = Engine.load(path, n_ctx=int(n_ctx) or None, n_threads=int(n_threads), kv_store=KVStore())
+        engine = Engine.load(path, n_ctx=int(n_ctx) or None, n_threads=int(n_threads), kv_type=kv_type,
+                             kv_store=KVStore())
         try:
             progress(0.9)
             with warnings.catch_warnings(record=True) as caught:
@@ -59,7 +61,8 @@ class RealEngine:
         self.engine = engine
         progress(1.0)
         decoder = engine.decoder
-        return {"n_ctx": engine.n_ctx, "pool_size": engine.n_threads, "isa": getattr(decoder, "isa", ""),
+        return {"n_ctx": engine.n_ctx, "n_ctx_reason": engine.n_ctx_reason, "kv_type": engine.kv_type,
+                "pool_size": engine.n_threads, "isa": getattr(decoder, "isa", ""),
                 "kv_cache_bytes": getattr(decoder, "kv_bytes", 0),
                 "template_family": getattr(template, "family", None),
                 "template_warnings": list(self.warnings)}

@@ -238,8 +238,9 @@ class EngineWorker(QObject):
                     emit(self.load_progress, float(fraction))
 
             trained = int(info.get("context_length") or 0) or 4096
-            n_ctx = min(int(options.get("n_ctx") or 0) or 4096, trained)
-            facts = engine.load(path, n_ctx, int(options.get("threads") or 0), progress)
+            n_ctx = min(int(options.get("n_ctx") or 0), trained)    # 0: the engine picks what fits
+            extra = {"kv_type": options["kv_type"]} if options.get("kv_type", "f16") != "f16" else {}
+            facts = engine.load(path, n_ctx, int(options.get("threads") or 0), progress, **extra)
         except Exception as e:
             self.loaded_path = None
             emit(self.load_failed, _reason(e))

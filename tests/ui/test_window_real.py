@@ -34,7 +34,9 @@ def test_chat_with_smollm2(qtbot, make_window, smollm2_path):
     w = real_window(qtbot, make_window, smollm2_path)
     assert w.info_panel.values["Architecture"].text() == "llama"
     assert w.info_panel.values["Chat template"].text() == "ok"
-    assert w.stats.figures["pool_size"] >= 1 and w.stats.figures["n_ctx"] == 2048
+    # the automatic context: SmolLM2's training length (8192), which fits; the panel says why
+    assert w.stats.figures["pool_size"] >= 1 and w.stats.figures["n_ctx"] == 8192
+    assert "training length" in w.info_panel.values["Context"].text()
 
     # send, and watch the reply stream in batches
     shown = []
