@@ -44,8 +44,9 @@ def kld_stats(p_logits: np.ndarray, q_logits: np.ndarray) -> dict:
     def logsm(x):
         x = x.astype(np.float64) - x.max(1, keepdims=True)
         return x - np.log(np.exp(x).sum(1, keepdims=True))
-    lp, lq = logsm(p_logits), logsm(q_logits)
-    kld = (np.exp(lp) * (lp - lq)).sum(1)
+    kld = np.concatenate([(np.exp(lp) * (lp - lq)).sum(1) for lp, lq in
+                          ((logsm(p_logits[i:i + 32]), logsm(q_logits[i:i + 32]))
+                           for i in range(0, len(p_logits), 32))])
     return {"tokens": int(kld.size), "kld_mean": float(kld.mean()), "kld_p99": float(np.percentile(kld, 99)),
             "top1_agree": float((p_logits.argmax(1) == q_logits.argmax(1)).mean())}
 
