@@ -52,6 +52,8 @@ def _inspect_args(p: argparse.ArgumentParser) -> None:
 
     p.add_argument("model", help="path of a GGUF file")
     p.add_argument("--ctx", type=positive_int, default=None, help="context length for the memory estimate")
+    p.add_argument("--kv-type", choices=("f16", "f32", "q8_0"), default="f16",
+                   help="KV cache precision for the memory estimate")
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
 
@@ -59,7 +61,7 @@ def _inspect_args(p: argparse.ArgumentParser) -> None:
 def run_inspect(args: argparse.Namespace) -> int:
     from app.model.inspect import describe, format_description
 
-    info = describe(args.model, n_ctx=args.ctx)
+    info = describe(args.model, n_ctx=args.ctx, kv_type=args.kv_type)
     if args.json:
         print(json.dumps(info, indent=2))
     else:

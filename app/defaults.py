@@ -21,17 +21,19 @@ SEED = -1                     # -1 (None in the engine) = a fresh random seed ea
 MAX_TOKENS = 512              # most tokens in one reply
 
 # -- engine ---------------------------------------------------------------------------------------
-N_CTX = 4096                  # context length, capped by the model's training context
+N_CTX = 0                     # context length; 0 = automatic: the model's training length, capped
+                              # by what the memory pre-flight says fits with the KV type
 THREADS = 0                   # 0 = automatic (physical cores)
 N_BATCH = 512                 # prompt tokens per decoder call
-KV_TYPE = "f16"
+KV_TYPE = "f16"               # KV cache: "f16", "q8_0" (half the memory) or "f32"
+KV_TYPES = ("f16", "q8_0", "f32")
 OVERFLOW = "shift"            # when the context is full: drop the oldest turns ("shift") or "stop"
 
 SAMPLING = {
     "temperature": TEMPERATURE, "top_k": TOP_K, "top_p": TOP_P, "min_p": MIN_P,
     "repeat_penalty": REPEAT_PENALTY, "seed": SEED, "max_tokens": MAX_TOKENS,
 }
-ENGINE = {"n_ctx": N_CTX, "threads": THREADS, "overflow": OVERFLOW}
+ENGINE = {"n_ctx": N_CTX, "threads": THREADS, "overflow": OVERFLOW, "kv_type": KV_TYPE}
 
 
 def seed_or_none(seed) -> int | None:
@@ -41,4 +43,4 @@ def seed_or_none(seed) -> int | None:
 
 __all__ = ["TEMPERATURE", "TOP_K", "TOP_P", "MIN_P", "REPEAT_PENALTY", "FREQUENCY_PENALTY",
            "PRESENCE_PENALTY", "PENALTY_LAST_N", "SEED", "MAX_TOKENS", "N_CTX", "THREADS",
-           "N_BATCH", "KV_TYPE", "OVERFLOW", "SAMPLING", "ENGINE", "seed_or_none"]
+           "N_BATCH", "KV_TYPE", "KV_TYPES", "OVERFLOW", "SAMPLING", "ENGINE", "seed_or_none"]

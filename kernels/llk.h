@@ -198,7 +198,8 @@ typedef struct {
     int n_head;               /* query heads */
     int n_head_kv;            /* key/value heads (n_head % n_head_kv == 0) */
     int head_dim;
-    int kv_f16;               /* 1: K and V caches hold float16; 0: float32 */
+    int kv_type;              /* the caches' llk_type: LLK_TYPE_F32, LLK_TYPE_F16, or LLK_TYPE_Q8_0
+                                 (blocks of 32 values: float16 scale + 32 int8; head_dim % 32 == 0) */
     float scale;              /* logit scale, usually 1/sqrt(head_dim) */
     float softcap;            /* > 0: logits = softcap * tanh(logits / softcap) */
     int window;               /* > 0: key j is visible to a query at pos p only if p - j < window */
@@ -206,7 +207,8 @@ typedef struct {
 } llk_attn_params;
 
 /* q: n_tok x n_head x head_dim (float32) at positions pos[t]; k, v: n_kv x n_head_kv x head_dim
- * caches (position j in row j); out: n_tok x n_head x head_dim. Run across the pool by
+ * caches of kv_type (position j in row j; a Q8_0 row is llk_row_bytes(Q8_0, n_head_kv * head_dim)
+ * bytes, read as it is: no dequantized copy); out: n_tok x n_head x head_dim. Run across the pool by
  * (token, KV head, up to 4 of its query heads). Scratch: 4 x n_kv floats per thread, allocated
  * per call. */
 llk_status llk_attention(llk_pool *pool, const llk_attn_params *p, const float *q,
@@ -257,7 +259,8 @@ typedef struct {
     int n_vocab, n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff;
     int n_ctx;                /* KV cache positions */
     int n_batch;              /* tokens per pass; longer inputs are split */
-    int kv_f16;               /* 1: float16 K/V cache; 0: float32 */
+    int kv_type;              /* K/V cache: LLK_TYPE_F16 (default), LLK_TYPE_F32 or LLK_TYPE_Q8_0
+                                 (rows quantized as they are written; head_dim % 32 == 0) */
     int norm_kind;            /* an llk_norm_kind */
     float norm_eps;
     float norm_weight_offset; /* norm weight used as (w + offset) */
@@ -288,6 +291,13 @@ llk_status llk_decode(llk_decoder *d, const int32_t *tokens, int64_t n_tok, int6
 /* Drop cache positions [p0, p0 + n_drop) of the n_past filled ones; later positions move down
  * and their keys are re-rotated. LLK_ERR_ARG for YaRN (decode the moved tokens again instead). */
 llk_status llk_decoder_kv_shift(llk_decoder *d, int64_t p0, int64_t n_drop, int64_t n_past);
+/* Saving and restoring the cache: positions [p0, p0 + n) of every layer's K and V, in the cache's
+ * own format, layer by layer (layer 0's K rows, its V rows, layer 1's K rows...). kv_range_bytes
+ * is the size of that image for n positions (0 if n is out of range); read copies the image into
+ * buf, write copies one back (bytes must be at least the image's size). */
+size_t llk_decoder_kv_range_bytes(const llk_decoder *d, int64_t n);
+llk_status llk_decoder_kv_read(const llk_decoder *d, int64_t p0, int64_t n, void *buf, size_t bytes);
+llk_status llk_decoder_kv_write(llk_decoder *d, int64_t p0, int64_t n, const void *buf, size_t bytes);
 
 /* --- sampling (llk_sample.c) ---------------------------------------------------------------- */
 

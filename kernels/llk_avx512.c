@@ -263,26 +263,33 @@ LEGACY_DOT4_512(dot4_iq4_nl_512, blk_iq4_nl, lv2_iq4_nl, sdot512, un_iq4_nl, dot
  * feed G x 4 zmm sums (64 head values at a time). Head sizes that are not multiples of 16 take the
  * 256-bit kernels. */
 
-static inline __m512 cache16(const uint8_t *row, int i, const int f16) {
-    return f16 ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(row + 2 * i)))
-               : _mm512_loadu_ps((const float *)(row + 4 * i));
+static inline __m512 cache16(const uint8_t *row, int i, const int kind) {
+    if (kind == LLK_KV_Q8_0) {   /* 16 values of one block: d * q, exact (as cache8) */
+        __m128i q = _mm_loadu_si128((const __m128i *)(row + llk_kv_off(i, kind)));
+        uint16_t h;
+        memcpy(&h, row + (size_t)(i >> 5) * 34, 2);
+        const __m512 d = _mm512_set1_ps(_mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(h))));
+        return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)), d);
+    }
+    return kind == LLK_KV_F16 ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(row + 2 * i)))
+                              : _mm512_loadu_ps((const float *)(row + 4 * i));
 }
 static inline __m256 fold512(__m512 a) {
     return _mm256_add_ps(_mm512_castps512_ps256(a), _mm512_extractf32x8_ps(a, 1));
 }
 
 ATTN_INLINE void kdots512_grp(const float *q, const int G, const uint8_t *k, size_t rb, int64_t n,
-                                int hd, float scale, float *out, int64_t ld, float *mx, const int f16) {
+                                int hd, float scale, float *out, int64_t ld, float *mx, const int kind) {
     const __m128 sc = _mm_set1_ps(scale);
     __m128 vmx = _mm_set1_ps(-INFINITY);
-    const int bytes = hd * (f16 ? 2 : 4);
+    const int bytes = (int)llk_kv_head_bytes(hd, kind);
     const size_t pf = attn_prefetch_bytes(rb);
     for (int64_t j = 0; j < n; j++) {
         const uint8_t *row = k + (size_t)j * rb;
         for (int b = 0; b < bytes; b += 64) _mm_prefetch((const char *)row + pf + b, _MM_HINT_T0);
         __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
         for (int i = 0; i < hd; i += 16) {
-            const __m512 kv = cache16(row, i, f16);
+            const __m512 kv = cache16(row, i, kind);
             a0 = _mm512_fmadd_ps(_mm512_loadu_ps(q + i), kv, a0);
             if (G > 1) a1 = _mm512_fmadd_ps(_mm512_loadu_ps(q + hd + i), kv, a1);
             if (G > 2) a2 = _mm512_fmadd_ps(_mm512_loadu_ps(q + 2 * hd + i), kv, a2);
@@ -296,7 +303,7 @@ ATTN_INLINE void kdots512_grp(const float *q, const int G, const uint8_t *k, siz
 
 /* W zmm (16 values each) of each of G heads, from head value i on, over all n rows */
 ATTN_INLINE void vacc512_pass(const float *p, int64_t ld, const int G, const int W, const uint8_t *v,
-                                size_t rb, int64_t n, int i, float *out, int64_t os, const int f16) {
+                                size_t rb, int64_t n, int i, float *out, int64_t os, const int kind) {
     __m512 c[4][4];
     const size_t pf = attn_prefetch_bytes(rb);
     for (int a = 0; a < G; a++)
@@ -304,9 +311,9 @@ ATTN_INLINE void vacc512_pass(const float *p, int64_t ld, const int G, const int
     for (int64_t j = 0; j < n; j++) {
         const uint8_t *row = v + (size_t)j * rb;
         for (int w = 0; w < W; w += 2)   /* 64 bytes of f16 (128 of f32) per two zmm */
-            _mm_prefetch((const char *)row + pf + (i + 16 * w) * (f16 ? 2 : 4), _MM_HINT_T0);
+            _mm_prefetch((const char *)row + pf + llk_kv_off(i + 16 * w, kind), _MM_HINT_T0);
         __m512 vv[4];
-        for (int w = 0; w < W; w++) vv[w] = cache16(row, i + 16 * w, f16);
+        for (int w = 0; w < W; w++) vv[w] = cache16(row, i + 16 * w, kind);
         for (int a = 0; a < G; a++) {
             const __m512 pj = _mm512_set1_ps(p[a * ld + j]);
             for (int w = 0; w < W; w++) c[a][w] = _mm512_fmadd_ps(pj, vv[w], c[a][w]);
@@ -316,13 +323,13 @@ ATTN_INLINE void vacc512_pass(const float *p, int64_t ld, const int G, const int
         for (int w = 0; w < W; w++) _mm512_storeu_ps(out + a * os + i + 16 * w, c[a][w]);
 }
 ATTN_INLINE void vacc512_grp(const float *p, int64_t ld, const int G, const uint8_t *v, size_t rb,
-                               int64_t n, int hd, float *out, int64_t os, const int f16) {
+                               int64_t n, int hd, float *out, int64_t os, const int kind) {
     int i = 0;
-    for (; i + 64 <= hd; i += 64) vacc512_pass(p, ld, G, 4, v, rb, n, i, out, os, f16);
+    for (; i + 64 <= hd; i += 64) vacc512_pass(p, ld, G, 4, v, rb, n, i, out, os, kind);
     switch ((hd - i) / 16) {
-    case 3: vacc512_pass(p, ld, G, 3, v, rb, n, i, out, os, f16); break;
-    case 2: vacc512_pass(p, ld, G, 2, v, rb, n, i, out, os, f16); break;
-    case 1: vacc512_pass(p, ld, G, 1, v, rb, n, i, out, os, f16); break;
+    case 3: vacc512_pass(p, ld, G, 3, v, rb, n, i, out, os, kind); break;
+    case 2: vacc512_pass(p, ld, G, 2, v, rb, n, i, out, os, kind); break;
+    case 1: vacc512_pass(p, ld, G, 1, v, rb, n, i, out, os, kind); break;
     default: break;
     }
 }
@@ -339,6 +346,16 @@ static void kdots512_f16(const float *q, int g, const void *k, size_t rb, int64_
 #define KD512_16(G) kdots512_grp(q, G, (const uint8_t *)k, rb, n, hd, scale, o, ld, mx, 1)
     ATTN_BY_G(KD512_16)
 }
+static void kdots512_q8(const float *q, int g, const void *k, size_t rb, int64_t n, int hd, float scale,
+                        float *o, int64_t ld, float *mx) {   /* head_dim % 32 == 0 for a Q8_0 cache */
+#define KD512_Q8(G) kdots512_grp(q, G, (const uint8_t *)k, rb, n, hd, scale, o, ld, mx, LLK_KV_Q8_0)
+    ATTN_BY_G(KD512_Q8)
+}
+static void vacc512_q8(const float *p, int64_t ld, int g, const void *v, size_t rb, int64_t n, int hd,
+                       float *o, int64_t os) {
+#define VA512_Q8(G) vacc512_grp(p, ld, G, (const uint8_t *)v, rb, n, hd, o, os, LLK_KV_Q8_0)
+    ATTN_BY_G(VA512_Q8)
+}
 static void vacc512_f32(const float *p, int64_t ld, int g, const void *v, size_t rb, int64_t n, int hd,
                         float *o, int64_t os) {
     if (hd & 15) { vacc_f32(p, ld, g, v, rb, n, hd, o, os); return; }
@@ -354,8 +371,9 @@ static void vacc512_f16(const float *p, int64_t ld, int g, const void *v, size_t
 
 void LLK_FILL(llk_kernels *k) {
     llk_fill_256(k);
-    k->kdots[0] = kdots512_f32; k->kdots[1] = kdots512_f16;
-    k->vacc[0] = vacc512_f32; k->vacc[1] = vacc512_f16;
+    k->kdots[LLK_KV_F32] = kdots512_f32; k->kdots[LLK_KV_F16] = kdots512_f16;
+    k->kdots[LLK_KV_Q8_0] = kdots512_q8;
+    k->vacc[LLK_KV_F32] = vacc512_f32; k->vacc[LLK_KV_F16] = vacc512_f16; k->vacc[LLK_KV_Q8_0] = vacc512_q8;
     k->dot[LLK_TYPE_F32] = dot_f32_512;
     k->dot[LLK_TYPE_F16] = dot_f16_512;
     k->dequant[LLK_TYPE_F16] = deq_f16_512;

@@ -1,7 +1,8 @@
 /* llk_decode.c — the generic decoder-only transformer: one llk_decode call takes a batch of
  * tokens at consecutive positions through embedding, every layer and the output projection, and
- * writes logits (of the last position, or of every position). KV cache in float16 or float32,
- * allocated once for n_ctx positions.
+ * writes logits (of the last position, or of every position). KV cache in float16, float32 or
+ * Q8_0 (8-bit blocks of 32, quantized as rows are written), allocated once for n_ctx positions;
+ * llk_decoder_kv_read / _write copy a range of it out and back (saved conversations).
  *
  * Generic over llk_decoder_config: norm kind (RMS / layer), gated activation (SiLU / GELU),
  * QKV biases, QK-norm, post-norms, RoPE (any llk_rope_params; a per-layer base), per-layer sliding window,
@@ -22,8 +23,9 @@ struct llk_decoder {
     llk_pool *pool;                 /* borrowed */
     llk_tensor tok_embd, output_norm, output_norm_b, output;
     llk_layer *layers;              /* n_layer, copied */
-    void *k_cache, *v_cache;        /* n_layer x N x Hkv x D, f16 or f32; 64-byte aligned */
+    void *k_cache, *v_cache;        /* n_layer x N x Hkv x D of kv_type; 64-byte aligned */
     void *k_alloc, *v_alloc;        /* what calloc returned (the caches start at the next line) */
+    size_t kv_row_bytes;            /* one position of one layer: Hkv x D values of kv_type */
     size_t kv_layer_bytes;
     float *x;                       /* n_batch x E: the residual stream */
     float *xb, *xb2;                /* n_batch x E: normed input, sub-layer output */
@@ -52,7 +54,7 @@ static int vec_ok(const llk_tensor *t, int64_t n) {  /* optional 1-D float32 vec
 void llk_decoder_config_default(llk_decoder_config *c) {
     memset(c, 0, sizeof *c);
     c->n_batch = 512;
-    c->kv_f16 = 1;
+    c->kv_type = LLK_TYPE_F16;
     c->norm_kind = LLK_NORM_RMS;
     c->norm_eps = 1e-5f;
     c->ffn_act = LLK_FFN_SILU;
@@ -82,6 +84,8 @@ llk_status llk_decoder_new(const llk_decoder_config *cfg, const llk_tensor *tok_
         c->n_batch <= 0 || c->n_head % c->n_head_kv || !(c->norm_eps > 0.0f))
         return LLK_ERR_ARG;
     if (c->isa != LLK_ISA_DEFAULT && !llk_kernels_for(c->isa)) return LLK_ERR_ISA;
+    if (llk_kv_kind(c->kv_type) < 0 || (c->kv_type == LLK_TYPE_Q8_0 && c->head_dim % 32))
+        return LLK_ERR_ARG;
     if (c->rope.n_rot > 0 && (c->rope.head_dim != c->head_dim || c->rope.n_rot > c->head_dim))
         return LLK_ERR_ARG;
     const int64_t E = c->n_embd, HD = (int64_t)c->n_head * c->head_dim,
@@ -117,8 +121,9 @@ llk_status llk_decoder_new(const llk_decoder_config *cfg, const llk_tensor *tok_
     d->output_norm = *output_norm;
     if (output_norm_b) d->output_norm_b = *output_norm_b;
     d->output = *outw;
-    size_t B = (size_t)c->n_batch, elem = c->kv_f16 ? 2 : 4;
-    d->kv_layer_bytes = (size_t)c->n_ctx * (size_t)KD * elem;
+    size_t B = (size_t)c->n_batch;
+    d->kv_row_bytes = llk_row_bytes(c->kv_type, KD);
+    d->kv_layer_bytes = (size_t)c->n_ctx * d->kv_row_bytes;
     d->layers = (llk_layer *)malloc(sizeof(llk_layer) * (size_t)c->n_layer);
     /* calloc (pages zeroed lazily, so a long context costs memory only as it fills), then the next
      * cache line: a SIMD load of a head's keys must not straddle two lines (calloc gives 16 bytes) */
@@ -337,12 +342,27 @@ static void softcap(float *x, int64_t n, float cap) {
     for (int64_t i = 0; i < n; i++) x[i] = cap * tanhf(x[i] / cap);
 }
 
+/* n float32 values (a whole number of cache rows) into the cache's format at y. Q8_0: per block
+ * of 32, d = max|x| / 127 (stored as float16), q = x / d rounded to nearest (ties to even); plain
+ * C at every ISA level, so the cache holds the same bytes on any CPU. */
+static void kv_store_rows(int kv_type, const float *x, uint8_t *y, int64_t n) {
+    if (kv_type == LLK_TYPE_F16) { llk_fp32_to_fp16(x, (uint16_t *)y, n); return; }
+    if (kv_type == LLK_TYPE_F32) { memcpy(y, x, sizeof(float) * (size_t)n); return; }
+    for (int64_t b = 0; b < n / 32; b++, x += 32, y += 34) {
+        float amax = 0.0f;
+        for (int i = 0; i < 32; i++) amax = fabsf(x[i]) > amax ? fabsf(x[i]) : amax;
+        const float dv = amax / 127.0f, id = dv > 0.0f ? 1.0f / dv : 0.0f;
+        const llk_half h = llk_f2h(dv);
+        memcpy(y, &h, 2);
+        for (int i = 0; i < 32; i++) y[2 + i] = (uint8_t)(int8_t)nearbyintf(x[i] * id);
+    }
+}
+
 /* One batch of T <= n_batch tokens at positions p0 .. p0+T-1 through every layer. */
 static llk_status decode_batch(llk_decoder *d, const int32_t *tokens, int64_t T, int64_t p0,
                                int all_logits, float *logits) {
     const llk_decoder_config *c = &d->c;
     const int64_t E = c->n_embd, D = c->head_dim, KD = (int64_t)c->n_head_kv * D;
-    const size_t elem = c->kv_f16 ? 2 : 4;
     llk_status st;
     for (int64_t t = 0; t < T; t++) {
         d->pos[t] = (int32_t)(p0 + t);
@@ -376,17 +396,12 @@ static llk_status decode_batch(llk_decoder *d, const int32_t *tokens, int64_t T,
         }
         uint8_t *kc = (uint8_t *)d->k_cache + (size_t)il * d->kv_layer_bytes;
         uint8_t *vc = (uint8_t *)d->v_cache + (size_t)il * d->kv_layer_bytes;
-        size_t at = (size_t)p0 * (size_t)KD * elem;
-        if (c->kv_f16) {
-            llk_fp32_to_fp16(d->k, (uint16_t *)(kc + at), T * KD);
-            llk_fp32_to_fp16(d->v, (uint16_t *)(vc + at), T * KD);
-        } else {
-            memcpy(kc + at, d->k, sizeof(float) * (size_t)(T * KD));
-            memcpy(vc + at, d->v, sizeof(float) * (size_t)(T * KD));
-        }
+        size_t at = (size_t)p0 * d->kv_row_bytes;
+        kv_store_rows(c->kv_type, d->k, kc + at, T * KD);
+        kv_store_rows(c->kv_type, d->v, vc + at, T * KD);
         llk_attn_params ap;
         ap.n_head = c->n_head; ap.n_head_kv = c->n_head_kv; ap.head_dim = c->head_dim;
-        ap.kv_f16 = c->kv_f16;
+        ap.kv_type = c->kv_type;
         ap.scale = c->attn_scale > 0.0f ? c->attn_scale : 1.0f / sqrtf((float)D);
         ap.softcap = c->attn_softcap; ap.window = L->window; ap.causal = 1;
         /* a short attention (a generated token over a short context) costs less than waking
@@ -453,7 +468,7 @@ llk_status llk_decoder_kv_shift(llk_decoder *d, int64_t p0, int64_t n_drop, int6
     if (n_drop == 0) return LLK_OK;
     const llk_decoder_config *c = &d->c;
     const int64_t KD = (int64_t)c->n_head_kv * c->head_dim, n_move = n_past - p0 - n_drop;
-    const size_t elem = c->kv_f16 ? 2 : 4, row = (size_t)KD * elem;
+    const size_t row = d->kv_row_bytes;
     for (int64_t t = 0; t < c->n_batch; t++) d->pos[t] = (int32_t)-n_drop;
     for (int il = 0; il < c->n_layer; il++) {
         uint8_t *kc = (uint8_t *)d->k_cache + (size_t)il * d->kv_layer_bytes;
@@ -469,13 +484,41 @@ llk_status llk_decoder_kv_shift(llk_decoder *d, int64_t p0, int64_t n_drop, int6
         for (int64_t b = 0; b < n_move; b += c->n_batch) {   /* rows through the k scratch */
             int64_t T = n_move - b < c->n_batch ? n_move - b : c->n_batch;
             uint8_t *rows = kc + (size_t)(p0 + b) * row;
-            if (c->kv_f16) llk_fp16_to_fp32((const uint16_t *)rows, d->k, T * KD);
-            else memcpy(d->k, rows, (size_t)T * row);
-            llk_status st = llk_rope(&rope, d->k, T, c->n_head_kv, d->pos);
+            llk_status st = llk_dequantize_row(LLK_ISA_REF, c->kv_type, rows, d->k, T * KD);
             if (st) return st;
-            if (c->kv_f16) llk_fp32_to_fp16(d->k, (uint16_t *)rows, T * KD);
-            else memcpy(rows, d->k, (size_t)T * row);
+            if ((st = llk_rope(&rope, d->k, T, c->n_head_kv, d->pos))) return st;
+            kv_store_rows(c->kv_type, d->k, rows, T * KD);   /* Q8_0: quantized again */
         }
     }
     return LLK_OK;
+}
+
+/* --- saving and restoring the cache ------------------------------------------------------------ */
+
+size_t llk_decoder_kv_range_bytes(const llk_decoder *d, int64_t n) {
+    if (!d || n < 0 || n > d->c.n_ctx) return 0;
+    return 2 * (size_t)d->c.n_layer * (size_t)n * d->kv_row_bytes;
+}
+
+/* dir 0: cache -> buf, 1: buf -> cache; the image is layer by layer, K rows then V rows. */
+static llk_status kv_copy(const llk_decoder *d, int64_t p0, int64_t n, uint8_t *buf, size_t bytes, int dir) {
+    if (!d || !buf || p0 < 0 || n < 0 || p0 + n > d->c.n_ctx) return LLK_ERR_ARG;
+    const size_t part = (size_t)n * d->kv_row_bytes;
+    if (bytes < 2 * (size_t)d->c.n_layer * part) return LLK_ERR_ARG;
+    for (int il = 0; il < d->c.n_layer; il++) {
+        uint8_t *kc = (uint8_t *)d->k_cache + (size_t)il * d->kv_layer_bytes + (size_t)p0 * d->kv_row_bytes;
+        uint8_t *vc = (uint8_t *)d->v_cache + (size_t)il * d->kv_layer_bytes + (size_t)p0 * d->kv_row_bytes;
+        uint8_t *bk = buf + 2 * (size_t)il * part, *bv = bk + part;
+        if (dir) { memcpy(kc, bk, part); memcpy(vc, bv, part); }
+        else { memcpy(bk, kc, part); memcpy(bv, vc, part); }
+    }
+    return LLK_OK;
+}
+
+llk_status llk_decoder_kv_read(const llk_decoder *d, int64_t p0, int64_t n, void *buf, size_t bytes) {
+    return kv_copy(d, p0, n, (uint8_t *)buf, bytes, 0);
+}
+
+llk_status llk_decoder_kv_write(llk_decoder *d, int64_t p0, int64_t n, const void *buf, size_t bytes) {
+    return kv_copy(d, p0, n, (uint8_t *)(uintptr_t)buf, bytes, 1);
 }

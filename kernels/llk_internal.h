@@ -217,9 +217,33 @@ typedef float (*llk_dot_fn)(const void *w, const void *a, int64_t n);
 /* out[t] = dot(w, activation row t), t < 4, rows `as` bytes apart (register-blocked matmul) */
 typedef void (*llk_dot4_fn)(const void *w, const void *a, size_t as, int64_t n, float *out);
 
+/* KV cache kinds: the attention kernels' tables are indexed by them. A Q8_0 head slice is hd / 32
+ * blocks of 34 bytes (float16 scale d, then 32 int8 q), value d * q. That product is exact in
+ * float32 (11 significant bits times 8), so each kernel reads the 8-bit cache directly and still
+ * sums the very floats the reference does. */
+enum { LLK_KV_F32 = 0, LLK_KV_F16 = 1, LLK_KV_Q8_0 = 2, LLK_KV_KINDS = 3 };
+static inline int llk_kv_kind(int type) {
+    return type == LLK_TYPE_F32 ? LLK_KV_F32 : type == LLK_TYPE_F16 ? LLK_KV_F16
+         : type == LLK_TYPE_Q8_0 ? LLK_KV_Q8_0 : -1;
+}
+/* Byte offset of head value i (i % 8 == 0 for the SIMD loads) and bytes of a head slice of hd. */
+static inline size_t llk_kv_off(int i, int kind) {
+    return kind == LLK_KV_Q8_0 ? (size_t)(i >> 5) * 34 + 2 + (size_t)(i & 31)
+                               : (size_t)i * (kind == LLK_KV_F16 ? 2 : 4);
+}
+static inline size_t llk_kv_head_bytes(int hd, int kind) {
+    return kind == LLK_KV_Q8_0 ? (size_t)(hd >> 5) * 34 : (size_t)hd * (kind == LLK_KV_F16 ? 2 : 4);
+}
+/* The float16 scale of the Q8_0 block holding head value i, as float32. */
+static inline float llk_kv_q8_scale(const uint8_t *row, int i) {
+    llk_half h;
+    memcpy(&h, row + (size_t)(i >> 5) * 34, 2);
+    return llk_h2f(h);
+}
+
 /* Attention inner loops for a group of g <= LLK_ATTN_GROUP query heads that share one KV head
- * (grouped-query attention), over n cache rows of hd values (float16 if f16, else float32), rows
- * row_bytes apart. Each cache row is read and converted once for the whole group.
+ * (grouped-query attention), over n cache rows of hd values (a LLK_KV_* kind), rows row_bytes
+ * apart. Each cache row is read and converted once for the whole group.
  * kdots: out[a * ld + j] = scale * dot(q + a * hd, K row j) for a < g, and mx[a] = the largest
  *        of those (j < n, n >= 1).
  * vacc:  out[a * os + i] += sum_j p[a * ld + j] * V row j [i]. */
@@ -238,8 +262,8 @@ typedef struct {
     llk_dot4_fn dot4[LLK_N_TYPES];    /* NULL: the driver calls dot four times */
     llk_quant_fn quant_q8_32;
     llk_quant_fn quant_q8_256;
-    llk_kdots_fn kdots[2];            /* [0]: float32 cache, [1]: float16 cache */
-    llk_vacc_fn vacc[2];
+    llk_kdots_fn kdots[LLK_KV_KINDS]; /* by LLK_KV_* kind of the cache */
+    llk_vacc_fn vacc[LLK_KV_KINDS];
     llk_expsum_fn expsum;
 } llk_kernels;
 

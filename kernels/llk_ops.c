@@ -332,8 +332,9 @@ typedef struct {
     const llk_attn_params *p;
     const llk_kernels *k;
     const float *q;
-    const uint8_t *kc, *vc;     /* n_kv x n_head_kv x head_dim, elem bytes each */
-    size_t elem;
+    const uint8_t *kc, *vc;     /* n_kv x n_head_kv x head_dim of the cache kind */
+    int kind;                   /* LLK_KV_* */
+    size_t row;                 /* bytes per cache position */
     int64_t n_kv;
     const int32_t *pos;
     float *out;
@@ -350,8 +351,8 @@ typedef struct {
 static void attn_fn(void *arg, int64_t b, int64_t e, int ith) {
     const attn_job *j = (const attn_job *)arg;
     const llk_attn_params *p = j->p;
-    const int hd = p->head_dim, group = p->n_head / p->n_head_kv, f16 = p->kv_f16 ? 1 : 0;
-    const size_t row = (size_t)p->n_head_kv * hd * j->elem;     /* bytes per cache position */
+    const int hd = p->head_dim, group = p->n_head / p->n_head_kv, kind = j->kind;
+    const size_t row = j->row;
     const int64_t ld = j->scratch_stride;
     float *sc = j->scratch + (size_t)ith * LLK_ATTN_GROUP * (size_t)ld;
     const float kscale = p->softcap > 0.0f ? 1.0f : p->scale;  /* softcap needs the raw product */
@@ -382,10 +383,10 @@ static void attn_fn(void *arg, int64_t b, int64_t e, int ith) {
             if (part) { o[a * ostride + hd] = -INFINITY; o[a * ostride + hd + 1] = 0.0f; }
         }
         if (hi <= lo) continue;
-        const size_t head_off = (size_t)hk * hd * j->elem;
+        const size_t head_off = (size_t)hk * llk_kv_head_bytes(hd, kind);
         const int64_t nv = hi - lo;
         float mx[LLK_ATTN_GROUP], sum[LLK_ATTN_GROUP];
-        j->k->kdots[f16](qv, g, j->kc + lo * row + head_off, row, nv, hd, kscale, sc, ld, mx);
+        j->k->kdots[kind](qv, g, j->kc + lo * row + head_off, row, nv, hd, kscale, sc, ld, mx);
         for (int a = 0; a < g; a++) {
             float *s = sc + a * ld;
             if (p->softcap > 0.0f) {
@@ -398,7 +399,7 @@ static void attn_fn(void *arg, int64_t b, int64_t e, int ith) {
             }
             sum[a] = j->k->expsum(s, nv, mx[a]);
         }
-        j->k->vacc[f16](sc, ld, g, j->vc + lo * row + head_off, row, nv, hd, o, ostride);
+        j->k->vacc[kind](sc, ld, g, j->vc + lo * row + head_off, row, nv, hd, o, ostride);
         for (int a = 0; a < g; a++) {
             if (part) {   /* a split leaves its output unnormalised, with its max and sum */
                 o[a * ostride + hd] = mx[a];
@@ -447,6 +448,8 @@ llk_status llk_attention_isa(llk_pool *pool, int isa, const llk_attn_params *p, 
         return LLK_ERR_ARG;
     if (n_tok == 0) return LLK_OK;
     if (!q || !out || !pos || (n_kv > 0 && (!k || !v))) return LLK_ERR_ARG;
+    const int kind = llk_kv_kind(p->kv_type);
+    if (kind < 0 || (kind == LLK_KV_Q8_0 && p->head_dim % 32)) return LLK_ERR_ARG;
     const llk_kernels *kt = llk_kernels_for(isa);
     if (!kt) return LLK_ERR_ISA;
     int nth = pool ? llk_pool_size(pool) : 1;
@@ -454,7 +457,8 @@ llk_status llk_attention_isa(llk_pool *pool, int isa, const llk_attn_params *p, 
     float *scratch = (float *)aligned_alloc64(sizeof(float) * (size_t)stride * LLK_ATTN_GROUP * (size_t)nth);
     if (!scratch) return LLK_ERR_NOMEM;
     const int group = p->n_head / p->n_head_kv;
-    attn_job j = {p, kt, q, (const uint8_t *)k, (const uint8_t *)v, p->kv_f16 ? 2u : 4u, n_kv, pos,
+    attn_job j = {p, kt, q, (const uint8_t *)k, (const uint8_t *)v, kind,
+                  llk_row_bytes(p->kv_type, (int64_t)p->n_head_kv * p->head_dim), n_kv, pos,
                   out, scratch, stride, (group + LLK_ATTN_GROUP - 1) / LLK_ATTN_GROUP, 1, NULL};
     /* Few items for a pool (a generated token has one per KV head) over a long context: split
      * the positions too (flash-decoding), ~ATTN_SPLIT_MIN positions or more per split, and merge.

@@ -409,8 +409,9 @@ static float dot_iq4_xs(const void *w, const void *a, int64_t n) {
 
 /* --- attention inner loops ------------------------------------------------------------------ */
 
-static inline float cache_val(const uint8_t *row, int i, int f16) {
-    if (f16) { llk_half h; memcpy(&h, row + 2 * i, 2); return llk_h2f(h); }
+static inline float cache_val(const uint8_t *row, int i, int kind) {
+    if (kind == LLK_KV_Q8_0) return llk_kv_q8_scale(row, i) * (float)(int8_t)row[llk_kv_off(i, kind)];
+    if (kind == LLK_KV_F16) { llk_half h; memcpy(&h, row + 2 * i, 2); return llk_h2f(h); }
     float v; memcpy(&v, row + 4 * i, 4); return v;
 }
 /* The attention contract (every level). kdots: for each query head, element i < hd8 = hd & ~7 of
@@ -418,17 +419,17 @@ static inline float cache_val(const uint8_t *row, int i, int f16) {
  * the last hd % 8 products are added after, one at a time; times scale. vacc: out += p * v by FMA,
  * row after row, for every element. */
 static void kdots_ref(const float *q, int g, const void *k, size_t row_bytes, int64_t n, int hd,
-                      float scale, float *out, int64_t ld, float *mx, int f16) {
+                      float scale, float *out, int64_t ld, float *mx, int kind) {
     const int hd8 = hd & ~7;
     for (int a = 0; a < g; a++) mx[a] = -INFINITY;
     for (int64_t j = 0; j < n; j++) {
         const uint8_t *row = (const uint8_t *)k + (size_t)j * row_bytes;
         for (int a = 0; a < g; a++) {
             float L[16] = {0}, v[8];
-            for (int i = 0; i < hd8; i++) L[i & 15] = fmaf(q[a * hd + i], cache_val(row, i, f16), L[i & 15]);
+            for (int i = 0; i < hd8; i++) L[i & 15] = fmaf(q[a * hd + i], cache_val(row, i, kind), L[i & 15]);
             for (int l = 0; l < 8; l++) v[l] = L[l] + L[l + 8];
             float s = llk_sum8_adj(v);
-            for (int i = hd8; i < hd; i++) s += q[a * hd + i] * cache_val(row, i, f16);
+            for (int i = hd8; i < hd; i++) s += q[a * hd + i] * cache_val(row, i, kind);
             s *= scale;
             out[a * ld + j] = s;
             mx[a] = s > mx[a] ? s : mx[a];
@@ -436,22 +437,26 @@ static void kdots_ref(const float *q, int g, const void *k, size_t row_bytes, in
     }
 }
 static void vacc_ref(const float *p, int64_t ld, int g, const void *v, size_t row_bytes, int64_t n,
-                     int hd, float *out, int64_t os, int f16) {
+                     int hd, float *out, int64_t os, int kind) {
     for (int64_t j = 0; j < n; j++) {
         const uint8_t *row = (const uint8_t *)v + (size_t)j * row_bytes;
         for (int a = 0; a < g; a++)
             for (int i = 0; i < hd; i++)
-                out[a * os + i] = fmaf(p[a * ld + j], cache_val(row, i, f16), out[a * os + i]);
+                out[a * os + i] = fmaf(p[a * ld + j], cache_val(row, i, kind), out[a * os + i]);
     }
 }
 static void kdots_f32(const float *q, int g, const void *k, size_t rb, int64_t n, int hd, float scale,
                       float *o, int64_t ld, float *mx) { kdots_ref(q, g, k, rb, n, hd, scale, o, ld, mx, 0); }
 static void kdots_f16(const float *q, int g, const void *k, size_t rb, int64_t n, int hd, float scale,
                       float *o, int64_t ld, float *mx) { kdots_ref(q, g, k, rb, n, hd, scale, o, ld, mx, 1); }
+static void kdots_q8(const float *q, int g, const void *k, size_t rb, int64_t n, int hd, float scale,
+                     float *o, int64_t ld, float *mx) { kdots_ref(q, g, k, rb, n, hd, scale, o, ld, mx, 2); }
 static void vacc_f32(const float *p, int64_t ld, int g, const void *v, size_t rb, int64_t n, int hd,
                      float *o, int64_t os) { vacc_ref(p, ld, g, v, rb, n, hd, o, os, 0); }
 static void vacc_f16(const float *p, int64_t ld, int g, const void *v, size_t rb, int64_t n, int hd,
                      float *o, int64_t os) { vacc_ref(p, ld, g, v, rb, n, hd, o, os, 1); }
+static void vacc_q8(const float *p, int64_t ld, int g, const void *v, size_t rb, int64_t n, int hd,
+                    float *o, int64_t os) { vacc_ref(p, ld, g, v, rb, n, hd, o, os, 2); }
 
 /* x[i] = llk_exp(x[i] - mx); the sum: lane i % 8 for i < n & ~7, llk_sum8, then the rest in order. */
 static float expsum_ref(float *x, int64_t n, float mx) {
@@ -467,8 +472,8 @@ void llk_fill_ref(llk_kernels *k) {
     memset(k, 0, sizeof *k);
     k->quant_q8_32 = quant_q8_32_ref;
     k->quant_q8_256 = quant_q8_256_ref;
-    k->kdots[0] = kdots_f32; k->kdots[1] = kdots_f16;
-    k->vacc[0] = vacc_f32; k->vacc[1] = vacc_f16;
+    k->kdots[LLK_KV_F32] = kdots_f32; k->kdots[LLK_KV_F16] = kdots_f16; k->kdots[LLK_KV_Q8_0] = kdots_q8;
+    k->vacc[LLK_KV_F32] = vacc_f32; k->vacc[LLK_KV_F16] = vacc_f16; k->vacc[LLK_KV_Q8_0] = vacc_q8;
     k->expsum = expsum_ref;
 #define SET(T, dq, dt) k->dequant[T] = dq; k->dot[T] = dt
     SET(LLK_TYPE_F32, deq_f32, dot_f32);

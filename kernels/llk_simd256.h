@@ -420,12 +420,24 @@ static void deq_q6_K(const void *x, float *y, int64_t n) {
 
 /* --- attention inner loops ------------------------------------------------------------------- */
 
-static inline __m256 cache8(const uint8_t *row, int i, int f16) {
-    return f16 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(row + 2 * i)))
-               : _mm256_loadu_ps((const float *)(row + 4 * i));
+/* The float16 scale of the Q8_0 block holding head value i (F16C: the same float as llk_h2f). */
+static inline __m256 q8_scale8(const uint8_t *row, int i) {
+    uint16_t h;
+    memcpy(&h, row + (size_t)(i >> 5) * 34, 2);
+    return _mm256_set1_ps(_mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(h))));
 }
-static inline float cache1(const uint8_t *row, int i, int f16) {
-    if (f16) { llk_half h; memcpy(&h, row + 2 * i, 2); return llk_h2f(h); }
+/* Eight head values from i on (i % 8 == 0) as floats; a Q8_0 cache gives d * q, exact. */
+static inline __m256 cache8(const uint8_t *row, int i, const int kind) {
+    if (kind == LLK_KV_Q8_0) {
+        __m128i q = _mm_loadl_epi64((const __m128i *)(row + llk_kv_off(i, kind)));
+        return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), q8_scale8(row, i));
+    }
+    return kind == LLK_KV_F16 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(row + 2 * i)))
+                              : _mm256_loadu_ps((const float *)(row + 4 * i));
+}
+static inline float cache1(const uint8_t *row, int i, const int kind) {
+    if (kind == LLK_KV_Q8_0) return llk_kv_q8_scale(row, i) * (float)(int8_t)row[llk_kv_off(i, kind)];
+    if (kind == LLK_KV_F16) { llk_half h; memcpy(&h, row + 2 * i, 2); return llk_h2f(h); }
     float v; memcpy(&v, row + 4 * i, 4); return v;
 }
 
@@ -467,12 +479,12 @@ ATTN_INLINE void kdots_max(__m128 vmx, const int G, float *mx) {
 }
 
 /* G query heads against each K row: the row is converted once, G FMAs per 8 values, and the G
- * sums come out of one horizontal reduction. G and f16 are constants at each call site. The
+ * sums come out of one horizontal reduction. G and kind are constants at each call site. The
  * contract of llk_ref.c: even 8-value steps in a[.][0], odd ones in a[.][1] (lanes 0-15), folded,
  * then hsum4x8 (llk_sum8_adj's tree); the last hd % 8 products after, one at a time. */
 ATTN_INLINE void kdots_grp(const float *q, const int G, const uint8_t *k, size_t rb, int64_t n,
-                             int hd, float scale, float *out, int64_t ld, float *mx, const int f16) {
-    const int h8 = hd & ~7, bytes = hd * (f16 ? 2 : 4);
+                             int hd, float scale, float *out, int64_t ld, float *mx, const int kind) {
+    const int h8 = hd & ~7, bytes = (int)llk_kv_head_bytes(hd, kind);
     const size_t pf = attn_prefetch_bytes(rb);
     const __m128 sc = _mm_set1_ps(scale);
     __m128 vmx = _mm_set1_ps(-INFINITY);
@@ -482,7 +494,7 @@ ATTN_INLINE void kdots_grp(const float *q, const int G, const uint8_t *k, size_t
         __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
         int i = 0;
         for (; i + 16 <= h8; i += 16) {
-            const __m256 kv = cache8(row, i, f16), kw = cache8(row, i + 8, f16);
+            const __m256 kv = cache8(row, i, kind), kw = cache8(row, i + 8, kind);
             a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), kv, a0);
             b0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i + 8), kw, b0);
             if (G > 1) { a1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + hd + i), kv, a1);
@@ -493,7 +505,7 @@ ATTN_INLINE void kdots_grp(const float *q, const int G, const uint8_t *k, size_t
                          b3 = _mm256_fmadd_ps(_mm256_loadu_ps(q + 3 * hd + i + 8), kw, b3); }
         }
         if (i < h8) {   /* one more even step */
-            const __m256 kv = cache8(row, i, f16);
+            const __m256 kv = cache8(row, i, kind);
             a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), kv, a0);
             if (G > 1) a1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + hd + i), kv, a1);
             if (G > 2) a2 = _mm256_fmadd_ps(_mm256_loadu_ps(q + 2 * hd + i), kv, a2);
@@ -503,7 +515,7 @@ ATTN_INLINE void kdots_grp(const float *q, const int G, const uint8_t *k, size_t
         _mm_storeu_ps(t, hsum4x8(_mm256_add_ps(a0, b0), _mm256_add_ps(a1, b1), _mm256_add_ps(a2, b2),
                                  _mm256_add_ps(a3, b3)));
         for (i = h8; i < hd; i++) {
-            const float kv = cache1(row, i, f16);
+            const float kv = cache1(row, i, kind);
             for (int a = 0; a < G; a++) t[a] += q[a * hd + i] * kv;
         }
         kdots_put(_mm_mul_ps(_mm_loadu_ps(t), sc), G, out, ld, j, &vmx);
@@ -514,7 +526,7 @@ ATTN_INLINE void kdots_grp(const float *q, const int G, const uint8_t *k, size_t
 /* out[a] += sum_j p[a][j] * V row j, 16 values of the head at a time: the G x 2 sums stay in
  * registers over all rows, each row's 16 values are converted once for the group. */
 ATTN_INLINE void vacc_grp(const float *p, int64_t ld, const int G, const uint8_t *v, size_t rb,
-                            int64_t n, int hd, float *out, int64_t os, const int f16) {
+                            int64_t n, int hd, float *out, int64_t os, const int kind) {
     const size_t pf = attn_prefetch_bytes(rb);
     int i = 0;
     for (; i + 16 <= hd; i += 16) {
@@ -525,8 +537,8 @@ ATTN_INLINE void vacc_grp(const float *p, int64_t ld, const int G, const uint8_t
         }
         for (int64_t j = 0; j < n; j++) {
             const uint8_t *row = v + (size_t)j * rb;
-            _mm_prefetch((const char *)row + pf + i * (f16 ? 2 : 4), _MM_HINT_T0);
-            const __m256 v0 = cache8(row, i, f16), v1 = cache8(row, i + 8, f16);
+            _mm_prefetch((const char *)row + pf + llk_kv_off(i, kind), _MM_HINT_T0);
+            const __m256 v0 = cache8(row, i, kind), v1 = cache8(row, i + 8, kind);
             for (int a = 0; a < G; a++) {
                 const __m256 pj = _mm256_broadcast_ss(p + a * ld + j);
                 c[a][0] = _mm256_fmadd_ps(pj, v0, c[a][0]);
@@ -542,7 +554,7 @@ ATTN_INLINE void vacc_grp(const float *p, int64_t ld, const int G, const uint8_t
         __m256 c[4];
         for (int a = 0; a < G; a++) c[a] = _mm256_loadu_ps(out + a * os + i);
         for (int64_t j = 0; j < n; j++) {
-            const __m256 v0 = cache8(v + (size_t)j * rb, i, f16);
+            const __m256 v0 = cache8(v + (size_t)j * rb, i, kind);
             for (int a = 0; a < G; a++)
                 c[a] = _mm256_fmadd_ps(_mm256_broadcast_ss(p + a * ld + j), v0, c[a]);
         }
@@ -550,7 +562,7 @@ ATTN_INLINE void vacc_grp(const float *p, int64_t ld, const int G, const uint8_t
     }
     for (; i < hd; i++)
         for (int64_t j = 0; j < n; j++) {
-            const float vv = cache1(v + (size_t)j * rb, i, f16);
+            const float vv = cache1(v + (size_t)j * rb, i, kind);
             for (int a = 0; a < G; a++) out[a * os + i] = fmaf(p[a * ld + j], vv, out[a * os + i]);
         }
 }
@@ -572,6 +584,11 @@ static void kdots_f16(const float *q, int g, const void *k, size_t rb, int64_t n
 #define KD16(G) kdots_grp(q, G, (const uint8_t *)k, rb, n, hd, scale, o, ld, mx, 1)
     ATTN_BY_G(KD16)
 }
+static void kdots_q8(const float *q, int g, const void *k, size_t rb, int64_t n, int hd, float scale,
+                     float *o, int64_t ld, float *mx) {
+#define KDQ8(G) kdots_grp(q, G, (const uint8_t *)k, rb, n, hd, scale, o, ld, mx, LLK_KV_Q8_0)
+    ATTN_BY_G(KDQ8)
+}
 static void vacc_f32(const float *p, int64_t ld, int g, const void *v, size_t rb, int64_t n, int hd,
                      float *o, int64_t os) {
 #define VA32(G) vacc_grp(p, ld, G, (const uint8_t *)v, rb, n, hd, o, os, 0)
@@ -581,6 +598,11 @@ static void vacc_f16(const float *p, int64_t ld, int g, const void *v, size_t rb
                      float *o, int64_t os) {
 #define VA16(G) vacc_grp(p, ld, G, (const uint8_t *)v, rb, n, hd, o, os, 1)
     ATTN_BY_G(VA16)
+}
+static void vacc_q8(const float *p, int64_t ld, int g, const void *v, size_t rb, int64_t n, int hd,
+                    float *o, int64_t os) {
+#define VAQ8(G) vacc_grp(p, ld, G, (const uint8_t *)v, rb, n, hd, o, os, LLK_KV_Q8_0)
+    ATTN_BY_G(VAQ8)
 }
 
 /* llk_exp (llk_internal.h) for 8 floats, operation for operation. */
@@ -622,8 +644,8 @@ static void llk_fill_256(llk_kernels *k) {
     k->dequant[LLK_TYPE_Q8_0] = deq_q8_0;
     k->dequant[LLK_TYPE_Q4_K] = deq_q4_K;
     k->dequant[LLK_TYPE_Q6_K] = deq_q6_K;
-    k->kdots[0] = kdots_f32; k->kdots[1] = kdots_f16;
-    k->vacc[0] = vacc_f32; k->vacc[1] = vacc_f16;
+    k->kdots[LLK_KV_F32] = kdots_f32; k->kdots[LLK_KV_F16] = kdots_f16; k->kdots[LLK_KV_Q8_0] = kdots_q8;
+    k->vacc[LLK_KV_F32] = vacc_f32; k->vacc[LLK_KV_F16] = vacc_f16; k->vacc[LLK_KV_Q8_0] = vacc_q8;
     k->quant_q8_32 = quant_q8_32;
     k->quant_q8_256 = quant_q8_256;
     k->dot[LLK_TYPE_F32] = dot_f32;

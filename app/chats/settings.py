@@ -15,6 +15,7 @@ from app import defaults
 
 SAMPLING_DEFAULTS = dict(defaults.SAMPLING)
 ENGINE_DEFAULTS = dict(defaults.ENGINE)          # threads 0 = automatic
+KV_TYPES = defaults.KV_TYPES
 OVERFLOW_POLICIES = ("shift", "stop")
 MAX_N_CTX = 1 << 20
 
@@ -35,7 +36,8 @@ VALID: dict[str, Callable[[Any], bool]] = {
     "repeat_penalty": lambda v: _num(v) and 0 < v <= 10,
     "seed": lambda v: _int(v) and -1 <= v < 2**63,
     "max_tokens": lambda v: _int(v) and v > 0,
-    "n_ctx": lambda v: _int(v) and 16 <= v <= MAX_N_CTX,
+    "n_ctx": lambda v: _int(v) and (v == 0 or 16 <= v <= MAX_N_CTX),
+    "kv_type": lambda v: v in KV_TYPES,
     "threads": lambda v: _int(v) and 0 <= v <= 1024,
     "overflow": lambda v: v in OVERFLOW_POLICIES,
 }

@@ -52,8 +52,9 @@ def _common_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", help="a GGUF file, or the name of a model in the library")
     p.add_argument("--threads", type=int, default=D.THREADS, help="worker threads (default: physical cores)")
     p.add_argument("--ctx", type=positive_int, default=None,
-                   help=f"context length in tokens (default: min(training, {D.N_CTX}))")
-    p.add_argument("--kv-type", choices=("f16", "f32"), default=D.KV_TYPE, help="KV cache precision")
+                   help="context length in tokens (default: the training length, capped by what fits in memory)")
+    p.add_argument("--kv-type", choices=D.KV_TYPES, default=D.KV_TYPE,
+                   help="KV cache precision (q8_0: half the memory of f16)")
     p.add_argument("--batch", type=positive_int, default=D.N_BATCH, help="prompt tokens per decoder call")
 
 
@@ -112,9 +113,12 @@ def _resolve(model: str) -> str:
     return resolve_model(model)
 
 
-def open_engine(args, n_ctx: int | None = None):
+def open_engine(args, n_ctx: int | None = None, kv_store=None):
     """An Engine for the command's model, after the memory pre-flight (refuse: exit code 5)."""
     from app.engine.engine import Engine
+
+    from app.gguf import open_gguf
+    from app.library.preflight import fitting_context, memory_verdict, preflight
 
     path = _resolve(args.model)
     draft = getattr(args, "draft", None)
@@ -127,23 +131,25 @@ def open_engine(args, n_ctx: int | None = None):
               file=sys.stderr)
     elif draft:
         draft = _resolve(draft)
-    try:
-        from app.library.preflight import memory_verdict, preflight
-
-        report = preflight(path, n_ctx or args.ctx or None, args.kv_type)
-        if report.memory_verdict == "refuse":
-            raise OutOfMemoryError(f"{path}: {report.summary()}")
-        if draft:       # both models, each with its KV cache, at the same context
-            d = preflight(draft, report.n_ctx, args.kv_type)
-            verdict, msg = memory_verdict(report.needed_bytes + d.needed_bytes,
-                                          report.available_bytes, report.total_bytes)
-            if verdict == "refuse":
-                raise OutOfMemoryError(f"{path} with draft {draft}: {msg}")
-    except ImportError:
-        pass
-    return Engine(path, n_ctx=n_ctx or args.ctx, n_threads=args.threads, kv_type=args.kv_type,
-                  n_batch=args.batch, speculation=getattr(args, "speculation", "lookup"),
-                  draft=draft, draft_max=getattr(args, "draft_max", 8))
+    n_ctx, why = n_ctx or args.ctx, "as asked"
+    if not n_ctx:       # the training length, capped by what fits with this KV type
+        with open_gguf(path) as f:
+            n_ctx, why = fitting_context(f, args.kv_type)
+    report = preflight(path, n_ctx, args.kv_type)
+    if report.memory_verdict == "refuse":
+        raise OutOfMemoryError(f"{path}: {report.summary()}")
+    if draft:       # both models, each with its KV cache, at the same context
+        d = preflight(draft, report.n_ctx, args.kv_type)
+        verdict, msg = memory_verdict(report.needed_bytes + d.needed_bytes,
+                                      report.available_bytes, report.total_bytes)
+        if verdict == "refuse":
+            raise OutOfMemoryError(f"{path} with draft {draft}: {msg}")
+    eng = Engine(path, n_ctx=n_ctx, n_threads=args.threads, kv_type=args.kv_type,
+                 n_batch=args.batch, kv_store=kv_store,
+                 speculation=getattr(args, "speculation", "lookup"), draft=draft,
+                 draft_max=getattr(args, "draft_max", 8))
+    eng.n_ctx_reason = why
+    return eng
 
 
 # --- generate -----------------------------------------------------------------------------------
@@ -232,6 +238,8 @@ def add_chat_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--system", default=None, help="system prompt")
     p.add_argument("--context-policy", choices=("shift", "stop"), default=D.OVERFLOW,
                    help="when the context is full: drop the oldest turns (shift) or stop")
+    p.add_argument("--no-kv-cache", action="store_true",
+                   help="do not save or restore the conversation's KV state in the cache folder")
     _sampling_args(p)
     _speculation_args(p)
 
@@ -250,9 +258,13 @@ def run_chat(args: argparse.Namespace, stdin=None, stdout=None) -> int:
         print(f"llambda chat: error: {e}", file=sys.stderr)
         return EXIT_USAGE
     interactive = stdin.isatty()
-    with open_engine(args) as eng:
+    from app.engine.kvstore import KVStore
+
+    store = None if getattr(args, "no_kv_cache", False) else KVStore()
+    with open_engine(args, kv_store=store) as eng:
         chat = Chat(eng, system=args.system, context_policy=args.context_policy)
-        print(f"llambda chat: {eng.path} ({eng.n_ctx} tokens of context, {eng.n_threads} threads). "
+        print(f"llambda chat: {eng.path} ({eng.n_ctx} tokens of context: {eng.n_ctx_reason}; "
+              f"{eng.kv_type} KV cache, {eng.n_threads} threads). "
               "Ctrl+C stops a reply, /reset forgets, /exit or Ctrl+D leaves.", file=sys.stderr)
         while True:
             if interactive:
@@ -289,6 +301,7 @@ def run_chat(args: argparse.Namespace, stdin=None, stdout=None) -> int:
                         note = " (stopped)" if ev.stop_reason == "cancelled" else ""
                         print(f"[{ev.stats.generated_tokens} tok, {ev.stats.generation_tok_s:.1f} tok/s"
                               f"{note}]", file=sys.stderr)
+                chat.save_state()      # a chat that opens the same way later starts warm
     return EXIT_OK
 
 
@@ -300,7 +313,7 @@ def add_bench_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--pp", type=_int_list, default=[512], help="prompt lengths, e.g. 512")
     p.add_argument("--tg", type=_int_list, default=[128], help="generation lengths, e.g. 128")
     p.add_argument("--reps", type=positive_int, default=3, help="repetitions of each test")
-    p.add_argument("--kv-type", choices=("f16", "f32"), default="f16")
+    p.add_argument("--kv-type", choices=("f16", "f32", "q8_0"), default="f16")
     p.add_argument("--depth", type=_nonneg_int, default=0,
                    help="tokens already in the cache before each test (llama-bench's -d): "
                         "generation deep in a conversation")

@@ -20,7 +20,8 @@ from app.model import DecoderConfig
 
 __all__ = ["Decoder", "CDecoder", "DecodeCancelled", "KV_TYPES"]
 
-KV_TYPES = ("f16", "f32")
+KV_TYPES = ("f16", "f32", "q8_0")
+KV_TYPE_IDS = {"f32": 0, "f16": 1, "q8_0": 8}        # llk_type of the cache
 _ROPE_SCALING = {"none": 0, "linear": 1, "yarn": 2}
 _FFN_ACT = {"silu": 0, "gelu": 1, "gelu_erf": 2}
 _NORM = {"rms": 0, "layer": 1}
@@ -70,7 +71,8 @@ def _rows(t, first: int, n: int):
 class CDecoder:
     """`llk_decode` over the tensors of an open GGUF file (kept open while the decoder lives).
 
-    n_threads <= 0: one per physical core. kv_type: "f16" (default) or "f32". isa: None for the
+    n_threads <= 0: one per physical core. kv_type: "f16" (default), "f32" or "q8_0" (8-bit blocks
+    of 32, read directly by attention; needs head_dim % 32 == 0). isa: None for the
     dispatched level, or "ref" / "avx2" / "avx512" for the matrix products (tests pin levels).
     """
 
@@ -79,6 +81,9 @@ class CDecoder:
                  pool: ThreadPool | None = None):
         if kv_type not in KV_TYPES:
             raise ValueError(f"kv_type must be one of {KV_TYPES}, not {kv_type!r}")
+        if kv_type == "q8_0" and cfg.head_dim % 32:
+            raise ValueError(f"a q8_0 KV cache needs a head size that is a multiple of 32; "
+                             f"this model's is {cfg.head_dim} (use f16)")
         if not 1 <= n_ctx <= max(cfg.n_ctx_train, 1) * 64:
             raise ValueError(f"n_ctx {n_ctx} out of range for a model trained on {cfg.n_ctx_train}")
         if cfg.spec.activation not in _FFN_ACT or cfg.spec.norm_kind not in _NORM:
@@ -97,7 +102,7 @@ class CDecoder:
         lib.llk_decoder_config_default(c)
         c.n_vocab, c.n_embd, c.n_layer = cfg.n_vocab, cfg.n_embd, cfg.n_layer
         c.n_head, c.n_head_kv, c.head_dim, c.n_ff = cfg.n_head, cfg.n_head_kv, cfg.head_dim, cfg.n_ff
-        c.n_ctx, c.n_batch, c.kv_f16 = self.n_ctx, int(n_batch), int(kv_type == "f16")
+        c.n_ctx, c.n_batch, c.kv_type = self.n_ctx, int(n_batch), KV_TYPE_IDS[kv_type]
         c.norm_kind, c.norm_eps = _NORM[cfg.spec.norm_kind], cfg.norm_eps
         c.norm_weight_offset = cfg.spec.norm_weight_offset
         c.ffn_act = _FFN_ACT[cfg.spec.activation]
@@ -139,6 +144,7 @@ class CDecoder:
         self._ptr = out[0]
         self._cfg_c = c
         self.kv_bytes = int(lib.llk_decoder_kv_bytes(self._ptr))
+        self.rope_factors = getattr(self, "rope_factors", "")
 
     # -- binding -----------------------------------------------------------------------------
 
@@ -320,6 +326,35 @@ class CDecoder:
             return False
         kernels._check(st, "kv_shift")
         return True
+
+    # -- saving and restoring the KV cache (kvstore.py) ----------------------------------------
+
+    def kv_signature(self) -> dict:
+        """What a saved cache image depends on besides the model file and the tokens."""
+        c = self.config
+        return {"kv_type": self.kv_type, "n_layer": c.n_layer, "n_head_kv": c.n_head_kv,
+                "head_dim": c.head_dim, "rope_factors": self.rope_factors}
+
+    def kv_image_bytes(self, n: int) -> int:
+        """Bytes of the cache image of positions [0, n) (K and V of every layer)."""
+        if not 0 <= n <= self.n_ctx:
+            raise ValueError(f"kv image: {n} positions outside the context of {self.n_ctx}")
+        return int(lib.llk_decoder_kv_range_bytes(self.ptr, int(n)))
+
+    def kv_read(self, n: int) -> np.ndarray:
+        """The cache image of positions [0, n): uint8, layer by layer, K rows then V rows."""
+        out = np.empty(self.kv_image_bytes(n), np.uint8)
+        kernels._check(lib.llk_decoder_kv_read(self.ptr, 0, int(n), ffi.from_buffer(out), out.size),
+                       "kv_read")
+        return out
+
+    def kv_write(self, image, n: int) -> None:
+        """Put back an image made by kv_read(n) into positions [0, n)."""
+        buf = np.frombuffer(image, np.uint8) if not isinstance(image, np.ndarray) else image
+        if buf.size != self.kv_image_bytes(n):
+            raise ValueError(f"kv_write: {buf.size} bytes, {n} positions need {self.kv_image_bytes(n)}")
+        kernels._check(lib.llk_decoder_kv_write(self.ptr, 0, int(n), ffi.from_buffer(buf), buf.size),
+                       "kv_write")
 
     def abort(self) -> None:
         self.pool.abort()

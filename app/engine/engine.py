@@ -8,9 +8,15 @@ template, a C decoder with its KV cache, and a session over it. Open with `Engin
 `Chat` keeps a conversation's messages and turns each reply into a generation on the same
 session, so a follow-up decodes only the new tokens; when the conversation outgrows the context
 it drops the oldest turns after the system prompt (and says so with a ContextShifted event).
+
+With a `KVStore` (kvstore.py), a conversation's KV state is saved under its key
+(`Chat.save_state`) and restored when the conversation comes back with the same model, so
+reopening it decodes only what is new.
 """
 from __future__ import annotations
 
+import hashlib
+import logging
 import time
 from typing import Iterator
 
@@ -21,18 +27,24 @@ from app.engine.generate import ContextShifted, Event, Finished, GenerationReque
 from app.engine.sampler import SamplerSettings
 from app.engine.session import Session
 from app.gguf import open_gguf
+from app.errors import LlambdaError
 from app.model import config_from_gguf, require_supported
 
-__all__ = ["Engine", "Chat", "DEFAULT_N_CTX"]
+__all__ = ["Engine", "Chat", "DEFAULT_N_CTX", "conversation_key"]
 
-DEFAULT_N_CTX = D.N_CTX
+log = logging.getLogger(__name__)
+
+DEFAULT_N_CTX = 4096       # the window's and tests' usual size; Engine's default is fitting_context
 
 
 class Engine:
     def __init__(self, path, *, n_ctx: int | None = None, n_threads: int = D.THREADS,
                  kv_type: str = D.KV_TYPE, n_batch: int = D.N_BATCH, isa: str | None = None,
-                 speculation: str = "lookup", draft: str | None = None, draft_max: int = 8):
-        """speculation: "lookup" (prompt lookup, on by default: it switches itself off where it
+                 kv_store=None, speculation: str = "lookup", draft: str | None = None,
+                 draft_max: int = 8):
+        """n_ctx None: the training length, capped by what fits in memory with kv_type;
+        kv_store: a KVStore where conversations' KV states are kept (None: not kept);
+        speculation: "lookup" (prompt lookup, on by default: it switches itself off where it
         does not pay), "off", or "draft" with `draft` the path of a small model of the same
         vocabulary; draft_max: most tokens guessed per pass (app.engine.speculative)."""
         from app.text import load_tokenizer
@@ -45,7 +57,12 @@ class Engine:
             require_supported(self.file)
             self.config = config_from_gguf(self.file)
             self.tokenizer = load_tokenizer(self.file)
-            n_ctx = min(self.config.n_ctx_train, DEFAULT_N_CTX) if not n_ctx else int(n_ctx)
+            if n_ctx:
+                n_ctx, self.n_ctx_reason = int(n_ctx), "as asked"
+            else:       # the training length, capped by what fits in memory with this KV type
+                from app.library.preflight import fitting_context
+
+                n_ctx, self.n_ctx_reason = fitting_context(self.file, kv_type)
             t1 = time.perf_counter()
             self.decoder = CDecoder(self.file, self.config, n_ctx, kv_type=kv_type,
                                     n_threads=n_threads, n_batch=n_batch, isa=isa)
@@ -55,6 +72,8 @@ class Engine:
             raise
         self.session = Session(self.decoder, n_batch=n_batch)
         self._template = None
+        self.kv_store = kv_store          # a KVStore, or None: states are not kept on disk
+        self._model_id: str | None = None
         self.last_tokenize_s: float | None = None     # of the last raw_prompt / chat_prompt
         self.speculator = None
         try:
@@ -93,6 +112,10 @@ class Engine:
     @property
     def n_ctx(self) -> int:
         return self.decoder.n_ctx
+
+    @property
+    def kv_type(self) -> str:
+        return self.decoder.kv_type
 
     @property
     def n_threads(self) -> int:
@@ -134,6 +157,50 @@ class Engine:
                 stagelog.log_generation(ev, tokenize_s)
             yield ev
 
+    # -- saved KV states ----------------------------------------------------------------------
+
+    @property
+    def model_id(self) -> str:
+        if self._model_id is None:
+            from app.engine.kvstore import model_identity
+
+            self._model_id = model_identity(self.path)
+        return self._model_id
+
+    def save_state(self, key: str) -> bool:
+        """Write the session's KV state under `key` (no-op without a store or when unchanged)."""
+        s = self.session
+        if self.kv_store is None or s.n_past == 0 or self.kv_store.unchanged(self.model_id, key, s.tokens):
+            return False
+        image = self.decoder.kv_read(s.n_past)
+        return self.kv_store.save(self.model_id, key, self.decoder.kv_signature(), s.tokens, image) \
+            is not None
+
+    def restore_state(self, key: str, prompt_ids) -> int:
+        """Before feeding `prompt_ids`: if the state saved under `key` shares more of them than
+        the session already holds, load it. Returns the tokens restored (0: nothing loaded)."""
+        s = self.session
+        if self.kv_store is None or not prompt_ids:
+            return 0
+        sig = self.decoder.kv_signature()
+        saved = self.kv_store.peek(self.model_id, key, sig, self.n_ctx)
+        if not saved or _common(saved, prompt_ids) <= s.common_prefix(prompt_ids):
+            return 0
+        got = self.kv_store.load(self.model_id, key, sig, self.n_ctx)
+        if got is None:
+            return 0
+        tokens, image = got
+        if max(tokens) >= self.decoder.n_vocab or min(tokens) < 0:
+            log.warning("KV state %r ignored: token ids outside the vocabulary", key)
+            return 0
+        try:
+            s.restore(tokens, image)
+        except (ValueError, LlambdaError) as e:
+            log.warning("KV state %r ignored: %s", key, e)
+            return 0
+        log.info("KV state %r restored: %d tokens", key, len(tokens))
+        return len(tokens)
+
     def cancel(self) -> None:
         """From any thread: the running generation ends with stop reason "cancelled"."""
         self.session.cancel()
@@ -153,6 +220,24 @@ class Engine:
         self.close()
 
 
+def _common(a, b) -> int:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def conversation_key(system: str | None, first_user_text: str) -> str:
+    """A conversation's key for saved KV states: its system prompt and first message. Two
+    conversations that open alike share a key; restoring then loads only the tokens both share
+    (a state is only ever used for the token prefix it matches), so it can cost time, never
+    correctness."""
+    h = hashlib.sha256(f"{system or ''}\0{first_user_text}".encode("utf-8", "surrogatepass"))
+    return "chat:" + h.hexdigest()[:32]
+
+
 class Chat:
     """A conversation on an engine: system prompt, alternating turns, context policy "shift" by
     default (oldest turns after the system prompt are dropped when the context fills)."""
@@ -165,6 +250,7 @@ class Chat:
         self.context_policy = context_policy
         self.reserve = reserve          # tokens kept free for the reply when dropping turns
         self.dropped_turns = 0
+        self._state_key: str | None = None
 
     def _all(self, messages) -> list[dict]:
         return ([{"role": "system", "content": self.system}] if self.system else []) + messages
@@ -185,6 +271,7 @@ class Chat:
              max_tokens: int = D.MAX_TOKENS) -> Iterator[Event]:
         """Add the user's turn, generate the reply (events), and add the reply to the history."""
         self.messages.append({"role": "user", "content": user_text})
+        key = self.state_key                # fixed before any turn is dropped
         ids = self.engine.chat_prompt(self._all(self.messages))
         limit = self.engine.n_ctx - min(self.reserve, self.engine.n_ctx // 4)
         dropped, n_before = 0, len(ids)
@@ -196,6 +283,8 @@ class Chat:
         if dropped:
             self.dropped_turns += dropped
             yield ContextShifted(n_before - len(ids), len(ids), dropped_turns=dropped)
+        if getattr(self.engine, "kv_store", None) is not None:
+            self.engine.restore_state(key, ids)
         req = GenerationRequest(tuple(ids), max_tokens=max_tokens,
                                 sampler=sampler or SamplerSettings(),
                                 context_policy=self.context_policy, n_keep=self._n_keep(ids))
@@ -206,3 +295,20 @@ class Chat:
             yield ev
         if fin is not None:
             self.messages.append({"role": "assistant", "content": fin.text})
+
+    @property
+    def state_key(self) -> str:
+        """The key of this conversation's saved KV state (see conversation_key), fixed by its
+        first user message (dropping old turns does not change it)."""
+        if self._state_key is None:
+            first = next((m["content"] for m in self.messages if m["role"] == "user"), None)
+            if first is None:
+                return conversation_key(self.system, "")
+            self._state_key = conversation_key(self.system, first)
+        return self._state_key
+
+    def save_state(self) -> bool:
+        """Save the engine's KV state under this conversation's key (False: nothing written)."""
+        if getattr(self.engine, "kv_store", None) is None or not self.messages:
+            return False
+        return self.engine.save_state(self.state_key)

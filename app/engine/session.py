@@ -217,6 +217,18 @@ class Session:
         else:
             del self.tokens[p0:]
 
+    # -- saved states (kvstore.py) --------------------------------------------------------------
+
+    def restore(self, tokens: Sequence[int], image) -> None:
+        """Make the cache hold `tokens` from a saved image of their positions (decoder.kv_read):
+        the next feed then decodes only what follows them."""
+        tokens = [int(t) for t in tokens]
+        if not tokens or len(tokens) > self.n_ctx:
+            raise ValueError(f"restore: {len(tokens)} tokens for a context of {self.n_ctx}")
+        self.tokens = []                 # if kv_write fails, the cache claims nothing
+        self.decoder.kv_write(image, len(tokens))
+        self.tokens = tokens
+
     def shifted(self, n_keep: int, n_discard: int) -> list[int]:
         """The token list after dropping n_discard tokens that follow the first n_keep (what
         `feed` then re-decodes from position n_keep on)."""

@@ -40,7 +40,7 @@ __all__ = [
     "matmul", "rms_norm", "layer_norm", "softmax", "silu", "gelu", "gelu_erf", "swiglu", "geglu",
     "add", "mul", "rope", "attention", "read_bandwidth", "bench_kernels", "format_bench",
     "cpu_count_allowed", "cpu_count_physical", "describe", "random_weights", "bench_matmul",
-    "format_bench_matmul", "bench_in_cache",
+    "format_bench_matmul", "bench_in_cache", "quantize_kv_q8_0", "dequantize_kv_q8_0",
 ]
 
 ISA_NAMES = ("ref", "avx2", "avx512")   # index = level
@@ -523,21 +523,25 @@ class AttentionConfig:
 def attention(pool: ThreadPool | None, cfg: AttentionConfig, q, k_cache, v_cache, positions,
               isa: int | str | None = None) -> np.ndarray:
     """q: (n_tok, n_head, head_dim) f32; k_cache, v_cache: (n_kv, n_head_kv, head_dim), both f16 or
-    both f32; positions: int[n_tok]. Returns (n_tok, n_head, head_dim) f32."""
+    both f32, or both Q8_0 rows as uint8 (n_kv, row bytes) from `quantize_kv_q8_0`; positions:
+    int[n_tok]. Returns (n_tok, n_head, head_dim) f32."""
     qf = np.ascontiguousarray(q, dtype=np.float32)
     if qf.ndim != 3 or qf.shape[1:] != (cfg.n_head, cfg.head_dim):
         raise KernelError("attention: q must be (n_tok, n_head, head_dim)")
     kc, vc = np.ascontiguousarray(k_cache), np.ascontiguousarray(v_cache)
-    if kc.dtype != vc.dtype or kc.dtype not in (np.float16, np.float32) or kc.shape != vc.shape:
-        raise KernelError("attention: k and v caches must match in shape and be float16 or float32")
-    if kc.ndim != 3 or kc.shape[1:] != (cfg.n_head_kv, cfg.head_dim):
+    if kc.dtype != vc.dtype or kc.dtype not in (np.float16, np.float32, np.uint8) or kc.shape != vc.shape:
+        raise KernelError("attention: k and v caches must match in shape and be float16, float32 or Q8_0")
+    if kc.dtype == np.uint8:
+        if cfg.head_dim % 32 or kc.ndim != 2 or kc.shape[1] != cfg.n_head_kv * cfg.head_dim // 32 * 34:
+            raise KernelError("attention: a Q8_0 cache is (n_kv, n_head_kv * head_dim / 32 * 34) bytes")
+    elif kc.ndim != 3 or kc.shape[1:] != (cfg.n_head_kv, cfg.head_dim):
         raise KernelError("attention: caches must be (n_kv, n_head_kv, head_dim)")
     pos = np.ascontiguousarray(positions, dtype=np.int32).reshape(-1)
     if pos.size != qf.shape[0]:
         raise KernelError("attention: one position per query token")
     p = ffi.new("llk_attn_params *")
     p.n_head, p.n_head_kv, p.head_dim = cfg.n_head, cfg.n_head_kv, cfg.head_dim
-    p.kv_f16 = int(kc.dtype == np.float16)
+    p.kv_type = {np.dtype(np.float32): 0, np.dtype(np.float16): 1, np.dtype(np.uint8): 8}[kc.dtype]
     p.scale = cfg.scale if cfg.scale is not None else 1.0 / float(np.sqrt(cfg.head_dim))
     p.softcap, p.window, p.causal = cfg.softcap, cfg.window, int(cfg.causal)
     out = np.empty_like(qf)
@@ -545,6 +549,30 @@ def attention(pool: ThreadPool | None, cfg: AttentionConfig, q, k_cache, v_cache
                              ffi.from_buffer(vc), kc.shape[0], qf.shape[0],
                              ffi.from_buffer("int32_t[]", pos), _fp(out)), "attention")
     return out
+
+
+def quantize_kv_q8_0(x) -> np.ndarray:
+    """Rows of float32 values (a multiple of 32 each) as the decoder's Q8_0 KV cache holds them:
+    per block of 32, float16 d = max|x| / 127, then int8 round(x / d) (ties to even). (rows, bytes)."""
+    xf = np.ascontiguousarray(x, dtype=np.float32)
+    xf = xf.reshape(xf.shape[0], -1)
+    if xf.shape[1] % 32:
+        raise KernelError("quantize_kv_q8_0: rows must hold a multiple of 32 values")
+    blocks = xf.reshape(xf.shape[0], -1, 32)
+    d = np.abs(blocks).max(axis=2) / np.float32(127.0)
+    inv = np.divide(np.float32(1.0), d, out=np.zeros_like(d), where=d > 0)
+    q = np.rint(blocks * inv[..., None]).astype(np.int8)
+    out = np.empty(blocks.shape[:2] + (34,), np.uint8)
+    out[..., :2] = d.astype(np.float16)[..., None].view(np.uint8)
+    out[..., 2:] = q.view(np.uint8)
+    return out.reshape(xf.shape[0], -1)
+
+
+def dequantize_kv_q8_0(rows, n: int) -> np.ndarray:
+    """The float32 values a Q8_0 cache row holds (d * q, exact), n per row."""
+    b = np.ascontiguousarray(rows, dtype=np.uint8).reshape(len(rows), -1, 34)
+    d = b[..., :2].copy().view(np.float16).astype(np.float32)
+    return (d * b[..., 2:].view(np.int8).astype(np.float32)).reshape(len(rows), n)
 
 
 # --- measurement (app/kernels/bench.py) ----------------------------------------------------------

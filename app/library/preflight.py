@@ -35,6 +35,38 @@ def memory_verdict(needed: int, available: int, total: int) -> tuple[str, str]:
     return REFUSE, f"memory: {nums}; this machine does not have enough memory (try a shorter context or a smaller model)"
 
 
+CTX_STEP = 256
+
+
+def fitting_context(f: GGUFFile, kv_type: str = "f16", *, available_bytes: int | None = None
+                    ) -> tuple[int, str]:
+    """The default context length and why: the model's training length, capped by what the
+    memory estimate says fits ("ok": at most 80% of the available memory) with this KV type,
+    in steps of 256 (never below 256, or the training length if that is shorter)."""
+    from app.model import config_from_gguf, estimate_memory
+
+    cfg = config_from_gguf(f)
+    train = max(1, cfg.n_ctx_train)
+    avail = _system_memory()[0] if available_bytes is None else available_bytes
+    limit = OK_FRACTION_OF_AVAILABLE * avail
+
+    def fits(n: int) -> bool:
+        return estimate_memory(f, n, kv_type=kv_type, cfg=cfg).total_bytes <= limit
+
+    if fits(train):
+        return train, f"the model's training length, which fits in memory with a {kv_type} KV cache"
+    lo, hi = 0, train // CTX_STEP            # the largest multiple of the step that fits
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if fits(mid * CTX_STEP):
+            lo = mid
+        else:
+            hi = mid - 1
+    n = max(lo * CTX_STEP, min(train, CTX_STEP))
+    return n, (f"what fits in {format_bytes(avail)} of available memory with a {kv_type} KV cache "
+               f"(the model was trained on {train})")
+
+
 def chat_template_status(f: GGUFFile) -> tuple[str, str]:
     """("ok" | "missing" | "invalid", message). Compiles the template in a Jinja sandbox."""
     tmpl = f.metadata.get("tokenizer.chat_template")
@@ -145,4 +177,5 @@ def preflight(model: GGUFFile | str | os.PathLike, n_ctx: int | None = None, kv_
         messages=tuple(messages))
 
 
-__all__ = ["PreflightReport", "preflight", "memory_verdict", "chat_template_status", "OK", "WARN", "REFUSE"]
+__all__ = ["PreflightReport", "preflight", "memory_verdict", "chat_template_status", "fitting_context",
+           "OK", "WARN", "REFUSE"]

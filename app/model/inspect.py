@@ -8,7 +8,7 @@ from app.gguf import FILE_TYPES, open_gguf
 from app.model.memory import format_bytes
 
 
-def describe(path: str | os.PathLike, n_ctx: int | None = None) -> dict:
+def describe(path: str | os.PathLike, n_ctx: int | None = None, kv_type: str = "f16") -> dict:
     """Plain-data description of a GGUF file. Raises ModelFormatError for a malformed file."""
     from app.cli import isa_description
     from app.library.preflight import preflight
@@ -23,7 +23,7 @@ def describe(path: str | os.PathLike, n_ctx: int | None = None) -> dict:
         arch = md.string("general.architecture", None)
         p = f"{arch}."
         ft = md.integer("general.file_type", None)
-        report = preflight(f, n_ctx)
+        report = preflight(f, n_ctx, kv_type)
         info = {
             "path": os.path.abspath(f.path),
             "file_size": f.file_size,
@@ -54,6 +54,7 @@ def describe(path: str | os.PathLike, n_ctx: int | None = None) -> dict:
             info["memory"] = {"n_ctx": report.n_ctx, "weights": report.weights_bytes,
                               "kv_cache": report.kv_cache_bytes, "scratch": report.scratch_bytes,
                               "total": report.needed_bytes, "available": report.available_bytes,
+                              "kv_type": kv_type,
                               "verdict": report.memory_verdict}
     return info
 
@@ -83,7 +84,7 @@ def format_description(info: dict) -> str:
     if m:
         out.append(row("memory", f"{m['verdict']}: {format_bytes(m['total'])} at context {m['n_ctx']}, "
                                  f"{format_bytes(m['available'])} available "
-                                 f"(weights {format_bytes(m['weights'])}, KV cache {format_bytes(m['kv_cache'])}, "
+                                 f"(weights {format_bytes(m['weights'])}, KV cache {format_bytes(m['kv_cache'])} {m.get('kv_type', 'f16')}, "
                                  f"scratch {format_bytes(m['scratch'])})"))
     out.append(row("kernels", info["kernels"]))
     v = info["verdict"]

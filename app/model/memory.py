@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from app.gguf.reader import GGUFFile
 from app.model.config import DecoderConfig, config_from_gguf
 
-KV_BYTES = {"f16": 2, "f32": 4}
+KV_BYTES = {"f16": 2, "f32": 4, "q8_0": 34 / 32}     # per value (q8_0: 32 int8 + a float16 scale)
 DEFAULT_BATCH = 512
 
 
@@ -40,7 +40,10 @@ def estimate_memory(f: GGUFFile, n_ctx: int | None = None, kv_type: str = "f16",
     cfg = cfg or config_from_gguf(f)
     n_ctx = cfg.n_ctx_train if n_ctx is None else n_ctx
     weights = sum(t.n_bytes for t in f.tensors.values())
-    return MemoryEstimate(weights, cfg.kv_cache_bytes(n_ctx, KV_BYTES[kv_type]), scratch_bytes(cfg, n_ctx))
+    if kv_type not in KV_BYTES:
+        raise ValueError(f"kv_type must be one of {tuple(KV_BYTES)}, not {kv_type!r}")
+    kv = int(cfg.kv_cache_bytes(n_ctx, 1) * KV_BYTES[kv_type])
+    return MemoryEstimate(weights, kv, scratch_bytes(cfg, n_ctx))
 
 
 def format_bytes(n: float) -> str:

@@ -4,6 +4,8 @@
 whose KV cache is reused across turns (a follow-up decodes only what is new). Each reply is an
 `app.engine.Chat` turn over the conversation the window sends: when it outgrows the context the
 oldest turns after the system prompt are dropped, and inside a long reply the session shifts.
+Each conversation's KV state is kept in the cache folder (`app.engine.kvstore`): the worker calls
+`save_state()` after a reply and before closing, and a conversation that comes back restores it.
 Engine events become the plain dicts the worker batches for the window. Runs only in the
 worker thread, except `cancel()`.
 """
@@ -39,15 +41,20 @@ class RealEngine:
         self.engine = None
         self.warnings: list[str] = []
         self._prefetch: tuple[threading.Thread, threading.Event] | None = None
+        self._chat = None               # the last conversation answered (whose state to save)
 
     # -- loading -------------------------------------------------------------------------------
 
-    def load(self, path: str, n_ctx: int, n_threads: int, progress: Callable[[float], None]) -> dict:
+    def load(self, path: str, n_ctx: int, n_threads: int, progress: Callable[[float], None],
+             kv_type: str = "f16") -> dict:
         from app.engine.engine import Engine
 
         self.close()
         progress(0.05)
-        engine = Engine.load(path, n_ctx=int(n_ctx) or None, n_threads=int(n_threads))
+        from app.engine.kvstore import KVStore
+
+        engine = Engine.load(path, n_ctx=int(n_ctx) or None, n_threads=int(n_threads), kv_type=kv_type,
+                             kv_store=KVStore())
         try:
             progress(0.9)
             with warnings.catch_warnings(record=True) as caught:
@@ -60,16 +67,24 @@ class RealEngine:
         self.engine = engine
         progress(1.0)
         decoder = engine.decoder
-        return {"n_ctx": engine.n_ctx, "pool_size": engine.n_threads, "isa": getattr(decoder, "isa", ""),
+        return {"n_ctx": engine.n_ctx, "n_ctx_reason": engine.n_ctx_reason, "kv_type": engine.kv_type,
+                "pool_size": engine.n_threads, "isa": getattr(decoder, "isa", ""),
                 "kv_cache_bytes": getattr(decoder, "kv_bytes", 0),
                 "template_family": getattr(template, "family", None),
                 "template_warnings": list(self.warnings)}
+
+    def save_state(self) -> bool:
+        """Write the last conversation's KV state to the cache folder (worker thread only)."""
+        if self.engine is None or self._chat is None:
+            return False
+        return self._chat.save_state()
 
     def close(self) -> None:
         self._stop_prefetch()           # its views into the mapping must be gone before unmapping
         if self.engine is not None:
             self.engine.close()
         self.engine = None
+        self._chat = None
 
     # -- generation ----------------------------------------------------------------------------
 
@@ -91,6 +106,7 @@ class RealEngine:
         chat = Chat(self.engine, system=system,
                     context_policy=OVERFLOW_TO_POLICY.get(settings.get("overflow", D.OVERFLOW), D.OVERFLOW))
         chat.messages = [dict(m) for m in turns[:-1]]
+        self._chat = chat
         t0 = time.perf_counter()
         prompt_sent = False
         # What the prompt will cost, said before its first batch (which can take half a minute

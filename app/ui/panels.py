@@ -270,7 +270,9 @@ class ModelInfoPanel(QFrame):
         ctx_train = info.get("context_length")
         n_ctx = info.get("n_ctx")
         ctx = f"{n_ctx} in use" if n_ctx else "–"
-        if ctx_train:
+        if n_ctx and info.get("n_ctx_reason") and info["n_ctx_reason"] != "as asked":
+            ctx += f": {info['n_ctx_reason']}"
+        elif ctx_train:
             ctx += f" (trained for {ctx_train})"
         template = info.get("template_status") or ("present" if info.get("chat_template") else
                                                    ("none: a fallback is used" if info else "–"))

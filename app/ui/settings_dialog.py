@@ -111,8 +111,15 @@ class SettingsDialog(QDialog):
 
         eng = QGroupBox("Engine (applies to the loaded model)")
         eform = QFormLayout(eng)
-        self.n_ctx = ispin("Context length", 128, 1 << 20, engine["n_ctx"], target=eform)
+        self.n_ctx = ispin("Context length", 0, 1 << 20, engine["n_ctx"], "automatic (what fits)", target=eform)
         self.n_ctx.setSingleStep(256)
+        self.kv_type = QComboBox()
+        self.kv_type.setAccessibleName("KV cache")
+        for key, label in (("f16", "16-bit (f16)"), ("q8_0", "8-bit (q8_0): half the memory"),
+                           ("f32", "32-bit (f32)")):
+            self.kv_type.addItem(label, key)
+        self.kv_type.setCurrentIndex(max(0, self.kv_type.findData(engine.get("kv_type", "f16"))))
+        eform.addRow("KV cache", self.kv_type)
         self.threads = ispin("Threads", 0, max(1, max_threads), min(int(engine["threads"]), max(1, max_threads)),
                              "automatic", target=eform)
         self.overflow = QComboBox()
@@ -182,7 +189,7 @@ class SettingsDialog(QDialog):
             "max_tokens": self.max_tokens.value(),
         }
         engine = {"n_ctx": self.n_ctx.value(), "threads": self.threads.value(),
-                  "overflow": self.overflow.currentData()}
+                  "overflow": self.overflow.currentData(), "kv_type": self.kv_type.currentData()}
         return self.system_prompt.toPlainText(), sampling, engine
 
 

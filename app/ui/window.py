@@ -925,7 +925,7 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         if self.state.current_id is None:
             self.state.put("system_prompt_default", system)
         self.state.save_settings(system, sampling, engine)
-        reload_needed = any(before.get(k) != engine.get(k) for k in ("n_ctx", "threads"))
+        reload_needed = any(before.get(k) != engine.get(k) for k in ("n_ctx", "threads", "kv_type"))
         if reload_needed and self.model_info is not None and self.worker.loaded_path and not self.generating:
             self.model_busy = True
             self._update_controls()

@@ -14,6 +14,7 @@ The engine is anything with the small interface `EngineLike` (the real adapter i
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
@@ -300,9 +301,10 @@ class EngineWorker(QObject):
                     last[0] = now
                     emit(self.load_progress, float(fraction))
 
-            trained = int(info.get("context_length") or 0) or D.N_CTX
-            n_ctx = min(int(options.get("n_ctx") or 0) or D.N_CTX, trained)
-            facts = engine.load(path, n_ctx, int(options.get("threads") or 0), progress)
+            trained = int(info.get("context_length") or 0) or 4096   # no length in the file: a usual size
+            n_ctx = min(int(options.get("n_ctx") or 0), trained)    # 0: the engine picks what fits
+            extra = {"kv_type": options["kv_type"]} if options.get("kv_type", "f16") != "f16" else {}
+            facts = engine.load(path, n_ctx, int(options.get("threads") or 0), progress, **extra)
         except Exception as e:
             self.loaded_path = None
             emit(self.load_failed, _logged("load", e))
@@ -469,6 +471,17 @@ class EngineWorker(QObject):
         final["prompt"] = None              # the prompt's progress line is over
         emit(self.stats_updated, final)
         emit(self.generation_finished, request_id, final)
+        self._save_state()
+
+    def _save_state(self) -> None:
+        """The conversation's KV state to the cache folder, here in the engine's thread (a
+        reopened conversation then decodes only what is new); a failure only costs that."""
+        save = getattr(self._engine, "save_state", None)
+        if save is not None:
+            try:
+                save()
+            except Exception:
+                logging.getLogger(__name__).warning("KV state not saved", exc_info=True)
 
     # -- the local server (app/server): its requests queue here with the window's (FIFO) ----------
 
@@ -490,6 +503,7 @@ class EngineWorker(QObject):
     @Slot()
     def on_window_closing(self) -> None:
         if self._engine is not None:
+            self._save_state()
             try:
                 self._engine.close()
             except Exception as e:  # closing anyway: the process or the next model goes on

@@ -35,7 +35,10 @@ def test_chat_with_smollm2(qtbot, make_window, smollm2_path):
     w = real_window(qtbot, make_window, smollm2_path)
     assert w.info_panel.values["Architecture"].text() == "llama"
     assert w.info_panel.values["Chat template"].text() == "ok"
-    assert w.stats.figures["pool_size"] >= 1 and w.stats.figures["n_ctx"] == min(D.N_CTX, 8192)   # SmolLM2 trained on 8192
+    # the automatic context: SmolLM2's training length (8192), which fits; the panel says why
+    assert w.stats.figures["pool_size"] >= 1 and w.stats.figures["n_ctx"] == 8192
+    assert "training length" in w.model_info["n_ctx_reason"]
+    assert w.info_panel.values["Context"].text().startswith("8192 in use: the")
 
     # send, and watch the reply stream in batches
     shown = []

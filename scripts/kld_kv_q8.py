@@ -1,0 +1,96 @@
+"""How much an 8-bit (q8_0) KV cache changes a model's predictions, ours next to llama.cpp's:
+the same token ids in chunks of --chunk (each starting with BOS), the second half of each chunk
+scored, the q8_0 cache's full distributions compared with the f16 cache's of the same engine:
+mean and p99 KL divergence, top-1 agreement. Prints one JSON line per engine.
+
+    python -m scripts.kld_kv_q8 MODEL.gguf [--text FILE] [--chunk 512] [--chunks 4]
+        [--llama-python ~/.cache/llambda-test/llama-cpp-venv/bin/python]
+
+llama.cpp quantizes its V cache only with flash attention on, so its q8_0 run uses it (and its
+f16 run does too, so that the comparison changes the cache type alone).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+LLAMA = r'''
+import json, sys
+import numpy as np
+from llama_cpp import Llama
+a = json.loads(sys.argv[1])
+out = {}
+for name, t in (("f16", 1), ("q8_0", 8)):
+    llm = Llama(model_path=a["model"], n_ctx=a["chunk"], n_batch=a["chunk"], logits_all=True,
+                n_threads=2, seed=0, verbose=False, type_k=t, type_v=t, flash_attn=True)
+    rows = []
+    for ids in a["chunks"]:
+        llm.reset()
+        llm.eval(ids)
+        rows.append(np.array(llm.scores[len(ids) // 2:len(ids) - 1], np.float32))
+    out[name] = np.concatenate(rows)
+np.savez(a["out"], **out)
+'''
+
+
+def kld_stats(p_logits: np.ndarray, q_logits: np.ndarray) -> dict:
+    def logsm(x):
+        x = x.astype(np.float64) - x.max(1, keepdims=True)
+        return x - np.log(np.exp(x).sum(1, keepdims=True))
+    kld = np.concatenate([(np.exp(lp) * (lp - lq)).sum(1) for lp, lq in
+                          ((logsm(p_logits[i:i + 32]), logsm(q_logits[i:i + 32]))
+                           for i in range(0, len(p_logits), 32))])
+    return {"tokens": int(kld.size), "kld_mean": float(kld.mean()), "kld_p99": float(np.percentile(kld, 99)),
+            "top1_agree": float((p_logits.argmax(1) == q_logits.argmax(1)).mean())}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("model")
+    ap.add_argument("--text", default=os.path.join(ROOT, "README.md"))
+    ap.add_argument("--chunk", type=int, default=512)
+    ap.add_argument("--chunks", type=int, default=4)
+    ap.add_argument("--llama-python", default=os.path.expanduser("~/.cache/llambda-test/llama-cpp-venv/bin/python"))
+    a = ap.parse_args()
+    sys.path.insert(0, ROOT)
+    from app.engine.engine import Engine
+
+    out = {}
+    with Engine(a.model, n_ctx=a.chunk, n_threads=2, kv_type="f16") as eng:
+        text = open(a.text, encoding="utf-8").read()
+        ids = eng.tokenizer.encode(text, add_special=False, parse_special=False)
+        head = [eng.tokenizer.bos_id] if eng.tokenizer.bos_id is not None else []
+        n = a.chunk - len(head)
+        chunks = [head + ids[i * n:(i + 1) * n] for i in range(min(a.chunks, len(ids) // n))]
+    for kv in ("f16", "q8_0"):
+        with Engine(a.model, n_ctx=a.chunk, n_threads=2, kv_type=kv) as eng:
+            out[kv] = np.concatenate([eng.decoder.decode(c, 0, all_logits=True)[len(c) // 2:len(c) - 1]
+                                      for c in chunks])
+    print(json.dumps({"engine": "llambda", "model": os.path.basename(a.model),
+                      **kld_stats(out["f16"], out["q8_0"])}), flush=True)
+    ok = os.path.exists(a.llama_python) and subprocess.run(
+        [a.llama_python, "-c", "import llama_cpp"], capture_output=True).returncode == 0
+    if not ok:
+        print(f"(llama.cpp not available at {a.llama_python}: its figures are skipped)", file=sys.stderr)
+    else:
+        import tempfile
+        with tempfile.TemporaryDirectory() as d:
+            npz = os.path.join(d, "l.npz")
+            subprocess.run([a.llama_python, "-c", LLAMA, json.dumps(
+                {"model": os.path.abspath(a.model), "chunk": a.chunk, "chunks": chunks, "out": npz})],
+                check=True)
+            z = np.load(npz)
+            print(json.dumps({"engine": "llama.cpp", "model": os.path.basename(a.model),
+                              **kld_stats(z["f16"], z["q8_0"])}), flush=True)
+            print(json.dumps({"engine": "llambda f16 vs llama.cpp f16", **kld_stats(z["f16"], out["f16"])}))
+
+
+if __name__ == "__main__":
+    main()
