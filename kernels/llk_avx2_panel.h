@@ -23,6 +23,16 @@
 #endif
 
 #define PANEL_TOK 4        /* tokens per register tile */
+
+/* Unrolled fully, the chunk loops below would have every token's products live at once and spill
+ * them to the stack; two chunks at a time keep the tile in registers. */
+#if defined(__GNUC__) && !defined(__clang__)
+#define PANEL_UNROLL2 _Pragma("GCC unroll 2")
+#elif defined(__clang__)
+#define PANEL_UNROLL2 _Pragma("unroll 2")
+#else
+#define PANEL_UNROLL2
+#endif
 #define PANEL_PF 2048      /* bytes of panel prefetched ahead when one token streams the weights */
 
 static inline __m256i bcast4(const int8_t *x) {
@@ -36,15 +46,16 @@ static inline const llk_block_q8_32x8 *act_group(const uint8_t *a, size_t as, in
 }
 
 /* lanes[t][j] += the offset lane set of the contract: fmaf(cf_b, s_b) over lane j's blocks,
- * cf = -8 dw (Q4_0). */
-PANEL_INLINE void offsets_q4_0(const blk_q4_0x8 *e, int64_t nb, const uint8_t *a, size_t as, int nt,
-                               __m256 lanes[PANEL_TOK][8]) {
+ * cf = -8 dw (Q4_0) or m (Q4_1: the float16 row mins after the scales, has_m). */
+PANEL_INLINE void offsets_q4(const uint8_t *e, size_t ent, int has_m, int64_t nb, const uint8_t *a,
+                             size_t as, int nt, __m256 lanes[PANEL_TOK][8]) {
     const __m256 m8 = _mm256_set1_ps(-8.0f);
     for (int j = 0; j < 8; j++) {
         __m256 accx[PANEL_TOK];
         for (int t = 0; t < nt; t++) accx[t] = _mm256_setzero_ps();
-        for (int64_t b = j; b < nb; b += 8, e++) {
-            const __m256 cf = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)e->d)), m8);
+        for (int64_t b = j; b < nb; b += 8, e += ent) {
+            const __m256 cf = has_m ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(e + 16)))
+                                    : _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)e)), m8);
             for (int t = 0; t < nt; t++)
                 accx[t] = _mm256_fmadd_ps(cf, _mm256_set1_ps(act_group(a, as, t, b)->s[j & 7]), accx[t]);
         }
@@ -62,41 +73,44 @@ PANEL_INLINE void store_rows(__m256 lanes[PANEL_TOK][8], int nt, float *y, int64
     }
 }
 
-PANEL_INLINE void tile_q4_0(const blk_q4_0x8 *P, int64_t nb, const uint8_t *a, size_t as, int nt,
-                            float *y, int64_t ldy) {
+/* Q4_0 and Q4_1 entries (ent bytes: float16 d[8], Q4_1's m[8], then 128 bytes of quants). */
+PANEL_INLINE void tile_q4(const uint8_t *P, size_t ent, int has_m, int64_t nb, const uint8_t *a,
+                          size_t as, int nt, float *y, int64_t ldy) {
     const __m256i m4 = _mm256_set1_epi8(15), ones = _mm256_set1_epi16(1);
+    const size_t qs_at = has_m ? 32 : 16;
     __m256 lanes[PANEL_TOK][8];
-    const blk_q4_0x8 *e = P;
+    const uint8_t *e = P;
     for (int j = 0; j < 8; j++) {
-        __m256 acc[PANEL_TOK];
-        for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
-        for (int64_t b = j; b < nb; b += 8, e++) {
+        for (int t = 0; t < nt; t++) lanes[t][j] = _mm256_setzero_ps();
+        /* G: token 0's activation group of block b; token t's is as * t bytes further */
+        const llk_block_q8_32x8 *G = (const llk_block_q8_32x8 *)a;
+        for (int64_t b = j; b < nb; b += 8, e += ent, G++) {
             if (nt == 1) {
                 _mm_prefetch((const char *)e + PANEL_PF, _MM_HINT_T0);
                 _mm_prefetch((const char *)e + PANEL_PF + 64, _MM_HINT_T0);
                 _mm_prefetch((const char *)e + PANEL_PF + 128, _MM_HINT_T0);
             }
-            __m256i s[PANEL_TOK];
+            /* the entry's 32 levels of 8 rows, unpacked once for every token: u[c] elements
+             * 4c .. 4c+3, u[4 + c] elements 16 + 4c .. */
+            __m256i u[8];
             for (int c = 0; c < 4; c++) {
-                const __m256i v = _mm256_loadu_si256((const __m256i *)(e->qs + 32 * c));
-                const __m256i lo = _mm256_and_si256(v, m4);
-                const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-                for (int t = 0; t < nt; t++) {
-                    const int8_t *x = act_group(a, as, t, b)->qs[j];
-                    const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo, bcast4(x + 4 * c)),
-                                                       _mm256_maddubs_epi16(hi, bcast4(x + 16 + 4 * c)));
-                    s[t] = c ? _mm256_add_epi16(s[t], p) : p;
-                }
+                const __m256i v = _mm256_loadu_si256((const __m256i *)(e + qs_at + 32 * c));
+                u[c] = _mm256_and_si256(v, m4);
+                u[4 + c] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
             }
-            const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)e->d));
+            const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)e));
             for (int t = 0; t < nt; t++) {
-                const __m256 S = _mm256_mul_ps(dw, _mm256_set1_ps(act_group(a, as, t, b)->d[j]));
-                acc[t] = _mm256_fmadd_ps(S, _mm256_cvtepi32_ps(_mm256_madd_epi16(s[t], ones)), acc[t]);
+                const llk_block_q8_32x8 *Gt = (const llk_block_q8_32x8 *)((const uint8_t *)G + (size_t)t * as);
+                const int8_t *x = Gt->qs[j];
+                __m256i s = _mm256_maddubs_epi16(u[0], bcast4(x));
+                for (int c = 1; c < 8; c++)
+                    s = _mm256_add_epi16(s, _mm256_maddubs_epi16(u[c], bcast4(x + 4 * (c & 3) + 16 * (c >> 2))));
+                const __m256 S = _mm256_mul_ps(dw, _mm256_set1_ps(Gt->d[j]));
+                lanes[t][j] = _mm256_fmadd_ps(S, _mm256_cvtepi32_ps(_mm256_madd_epi16(s, ones)), lanes[t][j]);
             }
         }
-        for (int t = 0; t < nt; t++) lanes[t][j] = acc[t];
     }
-    offsets_q4_0(P, nb, a, as, nt, lanes);
+    offsets_q4(P, ent, has_m, nb, a, as, nt, lanes);
     store_rows(lanes, nt, y, ldy);
 }
 
@@ -113,6 +127,7 @@ PANEL_INLINE void tile_q8_0(const blk_q8_0x8 *P, int64_t nb, const uint8_t *a, s
                 for (int l = 0; l < 5; l++) _mm_prefetch((const char *)e + PANEL_PF + 64 * l, _MM_HINT_T0);
             }
             __m256i s[PANEL_TOK];
+            PANEL_UNROLL2
             for (int c = 0; c < 8; c++) {
                 const __m256i v = _mm256_loadu_si256((const __m256i *)(e->qs + 32 * c));
                 const __m256i av = _mm256_abs_epi8(v);
@@ -154,9 +169,13 @@ PANEL_INLINE void tile_q4_K(const blk_q4_Kx8 *e, int64_t nb, const uint8_t *a, s
         const llk_block_q8_256 *A[PANEL_TOK];
         for (int t = 0; t < nt; t++) A[t] = (const llk_block_q8_256 *)(a + (size_t)t * as) + b;
         __m256i acc[PANEL_TOK];
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC unroll 1
+#endif
         for (int g = 0; g < 8; g++) {
             const uint8_t *q = e->qs + 256 * (g >> 1);
             __m256i sg[PANEL_TOK];
+            PANEL_UNROLL2
             for (int k = 0; k < 8; k++) {
                 const __m256i v = _mm256_loadu_si256((const __m256i *)(q + 32 * k));
                 const __m256i u = (g & 1) ? _mm256_and_si256(_mm256_srli_epi16(v, 4), m4) : _mm256_and_si256(v, m4);
@@ -210,23 +229,31 @@ static void panel_q4_K(const void *w, size_t pb, int64_t n_panels, int64_t n_col
 }
 
 /* Token tiles outside, panels inside: a tile's activations stay in L1 while the panels pass. */
-static void panel_q4_0(const void *w, size_t pb, int64_t n_panels, int64_t n_cols, const void *a,
-                       size_t as, int64_t n_tok, float *y, int64_t ldy) {
+PANEL_INLINE void panel_q4(size_t ent, int has_m, const void *w, size_t pb, int64_t n_panels,
+                           int64_t n_cols, const void *a, size_t as, int64_t n_tok, float *y, int64_t ldy) {
     const int64_t nb = n_cols / LLK_QK;
     for (int64_t t0 = 0; t0 < n_tok; t0 += PANEL_TOK) {
         const int nt = n_tok - t0 < PANEL_TOK ? (int)(n_tok - t0) : PANEL_TOK;
         const uint8_t *at = (const uint8_t *)a + (size_t)t0 * as;
         for (int64_t p = 0; p < n_panels; p++) {
-            const blk_q4_0x8 *P = (const blk_q4_0x8 *)((const uint8_t *)w + (size_t)p * pb);
+            const uint8_t *P = (const uint8_t *)w + (size_t)p * pb;
             float *yt = y + t0 * ldy + LLK_PANEL_ROWS * p;
             switch (nt) {
-            case 4: tile_q4_0(P, nb, at, as, 4, yt, ldy); break;
-            case 3: tile_q4_0(P, nb, at, as, 3, yt, ldy); break;
-            case 2: tile_q4_0(P, nb, at, as, 2, yt, ldy); break;
-            default: tile_q4_0(P, nb, at, as, 1, yt, ldy); break;
+            case 4: tile_q4(P, ent, has_m, nb, at, as, 4, yt, ldy); break;
+            case 3: tile_q4(P, ent, has_m, nb, at, as, 3, yt, ldy); break;
+            case 2: tile_q4(P, ent, has_m, nb, at, as, 2, yt, ldy); break;
+            default: tile_q4(P, ent, has_m, nb, at, as, 1, yt, ldy); break;
             }
         }
     }
+}
+static void panel_q4_0(const void *w, size_t pb, int64_t n_panels, int64_t n_cols, const void *a,
+                       size_t as, int64_t n_tok, float *y, int64_t ldy) {
+    panel_q4(sizeof(blk_q4_0x8), 0, w, pb, n_panels, n_cols, a, as, n_tok, y, ldy);
+}
+static void panel_q4_1(const void *w, size_t pb, int64_t n_panels, int64_t n_cols, const void *a,
+                       size_t as, int64_t n_tok, float *y, int64_t ldy) {
+    panel_q4(sizeof(blk_q4_1x8), 1, w, pb, n_panels, n_cols, a, as, n_tok, y, ldy);
 }
 
 static void panel_q8_0(const void *w, size_t pb, int64_t n_panels, int64_t n_cols, const void *a,
@@ -250,6 +277,7 @@ static void panel_q8_0(const void *w, size_t pb, int64_t n_panels, int64_t n_col
 
 static void llk_fill_avx2_panel(llk_kernels *k) {
     k->panel[LLK_TYPE_Q4_0] = panel_q4_0;
+    k->panel[LLK_TYPE_Q4_1] = panel_q4_1;
     k->panel[LLK_TYPE_Q8_0] = panel_q8_0;
     k->panel[LLK_TYPE_Q4_K] = panel_q4_K;
 }

@@ -107,6 +107,8 @@ static inline void llk_k4_scale_min(const uint8_t *s, int j, int *sc, int *mn) {
  * low nibble is element 4c + i, its high nibble element 16 + 4c + i. 144 bytes.
  * Q8_0 x 8: the scales, then byte 32c + 4r + i = qs[4c + i] of row r (c < 8, i < 4). 272 bytes. */
 typedef struct { llk_half d[8]; uint8_t qs[128]; } blk_q4_0x8;
+/* Q4_1 x 8: as Q4_0 x 8 with the rows' mins after their scales. 160 bytes. */
+typedef struct { llk_half d[8], m[8]; uint8_t qs[128]; } blk_q4_1x8;
 typedef struct { llk_half d[8]; int8_t qs[256]; } blk_q8_0x8;
 /* Q4_K x 8 (one super-block of 8 rows, entries in super-block order; the K-quant contract has no
  * lanes): d, dmin of each row; sc[g][r], mn[g][r] its 6-bit scale and min of group g unpacked;

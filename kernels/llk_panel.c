@@ -28,14 +28,35 @@ size_t llk_panel_bytes_of(int type, int64_t n_cols) {
     const size_t nb = (size_t)(n_cols / LLK_QK);
     switch (type) {
     case LLK_TYPE_Q4_0: return nb * sizeof(blk_q4_0x8);
+    case LLK_TYPE_Q4_1: return nb * sizeof(blk_q4_1x8);
     case LLK_TYPE_Q8_0: return nb * sizeof(blk_q8_0x8);
     case LLK_TYPE_Q4_K: return n_cols % LLK_QKK ? 0 : (size_t)(n_cols / LLK_QKK) * sizeof(blk_q4_Kx8);
     default: return 0;
     }
 }
 
-/* Entries of lane j: blocks j, j + 8, ... below nb. */
-static inline int64_t lane_blocks(int64_t nb, int j) { return nb > j ? (nb - j + 7) / 8 : 0; }
+/* Level of element k (< 32) of row r in an entry's quants: the unsigned nibble (Q4_0, Q4_1), the
+ * signed byte (Q8_0). */
+static inline int u_q4x8(const uint8_t *qs, int r, int k) {
+    const uint8_t b = qs[32 * ((k & 15) >> 2) + 4 * r + (k & 3)];
+    return k < 16 ? (b & 15) : (b >> 4);
+}
+static inline int u_q8_0x8(const uint8_t *qs, int r, int k) {
+    return (int8_t)qs[32 * (k >> 2) + 4 * r + (k & 3)];
+}
+
+/* A legacy type's panel: its block and entry sizes, the float16 fields that head each block (d;
+ * d and m), the 4-byte chunks of quants, their levels, and the offset (legacy_dot's off / has_m). */
+typedef struct {
+    size_t blk, ent; int head, n_chunks; int (*u)(const uint8_t *, int, int); float off;
+} legacy_panel;
+static const legacy_panel P_Q4_0 = {sizeof(blk_q4_0), sizeof(blk_q4_0x8), 1, 4, u_q4x8, -8.0f};
+static const legacy_panel P_Q4_1 = {sizeof(blk_q4_1), sizeof(blk_q4_1x8), 2, 4, u_q4x8, 0.0f};
+static const legacy_panel P_Q8_0 = {sizeof(blk_q8_0), sizeof(blk_q8_0x8), 1, 8, u_q8_0x8, 0.0f};
+
+static const legacy_panel *legacy_of(int type) {
+    return type == LLK_TYPE_Q4_0 ? &P_Q4_0 : type == LLK_TYPE_Q4_1 ? &P_Q4_1 : type == LLK_TYPE_Q8_0 ? &P_Q8_0 : NULL;
+}
 
 /* Q4_K panels: per super-block, the rows' scales and mins unpacked, their quants in 4-byte chunks
  * interleaved (chunk k of row r at 32k + 4r within each 256-byte quarter). */
@@ -70,21 +91,19 @@ void llk_panel_pack_range(int type, const uint8_t *w, size_t row_stride, int64_t
         pack_q4_K(w, row_stride, n_cols, p0, p1, out);
         return;
     }
+    const legacy_panel *L = legacy_of(type);
     const int64_t nb = n_cols / LLK_QK;
     const size_t pb = llk_panel_bytes_of(type, n_cols);
-    const int q4 = type == LLK_TYPE_Q4_0;
-    const size_t blk = q4 ? sizeof(blk_q4_0) : sizeof(blk_q8_0), ent = q4 ? sizeof(blk_q4_0x8) : sizeof(blk_q8_0x8);
-    const int n_chunks = q4 ? 4 : 8;
     for (int64_t p = p0; p < p1; p++) {
         uint8_t *e = out + (size_t)(p - p0) * pb;
         const uint8_t *rows = w + (size_t)p * LLK_PANEL_ROWS * row_stride;
         for (int j = 0; j < 8; j++)
-            for (int64_t b = j; b < nb; b += 8, e += ent) {
+            for (int64_t b = j; b < nb; b += 8, e += L->ent) {
                 for (int r = 0; r < LLK_PANEL_ROWS; r++) {
-                    const uint8_t *B = rows + (size_t)r * row_stride + (size_t)b * blk;
-                    memcpy(e + 2 * r, B, 2);                          /* d */
-                    for (int c = 0; c < n_chunks; c++)
-                        memcpy(e + 16 + 32 * c + 4 * r, B + 2 + 4 * c, 4);
+                    const uint8_t *B = rows + (size_t)r * row_stride + (size_t)b * L->blk;
+                    for (int h = 0; h < L->head; h++) memcpy(e + 16 * h + 2 * r, B + 2 * h, 2);   /* d, m */
+                    for (int c = 0; c < L->n_chunks; c++)
+                        memcpy(e + 16 * L->head + 32 * c + 4 * r, B + 2 * L->head + 4 * c, 4);
                 }
             }
     }
@@ -92,29 +111,20 @@ void llk_panel_pack_range(int type, const uint8_t *w, size_t row_stride, int64_t
 
 /* --- reference panel kernels -------------------------------------------------------------------- */
 
-/* Level of element k (< 32) of row r in an entry: the unsigned nibble (Q4_0), the signed byte (Q8_0). */
-static inline int u_q4_0x8(const uint8_t *qs, int r, int k) {
-    const uint8_t b = qs[32 * ((k & 15) >> 2) + 4 * r + (k & 3)];
-    return k < 16 ? (b & 15) : (b >> 4);
-}
-static inline int u_q8_0x8(const uint8_t *qs, int r, int k) {
-    return (int8_t)qs[32 * (k >> 2) + 4 * r + (k & 3)];
-}
-
 /* One row of a panel against one activation row: legacy_dot's contract, entries in memory order. */
-static float panel_row_ref(const uint8_t *P, size_t ent, int64_t nb, int r,
-                           int (*u)(const uint8_t *, int, int), float off,
+static float panel_row_ref(const legacy_panel *L, const uint8_t *P, int64_t nb, int r,
                            const llk_block_q8_32x8 *A) {
     float acc[8] = {0}, accx[8] = {0}, v[8];
     const uint8_t *e = P;
     for (int j = 0; j < 8; j++)
-        for (int64_t b = j; b < nb; b += 8, e += ent) {
-            llk_half h;
+        for (int64_t b = j; b < nb; b += 8, e += L->ent) {
+            llk_half h, hm;
             memcpy(&h, e + 2 * r, 2);
             const float dw = llk_h2f(h);
             int I = 0;
-            for (int k = 0; k < LLK_QK; k++) I += u(e + 16, r, k) * ACT_Q(A, b)[k];
-            const float cf = off != 0.0f ? dw * off : 0.0f;
+            for (int k = 0; k < LLK_QK; k++) I += L->u(e + 16 * L->head, r, k) * ACT_Q(A, b)[k];
+            memcpy(&hm, e + 16 + 2 * r, 2);       /* m, where the type has one */
+            const float cf = L->head == 2 ? llk_h2f(hm) : L->off != 0.0f ? dw * L->off : 0.0f;
             acc[j] = fmaf(dw * ACT_D(A, b), (float)I, acc[j]);
             accx[j] = fmaf(cf, ACT_S(A, b), accx[j]);
         }
@@ -122,25 +132,28 @@ static float panel_row_ref(const uint8_t *P, size_t ent, int64_t nb, int r,
     return llk_sum8(v);
 }
 
-static void panel_ref(size_t ent, int (*u)(const uint8_t *, int, int), float off, const void *w,
-                      size_t pb, int64_t n_panels, int64_t n_cols, const void *a, size_t as,
-                      int64_t n_tok, float *y, int64_t ldy) {
+static void panel_ref(const legacy_panel *L, const void *w, size_t pb, int64_t n_panels,
+                      int64_t n_cols, const void *a, size_t as, int64_t n_tok, float *y, int64_t ldy) {
     const int64_t nb = n_cols / LLK_QK;
     for (int64_t p = 0; p < n_panels; p++)
         for (int64_t t = 0; t < n_tok; t++)
             for (int r = 0; r < LLK_PANEL_ROWS; r++)
                 y[t * ldy + LLK_PANEL_ROWS * p + r] = panel_row_ref(
-                    (const uint8_t *)w + (size_t)p * pb, ent, nb, r, u, off,
+                    L, (const uint8_t *)w + (size_t)p * pb, nb, r,
                     (const llk_block_q8_32x8 *)((const uint8_t *)a + (size_t)t * as));
 }
 
 static void panel_q4_0_ref(const void *w, size_t pb, int64_t n_panels, int64_t n_cols, const void *a,
                            size_t as, int64_t n_tok, float *y, int64_t ldy) {
-    panel_ref(sizeof(blk_q4_0x8), u_q4_0x8, -8.0f, w, pb, n_panels, n_cols, a, as, n_tok, y, ldy);
+    panel_ref(&P_Q4_0, w, pb, n_panels, n_cols, a, as, n_tok, y, ldy);
+}
+static void panel_q4_1_ref(const void *w, size_t pb, int64_t n_panels, int64_t n_cols, const void *a,
+                           size_t as, int64_t n_tok, float *y, int64_t ldy) {
+    panel_ref(&P_Q4_1, w, pb, n_panels, n_cols, a, as, n_tok, y, ldy);
 }
 static void panel_q8_0_ref(const void *w, size_t pb, int64_t n_panels, int64_t n_cols, const void *a,
                            size_t as, int64_t n_tok, float *y, int64_t ldy) {
-    panel_ref(sizeof(blk_q8_0x8), u_q8_0x8, 0.0f, w, pb, n_panels, n_cols, a, as, n_tok, y, ldy);
+    panel_ref(&P_Q8_0, w, pb, n_panels, n_cols, a, as, n_tok, y, ldy);
 }
 
 /* Q4_K: dot_q4_K's contract (llk_ref.c) per row, the super-block's integers from the panel. */
@@ -174,6 +187,7 @@ static void panel_q4_K_ref(const void *w, size_t pb, int64_t n_panels, int64_t n
 static llk_panel_fn panel_ref_for(int type) {
     switch (type) {
     case LLK_TYPE_Q4_0: return panel_q4_0_ref;
+    case LLK_TYPE_Q4_1: return panel_q4_1_ref;
     case LLK_TYPE_Q8_0: return panel_q8_0_ref;
     case LLK_TYPE_Q4_K: return panel_q4_K_ref;
     default: return NULL;
