@@ -228,6 +228,91 @@ static void panel_q4_K(const void *w, size_t pb, int64_t n_panels, int64_t n_col
     }
 }
 
+/* Lanes (2r, 2r + 1) = v8[r] (signed) as int16. */
+static inline __m256i pairs_i8(const int8_t *v8) {
+    const __m256i x = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)v8));
+    return _mm256_or_si256(_mm256_and_si256(x, _mm256_set1_epi32(0xffff)), _mm256_slli_epi32(x, 16));
+}
+/* Lanes (2r, 2r + 1) = (a[r], b[r]) (signed) as int16. */
+static inline __m256i pairs2_i8(const int8_t *a8, const int8_t *b8) {
+    const __m128i v = _mm_unpacklo_epi8(_mm_loadl_epi64((const __m128i *)a8), _mm_loadl_epi64((const __m128i *)b8));
+    return _mm256_cvtepi8_epi16(v);
+}
+
+/* Q6_K: levels 0..63 (the -32 goes through bsums: sum sc (T - 32 bsum)), at most two chunks of
+ * maddubs (4 products of <= 63 * 127 per lane) per int16 sum, then madd by the group's scale
+ * pairs; dot_q6_K's float expression lane by lane. */
+PANEL_INLINE void tile_q6_K(const blk_q6_Kx8 *e, int64_t nb, const uint8_t *a, size_t as, int nt,
+                            float *y, int64_t ldy) {
+    const __m256i m4 = _mm256_set1_epi8(15), m2 = _mm256_set1_epi8(3);
+    __m256 s[PANEL_TOK];
+    for (int t = 0; t < nt; t++) s[t] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++, e++) {
+        if (nt == 1)
+            for (int l = 0; l < (int)sizeof *e; l += 64) _mm_prefetch((const char *)e + PANEL_PF + l, _MM_HINT_T0);
+        const llk_block_q8_256 *A[PANEL_TOK];
+        for (int t = 0; t < nt; t++) A[t] = (const llk_block_q8_256 *)(a + (size_t)t * as) + b;
+        __m256i acc[PANEL_TOK];
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC unroll 1
+#endif
+        for (int g = 0; g < 16; g++) {            /* elements 16g .. 16g + 15 = 128h + 32sh + 4k + i */
+            const int h = g >> 3, sh = (g >> 1) & 3, k0 = 4 * (g & 1);
+            const __m256i sc = pairs_i8(e->sc[g]);
+            for (int half = 0; half < 2; half++) {
+                __m256i sg[PANEL_TOK];
+                for (int kk = 0; kk < 2; kk++) {
+                    const int k = k0 + 2 * half + kk;
+                    const __m256i lq = _mm256_loadu_si256((const __m256i *)e->ql[h][sh & 1][k]);
+                    const __m256i hq = _mm256_loadu_si256((const __m256i *)e->qh[h][k]);
+                    const __m256i lo = _mm256_and_si256(sh >> 1 ? _mm256_srli_epi16(lq, 4) : lq, m4);
+                    const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(hq, 2 * sh), m2);
+                    const __m256i u = _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4));
+                    for (int t = 0; t < nt; t++) {
+                        const __m256i p = _mm256_maddubs_epi16(u, bcast4(A[t]->qs + 16 * g + 4 * (2 * half + kk)));
+                        sg[t] = kk ? _mm256_add_epi16(sg[t], p) : p;
+                    }
+                }
+                for (int t = 0; t < nt; t++) {
+                    const __m256i p = _mm256_madd_epi16(sg[t], sc);
+                    acc[t] = (g || half) ? _mm256_add_epi32(acc[t], p) : p;
+                }
+            }
+        }
+        for (int g = 0; g < 16; g += 2) {         /* minus 32 sum_g sc_g bsum_g */
+            const __m256i sc2 = pairs2_i8(e->sc[g], e->sc[g + 1]);
+            for (int t = 0; t < nt; t++) {
+                const __m256i p = _mm256_madd_epi16(sc2, bcast4((const int8_t *)&A[t]->bsums[g]));
+                acc[t] = _mm256_sub_epi32(acc[t], _mm256_slli_epi32(p, 5));
+            }
+        }
+        const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)e->d));
+        for (int t = 0; t < nt; t++)
+            s[t] = _mm256_add_ps(s[t], _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(A[t]->d), d),
+                                                     _mm256_cvtepi32_ps(acc[t])));
+    }
+    for (int t = 0; t < nt; t++) _mm256_storeu_ps(y + t * ldy, s[t]);
+}
+
+static void panel_q6_K(const void *w, size_t pb, int64_t n_panels, int64_t n_cols, const void *a,
+                       size_t as, int64_t n_tok, float *y, int64_t ldy) {
+    const int64_t nb = n_cols / LLK_QKK;
+    for (int64_t t0 = 0; t0 < n_tok; t0 += PANEL_TOK) {
+        const int nt = n_tok - t0 < PANEL_TOK ? (int)(n_tok - t0) : PANEL_TOK;
+        const uint8_t *at = (const uint8_t *)a + (size_t)t0 * as;
+        for (int64_t p = 0; p < n_panels; p++) {
+            const blk_q6_Kx8 *P = (const blk_q6_Kx8 *)((const uint8_t *)w + (size_t)p * pb);
+            float *yt = y + t0 * ldy + LLK_PANEL_ROWS * p;
+            switch (nt) {
+            case 4: tile_q6_K(P, nb, at, as, 4, yt, ldy); break;
+            case 3: tile_q6_K(P, nb, at, as, 3, yt, ldy); break;
+            case 2: tile_q6_K(P, nb, at, as, 2, yt, ldy); break;
+            default: tile_q6_K(P, nb, at, as, 1, yt, ldy); break;
+            }
+        }
+    }
+}
+
 /* Token tiles outside, panels inside: a tile's activations stay in L1 while the panels pass. */
 PANEL_INLINE void panel_q4(size_t ent, int has_m, const void *w, size_t pb, int64_t n_panels,
                            int64_t n_cols, const void *a, size_t as, int64_t n_tok, float *y, int64_t ldy) {
@@ -280,6 +365,7 @@ static void llk_fill_avx2_panel(llk_kernels *k) {
     k->panel[LLK_TYPE_Q4_1] = panel_q4_1;
     k->panel[LLK_TYPE_Q8_0] = panel_q8_0;
     k->panel[LLK_TYPE_Q4_K] = panel_q4_K;
+    k->panel[LLK_TYPE_Q6_K] = panel_q6_K;
 }
 
 #endif /* LLK_AVX2_PANEL_H */

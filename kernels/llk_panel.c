@@ -31,6 +31,7 @@ size_t llk_panel_bytes_of(int type, int64_t n_cols) {
     case LLK_TYPE_Q4_1: return nb * sizeof(blk_q4_1x8);
     case LLK_TYPE_Q8_0: return nb * sizeof(blk_q8_0x8);
     case LLK_TYPE_Q4_K: return n_cols % LLK_QKK ? 0 : (size_t)(n_cols / LLK_QKK) * sizeof(blk_q4_Kx8);
+    case LLK_TYPE_Q6_K: return n_cols % LLK_QKK ? 0 : (size_t)(n_cols / LLK_QKK) * sizeof(blk_q6_Kx8);
     default: return 0;
     }
 }
@@ -83,12 +84,35 @@ static void pack_q4_K(const uint8_t *w, size_t row_stride, int64_t n_cols, int64
     }
 }
 
+/* Q6_K panels: per super-block, the rows' scales by group, their low and high bits in 4-byte
+ * chunks interleaved as blk_q6_Kx8 says. */
+static void pack_q6_K(const uint8_t *w, size_t row_stride, int64_t n_cols, int64_t p0, int64_t p1,
+                      uint8_t *out) {
+    const int64_t nb = n_cols / LLK_QKK;
+    blk_q6_Kx8 *e = (blk_q6_Kx8 *)out;
+    for (int64_t p = p0; p < p1; p++) {
+        const uint8_t *rows = w + (size_t)p * LLK_PANEL_ROWS * row_stride;
+        for (int64_t b = 0; b < nb; b++, e++)
+            for (int r = 0; r < LLK_PANEL_ROWS; r++) {
+                const blk_q6_K *B = (const blk_q6_K *)(rows + (size_t)r * row_stride) + b;
+                e->d[r] = B->d;
+                for (int g = 0; g < 16; g++) e->sc[g][r] = B->scales[g];
+                for (int h = 0; h < 2; h++)
+                    for (int k = 0; k < 8; k++) {
+                        memcpy(&e->ql[h][0][k][4 * r], B->ql + 64 * h + 4 * k, 4);
+                        memcpy(&e->ql[h][1][k][4 * r], B->ql + 64 * h + 32 + 4 * k, 4);
+                        memcpy(&e->qh[h][k][4 * r], B->qh + 32 * h + 4 * k, 4);
+                    }
+            }
+    }
+}
+
 /* Legacy panels [p0, p1): for each entry (lane-major), the 8 rows' scales, then their 4-byte
  * chunks interleaved (chunk c of row r at 32c + 4r). Both types keep the row's bytes as they are. */
 void llk_panel_pack_range(int type, const uint8_t *w, size_t row_stride, int64_t n_cols,
                           int64_t p0, int64_t p1, uint8_t *out) {
-    if (type == LLK_TYPE_Q4_K) {
-        pack_q4_K(w, row_stride, n_cols, p0, p1, out);
+    if (type == LLK_TYPE_Q4_K || type == LLK_TYPE_Q6_K) {
+        (type == LLK_TYPE_Q4_K ? pack_q4_K : pack_q6_K)(w, row_stride, n_cols, p0, p1, out);
         return;
     }
     const legacy_panel *L = legacy_of(type);
@@ -184,12 +208,43 @@ static void panel_q4_K_ref(const void *w, size_t pb, int64_t n_panels, int64_t n
         }
 }
 
+/* Q6_K: dot_q6_K's contract (llk_ref.c) per row; level of element 128h + 32s + 4k + i of row r
+ * from the interleaved low and high bits. */
+static void panel_q6_K_ref(const void *w, size_t pb, int64_t n_panels, int64_t n_cols, const void *a,
+                           size_t as, int64_t n_tok, float *y, int64_t ldy) {
+    const int64_t nb = n_cols / LLK_QKK;
+    for (int64_t p = 0; p < n_panels; p++)
+        for (int64_t t = 0; t < n_tok; t++) {
+            const llk_block_q8_256 *ab = (const llk_block_q8_256 *)((const uint8_t *)a + (size_t)t * as);
+            for (int r = 0; r < LLK_PANEL_ROWS; r++) {
+                const blk_q6_Kx8 *e = (const blk_q6_Kx8 *)((const uint8_t *)w + (size_t)p * pb);
+                float s = 0.0f;
+                for (int64_t b = 0; b < nb; b++, e++) {
+                    int acc = 0;
+                    for (int g = 0; g < 16; g++) {
+                        int tg = 0;
+                        for (int i = 16 * g; i < 16 * g + 16; i++) {
+                            const int h = i >> 7, sh = (i >> 5) & 3, l = i & 31, k = l >> 2, c = 4 * r + (l & 3);
+                            const int lo = (e->ql[h][sh & 1][k][c] >> (4 * (sh >> 1))) & 15;
+                            const int hi = (e->qh[h][k][c] >> (2 * sh)) & 3;
+                            tg += ((lo | hi << 4) - 32) * ab[b].qs[i];
+                        }
+                        acc += e->sc[g][r] * tg;
+                    }
+                    s += ab[b].d * llk_h2f(e->d[r]) * (float)acc;
+                }
+                y[t * ldy + LLK_PANEL_ROWS * p + r] = s;
+            }
+        }
+}
+
 static llk_panel_fn panel_ref_for(int type) {
     switch (type) {
     case LLK_TYPE_Q4_0: return panel_q4_0_ref;
     case LLK_TYPE_Q4_1: return panel_q4_1_ref;
     case LLK_TYPE_Q8_0: return panel_q8_0_ref;
     case LLK_TYPE_Q4_K: return panel_q4_K_ref;
+    case LLK_TYPE_Q6_K: return panel_q6_K_ref;
     default: return NULL;
     }
 }
