@@ -24,6 +24,7 @@ SOURCES = [
     ("llk_dispatch.c", [], [], []),
     ("llk_pool.c", [], [], []),
     ("llk_ops.c", [], [], []),
+    ("llk_panel.c", [], [], []),
     ("llk_decode.c", [], [], []),
     ("llk_sample.c", [], [], []),
     ("llk_generate.c", [], [], []),

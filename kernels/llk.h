@@ -147,6 +147,23 @@ llk_status llk_matmul_part(int isa, int type, const void *w, size_t row_stride, 
                            int64_t n_cols, const void *a, int64_t n_tok, float *y, int64_t ldy,
                            int ith, int nth);
 
+/* --- packed weights: the matrix x matrix layout (llk_panel.c) ------------------------------- */
+
+/* 1 where the decoder packs weights of `type` at level isa (the level has panel kernels). */
+int llk_isa_packs(int isa, int type);
+/* Bytes of W (n_rows x n_cols of `type`) packed into panels of 8 rows; 0 where the type has no
+ * packed layout or n_rows is not a multiple of 8. */
+size_t llk_packed_bytes(int type, int64_t n_rows, int64_t n_cols);
+/* out[0 .. llk_packed_bytes) = W packed (W's rows row_stride bytes apart), across the pool. */
+llk_status llk_pack(llk_pool *pool, int type, const void *w, size_t row_stride, int64_t n_rows,
+                    int64_t n_cols, void *out);
+/* Y (n_tok x n_rows, stride ldy) = X (n_tok x n_cols, stride ldx) * W^T with W packed: the same
+ * floats as llk_matmul on the unpacked W. LLK_ERR_TYPE where the level has no panel kernel for
+ * the type (LLK_ISA_REF always has one). */
+llk_status llk_matmul_packed(llk_pool *pool, int isa, int type, const void *packed, int64_t n_rows,
+                             int64_t n_cols, const float *x, int64_t ldx, int64_t n_tok, float *y,
+                             int64_t ldy);
+
 /* --- decoder operations (float32 unless said; in place allowed where y == x) --------------- */
 
 /* y = x / sqrt(mean(x^2) + eps) * w   (w may be NULL) over rows of n. */
@@ -271,6 +288,11 @@ typedef struct {
     float attn_softcap, final_softcap;   /* > 0: cap * tanh(x / cap) */
     llk_rope_params rope;     /* n_rot == 0: no RoPE */
     int isa;                  /* an llk_isa_level for the matrix products */
+    int pack;                 /* 0: weights run as read; 1 (default): weights the level has panel
+                                 kernels for are copied into the packed layout (llk_pack) at
+                                 creation; 2: and the source pages are released: only for weights
+                                 in a read-only file mapping (they are re-read from the file if
+                                 touched), so the copy replaces them instead of doubling memory */
 } llk_decoder_config;
 
 typedef struct llk_decoder llk_decoder;
@@ -284,6 +306,7 @@ llk_status llk_decoder_new(const llk_decoder_config *cfg, const llk_tensor *tok_
                            llk_decoder **out);
 void llk_decoder_free(llk_decoder *d);
 size_t llk_decoder_kv_bytes(const llk_decoder *d);
+size_t llk_decoder_packed_bytes(const llk_decoder *d);   /* the packed copies of the weights */
 /* tokens[0..n_tok) at positions start_pos.. (start_pos + n_tok <= n_ctx): fills the KV cache and
  * writes logits: n_tok x n_vocab if all_logits, else n_vocab (the last position). */
 llk_status llk_decode(llk_decoder *d, const int32_t *tokens, int64_t n_tok, int64_t start_pos,

@@ -24,8 +24,12 @@ static inline __m256i bits32_x16(const uint8_t qh[4]) {
 }
 
 #include "llk_simd256.h"
+#include "llk_avx2_panel.h"
 
-void llk_fill_avx2(llk_kernels *k) { llk_fill_256(k); }
+void llk_fill_avx2(llk_kernels *k) {
+    llk_fill_256(k);
+    llk_fill_avx2_panel(k);
+}
 #else
 int llk_have_avx2_build(void) { return 0; }
 void llk_fill_avx2(llk_kernels *k) { (void)k; }

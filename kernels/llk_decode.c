@@ -15,6 +15,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <math.h>
+#if defined(__linux__)
+#include <sys/mman.h>
+#include <unistd.h>
+#endif
 #include "llk_internal.h"
 #include "llk_pool.h"
 
@@ -35,7 +39,19 @@ struct llk_decoder {
     int32_t *pos;                   /* n_batch */
     uint8_t *act[3];                /* n_batch x act_bytes: quantized activations, per format */
     size_t act_bytes;               /* bytes of one token's activations, largest format */
+    uint8_t *packs;                 /* every packed weight, one 64-byte aligned block (or NULL) */
+    void *packs_alloc;              /* what malloc returned for it */
+    size_t packs_bytes;
+    const uint8_t **packed;         /* n_layer x N_SLOTS + 1 (the output): a weight's panels, or
+                                     * NULL where it runs as read */
 };
+
+/* The matrices of a layer, in the order of the packed[] slots. */
+enum { S_Q, S_K, S_V, S_O, S_GATE, S_UP, S_DOWN, N_SLOTS };
+static const llk_tensor *slot_tensor(const llk_layer *L, int s) {
+    const llk_tensor *m[N_SLOTS] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->ffn_gate, &L->ffn_up, &L->ffn_down};
+    return m[s];
+}
 
 #define ROWS_PER_CHUNK 32           /* weight rows per pool chunk in the fused products */
 #define ATTN_SERIAL_WORK (1 << 18)  /* query x key x dim products below which attention runs on
@@ -60,6 +76,7 @@ void llk_decoder_config_default(llk_decoder_config *c) {
     c->ffn_act = LLK_FFN_SILU;
     c->embd_scale = 1.0f;
     c->isa = LLK_ISA_DEFAULT;
+    c->pack = 1;
     llk_rope_params_default(&c->rope, 0);
 }
 
@@ -69,7 +86,63 @@ void llk_decoder_free(llk_decoder *d) {
     free(d->x); free(d->xb); free(d->xb2); free(d->q); free(d->att);
     free(d->k); free(d->v); free(d->g); free(d->u); free(d->pos);
     for (int i = 0; i < 3; i++) free(d->act[i]);
+    free(d->packs_alloc); free(d->packed);
     free(d);
+}
+
+/* The pages of [p, p + n) wholly inside it, given back to the file they map (they are read from
+ * the page cache again if anything touches them). Only for read-only file mappings: anonymous
+ * memory would read back as zeros. */
+static void release_pages(const void *p, size_t n) {
+#if defined(__linux__)
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t a = ((uintptr_t)p + page - 1) & ~(page - 1), e = ((uintptr_t)p + n) & ~(page - 1);
+    if (e > a) (void)madvise((void *)a, e - a, MADV_DONTNEED);
+#else
+    (void)p; (void)n;
+#endif
+}
+
+/* Weights the chosen level has panel kernels for (and whole panels of rows) are copied into the
+ * packed layout (llk_panel.c), across the pool; with pack == 2 their mapped pages are released,
+ * so the packed copy replaces them in memory instead of doubling it. */
+static llk_status pack_weights(llk_decoder *d) {
+    const llk_decoder_config *c = &d->c;
+    const int64_t n_slots = (int64_t)c->n_layer * N_SLOTS + 1;
+    d->packed = (const uint8_t **)calloc((size_t)n_slots, sizeof *d->packed);
+    if (!d->packed) return LLK_ERR_NOMEM;
+    if (c->pack <= 0) return LLK_OK;
+    size_t total = 0;
+    for (int64_t i = 0; i < n_slots; i++) {
+        const llk_tensor *w = i + 1 == n_slots ? &d->output : slot_tensor(&d->layers[i / N_SLOTS], (int)(i % N_SLOTS));
+        if (!llk_isa_packs(c->isa, w->type)) continue;
+        total += (llk_packed_bytes(w->type, w->n_rows, w->n_cols) + 63) & ~(size_t)63;
+    }
+    if (total == 0) return LLK_OK;
+    d->packs_alloc = malloc(total + 64);
+    if (!d->packs_alloc) return LLK_ERR_NOMEM;
+    d->packs = (uint8_t *)(((uintptr_t)d->packs_alloc + 63) & ~(uintptr_t)63);
+    d->packs_bytes = total;
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+    {   /* 2 MiB pages where the kernel offers them: a 500 MB copy takes 250 faults, not 125,000 */
+        const uintptr_t huge = (uintptr_t)1 << 21;
+        uintptr_t a = ((uintptr_t)d->packs + huge - 1) & ~(huge - 1), e = ((uintptr_t)d->packs + total) & ~(huge - 1);
+        if (e > a) (void)madvise((void *)a, e - a, MADV_HUGEPAGE);
+    }
+#endif
+    size_t at = 0;
+    for (int64_t i = 0; i < n_slots; i++) {
+        const llk_tensor *w = i + 1 == n_slots ? &d->output : slot_tensor(&d->layers[i / N_SLOTS], (int)(i % N_SLOTS));
+        if (!llk_isa_packs(c->isa, w->type)) continue;
+        const size_t n = llk_packed_bytes(w->type, w->n_rows, w->n_cols);
+        if (n == 0) continue;
+        llk_status st = llk_pack(d->pool, w->type, w->data, w->row_stride, w->n_rows, w->n_cols, d->packs + at);
+        if (st) return st;
+        d->packed[i] = d->packs + at;
+        if (c->pack >= 2) release_pages(w->data, (size_t)w->n_rows * w->row_stride);
+        at += (n + 63) & ~(size_t)63;
+    }
+    return LLK_OK;
 }
 
 llk_status llk_decoder_new(const llk_decoder_config *cfg, const llk_tensor *tok_embd,
@@ -164,9 +237,16 @@ llk_status llk_decoder_new(const llk_decoder_config *cfg, const llk_tensor *tok_
         return LLK_ERR_NOMEM;
     }
     memcpy(d->layers, layers, sizeof(llk_layer) * (size_t)c->n_layer);
+    llk_status st = pack_weights(d);
+    if (st) {
+        llk_decoder_free(d);
+        return st;
+    }
     *out = d;
     return LLK_OK;
 }
+
+size_t llk_decoder_packed_bytes(const llk_decoder *d) { return d ? d->packs_bytes : 0; }
 
 size_t llk_decoder_kv_bytes(const llk_decoder *d) {
     return d ? 2 * d->kv_layer_bytes * (size_t)d->c.n_layer : 0;
@@ -281,7 +361,8 @@ static void fused_fn(void *arg, int64_t b, int64_t e, int ith) {
         int i = 0;
         while (c >= j->first_chunk[i + 1]) i++;
         const int64_t n_chunks = j->first_chunk[i + 1] - j->first_chunk[i], k = c - j->first_chunk[i];
-        llk_mm_rows(&j->mm[i], j->n_rows[i] * k / n_chunks, j->n_rows[i] * (k + 1) / n_chunks);
+        llk_mm_rows(&j->mm[i], llk_mm_split(&j->mm[i], j->n_rows[i], k, n_chunks),
+                    llk_mm_split(&j->mm[i], j->n_rows[i], k + 1, n_chunks));
     }
 }
 
@@ -289,8 +370,8 @@ static void fused_fn(void *arg, int64_t b, int64_t e, int ith) {
  * the input is quantized once per activation format, and all rows of all weights form one pool
  * job (one wake-up and one barrier instead of n). */
 static llk_status linear_multi(llk_decoder *d, int n, const llk_tensor *const *w,
-                               const llk_tensor *const *bias, const float *x, int64_t T,
-                               float *const *y) {
+                               const uint8_t *const *packed, const llk_tensor *const *bias,
+                               const float *x, int64_t T, float *const *y) {
     fused_job j;
     memset(&j, 0, sizeof j);
     j.n = n;
@@ -317,6 +398,11 @@ static llk_status linear_multi(llk_decoder *d, int n, const llk_tensor *const *w
         llk_status st = llk_mm_prepare(d->c.isa, w[i]->type, w[i]->data, w[i]->row_stride, w[i]->n_rows,
                                        w[i]->n_cols, acts[i], T, y[i], w[i]->n_rows, &j.mm[i]);
         if (st) return st;
+        if (packed[i]) {        /* the panels instead of the rows (pack_weights) */
+            j.mm[i].w = packed[i];
+            j.mm[i].panel = llk_kernels_for(d->c.isa)->panel[w[i]->type];
+            j.mm[i].panel_bytes = llk_panel_bytes_of(w[i]->type, w[i]->n_cols);
+        }
         j.n_rows[i] = w[i]->n_rows;
         j.first_chunk[i + 1] = j.first_chunk[i] + (w[i]->n_rows + ROWS_PER_CHUNK - 1) / ROWS_PER_CHUNK;
     }
@@ -331,11 +417,12 @@ static llk_status linear_multi(llk_decoder *d, int n, const llk_tensor *const *w
     return LLK_OK;
 }
 
-static llk_status linear(llk_decoder *d, const llk_tensor *w, const llk_tensor *bias,
-                         const float *x, int64_t T, float *y) {
+static llk_status linear(llk_decoder *d, const llk_tensor *w, const uint8_t *packed,
+                         const llk_tensor *bias, const float *x, int64_t T, float *y) {
     const llk_tensor *ws[1] = {w}, *bs[1] = {bias};
+    const uint8_t *ps[1] = {packed};
     float *ys[1] = {y};
-    return linear_multi(d, 1, ws, bs, x, T, ys);
+    return linear_multi(d, 1, ws, ps, bs, x, T, ys);
 }
 
 static void softcap(float *x, int64_t n, float cap) {
@@ -373,6 +460,7 @@ static llk_status decode_batch(llk_decoder *d, const int32_t *tokens, int64_t T,
     }
     for (int il = 0; il < c->n_layer; il++) {
         const llk_layer *L = &d->layers[il];
+        const uint8_t *const *pk = d->packed + (size_t)il * N_SLOTS;
         llk_rope_params rope = c->rope;
         if (L->rope_base > 0.0f) {  /* a local layer's own base, unscaled (gemma3) */
             rope.freq_base = L->rope_base; rope.scaling = LLK_ROPE_SCALING_NONE; rope.freq_scale = 1.0f;
@@ -382,7 +470,7 @@ static llk_status decode_batch(llk_decoder *d, const int32_t *tokens, int64_t T,
         {
             const llk_tensor *ws[3] = {&L->wq, &L->wk, &L->wv}, *bs[3] = {&L->bq, &L->bk, &L->bv};
             float *ys[3] = {d->q, d->k, d->v};
-            if ((st = linear_multi(d, 3, ws, bs, d->xb, T, ys))) return st;
+            if ((st = linear_multi(d, 3, ws, pk + S_Q, bs, d->xb, T, ys))) return st;
         }
         if (c->qk_norm) {
             if ((st = llk_rms_norm(d->q, (const float *)L->q_norm.data, d->q, T * c->n_head, D, c->norm_eps))) return st;
@@ -409,7 +497,7 @@ static llk_status decode_batch(llk_decoder *d, const int32_t *tokens, int64_t T,
         int64_t work = T * (int64_t)c->n_head * (p0 + T) * D;
         llk_pool *ap_pool = work < ATTN_SERIAL_WORK ? NULL : d->pool;
         if ((st = llk_attention(ap_pool, &ap, d->q, kc, vc, p0 + T, T, d->pos, d->att))) return st;
-        if ((st = linear(d, &L->wo, &L->bo, d->att, T, d->xb2))) return st;
+        if ((st = linear(d, &L->wo, pk[S_O], &L->bo, d->att, T, d->xb2))) return st;
         if (c->post_norms && (st = norm_rows(d, d->xb2, &L->attn_post_norm, NULL, d->xb2, T, E))) return st;
         llk_add(d->x, d->xb2, d->x, T * E);
         /* feed-forward: x += down(act(gate(xb)) * up(xb)), xb = norm(x) */
@@ -417,7 +505,7 @@ static llk_status decode_batch(llk_decoder *d, const int32_t *tokens, int64_t T,
         {
             const llk_tensor *ws[2] = {&L->ffn_gate, &L->ffn_up}, *bs[2] = {NULL, NULL};
             float *ys[2] = {d->g, d->u};
-            if ((st = linear_multi(d, 2, ws, bs, d->xb, T, ys))) return st;
+            if ((st = linear_multi(d, 2, ws, pk + S_GATE, bs, d->xb, T, ys))) return st;
         }
         {
             rows_job a;
@@ -425,7 +513,7 @@ static llk_status decode_batch(llk_decoder *d, const int32_t *tokens, int64_t T,
             a.op = ROWS_ACT; a.g = d->g; a.u = d->u;
             if ((st = run_rows(d, &a, T))) return st;
         }
-        if ((st = linear(d, &L->ffn_down, NULL, d->g, T, d->xb2))) return st;
+        if ((st = linear(d, &L->ffn_down, pk[S_DOWN], NULL, d->g, T, d->xb2))) return st;
         if (c->post_norms && (st = norm_rows(d, d->xb2, &L->ffn_post_norm, NULL, d->xb2, T, E))) return st;
         llk_add(d->x, d->xb2, d->x, T * E);
     }
@@ -435,7 +523,8 @@ static llk_status decode_batch(llk_decoder *d, const int32_t *tokens, int64_t T,
     if ((st = norm_rows(d, xs, &d->output_norm, d->output_norm_b.data ? &d->output_norm_b : NULL,
                         d->xb, n_out, E)))
         return st;
-    if ((st = linear(d, &d->output, NULL, d->xb, n_out, logits))) return st;
+    if ((st = linear(d, &d->output, d->packed[(size_t)c->n_layer * N_SLOTS], NULL, d->xb, n_out, logits)))
+        return st;
     if (c->final_softcap > 0.0f) softcap(logits, n_out * c->n_vocab, c->final_softcap);
     return LLK_OK;
 }

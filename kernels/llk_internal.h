@@ -90,6 +90,38 @@ typedef struct { uint8_t qs[64]; llk_half d; } blk_tq2_0;
 /* MXFP4 (32 per block): x = 2^(e - 128) * llk_mxfp4_values[nibble]; nibble order as Q4_0. */
 typedef struct { uint8_t e; uint8_t qs[16]; } blk_mxfp4;
 
+/* Q4_K / Q5_K scale and min of group j (0..7) from the 12 packed bytes. */
+static inline void llk_k4_scale_min(const uint8_t *s, int j, int *sc, int *mn) {
+    if (j < 4) { *sc = s[j] & 63; *mn = s[j + 4] & 63; }
+    else {
+        *sc = (s[j + 4] & 15) | ((s[j - 4] >> 6) << 4);
+        *mn = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+    }
+}
+
+/* Panels: 8 rows of a weight matrix interleaved block by block, the layout of the matrix x matrix
+ * kernels (llk_panel.c). Entry (j, g) of a panel holds block b = 8g + j of its 8 rows; entries are
+ * stored lane-major (j = 0 .. 7, then g ascending), the order the summation contract accumulates
+ * in, so every kernel walks a panel front to back.
+ * Q4_0 x 8: the rows' float16 scales, then byte 32c + 4r + i = qs[4c + i] of row r (c, i < 4): its
+ * low nibble is element 4c + i, its high nibble element 16 + 4c + i. 144 bytes.
+ * Q8_0 x 8: the scales, then byte 32c + 4r + i = qs[4c + i] of row r (c < 8, i < 4). 272 bytes. */
+typedef struct { llk_half d[8]; uint8_t qs[128]; } blk_q4_0x8;
+/* Q4_1 x 8: as Q4_0 x 8 with the rows' mins after their scales. 160 bytes. */
+typedef struct { llk_half d[8], m[8]; uint8_t qs[128]; } blk_q4_1x8;
+typedef struct { llk_half d[8]; int8_t qs[256]; } blk_q8_0x8;
+/* Q4_K x 8 (one super-block of 8 rows, entries in super-block order; the K-quant contract has no
+ * lanes): d, dmin of each row; sc[g][r], mn[g][r] its 6-bit scale and min of group g unpacked;
+ * byte 256c + 32k + 4r + i = qs[32c + 4k + i] of row r (c < 4, k < 8, i < 4), whose low nibble is
+ * element 64c + 4k + i (group 2c) and high nibble element 64c + 32 + 4k + i (group 2c + 1).
+ * 1184 bytes against the 8 rows' 1152. */
+typedef struct { llk_half d[8], dmin[8]; uint8_t sc[8][8], mn[8][8]; uint8_t qs[1024]; } blk_q4_Kx8;
+/* Q6_K x 8 (one super-block of 8 rows): d of each row; sc[g][r] its int8 scale of group g (16
+ * elements); ql[h][p][k] = 32 bytes, byte 4r + i = ql[64h + 32p + 4k + i] of row r; qh[h][k] = 32
+ * bytes, byte 4r + i = qh[32h + 4k + i] of row r (h, p < 2, k < 8, i < 4). 1680 bytes, as the rows. */
+typedef struct { llk_half d[8]; int8_t sc[16][8]; uint8_t ql[2][2][8][32]; uint8_t qh[2][8][32]; } blk_q6_Kx8;
+#define LLK_PANEL_ROWS 8
+
 /* Block j of a q8_32 activation row (groups of 8, see llk_block_q8_32x8). */
 #define ACT_D(g, j) ((g)[(j) >> 3].d[(j) & 7])
 #define ACT_S(g, j) ((g)[(j) >> 3].s[(j) & 7])
@@ -256,10 +288,16 @@ typedef void (*llk_vacc_fn)(const float *p, int64_t ld, int g, const void *v, si
 /* x[i] = exp(x[i] - mx) in place; returns the sum (softmax without the division). */
 typedef float (*llk_expsum_fn)(float *x, int64_t n, float mx);
 
+/* Panels [0, n_panels) of a packed matrix (panel_bytes apart, n_cols columns) against n_tok
+ * activation rows `as` bytes apart: y[t * ldy + 8p + r] = dot(row 8p + r, activation row t). */
+typedef void (*llk_panel_fn)(const void *w, size_t panel_bytes, int64_t n_panels, int64_t n_cols,
+                             const void *a, size_t as, int64_t n_tok, float *y, int64_t ldy);
+
 typedef struct {
     llk_dequant_fn dequant[LLK_N_TYPES];
     llk_dot_fn dot[LLK_N_TYPES];
     llk_dot4_fn dot4[LLK_N_TYPES];    /* NULL: the driver calls dot four times */
+    llk_panel_fn panel[LLK_N_TYPES];  /* NULL: no packed layout at this level (rows stay as read) */
     llk_quant_fn quant_q8_32;
     llk_quant_fn quant_q8_256;
     llk_kdots_fn kdots[LLK_KV_KINDS]; /* by LLK_KV_* kind of the cache */
@@ -290,11 +328,22 @@ typedef struct {
     size_t act_bytes;
     int64_t n_cols, n_tok, ldy;
     float *y;               /* n_tok x ldy */
+    llk_panel_fn panel;     /* non-NULL: W is packed (w = its panels, panel_bytes apart) */
+    size_t panel_bytes;
 } llk_mm_job;
 llk_status llk_mm_prepare(int isa, int type, const void *w, size_t row_stride, int64_t n_rows,
                           int64_t n_cols, const void *a, int64_t n_tok, float *y, int64_t ldy,
                           llk_mm_job *out);
 void llk_mm_rows(const llk_mm_job *j, int64_t r0, int64_t r1);
+/* Row k of n equal splits of a job's n_rows rows: whole panels where W is packed. */
+int64_t llk_mm_split(const llk_mm_job *j, int64_t n_rows, int64_t k, int64_t n);
+
+/* Packing (llk_panel.c): bytes of one packed panel of n_cols columns (0: the type has no panel
+ * layout), and the panels [p0, p1) of W (n_rows a multiple of 8) written into out. */
+size_t llk_panel_bytes_of(int type, int64_t n_cols);
+void llk_panel_pack_range(int type, const uint8_t *w, size_t row_stride, int64_t n_cols,
+                          int64_t p0, int64_t p1, uint8_t *out);
+void llk_fill_ref_panel(llk_kernels *k);   /* the reference panel kernels (llk_panel.c) */
 
 /* Activations of one row in the format `act`, with table k. */
 void llk_quantize_act_k(const llk_kernels *k, int act, const float *x, void *a, int64_t n);

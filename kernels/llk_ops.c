@@ -37,6 +37,13 @@ static void aligned_free64(void *p) {
 /* Rows [r0, r1) of W against all tokens: W rows stay in L1 while token blocks stream past;
  * with a 1 x 4 kernel each weight block is unpacked once for four tokens. */
 void llk_mm_rows(const llk_mm_job *j, int64_t r0, int64_t r1) {
+    if (j->panel) {   /* packed W: r0 is a panel boundary (llk_mm_split), r1 one or the end */
+        const int64_t p0 = r0 / LLK_PANEL_ROWS, p1 = (r1 + LLK_PANEL_ROWS - 1) / LLK_PANEL_ROWS;
+        if (p1 > p0)
+            j->panel(j->w + (size_t)p0 * j->panel_bytes, j->panel_bytes, p1 - p0, j->n_cols, j->a,
+                     j->act_bytes, j->n_tok, j->y + p0 * LLK_PANEL_ROWS, j->ldy);
+        return;
+    }
     if (j->n_tok == 1) {
         for (int64_t r = r0; r < r1; r++)
             j->y[r] = j->dot(j->w + (size_t)r * j->row_stride, j->a, j->n_cols);
@@ -58,6 +65,12 @@ void llk_mm_rows(const llk_mm_job *j, int64_t r0, int64_t r1) {
                 j->y[t * j->ldy + r] = j->dot(wr, j->a + (size_t)t * j->act_bytes, j->n_cols);
         }
     }
+}
+
+int64_t llk_mm_split(const llk_mm_job *j, int64_t n_rows, int64_t k, int64_t n) {
+    if (!j->panel) return n_rows * k / n;
+    const int64_t n_panels = n_rows / LLK_PANEL_ROWS;
+    return k == n ? n_rows : LLK_PANEL_ROWS * (n_panels * k / n);
 }
 
 typedef struct { llk_mm_job *mm; int64_t n_rows, rows_per_chunk; } mm_outer;
@@ -95,7 +108,7 @@ llk_status llk_matmul(llk_pool *pool, int isa, int type, const void *w, size_t r
     for (int64_t tk = 0; tk < n_tok; tk++)
         llk_quantize_act_k(k, t->act, x + tk * ldx, a + (size_t)tk * act_bytes, n_cols);
     llk_mm_job j = {k->dot[type], k->dot4[type], (const uint8_t *)w, row_stride, a, act_bytes, n_cols, n_tok,
-                ldy, y};
+                ldy, y, NULL, 0};
     /* Chunks of ~CHUNK_BYTES of weights (a hardware prefetcher restarts at each one), but never
      * so few that a thread lacks work to balance: at least 8 chunks per thread. */
     int nth = pool ? llk_pool_size(pool) : 1;
@@ -122,7 +135,7 @@ llk_status llk_mm_prepare(int isa, int type, const void *w, size_t row_stride, i
     if (st) return st;
     if (n_tok < 0 || (n_tok > 0 && (!a || !y || ldy < n_rows))) return LLK_ERR_ARG;
     llk_mm_job j = {k->dot[type], k->dot4[type], (const uint8_t *)w, row_stride, (const uint8_t *)a,
-                    llk_act_row_bytes(type, n_cols), n_cols, n_tok, ldy, y};
+                    llk_act_row_bytes(type, n_cols), n_cols, n_tok, ldy, y, NULL, 0};
     *out = j;
     return LLK_OK;
 }

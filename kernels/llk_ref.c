@@ -209,14 +209,6 @@ static void deq_iq4_nl(const void *x, float *y, int64_t n) {
 #define KBLOCKS(T, x) const T *blk = (const T *)(x); const int64_t nb = n / LLK_QKK
 #define KABLOCKS(a) const llk_block_q8_256 *ab = (const llk_block_q8_256 *)(a)
 
-/* Q4_K / Q5_K scale and min of group j (0..7) from the 12 packed bytes. */
-static inline void k4_scale_min(const uint8_t *s, int j, int *sc, int *mn) {
-    if (j < 4) { *sc = s[j] & 63; *mn = s[j + 4] & 63; }
-    else {
-        *sc = (s[j + 4] & 15) | ((s[j - 4] >> 6) << 4);
-        *mn = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
-    }
-}
 
 /* Q3_K signed scale of group g (0..15). */
 static inline int k3_scale(const uint8_t *s, int g) {
@@ -312,7 +304,7 @@ static void deq_q4_K(const void *x, float *y, int64_t n) {
     for (int64_t b = 0; b < nb; b++) {
         float d = llk_h2f(blk[b].d), dm = llk_h2f(blk[b].dmin);
         for (int g = 0; g < 8; g++) {
-            int sc, mn; k4_scale_min(blk[b].scales, g, &sc, &mn);
+            int sc, mn; llk_k4_scale_min(blk[b].scales, g, &sc, &mn);
             for (int i = 32 * g; i < 32 * g + 32; i++)
                 y[256 * b + i] = d * (float)sc * (float)q4k_level(&blk[b], i) - dm * (float)mn;
         }
@@ -324,7 +316,7 @@ static float dot_q4_K(const void *w, const void *a, int64_t n) {
     for (int64_t b = 0; b < nb; b++) {
         int acc = 0, accm = 0;
         for (int g = 0; g < 8; g++) {
-            int sc, mn, t = 0; k4_scale_min(blk[b].scales, g, &sc, &mn);
+            int sc, mn, t = 0; llk_k4_scale_min(blk[b].scales, g, &sc, &mn);
             for (int i = 32 * g; i < 32 * g + 32; i++) t += q4k_level(&blk[b], i) * ab[b].qs[i];
             acc += sc * t;
             accm += mn * (ab[b].bsums[2 * g] + ab[b].bsums[2 * g + 1]);
@@ -339,7 +331,7 @@ static void deq_q5_K(const void *x, float *y, int64_t n) {
     for (int64_t b = 0; b < nb; b++) {
         float d = llk_h2f(blk[b].d), dm = llk_h2f(blk[b].dmin);
         for (int g = 0; g < 8; g++) {
-            int sc, mn; k4_scale_min(blk[b].scales, g, &sc, &mn);
+            int sc, mn; llk_k4_scale_min(blk[b].scales, g, &sc, &mn);
             for (int i = 32 * g; i < 32 * g + 32; i++)
                 y[256 * b + i] = d * (float)sc * (float)q5k_level(&blk[b], i) - dm * (float)mn;
         }
@@ -351,7 +343,7 @@ static float dot_q5_K(const void *w, const void *a, int64_t n) {
     for (int64_t b = 0; b < nb; b++) {
         int acc = 0, accm = 0;
         for (int g = 0; g < 8; g++) {
-            int sc, mn, t = 0; k4_scale_min(blk[b].scales, g, &sc, &mn);
+            int sc, mn, t = 0; llk_k4_scale_min(blk[b].scales, g, &sc, &mn);
             for (int i = 32 * g; i < 32 * g + 32; i++) t += q5k_level(&blk[b], i) * ab[b].qs[i];
             acc += sc * t;
             accm += mn * (ab[b].bsums[2 * g] + ab[b].bsums[2 * g + 1]);

@@ -127,6 +127,9 @@ class CDecoder:
             c.rope.freq_factors = ffi.cast("const float *", ff.data)
             self.rope_factors = which
         c.isa = kernels._isa(isa)
+        # the weights are views of the file's read-only mapping: where the level packs a weight
+        # for its matrix kernels, the packed copy replaces the mapped pages instead of doubling them
+        c.pack = 2
         self.isa = kernels.isa_name(c.isa if c.isa >= 0 else None)
         layers = ffi.new("llk_layer[]", cfg.n_layer)
         for il in range(cfg.n_layer):
@@ -145,6 +148,7 @@ class CDecoder:
         self._cfg_c = c
         self.kv_bytes = int(lib.llk_decoder_kv_bytes(self._ptr))
         self.rope_factors = getattr(self, "rope_factors", "")
+        self.packed_bytes = int(lib.llk_decoder_packed_bytes(self._ptr))
 
     # -- binding -----------------------------------------------------------------------------
 

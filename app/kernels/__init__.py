@@ -347,6 +347,43 @@ def matmul(pool: ThreadPool | None, type_id: int, w, n_cols: int, x, isa: int | 
     return y
 
 
+def isa_packs(type_id: int, isa: int | str | None = None) -> bool:
+    """Whether the decoder packs weights of this type into panels at this level."""
+    return bool(lib.llk_isa_packs(_isa(isa), _type(type_id)))
+
+
+def pack(pool: ThreadPool | None, type_id: int, w, n_cols: int) -> np.ndarray:
+    """W (n_rows, >= row bytes) packed into panels of 8 rows: the matrix x matrix layout."""
+    t = _type(type_id)
+    w8, n_rows, stride = _weights(t, w, n_cols)
+    n = lib.llk_packed_bytes(t, n_rows, n_cols)
+    if n == 0:
+        raise KernelError(f"{TYPE_NAMES[t]} with {n_rows} rows has no packed layout")
+    out = np.empty(n, dtype=np.uint8)
+    _check(lib.llk_pack(_pool_ptr(pool), t, ffi.from_buffer(w8), stride, n_rows, n_cols,
+                        ffi.from_buffer(out)), f"pack({TYPE_NAMES[t]})")
+    return out
+
+
+def matmul_packed(pool: ThreadPool | None, type_id: int, packed: np.ndarray, n_rows: int, n_cols: int,
+                  x, isa: int | str | None = None) -> np.ndarray:
+    """Y (n_tok, n_rows) = X @ W^T with W made by pack(): the same floats as matmul()."""
+    t = _type(type_id)
+    need = lib.llk_packed_bytes(t, n_rows, n_cols)
+    p8 = np.ascontiguousarray(packed).view(np.uint8).reshape(-1)
+    if need == 0 or p8.size < need:
+        raise KernelError(f"matmul_packed: {p8.size} packed bytes, {need} needed")
+    xf = _f32(x, "x")
+    if xf.ndim != 2 or xf.shape[1] != n_cols:
+        raise KernelError(f"matmul_packed: x must be (n_tok, {n_cols})")
+    n_tok = xf.shape[0]
+    y = np.empty((n_tok, n_rows), dtype=np.float32)
+    _check(lib.llk_matmul_packed(_pool_ptr(pool), _isa(isa), t, ffi.from_buffer(p8), n_rows, n_cols,
+                                 ffi.from_buffer("float[]", xf), n_cols, n_tok,
+                                 ffi.from_buffer("float[]", y), n_rows), f"matmul_packed({TYPE_NAMES[t]})")
+    return y
+
+
 # --- decoder operations ----------------------------------------------------------------------------
 
 

@@ -1,0 +1,42 @@
+"""The decoder's packed weights on the real SmolLM2 model (Q4_1): the avx2 level packs every
+matrix, the packed copy replaces the file's mapped pages instead of adding to them, and the
+logits stay those of the reference level bit for bit (held for every prompt and level in
+test_decoder_smollm2.py; here for a prompt long enough to leave every register-tile remainder)."""
+from __future__ import annotations
+
+import numpy as np
+import psutil
+import pytest
+
+import app.kernels as K
+from app.engine.decoder import CDecoder
+from app.gguf import open_gguf
+from app.model import config_from_gguf
+
+pytestmark = pytest.mark.skipif("avx2" not in K.ISA_NAMES[: K.best_isa_level() + 1],
+                                reason="this CPU has no AVX2 (the reference level packs nothing)")
+
+
+def test_avx2_packs_and_the_copy_replaces_the_mapped_pages(smollm2_path):
+    f = open_gguf(smollm2_path)
+    try:
+        cfg = config_from_gguf(f)
+        rss = psutil.Process().memory_info().rss
+        d = CDecoder(f, cfg, n_ctx=64, n_threads=2, isa="avx2")
+        grown = psutil.Process().memory_info().rss - rss
+        # every weight is Q4_1 with a row count divisible by 8: all of them are packed (the tied
+        # output too), about the file's size
+        assert d.packed_bytes > 0.9 * f.file_size
+        # the pages read while packing were given back: the process grew by the copy (and the
+        # KV cache and scratch), not by the copy plus the file
+        assert grown < d.packed_bytes + 0.3 * f.file_size, (grown, d.packed_bytes, f.file_size)
+        ref = CDecoder(f, cfg, n_ctx=64, n_threads=1, isa="ref")
+        assert ref.packed_bytes == 0
+        ids = [int(t) for t in np.random.default_rng(5).integers(0, cfg.n_vocab, 23)]
+        got = d.decode(ids, 0, all_logits=True)
+        want = ref.decode(ids, 0, all_logits=True)
+        assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
+        d.close()
+        ref.close()
+    finally:
+        f.close()
