@@ -61,6 +61,7 @@ from app.errors import LlambdaError
 
 __all__ = ["MAGIC", "VERSION", "TOP_K", "PerplexityError", "TextError", "BaseFileError",
            "BaseMismatchError", "Plan", "make_plan", "read_text", "log_softmax_rows",
+           "kl_divergence_rows",
            "ChunkScores", "score_chunks", "BaseFile", "write_base", "read_base",
            "kld_against", "Summary", "summarize", "vocab_sha256"]
 
@@ -162,6 +163,12 @@ def log_softmax_rows(logits: np.ndarray) -> np.ndarray:
     x = np.asarray(logits, dtype=np.float64)
     x = x - x.max(axis=-1, keepdims=True)
     return x - np.log(np.exp(x).sum(axis=-1, keepdims=True))
+
+
+def kl_divergence_rows(base_logits: np.ndarray, logits: np.ndarray) -> np.ndarray:
+    """KL(base || ours) of each row's softmax, over the whole vocabulary (float64), in nats."""
+    p, q = log_softmax_rows(base_logits), log_softmax_rows(logits)
+    return np.maximum((np.exp(p) * (p - q)).sum(axis=-1), 0.0)
 
 
 @dataclass
