@@ -12,7 +12,9 @@ NAME: Q4_1 (the SmolLM2 test model), a variant type of tests/data/engine/smollm2
 - llamacpp/<NAME>.bin: llama.cpp's base file (the format of `llambda perplexity --save-logits`):
   tests/data/perplexity/fidelity_text.txt tokenized by llama.cpp, 4 chunks of 512 tokens, the
   second half of each scored, decoded with n_batch = n_ubatch = 512 (one batch per chunk);
-- llamacpp_floor.json: per model and scored position, llama.cpp at batch 1 (n_batch = n_ubatch
+- llamacpp/<NAME>.short.bin: the same for one chunk of 64 tokens (31 scored positions), which
+  the tests run at the reference kernel level (~30x slower than AVX2);
+- llamacpp_floor.json: per model (and under "short", for the short base) and scored position, llama.cpp at batch 1 (n_batch = n_ubatch
   = 1, one token per decode, as generation runs) against that base: the KL divergence by the
   same top-k estimator the tests use (kld), whether the arg-max agrees (top1, a string of 0/1),
   the batch-1 log-probability of the next token (target_logprob); and the exact full-vocabulary
@@ -36,6 +38,7 @@ DATA = os.path.join(ROOT, "tests", "data", "perplexity")
 TEXT = os.path.join(DATA, "fidelity_text.txt")
 CACHE = os.environ.get("LLAMBDA_TEST_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "llambda-test")
 N_CTX, N_CHUNKS = 512, 4
+SHORT_CTX = 64          # one chunk of 64 for the slow reference kernels (31 scored positions)
 
 _spec = importlib.util.spec_from_file_location("llambda_perplexity",
                                                os.path.join(ROOT, "app", "engine", "perplexity.py"))
@@ -75,14 +78,13 @@ def _vocab_hash(llm) -> str:
     return P.vocab_sha256(toks)
 
 
-def make(name: str, path: str) -> dict:
+def make(name: str, path: str, n_ctx: int = N_CTX, n_chunks: int = N_CHUNKS, suffix: str = "") -> dict:
     text = open(TEXT, encoding="utf-8").read()
     t0 = time.time()
     llm = _llama(path, 512)
-    add_bos = llm._model.add_bos_token() if hasattr(llm._model, "add_bos_token") else \
-        llm.metadata.get("tokenizer.ggml.add_bos_token", "false") == "true"
+    add_bos = llm.metadata.get("tokenizer.ggml.add_bos_token", "false") == "true"
     ids = llm.tokenize(text.encode("utf-8"), add_bos=add_bos, special=False)
-    plan = P.make_plan(ids, N_CTX, llm.token_bos() if add_bos else None, N_CHUNKS)
+    plan = P.make_plan(ids, n_ctx, llm.token_bos() if add_bos else None, n_chunks)
     b512 = _scored_logits(llm, plan)
     n_vocab = llm.n_vocab()
     vocab_hash = _vocab_hash(llm)
@@ -94,7 +96,7 @@ def make(name: str, path: str) -> dict:
         tlp, am, tid, tlogp, rest, _ = P._score_rows(logits, targets, P.TOP_K, None, None)
         scores.append(P.ChunkScores(c, tlp, am, tid, tlogp, rest, 0.0))
     os.makedirs(os.path.join(DATA, "llamacpp"), exist_ok=True)
-    out = os.path.join(DATA, "llamacpp", f"{name}.bin")
+    out = os.path.join(DATA, "llamacpp", f"{name}{suffix}.bin")
     P.write_base(out, plan, scores, n_vocab, vocab_hash,
                  {"file": os.path.basename(path), "sha256": _sha256(path)},
                  {"file": os.path.basename(TEXT), "n_tokens": len(ids)},
@@ -119,7 +121,7 @@ def make(name: str, path: str) -> dict:
             tlp1.extend(q[np.arange(r1 - r0), targets[r0:r1]].tolist())
     kld, kld_full = np.array(kld), np.array(kld_full)
     s = P.summarize(np.array(tlp1), base.target_logprob.astype(np.float64), kld, np.array(top1))
-    print(f"{name}: floor KLD {s.kld_mean:.6f} (full {kld_full.mean():.6f}), top-1 {100 * s.top1:.2f}%, "
+    print(f"{name}{suffix}: floor KLD {s.kld_mean:.6f} (full {kld_full.mean():.6f}), top-1 {100 * s.top1:.2f}%, "
           f"PPL b512 {s.base_ppl:.4f} b1 {s.ppl:.4f} ratio {s.ppl_ratio:.5f}; "
           f"{t1 - t0:.0f} s batch 512, {t2 - t1:.0f} s batch 1", file=sys.stderr)
     return {"file": os.path.basename(path), "n_positions": s.n_positions,
@@ -150,6 +152,7 @@ def main(names: list[str]) -> None:
         if name not in table:
             raise SystemExit(f"unknown model {name!r}; one of {', '.join(table)}")
         floors["models"][name] = make(name, table[name])
+        floors["models"][name]["short"] = make(name, table[name], SHORT_CTX, 1, ".short")
         tmp = floor_path + ".part"
         with open(tmp, "w", encoding="utf-8") as f:
             json.dump(floors, f, separators=(",", ":"))

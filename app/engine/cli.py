@@ -441,7 +441,7 @@ def run_perplexity(args: argparse.Namespace) -> int:
                   f"{plan.n_scored} scored each; kernels {eng.decoder.isa}, {eng.n_threads} threads",
                   file=sys.stderr)
         scores, seconds = [], 0.0
-        for s in P.score_chunks(eng.decoder, plan, base=base):
+        for s in P.score_chunks(eng.decoder, plan, k=P.TOP_K if args.save_logits else 0, base=base):
             scores.append(s)
             seconds += s.seconds
             if progress is not None:

@@ -68,7 +68,7 @@ __all__ = ["MAGIC", "VERSION", "TOP_K", "PerplexityError", "TextError", "BaseFil
 MAGIC = b"LLKLDBAS"
 VERSION = 1
 TOP_K = 32
-_ROW_BLOCK = 16              # logit rows turned into log-probabilities at once (float64)
+_ROW_BLOCK = 16              # logit rows exponentiated at once (16 x 262,144 floats: 16 MB)
 
 
 class PerplexityError(LlambdaError, ValueError):
@@ -180,9 +180,9 @@ class ChunkScores:
     index: int
     target_logprob: np.ndarray      # f64[n]
     argmax: np.ndarray              # i32[n]
-    top_ids: np.ndarray             # i32[n, k]
-    top_logprob: np.ndarray         # f32[n, k]
-    rest_logmass: np.ndarray        # f32[n]
+    top_ids: np.ndarray | None      # i32[n, k] (None unless asked for)
+    top_logprob: np.ndarray | None  # f32[n, k]
+    rest_logmass: np.ndarray | None # f32[n]
     seconds: float
     kld: np.ndarray | None = None   # f64[n], with a base
     same_top1: np.ndarray | None = None
@@ -190,29 +190,35 @@ class ChunkScores:
 
 def _score_rows(logits: np.ndarray, targets: np.ndarray, k: int, base: "BaseFile | None",
                 base_rows: slice | None):
+    """Per row of float32 logits: log p(target), arg-max, and (k > 0) the top-k ids, their
+    log-probabilities and the log of the rest's mass; with a base, KL(base || these rows).
+    Only the log-sum-exp of a row is computed over the whole vocabulary (exp in float32, summed
+    in float64); log-probabilities are taken where needed, in float64."""
     n = logits.shape[0]
-    tlp = np.empty(n)
-    am = np.empty(n, np.int32)
-    tid = np.empty((n, k), np.int32)
-    tlogp = np.empty((n, k), np.float32)
-    rest = np.empty(n, np.float32)
-    kld = np.empty(n) if base is not None else None
+    lse = np.empty(n)
     for r0 in range(0, n, _ROW_BLOCK):
-        r1 = min(n, r0 + _ROW_BLOCK)
-        lp = log_softmax_rows(logits[r0:r1])
-        rows = np.arange(r1 - r0)
-        tlp[r0:r1] = lp[rows, targets[r0:r1]]
-        am[r0:r1] = lp.argmax(axis=-1)
-        top = np.argpartition(-lp, k - 1, axis=-1)[:, :k]
-        order = np.argsort(-np.take_along_axis(lp, top, -1), axis=-1, kind="stable")
-        top = np.take_along_axis(top, order, -1)
-        tid[r0:r1] = top
-        top_lp = np.take_along_axis(lp, top, -1)
-        tlogp[r0:r1] = top_lp
-        rest[r0:r1] = _log1mexp(np.logaddexp.reduce(top_lp, axis=-1))
-        if base is not None:
-            b0 = base_rows.start + r0
-            kld[r0:r1] = _kld_rows(base, slice(b0, b0 + (r1 - r0)), lp)
+        x = logits[r0:r0 + _ROW_BLOCK]
+        m = x.max(axis=-1, keepdims=True)
+        lse[r0:r0 + _ROW_BLOCK] = m[:, 0] + np.log(np.exp(x - m).sum(axis=-1, dtype=np.float64))
+
+    def lp(ids):                                       # log-probabilities at ids (n, ...)
+        return np.take_along_axis(logits, ids, -1).astype(np.float64) - lse[:, None]
+
+    tlp = lp(np.asarray(targets, dtype=np.int64)[:, None])[:, 0]
+    am = logits.argmax(axis=-1).astype(np.int32)
+    tid = tlogp = rest = None
+    if k > 0:
+        top = np.argpartition(-logits, k - 1, axis=-1)[:, :k] if k < logits.shape[1] else \
+            np.broadcast_to(np.arange(logits.shape[1]), logits.shape).copy()
+        top_lp = lp(top)
+        order = np.lexsort((top, -top_lp), axis=-1)    # most likely first; ties: lower id first
+        tid = np.take_along_axis(top, order, -1).astype(np.int32)
+        tlogp = lp(tid).astype(np.float32)
+        rest = _log1mexp(np.logaddexp.reduce(lp(tid), axis=-1)).astype(np.float32)
+    kld = None
+    if base is not None:
+        b_ids = base.top_ids[base_rows]
+        kld = _kld_from(base.top_logprob[base_rows], base.rest_logmass[base_rows], lp(b_ids))
     return tlp, am, tid, tlogp, rest, kld
 
 
@@ -223,27 +229,33 @@ def _log1mexp(a: np.ndarray) -> np.ndarray:
         return np.where(a > -0.693, np.log(-np.expm1(a)), np.log1p(-np.exp(a)))
 
 
-def _kld_rows(base: "BaseFile", rows: slice, lp: np.ndarray) -> np.ndarray:
-    """KL(base || ours) over the base's top-k tokens and the rest as one outcome (a lower
-    bound of the full divergence; see the module notes)."""
-    b_lp = base.top_logprob[rows].astype(np.float64)          # (n, k)
-    b_rest = base.rest_logmass[rows].astype(np.float64)       # (n,)
-    ids = base.top_ids[rows]
-    q_lp = np.take_along_axis(lp, ids, -1)                     # ours on the base's top-k
+def _kld_from(b_lp: np.ndarray, b_rest: np.ndarray, q_lp: np.ndarray) -> np.ndarray:
+    """KL(base || ours) over the base's top-k tokens and the rest as one outcome (a lower bound
+    of the full divergence; see the module notes). b_lp (n, k), b_rest (n,): the base's
+    log-probabilities; q_lp (n, k): ours at the base's top-k ids."""
+    b_lp = np.asarray(b_lp, dtype=np.float64)
+    b_rest = np.asarray(b_rest, dtype=np.float64)
     q_rest = _log1mexp(np.logaddexp.reduce(q_lp, axis=-1))
     kl = (np.exp(b_lp) * (b_lp - q_lp)).sum(axis=-1)
     p_rest = np.exp(b_rest)
     with np.errstate(invalid="ignore"):
-        # a rest the base gives mass to but ours none: infinite in theory; floor ours at 1e-30
+        # a rest the base gives mass to but ours none: infinite in theory; ours floored at e^-69
         rest_term = np.where(p_rest > 0, p_rest * (b_rest - np.maximum(q_rest, -69.0)), 0.0)
     return np.maximum(kl + rest_term, 0.0)
 
 
-def score_chunks(decoder, plan: Plan, k: int = TOP_K, base: "BaseFile | None" = None,
+def _kld_rows(base: "BaseFile", rows: slice, lp: np.ndarray) -> np.ndarray:
+    """_kld_from with ours given as full log-probability rows (n, n_vocab)."""
+    return _kld_from(base.top_logprob[rows], base.rest_logmass[rows],
+                     np.take_along_axis(lp, base.top_ids[rows], -1))
+
+
+def score_chunks(decoder, plan: Plan, k: int = 0, base: "BaseFile | None" = None,
                  n_score: int | None = None) -> Iterator[ChunkScores]:
     """Decode each chunk of the plan from an empty cache and score its second half, yielding
-    one ChunkScores per chunk. n_score: only the first n_score scored positions of each chunk
-    (the decode stops there too; logits at a position never depend on later tokens)."""
+    one ChunkScores per chunk. k: keep each position's top-k (what a base file holds; 0: not
+    needed). n_score: only the first n_score scored positions of each chunk (the decode stops
+    there too; logits at a position never depend on later tokens)."""
     if decoder.n_ctx < plan.n_ctx:
         raise ValueError(f"the decoder's context ({decoder.n_ctx}) is shorter than a chunk ({plan.n_ctx})")
     if base is not None:
@@ -383,6 +395,8 @@ def write_base(path: str, plan: Plan, scores: Sequence[ChunkScores], n_vocab: in
                model: dict, text: dict, made_by: str) -> None:
     """Write a base file atomically: a temporary file beside `path`, then a rename; nothing is
     left behind on failure."""
+    if scores[0].top_ids is None:
+        raise ValueError("write_base needs scores kept with their top-k (score_chunks(k=TOP_K))")
     k = scores[0].top_ids.shape[1]
     if any(s.target_logprob.size != plan.n_scored for s in scores) or len(scores) != len(plan.chunks):
         raise ValueError("write_base needs every scored position of every chunk")
