@@ -44,6 +44,7 @@ _spec = importlib.util.spec_from_file_location("llambda_perplexity",
                                                os.path.join(ROOT, "app", "engine", "perplexity.py"))
 P = importlib.util.module_from_spec(_spec)
 sys.path.insert(0, ROOT)           # for app.errors
+sys.modules[_spec.name] = P
 _spec.loader.exec_module(P)
 
 

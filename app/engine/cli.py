@@ -13,7 +13,7 @@ import statistics
 import sys
 import time
 
-from app.errors import EXIT_OK, EXIT_USAGE, OutOfMemoryError
+from app.errors import EXIT_OK, EXIT_USAGE, LlambdaError, OutOfMemoryError
 
 __all__ = ["add_generate_args", "run_generate", "add_chat_args", "run_chat", "add_bench_args",
            "run_bench", "bench", "add_perplexity_args", "run_perplexity", "PERPLEXITY_HELP"]
@@ -420,8 +420,16 @@ def run_perplexity(args: argparse.Namespace) -> int:
         return fail(e, EXIT_BAD_FILE)
     except P.PerplexityError as e:
         return fail(e, EXIT_USAGE)
+    if args.ctx < 8:
+        return fail(f"--ctx {args.ctx} is too small (at least 8 tokens per chunk)", EXIT_USAGE)
     args.kv_type, args.batch = "f16", 512
-    with open_engine(args, n_ctx=args.ctx) as eng:
+    try:
+        eng = open_engine(args, n_ctx=args.ctx)
+    except ValueError as e:
+        if isinstance(e, LlambdaError):
+            raise
+        return fail(e, EXIT_USAGE)                # e.g. --ctx beyond what the model can take
+    with eng:
         tok = eng.tokenizer
         ids = tok.encode(text, add_special=True, parse_special=False)
         bos = tok.bos_id if tok.add_bos and tok.bos_id is not None else None

@@ -125,3 +125,23 @@ def test_fidelity_at_the_other_levels(model, isa):
 
 
 SHORT_KLD_FACTOR: dict[str, float] = {}
+
+
+ORDER = ["Q8_0", "Q6_K", "Q4_K_M", "Q3_K_M", "Q2_K"]
+
+
+def test_quantizations_rank_as_expected_against_an_f16_base():
+    """What a user does with `--kl-divergence`: a base saved from the F16 file (here llama.cpp's,
+    so the format is shared across engines), each quantization measured against it on one chunk
+    (255 positions): the KLD orders them by their bits, Q8_0 < Q6_K < Q4_K_M < Q3_K_M < Q2_K."""
+    base = P.read_base(str(DATA / "llamacpp" / "F16.bin"))
+    kld = {}
+    for name in ORDER:
+        with open_gguf(_model_path(name)) as f:
+            cfg, tok = config_from_gguf(f), load_tokenizer(f)
+            ids = tok.encode(TEXT, add_special=True, parse_special=False)
+            plan = P.make_plan(ids, int(base.header["n_ctx"]), tok.bos_id if tok.add_bos else None, 1)
+            with CDecoder(f, cfg, plan.n_ctx, n_threads=2, isa=BEST) as d:
+                kld[name] = P.kld_against(base, list(P.score_chunks(d, plan, base=base))).kld_mean
+    print("KLD against F16:", {k: round(v, 5) for k, v in kld.items()})
+    assert [kld[n] for n in ORDER] == sorted(kld.values()), kld
