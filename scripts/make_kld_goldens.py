@@ -62,7 +62,7 @@ def _llama(path: str, batch: int):
     from llama_cpp import Llama
 
     return Llama(model_path=path, n_ctx=N_CTX, n_batch=batch, n_ubatch=batch, logits_all=True,
-                 n_threads=2, seed=0, verbose=False)
+                 n_threads=1, seed=0, verbose=False)
 
 
 def _scored_logits(llm, plan) -> list[np.ndarray]:
@@ -145,7 +145,7 @@ def _sha256(path: str) -> str:
 def main(names: list[str]) -> None:
     table = models()
     names = names or list(table)
-    floor_path = os.path.join(DATA, "llamacpp_floor.json")
+    floor_path = os.environ.get("LLAMBDA_KLD_FLOOR") or os.path.join(DATA, "llamacpp_floor.json")
     floors = json.load(open(floor_path)) if os.path.exists(floor_path) else {
         "text": os.path.basename(TEXT), "n_ctx": N_CTX, "n_chunks": N_CHUNKS, "k": P.TOP_K,
         "kv": "f16", "models": {}}

@@ -130,18 +130,33 @@ SHORT_KLD_FACTOR: dict[str, float] = {}
 ORDER = ["Q8_0", "Q6_K", "Q4_K_M", "Q3_K_M", "Q2_K"]
 
 
-def test_quantizations_rank_as_expected_against_an_f16_base():
-    """What a user does with `--kl-divergence`: a base saved from the F16 file (here llama.cpp's,
-    so the format is shared across engines), each quantization measured against it on one chunk
-    (255 positions): the KLD orders them by their bits, Q8_0 < Q6_K < Q4_K_M < Q3_K_M < Q2_K."""
-    base = P.read_base(str(DATA / "llamacpp" / "F16.bin"))
-    kld = {}
-    for name in ORDER:
-        with open_gguf(_model_path(name)) as f:
+def _variant_file(name: str) -> Path:
+    from tests.models import cache_dir
+
+    variants = json.loads((DATA.parent / "engine" / "smollm2_variants.json").read_text())["variants"]
+    path = cache_dir() / "variants" / next(v["file"] for v in variants if v["type"] == name)
+    if not path.exists():
+        pytest.fail(f"{path} missing; make it with scripts/make_test_variants.py, run by a Python "
+                    "that has llama-cpp-python==0.3.36 (.ci/run does this)", pytrace=False)
+    return path
+
+
+def test_quantizations_rank_as_expected_against_an_f16_base(tmp_path):
+    """What a user does with `--kl-divergence`: a base saved from the F16 file (through the base
+    file format), each quantization measured against it on one chunk (255 positions): the KLD
+    orders them by their bits, Q8_0 < Q6_K < Q4_K_M < Q3_K_M < Q2_K."""
+    def run(name, base=None, k=0):
+        with open_gguf(_variant_file(name)) as f:
             cfg, tok = config_from_gguf(f), load_tokenizer(f)
             ids = tok.encode(TEXT, add_special=True, parse_special=False)
-            plan = P.make_plan(ids, int(base.header["n_ctx"]), tok.bos_id if tok.add_bos else None, 1)
+            plan = P.make_plan(ids, 512, tok.bos_id if tok.add_bos else None, 1)
             with CDecoder(f, cfg, plan.n_ctx, n_threads=2, isa=BEST) as d:
-                kld[name] = P.kld_against(base, list(P.score_chunks(d, plan, base=base))).kld_mean
+                return plan, cfg, list(P.score_chunks(d, plan, k=k, base=base))
+
+    plan, cfg, scores = run("F16", k=P.TOP_K)
+    P.write_base(str(tmp_path / "f16.bin"), plan, scores, cfg.n_vocab, "", {"file": "F16"},
+                 {"file": "fidelity_text.txt"}, "test")
+    base = P.read_base(str(tmp_path / "f16.bin"))
+    kld = {name: P.kld_against(base, run(name, base)[2]).kld_mean for name in ORDER}
     print("KLD against F16:", {k: round(v, 5) for k, v in kld.items()})
     assert [kld[n] for n in ORDER] == sorted(kld.values()), kld
