@@ -17,7 +17,16 @@ Positions: the best level (AVX2 here) scores every position of the 4 chunks. The
 kernels are ~30x slower (Q4_1: 58 s of CPU for 256 tokens against 1.9 s), so the "ref" level
 runs the short base instead -- one chunk of 64 tokens, 31 scored positions, made the same way --
 and its logits must also equal the best level's bit for bit on that chunk (the summation
-contract, stronger than any tolerance). Measured figures: see FIGURES below.
+contract, stronger than any tolerance).
+
+Measured (AMD EPYC Zen 3, AVX2 without AVX-512; KLDs by the top-32 estimator of the base files,
+which reads ~80% of the full-vocabulary KLD, the same way on both sides of each ratio):
+- SmolLM2 Q4_1, AVX2, 1,020 positions: ours KLD 0.00272 against llama.cpp's floor 0.00270
+  (x1.01), top-1 96.6% (llama.cpp against itself 96.6%), PPL ratio 1.0039 (llama.cpp's own 1.0034);
+  ref on the short chunk (31 positions): 0.00252 against 0.00243 (x1.04), top-1 96.8% (96.8%),
+  PPL ratio 1.0002.
+- The guard fails a wrong kernel: the Q4_1 AVX2 dot product with each block's min scaled by 1.01
+  gave KLD 0.0334 (x12.4), top-1 87.2%, PPL ratio 1.041 (tried once, reverted).
 
 A missing model file fails with the command that makes it (.ci/run does); it never skips. A level
 the CPU lacks (avx512 here) is not collected.
@@ -120,11 +129,7 @@ def test_fidelity_at_the_other_levels(model, isa):
     ours, logits = _measure(f, cfg, tok, base, isa, keep_logits=True)
     _, want = _measure(f, cfg, tok, base, BEST, keep_logits=True)
     assert np.array_equal(logits.view(np.uint32), want.view(np.uint32)), f"{name}: {isa} != {BEST}"
-    _check(f"{name} {isa} (short)", ours, _floor(FLOORS["models"][name]["short"]),
-           SHORT_KLD_FACTOR.get(name, KLD_FACTOR))
-
-
-SHORT_KLD_FACTOR: dict[str, float] = {}
+    _check(f"{name} {isa} (short)", ours, _floor(FLOORS["models"][name]["short"]))
 
 
 ORDER = ["Q8_0", "Q6_K", "Q4_K_M", "Q3_K_M", "Q2_K"]
