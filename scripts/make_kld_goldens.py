@@ -20,7 +20,12 @@ NAME: Q4_1 (the SmolLM2 test model), a variant type of tests/data/engine/smollm2
   the batch-1 log-probability of the next token (target_logprob); and the exact full-vocabulary
   KLD's mean beside the estimate's (kld_full_mean), which is how the estimator's error is known.
 
-KV cache f16 on both sides (llama.cpp's default and ours).
+KV cache f16 on both sides (llama.cpp's default and ours). One thread: ggml splits rows between
+threads, never a sum, so the logits do not depend on the thread count (the Q4_1 base made with 2
+threads and with 1 is the same file, byte for byte), and on a busy machine one thread does not wait
+at every barrier for a descheduled second one (batch 1 with 2 threads crawled under load).
+Timing on the 2-core test machine under heavy load: SmolLM2 Q4_1, 178 s at batch 512 and 416 s
+at batch 1 (one thread, ~15% of a core); idle it is a few seconds each.
 """
 from __future__ import annotations
 
