@@ -2,8 +2,9 @@
 this CPU has, measured the way `llambda perplexity --kl-divergence` measures, against llama.cpp.
 
 The oracle: llama.cpp's base files (tests/data/perplexity/llamacpp/, scripts/make_kld_goldens.py)
-of SmolLM2-135M-Instruct in Q4_1 and the eleven variants of tests/data/engine/smollm2_variants.json,
-and of Gemma 3 270M Q4_K_M, on tests/data/perplexity/fidelity_text.txt (2,490 SmolLM2 tokens of
+of SmolLM2-135M-Instruct Q4_1 and Gemma 3 270M Q4_K_M (the script makes the same for the eleven
+SmolLM2 variants of tests/data/engine/smollm2_variants.json; every model in llamacpp_floor.json is
+guarded, and the variants' goldens are not made yet), on tests/data/perplexity/fidelity_text.txt (2,490 SmolLM2 tokens of
 prose and Python; 4 chunks of 512, 1,020 scored positions) decoded by llama.cpp at batch 512; and
 llama.cpp's own noise floor (llamacpp_floor.json): the same ids decoded one token at a time
 against its batch-512 base -- the same weights, only the summation order differs.
