@@ -11,6 +11,7 @@ import sys
 
 from setuptools import setup
 from setuptools.command.build_ext import build_ext
+from setuptools.command.build_py import build_py
 from setuptools.command.sdist import sdist
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -54,16 +55,28 @@ class BuildKernels(build_ext):
         super().build_extension(ext)
 
 
+class BuildPyWithResources(build_py):
+    """build_py that also copies resources/ (style sheets, icons, the self-test model) into the
+    package as app/resources/, so a wheel carries them (app/bundled.py finds them there)."""
+
+    def run(self):
+        super().run()
+        src = os.path.join(HERE, "resources")
+        if os.path.isdir(src) and not getattr(self, "editable_mode", False):
+            self.copy_tree(src, os.path.join(self.build_lib, "app", "resources"))
+
+
 class SdistWithKernels(sdist):
     """sdist that carries the kernel sources (they are not Extension sources, see above)."""
 
     def make_distribution(self):
-        for pattern in ("kernels/*.c", "kernels/*.h", "kernels/*.py"):
-            self.filelist.extend(sorted(glob.glob(pattern, root_dir=HERE)))
+        for pattern in ("kernels/*.c", "kernels/*.h", "kernels/*.py", "resources/**/*"):
+            self.filelist.extend(sorted(f for f in glob.glob(pattern, root_dir=HERE, recursive=True)
+                                        if os.path.isfile(os.path.join(HERE, f))))
         super().make_distribution()
 
 
 setup(
     cffi_modules=["kernels/build_ffi.py:ffi"],
-    cmdclass={"build_ext": BuildKernels, "sdist": SdistWithKernels},
+    cmdclass={"build_ext": BuildKernels, "build_py": BuildPyWithResources, "sdist": SdistWithKernels},
 )

@@ -120,6 +120,21 @@ subcommand("bench", "prompt-processing and generation speed, like llama-bench; -
     _engine_args("bench"))(_engine_run("bench"))
 
 
+# --- serve (app/server/cli.py) -------------------------------------------------------------------
+
+def _serve_args(p: argparse.ArgumentParser) -> None:
+    from app.server.cli import add_serve_args
+
+    add_serve_args(p)
+
+
+@subcommand("serve", "an OpenAI-compatible API for other programs, on localhost")(_serve_args)
+def run_serve(args: argparse.Namespace) -> int:
+    from app.server.cli import run_serve as run
+
+    return run(args)
+
+
 # --- models ------------------------------------------------------------------------------------
 
 def _models_args(p: argparse.ArgumentParser) -> None:
@@ -135,35 +150,156 @@ def run_models(args: argparse.Namespace) -> int:
     return run(args)
 
 
+# --- chats -------------------------------------------------------------------------------------
+
+def _chats_args(p: argparse.ArgumentParser) -> None:
+    from app.chats.cli import configure_parser
+
+    configure_parser(p)
+
+
+@subcommand("chats", "list, export (Markdown, JSON) or import conversations")(_chats_args)
+def run_chats(args: argparse.Namespace) -> int:
+    from app.chats.cli import run_chats as run
+
+    return run(args)
+
+
+# --- doctor ------------------------------------------------------------------------------------
+
+def _doctor_args(p: argparse.ArgumentParser) -> None:
+    pass
+
+
+@subcommand("doctor", "check folders, the conversation database and the kernels; print versions")(_doctor_args)
+def run_doctor(args: argparse.Namespace) -> int:
+    from app.diagnostics import run_doctor as doctor
+
+    return doctor(verbose=bool(getattr(args, "verbose", 0)))
+
+
 # --- entry point -------------------------------------------------------------------------------
+
+VERBOSE_FLAGS = {"-v": 1, "--verbose": 1, "-vv": 2}
+
+
+def _verbosity(argv: Sequence[str]) -> int:
+    """-v / --verbose (INFO on stderr), -vv (DEBUG); they may stand anywhere on the line."""
+    return min(2, sum(VERBOSE_FLAGS.get(a, 0) for a in argv))
+
+
+def _add_verbose(p: argparse.ArgumentParser, default=0) -> None:
+    p.add_argument("-v", "--verbose", action="count", default=default,
+                   help="say more on stderr (-vv: debug); LLAMBDA_LOG=debug does too")
+
+
+def _print_version(verbose: int) -> int:
+    if verbose:
+        from app.diagnostics import version_report
+
+        print(version_report())
+    else:
+        print(version_line())
+    return EXIT_OK
+
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="llambda",
         description="Chat with GGUF language models on your own CPU. "
                     "With no command, opens the window (optionally on FILE).")
-    p.add_argument("--version", action="version", version=version_line())
+    p.add_argument("--version", action="store_true", help="print the version (with -v: of every component)")
+    _add_verbose(p)
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     for name, (help, add_arguments, run) in SUBCOMMANDS.items():
         sp = sub.add_parser(name, help=help, description=help)
         add_arguments(sp)
+        _add_verbose(sp, argparse.SUPPRESS)
         sp.set_defaults(run=run)
     return p
 
 
-def _open_window(argv: Sequence[str]) -> int:
+def command_list() -> str:
+    """The subcommands, one per line, for a mistyped command."""
+    width = max(len(n) for n in SUBCOMMANDS)
+    return "\n".join(f"  {name:<{width}}  {help}" for name, (help, _a, _r) in SUBCOMMANDS.items())
+
+
+def unknown_word(argv: Sequence[str]) -> str | None:
+    """The first argument when it is neither an option, a command nor an existing file."""
+    import os
+
+    word = argv[0] if argv else None
+    if word is None or word.startswith("-") or word in SUBCOMMANDS or os.path.exists(word):
+        return None
+    return word
+
+
+def display_problem() -> str | None:
+    """Why the window cannot open here (no display on Linux, over SSH), or None."""
+    import os
+
+    if not sys.platform.startswith("linux"):
+        return None
+    platform = os.environ.get("QT_QPA_PLATFORM", "")
+    if platform and not platform.startswith(("xcb", "wayland")):
+        return None            # offscreen, vnc, eglfs...: Qt needs no display server
+    hint = "use the command line instead: llambda chat MODEL, or llambda --help"
+    if os.environ.get("WAYLAND_DISPLAY"):
+        return None
+    display = os.environ.get("DISPLAY", "")
+    if not display:
+        return (f"llambda: error: the window cannot open: no display (DISPLAY and WAYLAND_DISPLAY are "
+                f"unset, e.g. over SSH); {hint}")
+    host, _, number = display.rpartition(":")
+    number = number.split(".")[0]
+    if host in ("", "unix") and number.isdigit() and not _x_socket_answers(int(number)):
+        return f"llambda: error: the window cannot open: no X server answers on DISPLAY={display}; {hint}"
+    return None
+
+
+def _x_socket_answers(number: int) -> bool:
+    """A local X server listens on /tmp/.X11-unix/XN (or the abstract socket of that name)."""
+    import socket
+
+    for address in (f"\0/tmp/.X11-unix/X{number}", f"/tmp/.X11-unix/X{number}"):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            s.settimeout(2.0)
+            s.connect(address)
+            return True
+        except OSError:
+            continue
+        finally:
+            s.close()
+    return False
+
+
+def _open_window(argv: Sequence[str], verbose: int = 0) -> int:
+    word = unknown_word(argv)
+    if word is not None:
+        print(f"llambda: error: no such command or file: {word}\ncommands:\n{command_list()}",
+              file=sys.stderr)
+        return EXIT_USAGE
     p = argparse.ArgumentParser(prog="llambda", description="Open the Llambda window.")
-    p.add_argument("--version", action="version", version=version_line())
+    p.add_argument("--version", action="store_true", help="print the version (with -v: of every component)")
+    _add_verbose(p)
     p.add_argument("file", nargs="?", help="a GGUF model to open")
     p.add_argument("--starter", action="store_true",
                    help="fetch the small SmolLM2-135M-Instruct model into the library and open it")
     p.add_argument("--self-test", action="store_true",
                    help="check the engine and the window on a tiny built-in model, print one line, exit")
     args = p.parse_args(argv)
+    if args.version:
+        return _print_version(max(verbose, args.verbose))
     if args.self_test:
         from app.selftest import run as self_test
 
         return self_test()
+    problem = display_problem()
+    if problem is not None:
+        print(problem, file=sys.stderr)
+        return EXIT_USAGE
     if args.starter and not args.file:
         args.file = str(_fetch_starter_with_progress())
     try:
@@ -193,12 +329,27 @@ def _fetch_starter_with_progress():
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    from app import logs
+
+    verbose = _verbosity(argv)
+    argv = [a for a in argv if a not in VERBOSE_FLAGS]     # anywhere, even after `models list`
+    command = next((a for a in argv if not a.startswith("-")), None)
+    helping = any(a in ("-h", "--help") for a in argv)
+    window = not (command in SUBCOMMANDS or (command is None and helping))
+    if "--self-test" not in argv:       # the self-test touches no user folder, logs included
+        logs.setup("window" if window and "--version" not in argv else "cli", verbose)
+    log = logs.get("cli")
     try:
-        if not argv or (argv[0] not in SUBCOMMANDS and argv[0] not in ("-h", "--help")):
-            return _open_window(argv)
+        if window:
+            return _open_window(argv, verbose)
         args = build_parser().parse_args(argv)
+        args.verbose = verbose
+        if args.version:
+            return _print_version(verbose)
+        log.info("command: %s", args.command)
         return args.run(args)
     except LlambdaError as e:
+        log.warning("%s failed: %s", command or "llambda", e, extra={"file_only": True})
         print(f"llambda: error: {e}", file=sys.stderr)
         return exit_code_for(e)
     except KeyboardInterrupt:
@@ -206,7 +357,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return EXIT_OK
-    except Exception as e:  # the last line of defence: one line, never a traceback
+    except Exception as e:  # the last line of defence: one line, never a traceback (that goes to the log)
+        log.error("internal error in %s", command or "llambda", exc_info=True, extra={"file_only": True})
         print(f"llambda: internal error: {type(e).__name__}: {e}", file=sys.stderr)
         return 1
 

@@ -42,8 +42,10 @@ class SelfTestFailure(Exception):
 
 
 def model_path() -> Path:
-    """resources/selftest/tiny.gguf beside the `app` package (source tree and frozen bundle alike)."""
-    return Path(__file__).resolve().parents[1] / "resources" / "selftest" / MODEL_NAME
+    """resources/selftest/tiny.gguf: inside the package (wheel) or beside it (source tree, bundle)."""
+    from app.bundled import resource
+
+    return resource("selftest") / MODEL_NAME
 
 
 # ---- isolation -------------------------------------------------------------------------------

@@ -7,7 +7,8 @@ OUT_DIR defaults to ./screenshots (git-ignored). Without a display, the script s
 again under `xvfb-run` (Debian: apt-get install xvfb). It uses a fresh LLAMBDA_HOME (a temporary
 folder) unless --home is given, so it shows exactly what a new user sees: the empty first-run
 window, the pre-flight and import of the model, loading, a streamed reply with live figures,
-the settings dialog, the dark theme, and the dialog for a damaged file.
+the window at 640×480, 800×600 and 1920×1080, the settings dialog, the models page, the
+system prompt with an attachment, the dark theme, and the dialog for a damaged file.
 """
 
 from __future__ import annotations
@@ -22,9 +23,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SCREEN = "1400x900x24"
+SCREEN = "1980x1160x24"          # room for the 1920×1080 shot
 DEFAULT_MODEL = Path.home() / ".cache" / "llambda-test" / "SmolLM2-135M-Instruct.Q4_1.gguf"
 PROMPT = "Write a Python function that adds two numbers."
+SIZES = ((640, 480), (800, 600), (1920, 1080))
 
 
 def parse_args(argv=None):
@@ -148,10 +150,30 @@ def main(argv=None) -> int:
     wait_until(lambda: not window.generating, 300, "the third reply")
     shot("06-two-conversations")
 
+    for w, h in SIZES:                       # the layout at a small laptop, an old screen, full HD
+        window.resize(w, h)
+        pump(0.6)
+        shot(f"06-size-{w}x{h}")
+    window.resize(1320, 840)
+    pump(0.3)
+
     dlg = window.open_settings()
     pump(0.3)
     shot("07-settings")
     dlg.reject()
+
+    models = window.open_models()                # the models page
+    pump(0.5)
+    shot("07b-models")
+    models.reject()
+    note = home / "notes.md"                     # an attachment waiting to be sent
+    note.write_text("# Notes\n\nLlambda runs GGUF models on the CPU.\n")
+    window.attach_file(str(note))
+    window.system_bar.toggle.setChecked(True)   # the system prompt, opened with its presets
+    pump(0.6)
+    shot("07c-system-prompt-and-attachment")
+    window.system_bar.toggle.setChecked(False)
+    window.clear_attachments()
 
     apply_theme(app, dark=True)
     window.conversations.list.setCurrentRow(1)

@@ -24,3 +24,14 @@ def isolated_home(tmp_path_factory, monkeypatch):
     home = tmp_path_factory.mktemp("llambda-home")
     monkeypatch.setenv("LLAMBDA_HOME", str(home))
     return home
+
+
+@pytest.fixture(autouse=True)
+def _logging_set_up_in_a_test_ends_with_it():
+    """A test that runs `llambda` in-process sets the stage log up in its own LLAMBDA_HOME; the
+    next test starts without it."""
+    yield
+    from app import logs
+
+    logs.shutdown()
+    logs.set_log_prompts(None)

@@ -7,7 +7,9 @@ database that already holds data, `migrate` copies it aside with SQLite's online
 
 History: v1 was the first layout (conversations and messages); v2 added the system prompt,
 sampling settings, soft delete, message status, token counts, timings, the model per message,
-the settings table and full-text search (FTS5, external content kept in step by triggers).
+the settings table and full-text search (FTS5, external content kept in step by triggers); v3
+added which model answered (file SHA-256, quantization) and the app version, per reply and for
+the conversation's latest reply.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from pathlib import Path
 
 from app.errors import StoreError
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 _V1 = """
 CREATE TABLE conversations (
@@ -68,8 +70,17 @@ CREATE TRIGGER messages_fts_update AFTER UPDATE OF content ON messages BEGIN
 END;
 """
 
+_V3 = """
+ALTER TABLE conversations ADD COLUMN model_sha256 TEXT;
+ALTER TABLE conversations ADD COLUMN model_quant TEXT;
+ALTER TABLE conversations ADD COLUMN app_version TEXT;
+ALTER TABLE messages ADD COLUMN model_sha256 TEXT;
+ALTER TABLE messages ADD COLUMN model_quant TEXT;
+ALTER TABLE messages ADD COLUMN app_version TEXT;
+"""
+
 # MIGRATIONS[k] takes a database from version k to k + 1.
-MIGRATIONS: dict[int, str] = {0: _V1, 1: _V2}
+MIGRATIONS: dict[int, str] = {0: _V1, 1: _V2, 2: _V3}
 
 
 def user_version(conn: sqlite3.Connection) -> int:

@@ -1,5 +1,5 @@
 """Settings: the sampling a new conversation starts with, and the engine's context length,
-threads and overflow policy. One definition of the defaults, for the window and the command line;
+threads and overflow policy, with the defaults of app/defaults.py (the one definition);
 the values live in the conversation store's settings table (`ChatStore.get_setting`).
 
 Reading never fails: a stored value of the wrong type or out of range falls back to its default
@@ -11,11 +11,10 @@ from __future__ import annotations
 import math
 from typing import Any, Callable
 
-SAMPLING_DEFAULTS = {
-    "temperature": 0.7, "top_k": 40, "top_p": 0.95, "min_p": 0.05, "repeat_penalty": 1.1,
-    "seed": -1, "max_tokens": 512,
-}
-ENGINE_DEFAULTS = {"n_ctx": 2048, "threads": 0, "overflow": "shift"}   # threads 0 = automatic
+from app import defaults
+
+SAMPLING_DEFAULTS = dict(defaults.SAMPLING)
+ENGINE_DEFAULTS = dict(defaults.ENGINE)          # threads 0 = automatic
 OVERFLOW_POLICIES = ("shift", "stop")
 MAX_N_CTX = 1 << 20
 

@@ -41,6 +41,9 @@ class Conversation:
     updated: float
     deleted: float | None = None
     damaged: bool = False              # some field could not be read; shown with placeholders
+    model_sha256: str | None = None    # the model of the latest reply (schema v3)
+    model_quant: str | None = None
+    app_version: str | None = None
 
 
 @dataclass(frozen=True)
@@ -57,6 +60,9 @@ class Message:
     created: float
     updated: float
     damaged: bool = False
+    model_sha256: str | None = None    # which file answered (schema v3), and with which Llambda
+    model_quant: str | None = None
+    app_version: str | None = None
 
 
 @dataclass(frozen=True)
@@ -242,10 +248,13 @@ class ChatStore:
         d = dict(id=int(row[0]), title=r.text(row[1]), model=r.opt_text(row[2]),
                  system_prompt=r.text(row[3]), sampling=r.json_dict(row[4]),
                  created=r.number(row[5]), updated=r.number(row[6]),
-                 deleted=None if row[7] is None else r.number(row[7]))
+                 deleted=None if row[7] is None else r.number(row[7]),
+                 model_sha256=r.opt_text(row[8]), model_quant=r.opt_text(row[9]),
+                 app_version=r.opt_text(row[10]))
         return Conversation(**d, damaged=r.damaged)
 
-    _CONV_COLUMNS = "id, title, model, system_prompt, sampling, created, updated, deleted"
+    _CONV_COLUMNS = ("id, title, model, system_prompt, sampling, created, updated, deleted, "
+                     "model_sha256, model_quant, app_version")
 
     def _damaged_conversation(self, conv_id: int) -> Conversation:
         return Conversation(id=conv_id, title=f"(damaged conversation {conv_id})", model=None,
@@ -349,11 +358,13 @@ class ChatStore:
                  status=r.text(row[4], COMPLETE), prompt_tokens=r.opt_int(row[5]),
                  completion_tokens=r.opt_int(row[6]), timings=r.json_dict(row[7]),
                  model=r.opt_text(row[8]), created=r.number(row[9]),
-                 updated=r.number(row[10] if row[10] is not None else row[9]))
+                 updated=r.number(row[10] if row[10] is not None else row[9]),
+                 model_sha256=r.opt_text(row[11]), model_quant=r.opt_text(row[12]),
+                 app_version=r.opt_text(row[13]))
         return Message(**m, damaged=r.damaged)
 
     _MSG_COLUMNS = ("id, conversation_id, role, content, status, prompt_tokens, completion_tokens, "
-                    "timings, model, created, updated")
+                    "timings, model, created, updated, model_sha256, model_quant, app_version")
 
     def messages(self, conv_id: int) -> list[Message]:
         """The messages of a conversation in order; unreadable rows come back marked damaged."""
@@ -450,6 +461,21 @@ class ChatStore:
                     raise StoreError(f"no message {msg_id}")
                 row = c.execute("SELECT conversation_id FROM messages WHERE id = ?", (msg_id,)).fetchone()
                 self._touch(c, row[0])
+
+    def record_model(self, msg_id: int, *, name: str | None, sha256: str | None,
+                     quantization: str | None, app_version: str | None = None) -> None:
+        """Which model file answered this reply (and with which Llambda); the reply's
+        conversation takes the same as its latest model."""
+        if app_version is None:
+            from app import __version__ as app_version
+        ident = (name, sha256, quantization, app_version)
+        with self._tx() as c:
+            if c.execute("UPDATE messages SET model = coalesce(?, model), model_sha256 = ?, "
+                         "model_quant = ?, app_version = ? WHERE id = ?", (*ident, msg_id)).rowcount == 0:
+                raise StoreError(f"no message {msg_id}")
+            c.execute("UPDATE conversations SET model = coalesce(?, model), model_sha256 = ?, "
+                      "model_quant = ?, app_version = ? WHERE id = "
+                      "(SELECT conversation_id FROM messages WHERE id = ?)", (*ident, msg_id))
 
     # -- search --------------------------------------------------------------------------------
 

@@ -13,6 +13,7 @@ import statistics
 import sys
 import time
 
+from app import defaults as D
 from app.errors import EXIT_OK, EXIT_USAGE, LlambdaError, OutOfMemoryError
 
 __all__ = ["add_generate_args", "run_generate", "add_chat_args", "run_chat", "add_bench_args",
@@ -49,23 +50,43 @@ def _int_list(text: str) -> list[int]:
 
 def _common_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", help="a GGUF file, or the name of a model in the library")
-    p.add_argument("--threads", type=int, default=0, help="worker threads (default: physical cores)")
-    p.add_argument("--ctx", type=positive_int, default=None, help="context length in tokens (default: min(training, 4096))")
-    p.add_argument("--kv-type", choices=("f16", "f32"), default="f16", help="KV cache precision")
-    p.add_argument("--batch", type=positive_int, default=512, help="prompt tokens per decoder call")
+    p.add_argument("--threads", type=int, default=D.THREADS, help="worker threads (default: physical cores)")
+    p.add_argument("--ctx", type=positive_int, default=None,
+                   help=f"context length in tokens (default: min(training, {D.N_CTX}))")
+    p.add_argument("--kv-type", choices=("f16", "f32"), default=D.KV_TYPE, help="KV cache precision")
+    p.add_argument("--batch", type=positive_int, default=D.N_BATCH, help="prompt tokens per decoder call")
 
 
-def _sampling_args(p: argparse.ArgumentParser, temperature: float) -> None:
-    p.add_argument("--max-tokens", type=int, default=256, help="most tokens to generate")
-    p.add_argument("--temperature", type=float, default=temperature, help="0 = greedy")
-    p.add_argument("--top-k", type=int, default=40, help="0 = off")
-    p.add_argument("--top-p", type=float, default=0.95, help="1 = off")
-    p.add_argument("--min-p", type=float, default=0.05, help="0 = off")
-    p.add_argument("--repeat-penalty", type=float, default=1.0, help="1 = off")
-    p.add_argument("--frequency-penalty", type=float, default=0.0)
-    p.add_argument("--presence-penalty", type=float, default=0.0)
-    p.add_argument("--penalty-last-n", type=int, default=64, help="window of the penalties")
-    p.add_argument("--seed", type=int, default=None, help="same seed and settings, same text")
+def _draft_max(text: str) -> int:
+    v = _whole_number(text, 1, "is not in 1..16")
+    if v > 16:
+        raise argparse.ArgumentTypeError(f"{v} is not in 1..16")
+    return v
+
+
+def _speculation_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--speculation", choices=("lookup", "off"), default="lookup",
+                   help="prompt lookup guesses tokens from the conversation and checks several in "
+                        "one pass where that pays (default); off: one token per pass")
+    p.add_argument("--draft", metavar="MODEL", default=None,
+                   help="a small model of the same vocabulary that guesses tokens for the main one "
+                        "(auto: the smallest such model in the library)")
+    p.add_argument("--draft-max", metavar="K", type=_draft_max, default=8, help="most tokens guessed per pass (1..16, default 8)")
+
+
+def _sampling_args(p: argparse.ArgumentParser) -> None:
+    """The sampling flags; every default is app/defaults.py's."""
+    p.add_argument("--max-tokens", type=int, default=D.MAX_TOKENS, help="most tokens to generate")
+    p.add_argument("--temperature", type=float, default=D.TEMPERATURE, help="0 = greedy")
+    p.add_argument("--top-k", type=int, default=D.TOP_K, help="0 = off")
+    p.add_argument("--top-p", type=float, default=D.TOP_P, help="1 = off")
+    p.add_argument("--min-p", type=float, default=D.MIN_P, help="0 = off")
+    p.add_argument("--repeat-penalty", type=float, default=D.REPEAT_PENALTY, help="1 = off")
+    p.add_argument("--frequency-penalty", type=float, default=D.FREQUENCY_PENALTY)
+    p.add_argument("--presence-penalty", type=float, default=D.PRESENCE_PENALTY)
+    p.add_argument("--penalty-last-n", type=int, default=D.PENALTY_LAST_N, help="window of the penalties")
+    p.add_argument("--seed", type=int, default=D.seed_or_none(D.SEED),
+                   help="same seed and settings, same text (default: random)")
 
 
 def _sampler(args):
@@ -96,16 +117,33 @@ def open_engine(args, n_ctx: int | None = None):
     from app.engine.engine import Engine
 
     path = _resolve(args.model)
+    draft = getattr(args, "draft", None)
+    if draft == "auto":             # the smallest model of the library with the same vocabulary
+        from app.engine.speculative import library_drafts
+
+        found = library_drafts(path)
+        draft = found[0] if found else None
+        print(f"llambda: draft model: {draft or 'none compatible in the library; prompt lookup instead'}",
+              file=sys.stderr)
+    elif draft:
+        draft = _resolve(draft)
     try:
-        from app.library.preflight import preflight
+        from app.library.preflight import memory_verdict, preflight
 
         report = preflight(path, n_ctx or args.ctx or None, args.kv_type)
         if report.memory_verdict == "refuse":
             raise OutOfMemoryError(f"{path}: {report.summary()}")
+        if draft:       # both models, each with its KV cache, at the same context
+            d = preflight(draft, report.n_ctx, args.kv_type)
+            verdict, msg = memory_verdict(report.needed_bytes + d.needed_bytes,
+                                          report.available_bytes, report.total_bytes)
+            if verdict == "refuse":
+                raise OutOfMemoryError(f"{path} with draft {draft}: {msg}")
     except ImportError:
         pass
     return Engine(path, n_ctx=n_ctx or args.ctx, n_threads=args.threads, kv_type=args.kv_type,
-                  n_batch=args.batch)
+                  n_batch=args.batch, speculation=getattr(args, "speculation", "lookup"),
+                  draft=draft, draft_max=getattr(args, "draft_max", 8))
 
 
 # --- generate -----------------------------------------------------------------------------------
@@ -116,7 +154,8 @@ def add_generate_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--raw", action="store_true", help="no chat template: tokenize the prompt as-is")
     p.add_argument("--system", default=None, help="system prompt (chat template only)")
     p.add_argument("--stop", action="append", default=[], help="stop string (repeatable)")
-    _sampling_args(p, temperature=0.8)
+    _sampling_args(p)
+    _speculation_args(p)
     p.add_argument("--json", action="store_true",
                    help="print one JSON object: prompt_ids, ids, text, stop_reason, stats")
 
@@ -191,10 +230,10 @@ class _sigint_cancels:
 def add_chat_args(p: argparse.ArgumentParser) -> None:
     _common_model_args(p)
     p.add_argument("--system", default=None, help="system prompt")
-    p.add_argument("--context-policy", choices=("shift", "stop"), default="shift",
+    p.add_argument("--context-policy", choices=("shift", "stop"), default=D.OVERFLOW,
                    help="when the context is full: drop the oldest turns (shift) or stop")
-    _sampling_args(p, temperature=0.8)
-    p.set_defaults(max_tokens=1024)
+    _sampling_args(p)
+    _speculation_args(p)
 
 
 def run_chat(args: argparse.Namespace, stdin=None, stdout=None) -> int:
@@ -422,7 +461,7 @@ def run_perplexity(args: argparse.Namespace) -> int:
         return fail(e, EXIT_USAGE)
     if args.ctx < 8:
         return fail(f"--ctx {args.ctx} is too small (at least 8 tokens per chunk)", EXIT_USAGE)
-    args.kv_type, args.batch = "f16", 512
+    args.kv_type, args.batch, args.speculation = "f16", 512, "off"
     try:
         eng = open_engine(args, n_ctx=args.ctx)
     except ValueError as e:

@@ -16,7 +16,8 @@ from typing import Iterator, Union
 
 from app.engine.sampler import GREEDY, Sampler, SamplerSettings
 from app.engine.session import ContextFullError, GenerationCancelled, Session
-from app.engine.stats import GenerationStats, peak_rss_bytes
+from app.engine.speculative import verify_pass
+from app.engine.stats import GenerationStats, SpecStats, peak_rss_bytes
 
 __all__ = ["GenerationRequest", "PromptProgress", "TextPiece", "ContextShifted", "Finished",
            "Event", "generate", "STOP_REASONS", "CONTEXT_POLICIES"]
@@ -93,8 +94,11 @@ def _shift_prompt(ids: list[int], n_ctx: int, n_keep: int) -> list[int] | None:
     return ids[:n_keep] + ids[len(ids) - budget:]
 
 
-def generate(session: Session, tokenizer, request: GenerationRequest) -> Iterator[Event]:
-    """Run one generation on `session`; see the module docstring for the events."""
+def generate(session: Session, tokenizer, request: GenerationRequest,
+             speculator=None) -> Iterator[Event]:
+    """Run one generation on `session`; see the module docstring for the events. With a
+    `speculator` (app.engine.speculative), tokens it guesses are checked several at a time in
+    one decoder pass where that pays; the reply is the same token for token."""
     from app.text import TextStream
 
     stats = GenerationStats(threads=getattr(session.decoder, "n_threads", 1),
@@ -108,6 +112,8 @@ def generate(session: Session, tokenizer, request: GenerationRequest) -> Iterato
     reason, stop_string = "length", None
 
     def finished() -> Finished:
+        if stats.spec is not None:
+            stats.spec.t_token = speculator.t_token or 0.0
         text_tail = stream.finish() if reason in ("length", "context_full", "cancelled") else ""
         stats.peak_rss_bytes = peak_rss_bytes()
         return Finished(reason, stream.text, tuple(ids), tuple(request.prompt_ids), stats,
@@ -134,8 +140,31 @@ def generate(session: Session, tokenizer, request: GenerationRequest) -> Iterato
         stop_ids = getattr(tokenizer, "eog_ids", ()) if request.stop_on_eog else ()
         t_first = None
         pending = None          # the last token sampled, not yet decoded into the cache
+        step_s = 0.0
         run = 1                 # tokens per run: the first alone (it shows at once), then RUN
+        spec = SpecStats(kind=speculator.kind) if speculator is not None else None
+        stats.spec = spec
+        if speculator is not None:
+            speculator.current = spec       # live figures for a window polling from elsewhere
         while len(ids) < request.max_tokens:
+            toks = None
+            if pending is not None and spec is not None and session.n_past < session.n_ctx:
+                t_pass = time.perf_counter()
+                room = min(request.max_tokens - len(ids) - 1, session.n_ctx - session.n_past - 1)
+                guess, bucket = speculator.propose(session.tokens + [pending], room)
+                t_guess = time.perf_counter()
+                if guess:
+                    toks, sample_s = verify_pass(session, sampler, pending, guess, stop_ids)
+                    pending, cancelled = None, False
+                    t_end = time.perf_counter()
+                    speculator.note_pass(bucket, len(guess), len(toks) - 1, t_end - t_guess - sample_s,
+                                         t_guess - t_pass)
+                    stats.sample_s += sample_s
+                    spec.passes += 1
+                    spec.proposed += len(guess)
+                    spec.accepted += len(toks) - 1
+                    spec.pass_tokens += len(toks)
+                    spec.pass_s += t_end - t_pass
             if pending is not None:
                 if session.n_past >= session.n_ctx:
                     if request.context_policy == "stop":
@@ -148,17 +177,28 @@ def generate(session: Session, tokenizer, request: GenerationRequest) -> Iterato
                     stats.context_shifts += 1
                     yield ContextShifted(n_drop, len(new))
                     logits = session.feed(new + [pending])
+                    step_s = 0.0
                 else:
+                    t_step = time.perf_counter()
                     logits = session.step(pending)
+                    step_s = time.perf_counter() - t_step
                 pending = None
-            k = min(run, request.max_tokens - len(ids), session.n_ctx - session.n_past + 1)
-            toks, sample_s, cancelled = session.sample_run(logits, sampler, k, stop_ids, RUN_SECONDS)
-            if t_first is None:
-                t_first = time.perf_counter()
-                stats.ttft_s = t_first - t0
-            else:
-                stats.sample_s += sample_s
-            run = RUN
+            if toks is None:
+                k = min(run, request.max_tokens - len(ids), session.n_ctx - session.n_past + 1)
+                t_run = time.perf_counter()
+                toks, sample_s, cancelled = session.sample_run(logits, sampler, k, stop_ids,
+                                                               RUN_SECONDS)
+                if t_first is None:
+                    t_first = time.perf_counter()
+                    stats.ttft_s = t_first - t0
+                else:
+                    stats.sample_s += sample_s
+                    if spec is not None:        # a plain run: one step, then len(toks) - 1 more
+                        took = time.perf_counter() - t_run + step_s
+                        speculator.note_plain(len(toks), took)
+                        spec.plain_tokens += len(toks)
+                        spec.plain_s += took
+                run = RUN if spec is None else speculator.plain_run
             taken = 0               # tokens of the run that become the reply's
             for tok in toks:
                 if taken and session.cancelled:     # Stop pressed while the run was shown
@@ -174,7 +214,7 @@ def generate(session: Session, tokenizer, request: GenerationRequest) -> Iterato
                     reason, stop_string = step.stop, step.stop_string
                     break
             if taken < len(toks):   # the cache keeps the reply's tokens but its last, as ever
-                del session.tokens[len(session.tokens) - (len(toks) - taken):]
+                session.rollback(len(toks) - taken)
             stats.generation_s = time.perf_counter() - t_first
             if cancelled:
                 raise GenerationCancelled("generation cancelled")

@@ -10,6 +10,7 @@ from typing import Sequence
 
 import numpy as np
 
+from app import defaults as D
 from app.kernels import ffi, lib
 
 __all__ = ["SamplerSettings", "Sampler", "GREEDY"]
@@ -21,14 +22,14 @@ class SamplerSettings:
     min_p <= 0 switch those filters off; repeat_penalty 1 and the other two 0 switch penalties off.
     Penalties look at the last `penalty_last_n` tokens of the context (prompt and reply)."""
 
-    temperature: float = 0.8
-    top_k: int = 40
-    top_p: float = 0.95
-    min_p: float = 0.05
-    repeat_penalty: float = 1.0
-    frequency_penalty: float = 0.0
-    presence_penalty: float = 0.0
-    penalty_last_n: int = 64
+    temperature: float = D.TEMPERATURE
+    top_k: int = D.TOP_K
+    top_p: float = D.TOP_P
+    min_p: float = D.MIN_P
+    repeat_penalty: float = D.REPEAT_PENALTY
+    frequency_penalty: float = D.FREQUENCY_PENALTY
+    presence_penalty: float = D.PRESENCE_PENALTY
+    penalty_last_n: int = D.PENALTY_LAST_N
     seed: int | None = None
 
     def __post_init__(self) -> None:

@@ -136,6 +136,26 @@ class Session:
         self.tokens.append(int(token))
         return logits
 
+    def step_all(self, tokens: Sequence[int]) -> np.ndarray:
+        """Append several tokens in one decode call and return the logits after each of them,
+        (len(tokens), n_vocab): scoring a speculative guess in one pass over the weights."""
+        if self.n_past + len(tokens) > self.n_ctx:
+            raise ContextFullError(f"{len(tokens)} more tokens do not fit in the context of {self.n_ctx}")
+        self._check_cancel()
+        try:
+            rows = self.decoder.decode([int(t) for t in tokens], self.n_past, all_logits=True)
+        except DecodeCancelled:
+            raise GenerationCancelled("generation cancelled") from None
+        self.tokens.extend(int(t) for t in tokens)
+        return rows
+
+    def rollback(self, n: int) -> None:
+        """Forget the newest n tokens of the cache (a guess the model did not confirm, a run cut
+        short by a stop string): their positions are free and the next decode overwrites them."""
+        if n < 0 or n > self.n_past:
+            raise ValueError(f"rollback: {n} tokens of {self.n_past}")
+        del self.tokens[self.n_past - n:]
+
     def sample_run(self, logits: np.ndarray, sampler, max_tokens: int, stop_ids=(),
                    max_seconds: float = 0.03) -> tuple[list[int], float, bool]:
         """Tokens sampled from `logits` (those after the cache's last token) and decoded one

@@ -5,7 +5,48 @@ import os
 import sys
 from dataclasses import asdict, dataclass
 
-__all__ = ["GenerationStats", "peak_rss_bytes", "current_rss_bytes"]
+__all__ = ["GenerationStats", "SpecStats", "peak_rss_bytes", "current_rss_bytes"]
+
+
+@dataclass
+class SpecStats:
+    """What speculation did in one generation (GenerationStats.spec)."""
+    kind: str = ""
+    passes: int = 0             # verify passes
+    proposed: int = 0           # guessed tokens scored
+    accepted: int = 0           # of those, kept
+    pass_tokens: int = 0        # reply tokens that came out of verify passes
+    pass_s: float = 0.0         # wall time of the passes (guessing, verifying, sampling)
+    plain_tokens: int = 0       # reply tokens decoded one by one (C runs)
+    plain_s: float = 0.0
+    t_token: float = 0.0        # seconds per plain token the speculator measured (0: unknown)
+
+    @property
+    def acceptance(self) -> float:
+        return self.accepted / self.proposed if self.proposed else 0.0
+
+    @property
+    def tokens_per_pass(self) -> float:
+        return self.pass_tokens / self.passes if self.passes else 0.0
+
+    @property
+    def speedup(self) -> float:
+        """Estimated speed-up of the reply against decoding it one token at a time (t_token each;
+        1.0 while unknown)."""
+        return self.speedup_with(self.t_token)
+
+    def speedup_with(self, t_token: float | None) -> float:
+        n = self.pass_tokens + self.plain_tokens
+        spent = self.pass_s + self.plain_s
+        if not t_token or self.passes == 0 or spent <= 0:
+            return 1.0
+        return n * t_token / spent
+
+    def summary(self) -> str:
+        return (f"speculation ({self.kind}): {self.passes} passes, {self.tokens_per_pass:.2f} tok/pass, "
+                f"{self.accepted}/{self.proposed} guesses accepted ({100 * self.acceptance:.0f}%), "
+                + (f"~{self.speedup:.2f}x" if self.t_token else "speed-up not measured"))
+
 
 
 @dataclass
@@ -22,6 +63,7 @@ class GenerationStats:
     isa: str = ""
     n_ctx: int = 0
     context_shifts: int = 0
+    spec: SpecStats | None = None   # speculative decoding, when on
 
     @property
     def prompt_tok_s(self) -> float:
@@ -43,13 +85,18 @@ class GenerationStats:
                  sample_share=round(self.sample_share, 4))
         for k in ("prompt_s", "generation_s", "ttft_s", "sample_s"):
             d[k] = round(d[k], 4)
+        if self.spec is not None:
+            d["spec"].update(acceptance=round(self.spec.acceptance, 4),
+                             tokens_per_pass=round(self.spec.tokens_per_pass, 3),
+                             speedup=round(self.spec.speedup, 3))
         return d
 
     def summary(self) -> str:
         return (f"prompt {self.prompt_tokens} tok ({self.prompt_tokens_evaluated} new) at "
                 f"{self.prompt_tok_s:.1f} tok/s, generated {self.generated_tokens} tok at "
                 f"{self.generation_tok_s:.1f} tok/s, first token {self.ttft_s * 1000:.0f} ms, "
-                f"peak RSS {self.peak_rss_bytes / 2**20:.0f} MB, {self.threads} threads ({self.isa})")
+                f"peak RSS {self.peak_rss_bytes / 2**20:.0f} MB, {self.threads} threads ({self.isa})"
+                + (f"; {self.spec.summary()}" if self.spec is not None and self.spec.passes else ""))
 
 
 def peak_rss_bytes() -> int:

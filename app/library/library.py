@@ -267,6 +267,19 @@ class ModelLibrary:
                 save_index(self.folder, entries)
             return path
 
+    def mark_used(self, path: str | os.PathLike) -> ModelEntry | None:
+        """Record now as the last use of the model whose file is `path` (the window calls this
+        when it loads one); None when no entry of the library has that file."""
+        target = os.path.abspath(os.fspath(path))
+        with self._lock():
+            entries = self._reconcile()
+            hit = next((e for e in entries if os.path.abspath(e.file_path(self.folder)) == target), None)
+            if hit is None:
+                return None
+            used = hit.with_(last_used=time.time())
+            save_index(self.folder, [used if x.sha256 == hit.sha256 else x for x in entries])
+            return used
+
     def verify(self, name_or_hash: str, progress: Progress | None = None, cancel=None) -> bool:
         """Re-hash a model's file: True when its bytes are still the ones imported."""
         e = self.get(name_or_hash)

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
-    QComboBox, QFrame, QHBoxLayout, QLabel, QPlainTextEdit, QProgressBar, QPushButton, QVBoxLayout,
+    QComboBox, QFrame, QHBoxLayout, QLabel, QPlainTextEdit, QProgressBar, QPushButton, QSizePolicy,
+    QStyle, QStyleOptionComboBox, QStylePainter, QVBoxLayout,
 )
 from app.ui.qt_fix import emit
 
@@ -32,22 +33,46 @@ def _button(text: str, name: str, object_name: str = "", tip: str = "") -> QPush
     return b
 
 
+class ElidingComboBox(QComboBox):
+    """A combo box whose current text ends in "…" when it is cut, with the whole text as tooltip."""
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.currentTextChanged.connect(self.setToolTip)
+
+    def shown_text(self) -> str:
+        opt = QStyleOptionComboBox()
+        self.initStyleOption(opt)
+        room = self.style().subControlRect(QStyle.CC_ComboBox, opt, QStyle.SC_ComboBoxEditField, self).width()
+        return self.fontMetrics().elidedText(self.currentText(), Qt.ElideRight, max(0, room - 2))
+
+    def paintEvent(self, _event) -> None:  # noqa: N802 (Qt's name)
+        painter = QStylePainter(self)
+        opt = QStyleOptionComboBox()
+        self.initStyleOption(opt)
+        opt.currentText = self.shown_text()
+        painter.drawComplexControl(QStyle.CC_ComboBox, opt)
+        painter.drawControl(QStyle.CE_ComboBoxLabel, opt)
+
+
 class ModelBar(QFrame):
     def __init__(self, parent=None):
         super().__init__(parent)
         self.setObjectName("modelBar")
         row = QHBoxLayout(self)
         row.setContentsMargins(10, 6, 10, 6)
-        title = QLabel("Model")
-        title.setObjectName("modelBarLabel")
-        row.addWidget(title)
-        self.picker = QComboBox()
+        self.title = QLabel("Model")
+        self.title.setObjectName("modelBarLabel")
+        row.addWidget(self.title)
+        self.picker = ElidingComboBox()
         self.picker.setObjectName("modelPicker")
         self.picker.setAccessibleName("Model picker")
-        self.picker.setMinimumWidth(150)
+        self.picker.setMinimumWidth(110)
+        self.picker.setMaximumWidth(560)
         self.picker.setSizeAdjustPolicy(QComboBox.AdjustToMinimumContentsLengthWithIcon)
-        self.picker.setMinimumContentsLength(16)
-        row.addWidget(self.picker)
+        self.picker.setMinimumContentsLength(10)
+        self.picker.setSizePolicy(QSizePolicy.Expanding, QSizePolicy.Fixed)
+        row.addWidget(self.picker, 3)
         self.open_button = _button("Open model…", "Open a model file", tip="Open a GGUF model file (Ctrl+O)")
         row.addWidget(self.open_button)
         row.addStretch(1)
@@ -57,6 +82,10 @@ class ModelBar(QFrame):
         self.info_button.setCheckable(True)
         self.info_button.setChecked(True)
         row.addWidget(self.info_button)
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 (Qt's name)
+        self.title.setVisible(event.size().width() >= 560)    # room for the picker first
+        super().resizeEvent(event)
 
 
 class ProgressPanel(QFrame):
@@ -114,13 +143,25 @@ class Composer(QFrame):
         self.edit_banner.setText("Editing a message: Enter resends it and replaces what followed; Esc cancels.")
         self.edit_banner.hide()
         lay.addWidget(self.edit_banner)
+        self.attachments = QFrame()
+        self.attachments.setObjectName("attachments")
+        self.attachments_row = QVBoxLayout(self.attachments)
+        self.attachments_row.setContentsMargins(0, 0, 0, 0)
+        self.attachments_row.setSpacing(2)
+        self.attachments.hide()
+        lay.addWidget(self.attachments)
         row = QHBoxLayout()
         self.input = ChatInput()
-        row.addWidget(self.input, 1)
         buttons = QVBoxLayout()
         self.send_button = _button("Send", "Send message", "sendButton")
         self.stop_button = _button("Stop", "Stop generating", "stopButton", "Stop (Esc)")
         self.regenerate_button = _button("Regenerate", "Regenerate the last reply", tip="Regenerate (Ctrl+R)")
+        self.attach_button = _button("Attach…", "Attach a file",
+                                     tip="Attach a text, Markdown, source or PDF file to the message "
+                                         "(or drop it on the window)")
+        self.attach_button.setObjectName("attachButton")
+        row.addWidget(self.attach_button, 0, Qt.AlignTop)
+        row.addWidget(self.input, 1)
         for b in (self.send_button, self.stop_button, self.regenerate_button):
             buttons.addWidget(b)
         row.addLayout(buttons)

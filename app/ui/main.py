@@ -64,9 +64,22 @@ class FileOpenForwarder(QObject):
         return False
 
 
+def quiet_excepthook(kind, value, tb) -> None:
+    """An exception escaping a slot becomes one line on stderr (and the log), never a traceback:
+    the window goes on."""
+    import logging
+
+    from app.errors import one_line
+
+    if logging.getLogger().handlers:      # a log file is set up: the traceback goes there only
+        logging.getLogger("app.ui").error("uncaught in the window", exc_info=(kind, value, tb))
+    print(f"llambda: internal error: {kind.__name__}: {one_line(str(value))}", file=sys.stderr)
+
+
 def run_window(args) -> int:
     """Open the window (on `args.file` when given) and run until it closes; returns the exit code."""
     app = make_app()
+    sys.excepthook = quiet_excepthook
     from app.ui.window import MainWindow
 
     try:
@@ -74,6 +87,9 @@ def run_window(args) -> int:
     except LlambdaError as e:
         print(f"llambda: error: {e}", file=sys.stderr)
         return 1
+    from app.ui.crash import install_crash_handler
+
+    window.crash_handler = install_crash_handler(window)
     window.show()
     _close_on_signals(window)
     window._file_open_forwarder = FileOpenForwarder(window)

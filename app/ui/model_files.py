@@ -29,6 +29,7 @@ class ModelFilesMixin:
         except Exception as e:
             entries = []
             self.show_notice(f"The model library cannot be read: {e}")
+        select_sha = select_sha or self.model_picker.currentData()     # a refresh keeps the choice
         self.model_picker.blockSignals(True)
         self.model_picker.clear()
         self.model_picker.addItem("Choose a model…" if entries else "No models yet: drop a GGUF file", None)
@@ -40,11 +41,23 @@ class ModelFilesMixin:
                 self.model_picker.setCurrentIndex(i)
         self.model_picker.blockSignals(False)
 
-    def open_model_file(self, path: str) -> None:
-        """Pre-flight, import and load a model file (drop, File → Open, command line)."""
+    ASK_ABOVE_BYTES = 1 << 30     # a file this big: ask once whether to copy it or use it in place
+
+    def open_model_file(self, path: str, keep_in_place: bool | None = None) -> None:
+        """Pre-flight, import and load a model file (drop, File → Open, command line). A big
+        file, while no choice is remembered, first asks: copy into the library, or use it where
+        it is."""
         if self.model_busy:
             self.show_notice("Please wait: a model is being opened.")
             return
+        if keep_in_place is None and self.state.get("import_mode") is None:
+            try:
+                big = os.path.getsize(path) >= self.ASK_ABOVE_BYTES
+            except OSError:
+                big = False
+            if big:
+                self.ask_import_mode(path)
+                return
         if self.generating:
             self.stop()
         self.model_busy = True
@@ -54,7 +67,43 @@ class ModelFilesMixin:
         self.progress.setValue(0)
         self.cancel_button.setEnabled(True)
         self._update_controls()
-        emit(self.open_requested, os.path.abspath(path), self.engine_options())
+        options = self.engine_options()
+        if keep_in_place is not None:
+            options["keep_in_place"] = keep_in_place
+        emit(self.open_requested, os.path.abspath(path), options)
+
+    def ask_import_mode(self, path: str):
+        """Copy a big model file into the library, or use it where it is; remembered when asked."""
+        from PySide6.QtWidgets import QCheckBox, QMessageBox
+
+        size = os.path.getsize(path)
+        box = QMessageBox(self)
+        box.setWindowTitle("Add this model")
+        box.setText(f"{os.path.basename(path)} is {size / 2**30:.1f} GB. Copy it into your model library, "
+                    "or use it where it is?")
+        box.setInformativeText("A copy keeps working if the original is moved or deleted, and takes the "
+                               "same space again. Used where it is, the file must stay in place.")
+        copy = box.addButton("Copy into the library", QMessageBox.AcceptRole)
+        in_place = box.addButton("Use it where it is", QMessageBox.AcceptRole)
+        box.addButton(QMessageBox.Cancel)
+        remember = QCheckBox("Remember my choice (Manage models… changes it)")
+        remember.setChecked(True)
+        box.setCheckBox(remember)
+        box.setDefaultButton(in_place)
+
+        def done(_result):
+            clicked = box.clickedButton()
+            if clicked not in (copy, in_place):
+                return
+            keep = clicked is in_place
+            if remember.isChecked():
+                self.state.put("import_mode", "in_place" if keep else "copy")
+            self.open_model_file(path, keep_in_place=keep)
+
+        box.finished.connect(done)
+        self.import_mode_box = box
+        box.open()
+        return box
 
     def load_library_model(self, sha256: str) -> None:
         try:
@@ -97,6 +146,8 @@ class ModelFilesMixin:
         self.cancel_button.setEnabled(False)
 
     def on_worker_preflight_done(self, facts: dict) -> None:
+        if self._closed:
+            return
         params = facts.get("n_params") or 0
         parts = [facts.get("model_name") or facts.get("name") or "model",
                  facts.get("architecture") or "?",
@@ -114,15 +165,21 @@ class ModelFilesMixin:
         self.preflight = facts
 
     def on_worker_import_progress(self, done: int, total: int) -> None:
+        if self._closed:
+            return
         self.progress_label.setText("Importing")
         self.progress.setValue(int(1000 * done / total) if total else 0)
 
     def on_worker_import_finished(self, entry: dict) -> None:
+        if self._closed:
+            return
         self.refresh_models(entry.get("sha256"))
         self._load_note = (f"{entry.get('name')} is already in your library; selected it."
                            if entry.get("duplicate") else "")
 
     def on_worker_import_failed(self, reason: str) -> None:
+        if self._closed:
+            return
         self.model_busy = False
         self.progress_panel.hide()
         self._update_controls()
@@ -132,6 +189,8 @@ class ModelFilesMixin:
         self.show_error(reason)
 
     def on_worker_load_started(self, facts: dict) -> None:
+        if self._closed:
+            return
         self.model_busy = True
         self.progress_panel.show()
         self.progress_label.setText("Loading")
@@ -140,13 +199,26 @@ class ModelFilesMixin:
         self._update_controls()
 
     def on_worker_load_progress(self, fraction: float) -> None:
+        if self._closed:
+            return
         self.progress_label.setText("Loading")
         self.progress.setValue(int(1000 * max(0.0, min(1.0, fraction))))
 
     def on_worker_model_loaded(self, info: dict) -> None:
+        if self._closed:
+            return
         gc_guard.freeze_survivors()          # the model's tokenizer and engine live on
         self.model_busy = False
         self.model_info = info
+        if getattr(self, "_starter_running", False):
+            from app.starter import MODEL_SHA256
+
+            self._starter_running = False
+            self.refresh_models(MODEL_SHA256)
+        self.chat.starter.hide()
+        for item in self.attachments:        # counted again with this model's tokenizer
+            item["counted"] = False
+            emit(self.count_requested, item["id"], item["attachment"].text)
         self.progress.setValue(1000)
         self.progress_panel.hide()
         self.info_panel.show_info(info)
@@ -164,6 +236,8 @@ class ModelFilesMixin:
         self.input.setFocus()
 
     def on_worker_load_failed(self, reason: str) -> None:
+        if self._closed:
+            return
         self.model_busy = False
         self.model_info = None
         self.progress_panel.hide()
@@ -201,5 +275,12 @@ class ModelFilesMixin:
             event.ignore()
             return
         event.acceptProposedAction()
+        from app.chats.attachments import can_attach
+
+        attach = [f for f in files if can_attach(f)]
+        if attach:                            # text, Markdown, code, PDF: attached to the message
+            for f in attach:
+                self.attach_file(f)
+            return
         self.open_model_file(files[0])
 

@@ -25,6 +25,7 @@ class ConversationPanel(QFrame):
     delete_requested = Signal(int)
     undo_requested = Signal()
     search_changed = Signal(str)
+    export_requested = Signal(int)            # conversation id
 
     def __init__(self, parent=None):
         super().__init__(parent)
@@ -59,6 +60,9 @@ class ConversationPanel(QFrame):
         self.list.setUniformItemSizes(True)
         self.list.currentItemChanged.connect(self.on_list_current_item_changed)
         self.list.itemChanged.connect(self.on_list_item_changed)
+        self.list.setContextMenuPolicy(Qt.CustomContextMenu)
+        self.list.customContextMenuRequested.connect(self.on_list_context_menu_requested)
+        self.list.installEventFilter(self)
         lay.addWidget(self.list, 1)
         row = QHBoxLayout()
         self.rename_button = QPushButton("Rename")
@@ -89,6 +93,33 @@ class ConversationPanel(QFrame):
         self.undo_timer.setSingleShot(True)
         self.undo_timer.timeout.connect(self.undo_bar.hide)
         self._filling = False
+
+    def eventFilter(self, obj, event) -> bool:  # noqa: N802 (Qt's name)
+        """Delete (or Backspace on macOS keyboards) deletes the selected chat; Undo brings it back."""
+        from PySide6.QtCore import QEvent
+
+        if obj is self.list and event.type() == QEvent.KeyPress and event.key() in (Qt.Key_Delete, Qt.Key_Backspace) \
+                and self.list.state() != QAbstractItemView.EditingState:
+            self.on_delete_button_clicked()
+            return True
+        return super().eventFilter(obj, event)
+
+    def context_menu(self, item) -> "QMenu":
+        from PySide6.QtWidgets import QMenu
+
+        conv_id = int(item.data(Qt.UserRole))
+        menu = QMenu(self)
+        menu.addAction("Rename", lambda: self.list.editItem(item))
+        menu.addAction("Export…", lambda: emit(self.export_requested, conv_id))
+        menu.addSeparator()
+        menu.addAction("Delete", lambda: emit(self.delete_requested, conv_id))
+        return menu
+
+    def on_list_context_menu_requested(self, pos) -> None:
+        item = self.list.itemAt(pos)
+        if item is not None:
+            self.list.setCurrentItem(item)
+            self.context_menu(item).popup(self.list.viewport().mapToGlobal(pos))
 
     def show_conversations(self, conversations, current_id: int | None) -> None:
         self._filling = True
@@ -152,12 +183,43 @@ def _count(n) -> str:
     return str(int(n))
 
 
-def _elide(text: str, limit: int = 34) -> str:
-    """Long unbreakable values (paths, hashes) cut in the middle; the tooltip has them whole."""
-    if len(text) <= limit:
-        return text
-    head = limit // 2 - 1
-    return text[:head] + "…" + text[-(limit - head - 1):]
+class ElidedLabel(QLabel):
+    """One line that ends (or, for paths, middles) in "…" when it does not fit its width; the
+    whole text is the tooltip. For unbreakable values: file paths, hashes."""
+
+    def __init__(self, mode=Qt.ElideMiddle, parent=None):
+        super().__init__(parent)
+        self._full = ""
+        self._mode = mode
+        self.setTextFormat(Qt.PlainText)
+        self.setMinimumWidth(40)
+        from PySide6.QtWidgets import QSizePolicy
+
+        self.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Preferred)
+
+    def set_full_text(self, text: str) -> None:
+        self._full = text
+        self.setToolTip(plain_tooltip(text))
+        self._fit()
+
+    def full_text(self) -> str:
+        return self._full
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 (Qt's name)
+        super().resizeEvent(event)
+        self._fit()
+
+    def _fit(self) -> None:
+        shown = self.fontMetrics().elidedText(self._full, self._mode, max(10, self.width() - 2))
+        if shown != self.text():
+            self.setText(shown)
+
+
+def _break_long_words(text: str, limit: int = 28) -> str:
+    """Words longer than `limit` (a hash, a long file name) get break opportunities, so a
+    wrapping label never cuts them mid-word at its edge."""
+    return " ".join(w if len(w) <= limit else "\u200b".join(w[i:i + limit] for i in range(0, len(w), limit))
+                    for w in text.split(" "))
 
 
 def _bytes(n) -> str:
@@ -169,12 +231,13 @@ def _bytes(n) -> str:
 class ModelInfoPanel(QFrame):
     ROWS = ("Model", "Architecture", "Parameters", "Quantization", "Context", "File", "Size",
             "Chat template", "Kernels")
+    ELIDED = ("File",)          # a path does not wrap well: it ends in "…" in the middle instead
 
     def __init__(self, parent=None):
         super().__init__(parent)
         self.setObjectName("modelInfo")
-        self.setMinimumWidth(140)
-        self.setMaximumWidth(360)
+        self.setMinimumWidth(220)
+        self.setMaximumWidth(380)
         self.setAccessibleName("Model information")
         self.setAcceptDrops(False)
         lay = QVBoxLayout(self)
@@ -186,9 +249,9 @@ class ModelInfoPanel(QFrame):
         form.setLabelAlignment(Qt.AlignLeft)
         self.values: dict[str, QLabel] = {}
         for row in self.ROWS:
-            v = QLabel("–")
+            v = ElidedLabel() if row in self.ELIDED else QLabel("–")
             v.setTextFormat(Qt.PlainText)
-            v.setWordWrap(True)
+            v.setWordWrap(row not in self.ELIDED)
             v.setTextInteractionFlags(Qt.TextSelectableByMouse)
             v.setAccessibleName(row)
             self.values[row] = v
@@ -223,8 +286,12 @@ class ModelInfoPanel(QFrame):
             "Kernels": info.get("kernels") or "–",
         }
         for k, v in vals.items():
-            self.values[k].setText(_elide(str(v)))
-            self.values[k].setToolTip(plain_tooltip(str(v)))
+            label = self.values[k]
+            if isinstance(label, ElidedLabel):
+                label.set_full_text(str(v))
+            else:                           # prose wraps; only a long unbroken run is cut
+                label.setText(_break_long_words(str(v)))
+                label.setToolTip(plain_tooltip(str(v)))
         verdict = info.get("verdict") or {}
         reasons = verdict.get("reasons") if isinstance(verdict, dict) else None
         self.notes.setText("\n".join(str(r) for r in reasons) if reasons else "")

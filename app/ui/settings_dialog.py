@@ -1,16 +1,36 @@
-"""The settings dialog: this conversation's system prompt and sampling, and the engine's context
-length, threads (0 = automatic) and context-overflow policy. It only edits plain dicts; the
-window saves them through `ChatState.save_settings`.
+"""The settings dialog: this conversation's system prompt and sampling, the engine's context
+length, threads (0 = automatic) and context-overflow policy, and the look (system, light or dark).
+Each setting has one line under it saying what it does; Reset to defaults puts the defaults
+back (the system prompt stays). It only edits plain dicts; the window saves them through
+`ChatState.save_settings` and the theme through the settings store.
 """
 
 from __future__ import annotations
 
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
-    QComboBox, QDialog, QDialogButtonBox, QDoubleSpinBox, QFormLayout, QGroupBox, QPlainTextEdit,
-    QSpinBox, QVBoxLayout,
+    QComboBox, QDialog, QDialogButtonBox, QDoubleSpinBox, QFormLayout, QFrame, QGroupBox, QLabel, QPlainTextEdit,
+    QScrollArea, QSpinBox, QVBoxLayout, QWidget,
 )
 
-from app.ui.state import OVERFLOW_POLICIES
+from app.ui.state import ENGINE_DEFAULTS, OVERFLOW_POLICIES, SAMPLING_DEFAULTS
+
+THEMES = (("system", "Follow the system"), ("light", "Light"), ("dark", "Dark"))
+
+HELP = {
+    "System prompt": "Instructions the model reads before the conversation: a role, a tone, rules.",
+    "Temperature": "Randomness: 0 always picks the likeliest word; 0.7 is lively; above 1.2 it rambles.",
+    "Top-k": "Only the k likeliest next tokens can be picked (off: no limit).",
+    "Top-p": "Only the likeliest tokens that together make up this share of the chance can be picked.",
+    "Min-p": "Tokens less likely than this fraction of the likeliest one are never picked.",
+    "Repeat penalty": "Above 1 makes repeating recent words less likely; 1 turns it off.",
+    "Seed": "The same seed, settings and prompt give the same reply; random: a new one each time.",
+    "Max tokens": "The longest a reply can be; a reply stopped by it offers Continue.",
+    "Context length": "How many tokens the model keeps in view; more costs memory (reloads the model).",
+    "Threads": "CPU threads for the engine; automatic uses one per physical core (reloads the model).",
+    "When the context is full": "Go on by forgetting the oldest messages, or stop the reply.",
+    "Theme": "Light or dark colours, or the same as the rest of your desktop.",
+}
 
 OVERFLOW_LABELS = {
     "shift": "Drop the oldest messages and go on (context shift)",
@@ -18,13 +38,38 @@ OVERFLOW_LABELS = {
 }
 
 
+def _with_help(widget: QWidget, name: str) -> QWidget:
+    """The control with its one line of help under it."""
+    box = QWidget()
+    lay = QVBoxLayout(box)
+    lay.setContentsMargins(0, 0, 0, 4)
+    lay.setSpacing(1)
+    lay.addWidget(widget)
+    note = QLabel(HELP[name])
+    note.setObjectName("settingHelp")
+    note.setTextFormat(Qt.PlainText)
+    note.setWordWrap(False)         # one line each: wrapped labels in a form get cut in height
+    note.setAccessibleName(f"{name}: help")
+    widget.setToolTip(HELP[name])
+    lay.addWidget(note)
+    return box
+
+
 class SettingsDialog(QDialog):
-    def __init__(self, system_prompt: str, sampling: dict, engine: dict, max_threads: int, parent=None):
+    def __init__(self, system_prompt: str, sampling: dict, engine: dict, max_threads: int, parent=None,
+                 theme: str = "system"):
         super().__init__(parent)
         self.setWindowTitle("Settings")
         self.setObjectName("settingsDialog")
         self.setAccessibleName("Settings")
-        lay = QVBoxLayout(self)
+        outer = QVBoxLayout(self)
+        scroll = QScrollArea()
+        scroll.setWidgetResizable(True)
+        scroll.setFrameShape(QFrame.NoFrame)
+        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
+        content = QWidget()
+        lay = QVBoxLayout(content)
+        lay.setContentsMargins(0, 0, 6, 0)
 
         chat = QGroupBox("This conversation")
         form = QFormLayout(chat)
@@ -32,7 +77,8 @@ class SettingsDialog(QDialog):
         self.system_prompt.setAccessibleName("System prompt")
         self.system_prompt.setPlaceholderText("Optional instructions for the model in this conversation")
         self.system_prompt.setFixedHeight(80)
-        form.addRow("System prompt", self.system_prompt)
+        form.addRow("System prompt", _with_help(self.system_prompt, "System prompt"))
+        self.help_labels = {}
 
         def dspin(name, lo, hi, step, value, decimals=2):
             w = QDoubleSpinBox()
@@ -41,7 +87,7 @@ class SettingsDialog(QDialog):
             w.setDecimals(decimals)
             w.setValue(float(value))
             w.setAccessibleName(name)
-            form.addRow(name, w)
+            form.addRow(name, _with_help(w, name))
             return w
 
         def ispin(name, lo, hi, value, special=None, target=None):
@@ -51,7 +97,7 @@ class SettingsDialog(QDialog):
             w.setAccessibleName(name)
             if special:
                 w.setSpecialValueText(special)
-            (target or form).addRow(name, w)
+            (target or form).addRow(name, _with_help(w, name))
             return w
 
         self.temperature = dspin("Temperature", 0.0, 5.0, 0.05, sampling["temperature"])
@@ -75,15 +121,58 @@ class SettingsDialog(QDialog):
             self.overflow.addItem(OVERFLOW_LABELS[key], key)
         self.overflow.setCurrentIndex(max(0, OVERFLOW_POLICIES.index(engine["overflow"])
                                           if engine["overflow"] in OVERFLOW_POLICIES else 0))
-        eform.addRow("When the context is full", self.overflow)
+        eform.addRow("When the context is full", _with_help(self.overflow, "When the context is full"))
         lay.addWidget(eng)
 
-        buttons = QDialogButtonBox(QDialogButtonBox.Save | QDialogButtonBox.Cancel)
+        look = QGroupBox("Appearance")
+        lform = QFormLayout(look)
+        self.theme = QComboBox()
+        self.theme.setAccessibleName("Theme")
+        for key, label in THEMES:
+            self.theme.addItem(label, key)
+        self.theme.setCurrentIndex(max(0, [k for k, _ in THEMES].index(theme) if theme in dict(THEMES) else 0))
+        lform.addRow("Theme", _with_help(self.theme, "Theme"))
+        lay.addWidget(look)
+
+        buttons = QDialogButtonBox(QDialogButtonBox.Save | QDialogButtonBox.Cancel | QDialogButtonBox.RestoreDefaults)
+        self.reset_button = buttons.button(QDialogButtonBox.RestoreDefaults)
+        self.reset_button.setText("Reset to defaults")
+        self.reset_button.setAccessibleName("Reset to defaults")
+        self.reset_button.clicked.connect(self.reset_to_defaults)
         buttons.button(QDialogButtonBox.Save).setAccessibleName("Save settings")
         buttons.button(QDialogButtonBox.Cancel).setAccessibleName("Cancel")
         buttons.accepted.connect(self.accept)
         buttons.rejected.connect(self.reject)
-        lay.addWidget(buttons)
+        scroll.setWidget(content)
+        outer.addWidget(scroll, 1)
+        outer.addWidget(buttons)
+        self.scroll = scroll
+        # as tall as the settings need, but never taller than the screen (a scroll bar then)
+        need = content.sizeHint()
+        screen = self.screen().availableGeometry() if self.screen() is not None else None
+        height = need.height() + buttons.sizeHint().height() + 40
+        if screen is not None:
+            height = min(height, int(screen.height() * 0.9))
+        self.resize(max(640, need.width() + 40), height)
+
+    def reset_to_defaults(self) -> None:
+        """Every sampling, engine and look setting back to its default (not yet saved; the
+        system prompt is kept: it is this conversation's text, not a setting)."""
+        s, e = SAMPLING_DEFAULTS, ENGINE_DEFAULTS
+        self.temperature.setValue(s["temperature"])
+        self.top_k.setValue(s["top_k"])
+        self.top_p.setValue(s["top_p"])
+        self.min_p.setValue(s["min_p"])
+        self.repeat_penalty.setValue(s["repeat_penalty"])
+        self.seed.setValue(s["seed"])
+        self.max_tokens.setValue(s["max_tokens"])
+        self.n_ctx.setValue(e["n_ctx"])
+        self.threads.setValue(e["threads"])
+        self.overflow.setCurrentIndex(OVERFLOW_POLICIES.index(e["overflow"]))
+        self.theme.setCurrentIndex(0)
+
+    def theme_choice(self) -> str:
+        return self.theme.currentData()
 
     def values(self) -> tuple[str, dict, dict]:
         sampling = {

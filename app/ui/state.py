@@ -32,6 +32,8 @@ class Reply:
     message_id: int
     text: str = ""
     shifts: list[int] = field(default_factory=list)
+    continued_from: int = 0         # tokens the message had before a Continue
+    versions: list = field(default_factory=list)   # earlier versions of this reply (Regenerate)
 
 
 class ChatState:
@@ -140,9 +142,24 @@ class ChatState:
             self.store.rename_conversation(self.current_id, title_from(text) or NEW_TITLE)
         return self.store.add_message(self.current_id, "user", text, model=model)
 
-    def begin_reply(self, model: str | None = None) -> Reply:
+    def begin_reply(self, model: str | None = None, identity: dict | None = None) -> Reply:
+        """Start the streaming reply; `identity` ({"name", "sha256", "quantization"}) records
+        which model file answers it (the chat view shows it on hover)."""
         msg_id = self.store.begin_reply(self.current_id, model=model)
+        if identity:
+            self.store.record_model(msg_id, name=identity.get("name") or model,
+                                    sha256=identity.get("sha256"),
+                                    quantization=identity.get("quantization"))
         self.reply = Reply(self._next_request, self.current_id, msg_id)
+        self._next_request += 1
+        return self.reply
+
+    def continue_reply(self, message_id: int) -> Reply:
+        """Go on with an assistant message that stopped at the token limit: the new text is
+        appended to it (the same message, its text so far kept)."""
+        msg = self.store.get_message(message_id)
+        self.reply = Reply(self._next_request, msg.conversation_id, message_id, text=msg.content,
+                           continued_from=msg.completion_tokens or 0)
         self._next_request += 1
         return self.reply
 
@@ -165,6 +182,14 @@ class ChatState:
             return None
         self.reply = None
         timings = {k: v for k, v in stats.items() if isinstance(v, (int, float, str, bool))}
+        if r.continued_from and isinstance(timings.get("completion_tokens"), int):
+            timings["completion_tokens"] += r.continued_from
+        if r.versions:              # this reply is a regeneration: the earlier ones stay beside it
+            versions = r.versions + [{"content": r.text, "completion_tokens": timings.get("completion_tokens"),
+                                      "status": ERROR if error is not None else
+                                      (INTERRUPTED if stats.get("stopped") else COMPLETE)}]
+            timings["versions"] = versions
+            timings["version"] = len(versions) - 1
         if r.shifts:
             timings["context_shifts"] = len(r.shifts)
             timings["context_dropped"] = sum(r.shifts)
@@ -175,6 +200,44 @@ class ChatState:
             status = INTERRUPTED if stats.get("stopped") else COMPLETE
         self.store.finish_reply(r.message_id, timings, text=r.text, status=status)
         return r
+
+    # -- versions of a reply (Regenerate keeps the earlier ones) -------------------------------------
+
+    @staticmethod
+    def versions_of(m: Message) -> list[dict]:
+        vs = (m.timings or {}).get("versions")
+        if isinstance(vs, list) and vs and all(isinstance(v, dict) and isinstance(v.get("content"), str) for v in vs):
+            return vs
+        return [{"content": m.content, "completion_tokens": m.completion_tokens, "status": m.status}]
+
+    @staticmethod
+    def version_index(m: Message) -> int:
+        vs = ChatState.versions_of(m)
+        i = (m.timings or {}).get("version")
+        return i if isinstance(i, int) and 0 <= i < len(vs) else len(vs) - 1
+
+    def take_for_regenerate(self) -> list[dict]:
+        """Remove the last reply for a new one, and return its versions (to keep beside the new)."""
+        last = self.last_assistant()
+        if last is None:
+            return []
+        versions = [v for v in self.versions_of(last) if v.get("content")]
+        self.store.delete_message(last.id)
+        return versions
+
+    def show_version(self, message_id: int, index: int) -> Message:
+        """Make version `index` the reply's text (what the model reads next, and what is shown)."""
+        m = self.store.get_message(message_id)
+        vs = self.versions_of(m)
+        index = max(0, min(len(vs) - 1, index))
+        v = vs[index]
+        timings = {k: val for k, val in (m.timings or {}).items()}
+        timings["versions"], timings["version"] = vs, index
+        status = v.get("status") if v.get("status") in (COMPLETE, INTERRUPTED, ERROR) else COMPLETE
+        self.store.finish_reply(message_id, {"prompt_tokens": m.prompt_tokens,
+                                             "completion_tokens": v.get("completion_tokens"), **timings},
+                                text=v["content"], status=status)
+        return self.store.get_message(message_id)
 
     def truncate_from(self, message_id: int) -> None:
         """Remove a message and everything after it in the current conversation."""

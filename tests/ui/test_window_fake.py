@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from PySide6.QtCore import Qt
 
+from app import defaults as D
 from app.ui.chat_view import EMPTY_TEXT, CodeBlock
 from tests.ui.conftest import drop_file, least_stall
 from tests.ui.fake_engine import FakeEngine
@@ -183,7 +184,7 @@ def test_restart_finds_history_settings_and_geometry(qtbot, make_window, smollm2
     assert [m.text for m in w2.chat.messages] == ["remember me", engine.reply]
     assert w2.state.current().system_prompt == "You are terse."
     assert w2.state.sampling()["temperature"] == 0.3 and w2.state.sampling()["seed"] == 42
-    assert w2.state.engine_settings() == {"n_ctx": 2048, "threads": 1, "overflow": "stop"}
+    assert w2.state.engine_settings() == {"n_ctx": D.N_CTX, "threads": 1, "overflow": "stop"}
     assert w2.load_last_used()
     qtbot.waitUntil(lambda: w2.model_info is not None, timeout=10000)
     e2 = w2.worker._engine

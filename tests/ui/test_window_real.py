@@ -10,6 +10,7 @@ import statistics
 import pytest
 from PySide6.QtCore import Qt
 
+from app import defaults as D
 from tests.ui.conftest import drop_file, least_stall, track_phases
 
 FAST = {"temperature": 0.0, "max_tokens": 24, "seed": 1}
@@ -34,7 +35,7 @@ def test_chat_with_smollm2(qtbot, make_window, smollm2_path):
     w = real_window(qtbot, make_window, smollm2_path)
     assert w.info_panel.values["Architecture"].text() == "llama"
     assert w.info_panel.values["Chat template"].text() == "ok"
-    assert w.stats.figures["pool_size"] >= 1 and w.stats.figures["n_ctx"] == 2048
+    assert w.stats.figures["pool_size"] >= 1 and w.stats.figures["n_ctx"] == min(D.N_CTX, 8192)   # SmolLM2 trained on 8192
 
     # send, and watch the reply stream in batches
     shown = []

@@ -1,0 +1,44 @@
+"""The one definition of Llambda's defaults: sampling, reply length, context and threads.
+
+The window's settings (app/chats/settings.py), the command line's flags (app/engine/cli.py), the
+engine (SamplerSettings, Engine) and the UI's engine adapter all read these names; nothing else
+writes a default number of its own. tests/test_defaults.py fails when an entry point disagrees.
+Plain values only, no imports: any layer may read this module.
+"""
+
+from __future__ import annotations
+
+# -- sampling (llama.cpp's defaults: top-k, then top-p, then min-p, then temperature) -----------
+TEMPERATURE = 0.8             # 0 = greedy
+TOP_K = 40                    # 0 = off
+TOP_P = 0.95                  # 1 = off
+MIN_P = 0.05                  # 0 = off
+REPEAT_PENALTY = 1.0          # 1 = off
+FREQUENCY_PENALTY = 0.0
+PRESENCE_PENALTY = 0.0
+PENALTY_LAST_N = 64           # tokens of context the penalties look at
+SEED = -1                     # -1 (None in the engine) = a fresh random seed each time
+MAX_TOKENS = 512              # most tokens in one reply
+
+# -- engine ---------------------------------------------------------------------------------------
+N_CTX = 4096                  # context length, capped by the model's training context
+THREADS = 0                   # 0 = automatic (physical cores)
+N_BATCH = 512                 # prompt tokens per decoder call
+KV_TYPE = "f16"
+OVERFLOW = "shift"            # when the context is full: drop the oldest turns ("shift") or "stop"
+
+SAMPLING = {
+    "temperature": TEMPERATURE, "top_k": TOP_K, "top_p": TOP_P, "min_p": MIN_P,
+    "repeat_penalty": REPEAT_PENALTY, "seed": SEED, "max_tokens": MAX_TOKENS,
+}
+ENGINE = {"n_ctx": N_CTX, "threads": THREADS, "overflow": OVERFLOW}
+
+
+def seed_or_none(seed) -> int | None:
+    """The engine's seed from a stored one: None (random) for -1 or anything negative."""
+    return None if seed is None or int(seed) < 0 else int(seed)
+
+
+__all__ = ["TEMPERATURE", "TOP_K", "TOP_P", "MIN_P", "REPEAT_PENALTY", "FREQUENCY_PENALTY",
+           "PRESENCE_PENALTY", "PENALTY_LAST_N", "SEED", "MAX_TOKENS", "N_CTX", "THREADS",
+           "N_BATCH", "KV_TYPE", "OVERFLOW", "SAMPLING", "ENGINE", "seed_or_none"]
