@@ -94,7 +94,7 @@ def run_tokenize(args: argparse.Namespace) -> int:
         return EXIT_USAGE
 
 
-# --- generate, chat, bench (app/engine/cli.py) --------------------------------------------------
+# --- generate, chat, perplexity, bench (app/engine/cli.py) --------------------------------------------------
 
 def _engine_args(name: str):
     def add(p: argparse.ArgumentParser) -> None:
@@ -116,6 +116,8 @@ subcommand("generate", "one completion of a prompt, with timings")(_engine_args(
 subcommand("chat", "interactive chat in the terminal")(_engine_args("chat"))(_engine_run("chat"))
 
 
+subcommand("perplexity", "perplexity of a text; --kl-divergence: how far from a base (another quantization)")(
+    _engine_args("perplexity"))(_engine_run("perplexity"))
 subcommand("bench", "prompt-processing and generation speed, like llama-bench; --kernels: per type")(
     _engine_args("bench"))(_engine_run("bench"))
 

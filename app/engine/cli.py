@@ -1,4 +1,4 @@
-"""Command-line faces of the engine: `llambda generate`, `llambda chat`, `llambda bench`.
+"""Command-line faces of the engine: `llambda generate`, `chat`, `bench` and `perplexity`.
 
 Each command is a pair: `add_<name>_args(parser)` declares its flags, `run_<name>(args) -> int`
 runs it and returns the exit code (errors are raised as LlambdaError; app/cli.py prints them).
@@ -14,10 +14,10 @@ import sys
 import time
 
 from app import defaults as D
-from app.errors import EXIT_OK, EXIT_USAGE, OutOfMemoryError
+from app.errors import EXIT_OK, EXIT_USAGE, LlambdaError, OutOfMemoryError
 
 __all__ = ["add_generate_args", "run_generate", "add_chat_args", "run_chat", "add_bench_args",
-           "run_bench", "bench"]
+           "run_bench", "bench", "add_perplexity_args", "run_perplexity", "PERPLEXITY_HELP"]
 
 
 def _whole_number(text: str, least: int, complaint: str) -> int:
@@ -396,14 +396,161 @@ def run_bench(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+# --- perplexity ---------------------------------------------------------------------------------
+
+PERPLEXITY_HELP = (
+    "Perplexity is how surprised the model is by a text it reads token by token (exp of the mean "
+    "negative log-likelihood; lower is better), and the KL divergence (KLD) is how far its "
+    "next-token distributions are from a base's, position by position (0 = identical). To see "
+    "what a quantization costs, save a base from the best file you have (--save-logits BASE.bin "
+    "with the F16 or Q8_0 model), then run each quantization with --kl-divergence BASE.bin on "
+    "the same text: the lower the mean KLD and the higher the top-1 agreement, the closer it is.")
+
+
+def add_perplexity_args(p: argparse.ArgumentParser) -> None:
+    p.description = PERPLEXITY_HELP
+    p.add_argument("model", help="a GGUF file, or the name of a model in the library")
+    p.add_argument("text", help="a UTF-8 text file (a few thousand tokens or more)")
+    p.add_argument("--ctx", type=positive_int, default=None,
+                   help="tokens per chunk; the second half of each chunk is scored "
+                        "(default 512, or the base's)")
+    p.add_argument("--chunks", type=positive_int, default=None,
+                   help="at most N chunks (default: all the text fills, or the base's)")
+    p.add_argument("--threads", type=int, default=0, help="worker threads (default: physical cores)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--save-logits", metavar="BASE.bin", default=None,
+                   help="write the scored positions' top log-probabilities, a base for --kl-divergence")
+    p.add_argument("--kl-divergence", metavar="BASE.bin", default=None,
+                   help="compare with a base file: KLD, top-1 agreement, perplexity ratio")
+
+
+class _Progress:
+    """A bar on a terminal, one plain line per chunk when stderr is piped or a file."""
+
+    def __init__(self, n_chunks: int, stream=None):
+        self.stream = stream or sys.stderr
+        self.n = n_chunks
+        self.tty = getattr(self.stream, "isatty", lambda: False)()
+
+    def update(self, done: int, tokens: int, seconds: float, ppl: float) -> None:
+        rate = tokens / seconds if seconds > 0 else 0.0
+        if self.tty:
+            width = 30
+            fill = width * done // self.n
+            self.stream.write(f"\r[{'#' * fill}{'.' * (width - fill)}] chunk {done}/{self.n}  "
+                              f"ppl {ppl:.4f}  {rate:.0f} tok/s ")
+            if done == self.n:
+                self.stream.write("\n")
+        else:
+            self.stream.write(f"chunk {done}/{self.n}: ppl {ppl:.4f}, {rate:.1f} tok/s\n")
+        self.stream.flush()
+
+
+def run_perplexity(args: argparse.Namespace) -> int:
+    import math
+    import os
+
+    import numpy as np
+
+    from app.engine import perplexity as P
+    from app.errors import EXIT_BAD_FILE
+
+    def fail(e: Exception, code: int) -> int:
+        print(f"llambda perplexity: error: {e}", file=sys.stderr)
+        return code
+
+    try:
+        base = P.read_base(args.kl_divergence) if args.kl_divergence else None
+        if args.ctx is None:
+            args.ctx = int(base.header["n_ctx"]) if base is not None else 512
+        if args.save_logits:
+            d = os.path.dirname(os.path.abspath(args.save_logits))
+            if not os.path.isdir(d) or not os.access(d, os.W_OK):
+                raise P.TextError(f"{args.save_logits}: its folder is missing or not writable")
+        text = P.read_text(args.text)
+    except P.BaseFileError as e:
+        return fail(e, EXIT_BAD_FILE)
+    except P.PerplexityError as e:
+        return fail(e, EXIT_USAGE)
+    if args.ctx < 8:
+        return fail(f"--ctx {args.ctx} is too small (at least 8 tokens per chunk)", EXIT_USAGE)
+    args.kv_type, args.batch, args.speculation = "f16", 512, "off"
+    try:
+        eng = open_engine(args, n_ctx=args.ctx)
+    except ValueError as e:
+        if isinstance(e, LlambdaError):
+            raise
+        return fail(e, EXIT_USAGE)                # e.g. --ctx beyond what the model can take
+    with eng:
+        tok = eng.tokenizer
+        ids = tok.encode(text, add_special=True, parse_special=False)
+        bos = tok.bos_id if tok.add_bos and tok.bos_id is not None else None
+        n_chunks = args.chunks if args.chunks or base is None else base.n_chunks
+        vocab = eng.file.metadata.get("tokenizer.ggml.tokens") or []
+        vocab_hash = P.vocab_sha256(vocab)
+        try:
+            plan = P.make_plan(ids, args.ctx, bos, n_chunks, source=args.text)
+            if base is not None:
+                base.check_against(plan, eng.decoder.n_vocab, vocab_hash)
+        except P.PerplexityError as e:
+            return fail(e, EXIT_USAGE)
+        progress = None if args.json and not sys.stderr.isatty() else _Progress(len(plan.chunks))
+        if progress is not None:
+            print(f"{os.path.basename(eng.path)}: {len(ids)} tokens of {os.path.basename(args.text)}, "
+                  f"{len(plan.chunks)} chunk{'s' if len(plan.chunks) != 1 else ''} of {plan.n_ctx}, "
+                  f"{plan.n_scored} scored each; kernels {eng.decoder.isa}, {eng.n_threads} threads",
+                  file=sys.stderr)
+        scores, seconds = [], 0.0
+        for s in P.score_chunks(eng.decoder, plan, k=P.TOP_K if args.save_logits else 0, base=base):
+            scores.append(s)
+            seconds += s.seconds
+            if progress is not None:
+                nll = -np.concatenate([x.target_logprob for x in scores]).mean()
+                progress.update(len(scores), len(scores) * plan.n_ctx, seconds, math.exp(nll))
+        if base is not None:
+            summary = P.kld_against(base, scores)
+        else:
+            summary = P.summarize(np.concatenate([s.target_logprob for s in scores]))
+        if args.save_logits:
+            model = {"file": os.path.basename(eng.path), "name": eng.file.metadata.get("general.name")}
+            try:
+                P.write_base(args.save_logits, plan, scores, eng.decoder.n_vocab, vocab_hash, model,
+                             {"file": os.path.basename(args.text), "n_tokens": len(ids)},
+                             f"llambda {eng.decoder.isa}")
+            except P.PerplexityError as e:
+                return fail(e, 1)
+    tok_s = len(plan.chunks) * plan.n_ctx / seconds if seconds > 0 else 0.0
+    result = {"model": eng.path, "text": args.text, "n_ctx": plan.n_ctx, "n_chunks": len(plan.chunks),
+              "tokens_per_second": round(tok_s, 2), **summary.as_dict()}
+    if base is not None:
+        result["base"] = base.describe()
+    if args.save_logits:
+        result["saved"] = args.save_logits
+    if args.json:
+        print(json.dumps(result))
+        return EXIT_OK
+    print(f"perplexity: {summary.ppl:.4f} ± {summary.ppl_se:.4f} over {summary.n_positions} "
+          f"positions ({tok_s:.1f} tok/s)")
+    if base is not None:
+        print(f"base: {base.describe()}, perplexity {summary.base_ppl:.4f}")
+        print(f"perplexity ratio: {summary.ppl_ratio:.4f} ± {summary.ppl_ratio_se:.4f}")
+        print(f"KLD: mean {summary.kld_mean:.6f} ± {summary.kld_se:.6f}, median {summary.kld_median:.6f}, "
+              f"p99 {summary.kld_p99:.6f}, max {summary.kld_max:.6f}")
+        print(f"top-1 agreement: {100 * summary.top1:.2f}% ± {100 * summary.top1_se:.2f}%")
+    if args.save_logits:
+        print(f"base saved: {args.save_logits}")
+    return EXIT_OK
+
+
 def main(argv=None) -> int:
-    """`python -m app.engine.cli generate|chat|bench ...` (the same as `llambda <command>`)."""
+    """`python -m app.engine.cli generate|chat|bench|perplexity ...` (the same as `llambda <command>`)."""
     from app.errors import LlambdaError, exit_code_for
 
     p = argparse.ArgumentParser(prog="python -m app.engine.cli")
     sub = p.add_subparsers(dest="command", required=True)
     for name, add, run in (("generate", add_generate_args, run_generate),
-                           ("chat", add_chat_args, run_chat), ("bench", add_bench_args, run_bench)):
+                           ("chat", add_chat_args, run_chat), ("bench", add_bench_args, run_bench),
+                           ("perplexity", add_perplexity_args, run_perplexity)):
         sp = sub.add_parser(name)
         add(sp)
         sp.set_defaults(run=run)

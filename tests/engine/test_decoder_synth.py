@@ -1,7 +1,8 @@
 """The C decoder against the numpy reference and llama.cpp's logits on synthetic F32 models.
 
 Tolerances (logits of magnitude up to ~30): KV cache f32: max |diff| < 1e-3 against both the
-reference and llama.cpp (measured ~4e-5: only summation order differs). KV cache f16 against the
+reference and llama.cpp (measured ~4e-5: only summation order differs); KL(llama.cpp || ours) of
+every position's next-token distribution < 1e-9 nats (the figure `llambda perplexity` reports). KV cache f16 against the
 reference with K/V rounded to float16 the same way: < 2e-2 (measured ~4e-3).
 """
 from __future__ import annotations
@@ -12,6 +13,7 @@ import numpy as np
 import pytest
 
 from app.engine.decoder import CDecoder
+from app.engine.perplexity import kl_divergence_rows
 from app.gguf import open_gguf
 from app.model import config_from_gguf
 from tests.engine.conftest import DATA, ISA_LEVELS
@@ -40,6 +42,9 @@ def test_f32_cache_matches_reference_and_llamacpp(synth, isa):
     assert np.abs(got - ref).max() < 1e-3
     assert np.abs(got - gold).max() < 1e-3
     assert (got.argmax(-1) == gold.argmax(-1)).all()
+    kld = kl_divergence_rows(gold, got)             # the fidelity figure of `llambda perplexity`
+    print(f"{c['name']} {isa}: KLD vs llama.cpp mean {kld.mean():.3g} max {kld.max():.3g}")
+    assert kld.max() < 1e-9, kld.max()
 
 
 def test_f16_cache_matches_reference_with_f16_kv(synth):
