@@ -74,6 +74,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--llamacpp-dir", type=Path, default=None,
                     help=f"folder with the native/ and avx2/ builds "
                          f"(default $LLAMBDA_BENCH_CACHE/llama.cpp/{LLAMACPP_VERSION})")
+    ap.add_argument("--llama-python", default=None,
+                    help="instead of llama-bench: run llama.cpp through llama-cpp-python in this "
+                         "interpreter (pip's build of it: native), driven like llama-bench")
     ap.add_argument("--no-load", action="store_true", help="skip the load time and RSS columns")
     ap.add_argument("--timeout", type=float, default=1800, help="seconds before a run counts as failed")
     ap.add_argument("--out", type=Path, default=None, help="also write the markdown table here")
@@ -192,6 +195,14 @@ def run_llamacpp(a, binary: Path, model: Path, depth: int) -> dict[str, float]:
     return out
 
 
+def run_llamacpp_py(a, model: Path, depth: int) -> dict[str, float]:
+    from scripts.bench_vs_llamacpp import LLAMA_BENCH
+
+    rows = _last_json(_run([a.llama_python, "-c", LLAMA_BENCH, str(model), str(a.threads), str(a.pp),
+                            str(a.tg), "1", str(depth)], timeout=a.timeout))
+    return {r["test"][:2]: float(r["tok_s"]) for r in rows}
+
+
 def _last_json_array(out: str):
     start = out.find("[")
     if start < 0:
@@ -273,19 +284,25 @@ def bench_one(a, name: str, qtype: str, isa: str, llama_bench: Path) -> dict:
         if not model.exists():
             raise Failed(f"{model} missing (scripts/make_bench_models.py)")
         row["file_bytes"] = model.stat().st_size
-        if not llama_bench.exists():
+        if not a.llama_python and not llama_bench.exists():
             raise Failed(f"{llama_bench} missing (scripts/build_llamacpp.sh)")
         page_in(model)
+
+        def llamacpp(model, depth):
+            if a.llama_python:
+                return run_llamacpp_py(a, model, depth)
+            return run_llamacpp(a, llama_bench, model, depth)
+
         ours, theirs = {"pp": [], "tg": []}, {"pp": [], "tg": []}
         deep_ours, deep_theirs = [], []
         for _ in range(a.rounds):
             for k, v in run_ours(a, model, isa, 0).items():
                 ours[k].append(v)
-            for k, v in run_llamacpp(a, llama_bench, model, 0).items():
+            for k, v in llamacpp(model, 0).items():
                 theirs[k].append(v)
             if a.depth:
                 deep_ours.append(run_ours(a, model, isa, a.depth)["pp"])
-                deep_theirs.append(run_llamacpp(a, llama_bench, model, a.depth)["pp"])
+                deep_theirs.append(llamacpp(model, a.depth)["pp"])
         for k in ("pp", "tg"):
             if not ours[k] or not theirs[k]:
                 raise Failed(f"no {k} result")
@@ -348,7 +365,8 @@ def table(rows: list[dict], a) -> str:
 def header(a, started: str, load: tuple[float, float, float] | None) -> str:
     bw = [r["bandwidth"] for r in a._rows if "bandwidth" in r]
     parts = [f"{started}, {cpu_name()}, {os.cpu_count()} logical CPUs, {a.threads} threads for both, "
-             f"median of {a.rounds} alternating rounds; llama.cpp {LLAMACPP_VERSION} (llama-cpp-python's vendored copy); "
+             f"median of {a.rounds} alternating rounds; llama.cpp {LLAMACPP_VERSION} (llama-cpp-python's vendored copy"
+             + (", through llama-cpp-python, pip's native build" if a.llama_python else ", llama-bench") + "); "
              f"ours from {a.ours_root} ({_git_head(a.ours_root)})"]
     if bw:
         parts.append(f"read bandwidth {min(bw) / 1e9:.1f}–{max(bw) / 1e9:.1f} GB/s ({a.threads} threads)")

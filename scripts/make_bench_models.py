@@ -280,11 +280,25 @@ def write_f16(s: Shape, path: Path, tok: dict, seed: int = 0, log=print) -> Path
     return path
 
 
-def quantize(quantizer: Path, src: Path, dst: Path, qtype: str, threads: int, log=print) -> Path:
+# llama.cpp's quantizer through llama-cpp-python (the same code as llama-quantize), for a machine
+# that has llama-cpp-python but no llama-quantize binary: --quantize python:/path/to/python
+PY_QUANTIZE = r'''
+import sys, llama_cpp
+src, dst, qtype, nt = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+params = llama_cpp.llama_model_quantize_default_params()
+params.ftype = getattr(llama_cpp, "LLAMA_FTYPE_MOSTLY_" + qtype)
+params.nthread = nt
+sys.exit(1 if llama_cpp.llama_model_quantize(src.encode(), dst.encode(), params) != 0 else 0)
+'''
+
+
+def quantize(quantizer: Path | str, src: Path, dst: Path, qtype: str, threads: int, log=print) -> Path:
     tmp = dst.with_name(dst.name + ".part")
     t0 = time.monotonic()
-    r = subprocess.run([str(quantizer), str(src), str(tmp), qtype, str(threads)],
-                       capture_output=True, text=True)
+    q = str(quantizer)
+    cmd = ([q[len("python:"):], "-c", PY_QUANTIZE] if q.startswith("python:") else [q]) + \
+        [str(src), str(tmp), qtype, str(threads)]
+    r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
         tmp.unlink(missing_ok=True)
         tail = (r.stderr or r.stdout).strip().splitlines()[-3:]
@@ -325,8 +339,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--types", type=_csv, default=list(TYPES),
                     help=f"comma-separated llama-quantize types, or F16 (default: {','.join(TYPES)})")
     ap.add_argument("--out", type=Path, default=None, help="folder (default: $LLAMBDA_BENCH_CACHE/models)")
-    ap.add_argument("--quantize", type=Path, default=None,
-                    help="llama-quantize binary (default: the bench cache's avx2 or native build)")
+    ap.add_argument("--quantize", default=None,
+                    help="llama-quantize binary (default: the bench cache's avx2 or native build), or "
+                         "python:INTERPRETER to use llama-cpp-python's llama_model_quantize")
     ap.add_argument("--tokenizer-from", type=Path, default=None,
                     help="GGUF whose tokenizer and template to copy (default: the SmolLM2 test model)")
     ap.add_argument("--threads", type=int, default=2, help="llama-quantize threads")

@@ -129,3 +129,30 @@ def test_load_time_and_peak_rss_of_a_tiny_model(tiny_models):
     a = bench_shapes.parse_args(["--threads", "1"])
     load_s, rss = bench_shapes.load_and_rss(a, paths["tiny"], bench_shapes.available_levels()[0])
     assert 0 < load_s < 600 and rss > paths["tiny"].stat().st_size
+
+
+def _fake_python(path, body):
+    """An 'interpreter' that ignores `-c CODE` and runs body with the remaining arguments."""
+    path.write_text(f"#!{sys.executable}\nimport sys\nargv = sys.argv[3:]\n" + body)
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return path
+
+
+def test_quantize_through_a_python_with_llama_cpp(tmp_path):
+    fake = _fake_python(tmp_path / "py", "import shutil\nshutil.copy(argv[0], argv[1])\n"
+                        "assert argv[2] == 'Q4_K_M' and argv[3] == '2'\n")
+    src = tmp_path / "a.gguf"
+    src.write_bytes(b"GGUF")
+    out = mbm.quantize(f"python:{fake}", src, tmp_path / "b.gguf", "Q4_K_M", 2, log=lambda m: None)
+    assert out.read_bytes() == b"GGUF" and not (tmp_path / "b.gguf.part").exists()
+    bad = _fake_python(tmp_path / "bad", "sys.exit(1)\n")
+    with pytest.raises(RuntimeError, match="Q4_K_M failed"):
+        mbm.quantize(f"python:{bad}", src, tmp_path / "c.gguf", "Q4_K_M", 2, log=lambda m: None)
+
+
+def test_llama_python_instead_of_llama_bench(tmp_path):
+    fake = _fake_python(tmp_path / "py", "import json\n"
+                        "print(json.dumps([{'test': 'pp' + argv[2], 'tok_s': 50.0},"
+                        " {'test': 'tg' + argv[3], 'tok_s': 5.0}]))\n")
+    a = bench_shapes.parse_args(["--llama-python", str(fake), "--pp", "8", "--tg", "2"])
+    assert bench_shapes.run_llamacpp_py(a, tmp_path / "m.gguf", 0) == {"pp": 50.0, "tg": 5.0}
