@@ -315,10 +315,10 @@ def make_shape(shape: str, types: list[str], folder: Path, quantizer: Path | Non
     f16 = model_path(shape, "F16", folder)
     want = [t for t in types if t != "F16"]
     todo = [t for t in want if not model_path(shape, t, folder).exists()]
-    if ("F16" in types or todo) and not f16.exists():
-        write_f16(s, f16, tok, log=log)
     if todo and quantizer is None:
         raise SystemExit("no llama-quantize: run scripts/build_llamacpp.sh, or pass --quantize PATH")
+    if ("F16" in types or todo) and not f16.exists():
+        write_f16(s, f16, tok, log=log)
     made = []
     for t in todo:
         made.append(quantize(quantizer, f16, model_path(shape, t, folder), t, threads, log=log))

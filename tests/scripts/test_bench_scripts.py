@@ -3,8 +3,7 @@ make_bench_models writes a GGUF our reader opens and `llambda bench` runs on; be
 its filters, runs a fake llama-bench beside ours and turns failures into table lines."""
 from __future__ import annotations
 
-import json
-import os
+import math
 import stat
 import sys
 
@@ -17,7 +16,7 @@ def test_real_shapes_have_the_published_parameter_counts():
     """Parameters of the plan (embedding counted once when tied) match the models' cards."""
     want = {"llama3.2-1b": 1.236e9, "qwen2.5-1.5b": 1.544e9, "llama3.1-8b": 8.030e9}
     for name, n in want.items():
-        total = sum(int(__import__("math").prod(shp)) for _, shp, _ in mbm.tensor_plan(mbm.SHAPES[name]))
+        total = sum(math.prod(shp) for _, shp, _ in mbm.tensor_plan(mbm.SHAPES[name]))
         assert abs(total - n) / n < 0.005, (name, total)
 
 
