@@ -48,6 +48,13 @@ def _int_list(text: str) -> list[int]:
     return values
 
 
+def _threads_list(text: str):
+    """`--threads` of bench: a comma-separated list, or "auto" (1..the usable CPUs)."""
+    if text.strip().lower() == "auto":
+        return "auto"
+    return _int_list(text)
+
+
 def _common_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", help="a GGUF file, or the name of a model in the library")
     p.add_argument("--threads", type=int, default=D.THREADS, help="worker threads (default: physical cores)")
@@ -309,7 +316,10 @@ def run_chat(args: argparse.Namespace, stdin=None, stdout=None) -> int:
 
 def add_bench_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", nargs="?", help="a GGUF file, or the name of a model in the library")
-    p.add_argument("--threads", type=_int_list, default=[1, 2], help="comma-separated, e.g. 1,2")
+    p.add_argument("--threads", type=_threads_list, default=[1, 2],
+                   help="comma-separated, e.g. 1,2; or auto: try 1..N (N = usable CPUs), say which is "
+                        "fastest for prompts (pp) and for generation (tg), and remember it for the "
+                        "window's settings")
     p.add_argument("--pp", type=_int_list, default=[512], help="prompt lengths, e.g. 512")
     p.add_argument("--tg", type=_int_list, default=[128], help="generation lengths, e.g. 128")
     p.add_argument("--reps", type=positive_int, default=3, help="repetitions of each test")
@@ -373,6 +383,11 @@ def bench(path: str, threads=(1, 2), pp=(512,), tg=(128,), reps: int = 3,
 def run_bench(args: argparse.Namespace) -> int:
     import os
 
+    auto = args.threads == "auto"
+    if auto:
+        from app import kernels
+
+        args.threads = list(range(1, kernels.cpu_count_allowed() + 1))
     if args.kernels:
         from app import kernels
 
@@ -384,6 +399,17 @@ def run_bench(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     path = _resolve(args.model)
     rows = bench(path, args.threads, args.pp, args.tg, args.reps, args.kv_type, args.depth)
+    best = {}
+    if auto:
+        from app.engine.threads import fastest, save_measured
+
+        best = fastest(rows)
+        for r in best.values():
+            r["fastest"] = True
+        try:
+            save_measured(best, path, args.threads)
+        except OSError as e:
+            print(f"llambda bench: could not remember the measured thread counts: {e}", file=sys.stderr)
     if args.json:
         print(json.dumps(rows))
         return EXIT_OK
@@ -392,7 +418,13 @@ def run_bench(args: argparse.Namespace) -> int:
     print(f"{'threads':>7} {'test':>14} {'tok/s':>10} {'± stdev':>9}  isa")
     for r in rows:
         test = r["test"] + (f" @ d{r['depth']}" if r["depth"] else "")
-        print(f"{r['threads']:>7} {test:>14} {r['tok_s']:>10.2f} {r['stdev']:>9.2f}  {r['isa']}")
+        print(f"{r['threads']:>7} {test:>14} {r['tok_s']:>10.2f} {r['stdev']:>9.2f}  {r['isa']}"
+              + ("  <- fastest" if r.get("fastest") else ""))
+    for kind, what in (("pp", "prompts"), ("tg", "generation")):
+        if kind in best:
+            r = best[kind]
+            print(f"fastest for {what} ({r['test']}): {r['threads']} thread{'s' if r['threads'] > 1 else ''} "
+                  f"({r['tok_s']:.2f} tok/s)")
     return EXIT_OK
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
     QComboBox, QDialog, QDialogButtonBox, QDoubleSpinBox, QFormLayout, QFrame, QGroupBox, QLabel, QPlainTextEdit,
-    QScrollArea, QSpinBox, QVBoxLayout, QWidget,
+    QPushButton, QScrollArea, QSpinBox, QVBoxLayout, QWidget,
 )
 
 from app.ui.state import ENGINE_DEFAULTS, OVERFLOW_POLICIES, SAMPLING_DEFAULTS
@@ -57,7 +57,9 @@ def _with_help(widget: QWidget, name: str) -> QWidget:
 
 class SettingsDialog(QDialog):
     def __init__(self, system_prompt: str, sampling: dict, engine: dict, max_threads: int, parent=None,
-                 theme: str = "system"):
+                 theme: str = "system", measured: dict | None = None):
+        """measured: the thread counts `llambda bench --threads auto` found fastest
+        (app.engine.threads.load_measured()); when given, a button offers the generation one."""
         super().__init__(parent)
         self.setWindowTitle("Settings")
         self.setObjectName("settingsDialog")
@@ -122,6 +124,17 @@ class SettingsDialog(QDialog):
         eform.addRow("KV cache", self.kv_type)
         self.threads = ispin("Threads", 0, max(1, max_threads), min(int(engine["threads"]), max(1, max_threads)),
                              "automatic", target=eform)
+        self.use_measured = None
+        best = (measured or {}).get("tg_threads") or (measured or {}).get("pp_threads")
+        if best:
+            pp = measured.get("pp_threads")
+            self.use_measured = QPushButton(f"Use the measured fastest: {best}")
+            self.use_measured.setAccessibleName("Use the measured fastest thread count")
+            self.use_measured.setToolTip(
+                f"llambda bench --threads auto ({measured.get('when', '')}) found {best} threads fastest "
+                f"for replies" + (f" and {pp} for reading prompts" if pp else ""))
+            self.use_measured.clicked.connect(lambda: self.threads.setValue(min(int(best), self.threads.maximum())))
+            eform.addRow("", self.use_measured)
         self.overflow = QComboBox()
         self.overflow.setAccessibleName("When the context is full")
         for key in OVERFLOW_POLICIES:

@@ -905,10 +905,13 @@ class MainWindow(ModelFilesMixin, QMainWindow):
     # -- settings --------------------------------------------------------------------------------
 
     def open_settings(self) -> SettingsDialog:
+        from app.engine.threads import load_measured
+
         conv = self.state.current()
         dlg = SettingsDialog(conv.system_prompt if conv else (self.state.get("system_prompt_default", "") or ""),
                              self.state.sampling(), self.state.engine_settings(), os.cpu_count() or 1, self,
-                             theme=self.state.get("theme", "system") or "system")
+                             theme=self.state.get("theme", "system") or "system",
+                             measured=load_measured())
         dlg.accepted.connect(self.on_settings_accepted)
         self.settings_dialog = dlg
         dlg.open()

@@ -1,0 +1,157 @@
+"""Smoke tests of the benchmark scripts, without llama.cpp and without big files:
+make_bench_models writes a GGUF our reader opens and `llambda bench` runs on; bench_shapes parses
+its filters, runs a fake llama-bench beside ours and turns failures into table lines."""
+from __future__ import annotations
+
+import math
+import stat
+import sys
+
+import pytest
+
+from scripts import bench_shapes, make_bench_models as mbm
+
+
+def test_real_shapes_have_the_published_parameter_counts():
+    """Parameters of the plan (embedding counted once when tied) match the models' cards."""
+    want = {"llama3.2-1b": 1.236e9, "qwen2.5-1.5b": 1.544e9, "llama3.1-8b": 8.030e9}
+    for name, n in want.items():
+        total = sum(math.prod(shp) for _, shp, _ in mbm.tensor_plan(mbm.SHAPES[name]))
+        assert abs(total - n) / n < 0.005, (name, total)
+
+
+def test_padded_vocab_adds_distinct_unused_tokens():
+    tok = {"tokens": ["a", "b", "c"], "types": [1, 1, 3]}
+    tokens, types = mbm.padded_vocab(tok, 6)
+    assert tokens[:3] == ["a", "b", "c"] and len(set(tokens)) == 6
+    assert types == [1, 1, 3, 5, 5, 5]
+    with pytest.raises(SystemExit):
+        mbm.padded_vocab(tok, 2)
+
+
+def test_llama3_rope_factors_span_one_to_the_factor():
+    f = mbm.llama3_rope_factors(mbm.SHAPES["llama3.1-8b"])
+    assert f.shape == (64,) and f[0] == 1.0 and f[-1] == 8.0
+    assert all(a <= b for a, b in zip(f, f[1:]))
+
+
+@pytest.fixture(scope="module")
+def tiny_models(tmp_path_factory, smollm2_path):
+    """The two tiny shapes as F16 files, quantized by a stand-in llama-quantize (a copy)."""
+    folder = tmp_path_factory.mktemp("bench-models")
+    fake = folder / "fake-quantize"
+    fake.write_text(f"#!{sys.executable}\nimport shutil, sys\nshutil.copy(sys.argv[1], sys.argv[2])\n")
+    fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
+    tok = mbm.read_tokenizer(smollm2_path)
+    paths = {}
+    for shape in ("tiny", "tiny-qwen2"):
+        paths[shape] = mbm.make_shape(shape, ["Q8_0"], folder, fake, tok, log=lambda m: None)[0]
+    return folder, paths
+
+
+def test_written_files_open_and_bench(tiny_models):
+    from app.engine.cli import bench
+    from app.gguf import open_gguf
+    from app.model import config_from_gguf
+
+    folder, paths = tiny_models
+    assert not list(folder.glob("*.F16.gguf")), "the F16 file is removed once quantized"
+    for shape, path in paths.items():
+        s = mbm.SHAPES[shape]
+        with open_gguf(path) as f:
+            cfg = config_from_gguf(f)
+            assert (cfg.n_embd, cfg.n_layer, cfg.n_head, cfg.n_head_kv, cfg.n_vocab) == \
+                   (s.n_embd, s.n_layer, s.n_head, s.n_head_kv, s.n_vocab)
+            assert cfg.tied_output == s.tied
+            assert ("blk.0.attn_q.bias" in f.tensors) == s.qkv_bias
+            assert f.metadata.string("tokenizer.chat_template").startswith("{% for message")
+        rows = bench(str(path), threads=(1,), pp=(8,), tg=(2,), reps=1)
+        assert [r["test"] for r in rows] == ["pp8", "tg2"] and all(r["tok_s"] > 0 for r in rows)
+
+
+def test_bench_shapes_parses_its_filters(tmp_path):
+    a = bench_shapes.parse_args(["--models", "llama3.2-1b", "--types", "Q4_0,Q8_0", "--isa", "avx2",
+                                 "--depth", "4096"])
+    assert a.models == ["llama3.2-1b"] and a.types == ["Q4_0", "Q8_0"] and a.isa == ["avx2"]
+    assert a.threads == 2 and a.depth == 4096
+    for bad in (["--types", "Q3_K"], ["--models", "gpt5"], ["--isa", "neon"], ["--threads", "0"],
+                ["--ours-root", str(tmp_path)]):
+        with pytest.raises(SystemExit):
+            bench_shapes.parse_args(bad)
+
+
+def test_levels_from_cpu_flags():
+    assert bench_shapes.available_levels({"avx2", "fma"}) == ["avx2"]
+    assert bench_shapes.available_levels({"avx2", "fma", "avx512f", "avx512bw", "avx512vl"}) == ["avx2", "avx512"]
+    assert bench_shapes.available_levels({"sse4_2"}) == []
+
+
+def _fake_llama_bench(folder):
+    """A llama-bench stand-in: prints llama-bench's JSON rows for the -p/-n it was given."""
+    path = folder / "avx2" / "bin" / "llama-bench"
+    path.parent.mkdir(parents=True)
+    path.write_text(f"#!{sys.executable}\n" + r'''import json, sys
+a = sys.argv
+p, n = int(a[a.index("-p") + 1]), int(a[a.index("-n") + 1])
+rows = [{"n_prompt": p, "n_gen": 0, "avg_ts": 100.0}]
+if n:
+    rows.append({"n_prompt": 0, "n_gen": n, "avg_ts": 10.0})
+print(json.dumps(rows, indent=2))
+''')
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return path
+
+
+@pytest.mark.skipif("avx2" not in bench_shapes.available_levels(), reason="the CPU has no AVX2")
+def test_bench_shapes_table_with_a_fake_llama_bench_and_a_missing_model(tiny_models, tmp_path, capsys):
+    _, paths = tiny_models
+    builds = tmp_path / "builds"
+    _fake_llama_bench(builds)
+    out = tmp_path / "table.md"
+    rc = bench_shapes.main(["--models", f"{paths['tiny']},{tmp_path / 'absent.gguf'}", "--types", "Q8_0",
+                            "--isa", "avx2", "--rounds", "1", "--pp", "8", "--tg", "2",
+                            "--llamacpp-dir", str(builds), "--no-load", "--out", str(out)])
+    assert rc == 1                                   # one model failed
+    text = out.read_text()
+    lines = [ln for ln in text.splitlines() if ln.startswith("| ")]
+    assert len(lines) == 4                           # header, rule, two models
+    good = next(ln for ln in lines if paths["tiny"].name in ln)
+    assert "/ 100.0 = " in good and "/ 10.0 = " in good and "%) of " in good
+    bad = next(ln for ln in lines if "absent.gguf" in ln)
+    assert "failed:" in bad and "missing" in bad
+    assert text in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_load_time_and_peak_rss_of_a_tiny_model(tiny_models):
+    _, paths = tiny_models
+    a = bench_shapes.parse_args(["--threads", "1"])
+    load_s, rss = bench_shapes.load_and_rss(a, paths["tiny"], bench_shapes.available_levels()[0])
+    assert 0 < load_s < 600 and rss > paths["tiny"].stat().st_size
+
+
+def _fake_python(path, body):
+    """An 'interpreter' that ignores `-c CODE` and runs body with the remaining arguments."""
+    path.write_text(f"#!{sys.executable}\nimport sys\nargv = sys.argv[3:]\n" + body)
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return path
+
+
+def test_quantize_through_a_python_with_llama_cpp(tmp_path):
+    fake = _fake_python(tmp_path / "py", "import shutil\nshutil.copy(argv[0], argv[1])\n"
+                        "assert argv[2] == 'Q4_K_M' and argv[3] == '2'\n")
+    src = tmp_path / "a.gguf"
+    src.write_bytes(b"GGUF")
+    out = mbm.quantize(f"python:{fake}", src, tmp_path / "b.gguf", "Q4_K_M", 2, log=lambda m: None)
+    assert out.read_bytes() == b"GGUF" and not (tmp_path / "b.gguf.part").exists()
+    bad = _fake_python(tmp_path / "bad", "sys.exit(1)\n")
+    with pytest.raises(RuntimeError, match="Q4_K_M failed"):
+        mbm.quantize(f"python:{bad}", src, tmp_path / "c.gguf", "Q4_K_M", 2, log=lambda m: None)
+
+
+def test_llama_python_instead_of_llama_bench(tmp_path):
+    fake = _fake_python(tmp_path / "py", "import json\n"
+                        "print(json.dumps([{'test': 'pp' + argv[2], 'tok_s': 50.0},"
+                        " {'test': 'tg' + argv[3], 'tok_s': 5.0}]))\n")
+    a = bench_shapes.parse_args(["--llama-python", str(fake), "--pp", "8", "--tg", "2"])
+    assert bench_shapes.run_llamacpp_py(a, tmp_path / "m.gguf", 0) == {"pp": 50.0, "tg": 5.0}
