@@ -20,9 +20,9 @@ def no_display_env() -> dict:
 
 
 def test_unknown_command_lists_the_commands():
-    r = run("doctor", env=no_display_env())
+    r = run("doctr", env=no_display_env())
     assert r.returncode == 2
-    assert r.stderr.splitlines()[0] == "llambda: error: no such command or file: doctor"
+    assert r.stderr.splitlines()[0] == "llambda: error: no such command or file: doctr"
     for name in ("inspect", "generate", "chat", "models"):
         assert f"  {name} " in r.stderr
     assert "Traceback" not in r.stderr and "platform plugin" not in r.stderr

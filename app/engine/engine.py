@@ -34,7 +34,7 @@ __all__ = ["Engine", "Chat", "DEFAULT_N_CTX", "conversation_key"]
 
 log = logging.getLogger(__name__)
 
-DEFAULT_N_CTX = 4096       # the window's and tests' usual size; Engine's default is fitting_context
+DEFAULT_N_CTX = D.N_CTX    # 0: the training length, capped by what fits (fitting_context)
 
 
 class Engine:

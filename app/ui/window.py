@@ -101,6 +101,8 @@ class MainWindow(ModelFilesMixin, QMainWindow):
 
         self.serve_bar = ServeBar(w, self)          # the local server, sharing this engine
         self.statusBar().addPermanentWidget(self.serve_bar)
+        self.serve_bar.hide()                       # File > Serve on localhost shows it
+        self.serve_bar.serving_changed.connect(self.on_serve_bar_serving_changed)
         self.thread.start()
         app = QApplication.instance()
         if app is not None:               # a window never closed still stops its thread cleanly
@@ -262,6 +264,10 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         file_menu.addSeparator()
         self.export_action = action(file_menu, "&Export chat…", self.export_dialog, "Ctrl+Shift+E")
         self.import_action = action(file_menu, "&Import chat…", self.import_dialog)
+        file_menu.addSeparator()
+        self.serve_action = action(file_menu, "&Serve on localhost (OpenAI API)", self.toggle_serve_bar,
+                                   name="Let other programs on this computer use the open model")
+        self.serve_action.setCheckable(True)
         file_menu.addSeparator()
         action(file_menu, "&Quit", self.close, QKeySequence.Quit)
         chat_menu = m.addMenu("&Chat")
@@ -941,6 +947,18 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         from app.ui.theme import set_theme_choice
 
         return set_theme_choice(app, self.state.get("theme", "system") or "system")
+
+    def toggle_serve_bar(self, on: bool) -> None:
+        """File > Serve on localhost: the server's switch, port and address in the status bar
+        (hidden otherwise, so they take no room from the figures); hiding it stops the server."""
+        if not on and self.serve_bar.switch.isChecked():
+            self.serve_bar.switch.setChecked(False)
+        self.serve_bar.setVisible(on)
+
+    def on_serve_bar_serving_changed(self, serving: bool) -> None:
+        if serving:         # started from the bar itself (or a test): keep it and the menu in step
+            self.serve_bar.show()
+            self.serve_action.setChecked(True)
 
     def about(self) -> QMessageBox:
         from app.ui.about import show_about

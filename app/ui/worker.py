@@ -321,8 +321,8 @@ class EngineWorker(QObject):
         """The library's "last used" of the model at `path` (when it is one of the library's)."""
         try:
             self.library().mark_used(path)
-        except Exception:
-            pass            # a model opened from outside the library has no entry to update
+        except Exception as e:   # a model opened from outside the library has no entry to update
+            logging.getLogger(__name__).debug("last use not recorded: %s", e)
 
     def _start_prefetch(self, engine) -> None:
         """Read the weights into memory in the background (the engine's own thread), so the

@@ -34,6 +34,7 @@ class FakeEngine:
         for i in range(1, 11):
             time.sleep(self.load_seconds / 10)
             progress(i / 10)
+        n_ctx = n_ctx or 4096       # 0: automatic, the real engine picks what fits; here 4096
         self.loaded, self.n_ctx = path, n_ctx
         return {"n_ctx": n_ctx, "pool_size": 2}
 
