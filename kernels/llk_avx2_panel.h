@@ -114,11 +114,11 @@ PANEL_INLINE void tile_q4(const uint8_t *P, size_t ent, int has_m, int64_t nb, c
     store_rows(lanes, nt, y, ldy);
 }
 
-PANEL_INLINE void tile_q8_0(const blk_q8_0x8 *P, int64_t nb, const uint8_t *a, size_t as, int nt,
+PANEL_INLINE void tile_q8_0(const uint8_t *P8, int64_t nb, const uint8_t *a, size_t as, int nt,
                             float *y, int64_t ldy) {
     const __m256i ones = _mm256_set1_epi16(1);
     __m256 lanes[PANEL_TOK][8];
-    const blk_q8_0x8 *e = P;
+    const blk_q8_0x8 *e = (const blk_q8_0x8 *)P8;
     for (int j = 0; j < 8; j++) {
         __m256 acc[PANEL_TOK];
         for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
@@ -158,9 +158,10 @@ static inline __m256i pairs_u8(const uint8_t *v8) {
 /* Q4_K: per super-block (entry) and token, each group's pair sums accumulate in int16 (8 chunks of
  * at most 3810), madd by the group's scale pairs gives sc * t per row lane in int32, the mins go
  * through bsums the same way; then dot_q4_K's float expression, lane by lane. */
-PANEL_INLINE void tile_q4_K(const blk_q4_Kx8 *e, int64_t nb, const uint8_t *a, size_t as, int nt,
+PANEL_INLINE void tile_q4_K(const uint8_t *P, int64_t nb, const uint8_t *a, size_t as, int nt,
                             float *y, int64_t ldy) {
     const __m256i m4 = _mm256_set1_epi8(15);
+    const blk_q4_Kx8 *e = (const blk_q4_Kx8 *)P;
     __m256 s[PANEL_TOK];
     for (int t = 0; t < nt; t++) s[t] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b++, e++) {
@@ -209,25 +210,6 @@ PANEL_INLINE void tile_q4_K(const blk_q4_Kx8 *e, int64_t nb, const uint8_t *a, s
     for (int t = 0; t < nt; t++) _mm256_storeu_ps(y + t * ldy, s[t]);
 }
 
-static void panel_q4_K(const void *w, size_t pb, int64_t n_panels, int64_t n_cols, const void *a,
-                       size_t as, int64_t n_tok, float *y, int64_t ldy) {
-    const int64_t nb = n_cols / LLK_QKK;
-    for (int64_t t0 = 0; t0 < n_tok; t0 += PANEL_TOK) {
-        const int nt = n_tok - t0 < PANEL_TOK ? (int)(n_tok - t0) : PANEL_TOK;
-        const uint8_t *at = (const uint8_t *)a + (size_t)t0 * as;
-        for (int64_t p = 0; p < n_panels; p++) {
-            const blk_q4_Kx8 *P = (const blk_q4_Kx8 *)((const uint8_t *)w + (size_t)p * pb);
-            float *yt = y + t0 * ldy + LLK_PANEL_ROWS * p;
-            switch (nt) {
-            case 4: tile_q4_K(P, nb, at, as, 4, yt, ldy); break;
-            case 3: tile_q4_K(P, nb, at, as, 3, yt, ldy); break;
-            case 2: tile_q4_K(P, nb, at, as, 2, yt, ldy); break;
-            default: tile_q4_K(P, nb, at, as, 1, yt, ldy); break;
-            }
-        }
-    }
-}
-
 /* Lanes (2r, 2r + 1) = v8[r] (signed) as int16. */
 static inline __m256i pairs_i8(const int8_t *v8) {
     const __m256i x = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)v8));
@@ -242,9 +224,10 @@ static inline __m256i pairs2_i8(const int8_t *a8, const int8_t *b8) {
 /* Q6_K: levels 0..63 (the -32 goes through bsums: sum sc (T - 32 bsum)), at most two chunks of
  * maddubs (4 products of <= 63 * 127 per lane) per int16 sum, then madd by the group's scale
  * pairs; dot_q6_K's float expression lane by lane. */
-PANEL_INLINE void tile_q6_K(const blk_q6_Kx8 *e, int64_t nb, const uint8_t *a, size_t as, int nt,
+PANEL_INLINE void tile_q6_K(const uint8_t *P, int64_t nb, const uint8_t *a, size_t as, int nt,
                             float *y, int64_t ldy) {
     const __m256i m4 = _mm256_set1_epi8(15), m2 = _mm256_set1_epi8(3);
+    const blk_q6_Kx8 *e = (const blk_q6_Kx8 *)P;
     __m256 s[PANEL_TOK];
     for (int t = 0; t < nt; t++) s[t] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b++, e++) {
@@ -294,29 +277,14 @@ PANEL_INLINE void tile_q6_K(const blk_q6_Kx8 *e, int64_t nb, const uint8_t *a, s
     for (int t = 0; t < nt; t++) _mm256_storeu_ps(y + t * ldy, s[t]);
 }
 
-static void panel_q6_K(const void *w, size_t pb, int64_t n_panels, int64_t n_cols, const void *a,
-                       size_t as, int64_t n_tok, float *y, int64_t ldy) {
-    const int64_t nb = n_cols / LLK_QKK;
-    for (int64_t t0 = 0; t0 < n_tok; t0 += PANEL_TOK) {
-        const int nt = n_tok - t0 < PANEL_TOK ? (int)(n_tok - t0) : PANEL_TOK;
-        const uint8_t *at = (const uint8_t *)a + (size_t)t0 * as;
-        for (int64_t p = 0; p < n_panels; p++) {
-            const blk_q6_Kx8 *P = (const blk_q6_Kx8 *)((const uint8_t *)w + (size_t)p * pb);
-            float *yt = y + t0 * ldy + LLK_PANEL_ROWS * p;
-            switch (nt) {
-            case 4: tile_q6_K(P, nb, at, as, 4, yt, ldy); break;
-            case 3: tile_q6_K(P, nb, at, as, 3, yt, ldy); break;
-            case 2: tile_q6_K(P, nb, at, as, 2, yt, ldy); break;
-            default: tile_q6_K(P, nb, at, as, 1, yt, ldy); break;
-            }
-        }
-    }
-}
-
-/* Token tiles outside, panels inside: a tile's activations stay in L1 while the panels pass. */
-PANEL_INLINE void panel_q4(size_t ent, int has_m, const void *w, size_t pb, int64_t n_panels,
-                           int64_t n_cols, const void *a, size_t as, int64_t n_tok, float *y, int64_t ldy) {
-    const int64_t nb = n_cols / LLK_QK;
+/* Token tiles outside, panels inside: a tile's activations stay in L1 while the panels pass.
+ * Each token count is its own call, so the always-inlined tile is compiled for a constant nt. */
+typedef void (*panel_tile_fn)(const uint8_t *P, int64_t nb, const uint8_t *a, size_t as, int nt,
+                              float *y, int64_t ldy);
+PANEL_INLINE void panel_run(panel_tile_fn tile, int64_t block, const void *w, size_t pb,
+                            int64_t n_panels, int64_t n_cols, const void *a, size_t as,
+                            int64_t n_tok, float *y, int64_t ldy) {
+    const int64_t nb = n_cols / block;
     for (int64_t t0 = 0; t0 < n_tok; t0 += PANEL_TOK) {
         const int nt = n_tok - t0 < PANEL_TOK ? (int)(n_tok - t0) : PANEL_TOK;
         const uint8_t *at = (const uint8_t *)a + (size_t)t0 * as;
@@ -324,41 +292,31 @@ PANEL_INLINE void panel_q4(size_t ent, int has_m, const void *w, size_t pb, int6
             const uint8_t *P = (const uint8_t *)w + (size_t)p * pb;
             float *yt = y + t0 * ldy + LLK_PANEL_ROWS * p;
             switch (nt) {
-            case 4: tile_q4(P, ent, has_m, nb, at, as, 4, yt, ldy); break;
-            case 3: tile_q4(P, ent, has_m, nb, at, as, 3, yt, ldy); break;
-            case 2: tile_q4(P, ent, has_m, nb, at, as, 2, yt, ldy); break;
-            default: tile_q4(P, ent, has_m, nb, at, as, 1, yt, ldy); break;
+            case 4: tile(P, nb, at, as, 4, yt, ldy); break;
+            case 3: tile(P, nb, at, as, 3, yt, ldy); break;
+            case 2: tile(P, nb, at, as, 2, yt, ldy); break;
+            default: tile(P, nb, at, as, 1, yt, ldy); break;
             }
         }
     }
-}
-static void panel_q4_0(const void *w, size_t pb, int64_t n_panels, int64_t n_cols, const void *a,
-                       size_t as, int64_t n_tok, float *y, int64_t ldy) {
-    panel_q4(sizeof(blk_q4_0x8), 0, w, pb, n_panels, n_cols, a, as, n_tok, y, ldy);
-}
-static void panel_q4_1(const void *w, size_t pb, int64_t n_panels, int64_t n_cols, const void *a,
-                       size_t as, int64_t n_tok, float *y, int64_t ldy) {
-    panel_q4(sizeof(blk_q4_1x8), 1, w, pb, n_panels, n_cols, a, as, n_tok, y, ldy);
 }
 
-static void panel_q8_0(const void *w, size_t pb, int64_t n_panels, int64_t n_cols, const void *a,
-                       size_t as, int64_t n_tok, float *y, int64_t ldy) {
-    const int64_t nb = n_cols / LLK_QK;
-    for (int64_t t0 = 0; t0 < n_tok; t0 += PANEL_TOK) {
-        const int nt = n_tok - t0 < PANEL_TOK ? (int)(n_tok - t0) : PANEL_TOK;
-        const uint8_t *at = (const uint8_t *)a + (size_t)t0 * as;
-        for (int64_t p = 0; p < n_panels; p++) {
-            const blk_q8_0x8 *P = (const blk_q8_0x8 *)((const uint8_t *)w + (size_t)p * pb);
-            float *yt = y + t0 * ldy + LLK_PANEL_ROWS * p;
-            switch (nt) {
-            case 4: tile_q8_0(P, nb, at, as, 4, yt, ldy); break;
-            case 3: tile_q8_0(P, nb, at, as, 3, yt, ldy); break;
-            case 2: tile_q8_0(P, nb, at, as, 2, yt, ldy); break;
-            default: tile_q8_0(P, nb, at, as, 1, yt, ldy); break;
-            }
-        }
-    }
+/* The tiles in one shape for panel_run. */
+PANEL_INLINE void tile_q4_0(const uint8_t *P, int64_t nb, const uint8_t *a, size_t as, int nt, float *y, int64_t ldy) {
+    tile_q4(P, sizeof(blk_q4_0x8), 0, nb, a, as, nt, y, ldy);
 }
+PANEL_INLINE void tile_q4_1(const uint8_t *P, int64_t nb, const uint8_t *a, size_t as, int nt, float *y, int64_t ldy) {
+    tile_q4(P, sizeof(blk_q4_1x8), 1, nb, a, as, nt, y, ldy);
+}
+
+#define PANEL_ARGS const void *w, size_t pb, int64_t n_panels, int64_t n_cols, const void *a, \
+                   size_t as, int64_t n_tok, float *y, int64_t ldy
+static void panel_q4_0(PANEL_ARGS) { panel_run(tile_q4_0, LLK_QK, w, pb, n_panels, n_cols, a, as, n_tok, y, ldy); }
+static void panel_q4_1(PANEL_ARGS) { panel_run(tile_q4_1, LLK_QK, w, pb, n_panels, n_cols, a, as, n_tok, y, ldy); }
+static void panel_q8_0(PANEL_ARGS) { panel_run(tile_q8_0, LLK_QK, w, pb, n_panels, n_cols, a, as, n_tok, y, ldy); }
+static void panel_q4_K(PANEL_ARGS) { panel_run(tile_q4_K, LLK_QKK, w, pb, n_panels, n_cols, a, as, n_tok, y, ldy); }
+static void panel_q6_K(PANEL_ARGS) { panel_run(tile_q6_K, LLK_QKK, w, pb, n_panels, n_cols, a, as, n_tok, y, ldy); }
+#undef PANEL_ARGS
 
 static void llk_fill_avx2_panel(llk_kernels *k) {
     k->panel[LLK_TYPE_Q4_0] = panel_q4_0;

@@ -59,51 +59,47 @@ static const legacy_panel *legacy_of(int type) {
     return type == LLK_TYPE_Q4_0 ? &P_Q4_0 : type == LLK_TYPE_Q4_1 ? &P_Q4_1 : type == LLK_TYPE_Q8_0 ? &P_Q8_0 : NULL;
 }
 
-/* Q4_K panels: per super-block, the rows' scales and mins unpacked, their quants in 4-byte chunks
- * interleaved (chunk k of row r at 32k + 4r within each 256-byte quarter). */
-static void pack_q4_K(const uint8_t *w, size_t row_stride, int64_t n_cols, int64_t p0, int64_t p1,
-                      uint8_t *out) {
-    const int64_t nb = n_cols / LLK_QKK;
-    blk_q4_Kx8 *e = (blk_q4_Kx8 *)out;
-    for (int64_t p = p0; p < p1; p++) {
-        const uint8_t *rows = w + (size_t)p * LLK_PANEL_ROWS * row_stride;
-        for (int64_t b = 0; b < nb; b++, e++)
-            for (int r = 0; r < LLK_PANEL_ROWS; r++) {
-                const blk_q4_K *B = (const blk_q4_K *)(rows + (size_t)r * row_stride) + b;
-                e->d[r] = B->d;
-                e->dmin[r] = B->dmin;
-                for (int g = 0; g < 8; g++) {
-                    int sc, mn;
-                    llk_k4_scale_min(B->scales, g, &sc, &mn);
-                    e->sc[g][r] = (uint8_t)sc;
-                    e->mn[g][r] = (uint8_t)mn;
-                }
-                for (int c = 0; c < 4; c++)
-                    for (int k = 0; k < 8; k++) memcpy(e->qs + 256 * c + 32 * k + 4 * r, B->qs + 32 * c + 4 * k, 4);
-            }
+/* Q4_K: row r's super-block B into entry e: its scales and mins unpacked, its quants in 4-byte
+ * chunks interleaved (chunk k of row r at 32k + 4r within each 256-byte quarter). */
+static void put_q4_K(uint8_t *e8, int r, const uint8_t *B8) {
+    blk_q4_Kx8 *e = (blk_q4_Kx8 *)e8;
+    const blk_q4_K *B = (const blk_q4_K *)B8;
+    e->d[r] = B->d;
+    e->dmin[r] = B->dmin;
+    for (int g = 0; g < 8; g++) {
+        int sc, mn;
+        llk_k4_scale_min(B->scales, g, &sc, &mn);
+        e->sc[g][r] = (uint8_t)sc;
+        e->mn[g][r] = (uint8_t)mn;
     }
+    for (int c = 0; c < 4; c++)
+        for (int k = 0; k < 8; k++) memcpy(e->qs + 256 * c + 32 * k + 4 * r, B->qs + 32 * c + 4 * k, 4);
 }
 
-/* Q6_K panels: per super-block, the rows' scales by group, their low and high bits in 4-byte
- * chunks interleaved as blk_q6_Kx8 says. */
-static void pack_q6_K(const uint8_t *w, size_t row_stride, int64_t n_cols, int64_t p0, int64_t p1,
-                      uint8_t *out) {
+/* Q6_K: the scales by group, the low and high bits in 4-byte chunks as blk_q6_Kx8 says. */
+static void put_q6_K(uint8_t *e8, int r, const uint8_t *B8) {
+    blk_q6_Kx8 *e = (blk_q6_Kx8 *)e8;
+    const blk_q6_K *B = (const blk_q6_K *)B8;
+    e->d[r] = B->d;
+    for (int g = 0; g < 16; g++) e->sc[g][r] = B->scales[g];
+    for (int h = 0; h < 2; h++)
+        for (int k = 0; k < 8; k++) {
+            memcpy(&e->ql[h][0][k][4 * r], B->ql + 64 * h + 4 * k, 4);
+            memcpy(&e->ql[h][1][k][4 * r], B->ql + 64 * h + 32 + 4 * k, 4);
+            memcpy(&e->qh[h][k][4 * r], B->qh + 32 * h + 4 * k, 4);
+        }
+}
+
+/* K-quant panels [p0, p1): one entry per super-block, in order, each filled row by row. */
+static void pack_super(void (*put)(uint8_t *, int, const uint8_t *), size_t blk, size_t ent,
+                       const uint8_t *w, size_t row_stride, int64_t n_cols, int64_t p0, int64_t p1,
+                       uint8_t *out) {
     const int64_t nb = n_cols / LLK_QKK;
-    blk_q6_Kx8 *e = (blk_q6_Kx8 *)out;
+    uint8_t *e = out;
     for (int64_t p = p0; p < p1; p++) {
         const uint8_t *rows = w + (size_t)p * LLK_PANEL_ROWS * row_stride;
-        for (int64_t b = 0; b < nb; b++, e++)
-            for (int r = 0; r < LLK_PANEL_ROWS; r++) {
-                const blk_q6_K *B = (const blk_q6_K *)(rows + (size_t)r * row_stride) + b;
-                e->d[r] = B->d;
-                for (int g = 0; g < 16; g++) e->sc[g][r] = B->scales[g];
-                for (int h = 0; h < 2; h++)
-                    for (int k = 0; k < 8; k++) {
-                        memcpy(&e->ql[h][0][k][4 * r], B->ql + 64 * h + 4 * k, 4);
-                        memcpy(&e->ql[h][1][k][4 * r], B->ql + 64 * h + 32 + 4 * k, 4);
-                        memcpy(&e->qh[h][k][4 * r], B->qh + 32 * h + 4 * k, 4);
-                    }
-            }
+        for (int64_t b = 0; b < nb; b++, e += ent)
+            for (int r = 0; r < LLK_PANEL_ROWS; r++) put(e, r, rows + (size_t)r * row_stride + (size_t)b * blk);
     }
 }
 
@@ -111,8 +107,12 @@ static void pack_q6_K(const uint8_t *w, size_t row_stride, int64_t n_cols, int64
  * chunks interleaved (chunk c of row r at 32c + 4r). Both types keep the row's bytes as they are. */
 void llk_panel_pack_range(int type, const uint8_t *w, size_t row_stride, int64_t n_cols,
                           int64_t p0, int64_t p1, uint8_t *out) {
-    if (type == LLK_TYPE_Q4_K || type == LLK_TYPE_Q6_K) {
-        (type == LLK_TYPE_Q4_K ? pack_q4_K : pack_q6_K)(w, row_stride, n_cols, p0, p1, out);
+    if (type == LLK_TYPE_Q4_K) {
+        pack_super(put_q4_K, sizeof(blk_q4_K), sizeof(blk_q4_Kx8), w, row_stride, n_cols, p0, p1, out);
+        return;
+    }
+    if (type == LLK_TYPE_Q6_K) {
+        pack_super(put_q6_K, sizeof(blk_q6_K), sizeof(blk_q6_Kx8), w, row_stride, n_cols, p0, p1, out);
         return;
     }
     const legacy_panel *L = legacy_of(type);
