@@ -181,7 +181,11 @@ class RealEngine:
         self._stop_prefetch()
         engine = self.engine
         mm = getattr(getattr(engine, "file", None), "_mmap", None)
-        if mm is None:
+        packed = getattr(getattr(engine, "decoder", None), "packed_bytes", 0)
+        if mm is None or packed >= len(mm) // 2:
+            # the decoder copied most weights into its packed layout at load and gave those file
+            # pages back: they are in memory already, and reading the file in again would hold
+            # them twice (the rest is read at first use)
             progress(1.0)
             return
         stop = threading.Event()

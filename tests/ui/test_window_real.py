@@ -5,6 +5,8 @@ stalls. Replies are short (greedy, a few dozen tokens) to keep the suite fast on
 
 from __future__ import annotations
 
+import time
+
 import statistics
 
 import pytest
@@ -125,10 +127,43 @@ def test_no_stall_during_import_and_generation(qtbot, make_window, smollm2_path)
                        phases=("import", "generate", "ready")) < 50
 
 
+def _tokenizer_gil_hold_ms(path) -> float:
+    """The longest gap a 2 ms ticker thread sees while `tokenizers` builds the model's BPE tables
+    (one call that holds the interpreter lock: ~20-30 ms on a Zen 5 core, ~90-110 ms on a Zen 3
+    one), best of three."""
+    import threading
+
+    from app.gguf import open_gguf
+    from app.text import load_tokenizer
+
+    best = float("inf")
+    for _ in range(3):
+        stop, gaps = threading.Event(), [0.0]
+
+        def tick():
+            last = time.perf_counter()
+            while not stop.is_set():
+                time.sleep(0.002)
+                now = time.perf_counter()
+                gaps.append(now - last)
+                last = now
+
+        t = threading.Thread(target=tick)
+        t.start()
+        with open_gguf(path) as f:
+            load_tokenizer(f)
+        stop.set()
+        t.join()
+        best = min(best, 1000 * max(gaps))
+    return best
+
+
 def test_no_stall_during_load(qtbot, make_window, smollm2_path):
-    """Loading holds the GIL longest while `tokenizers` builds the BPE tables (~20-30 ms for
-    SmolLM2's 49k vocabulary, measured with a ticker thread); under 50 ms all the same."""
-    assert least_stall(stall_run(qtbot, make_window, smollm2_path), phases=("load",)) < 50
+    """Loading holds the GIL longest while `tokenizers` builds the BPE tables, in one call we
+    cannot split; nothing else in a load may stall the window: under 50 ms, or under that call's
+    own hold on this CPU (measured here, in the same process) plus 25 ms."""
+    allowed = max(50.0, _tokenizer_gil_hold_ms(smollm2_path) + 25.0)
+    assert least_stall(stall_run(qtbot, make_window, smollm2_path), phases=("load",)) < allowed
 
 
 @pytest.mark.slow
