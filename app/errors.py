@@ -58,7 +58,7 @@ class StoreError(LlambdaError, OSError):
     """The conversation store could not be read or written."""
 
 
-# Exit codes of the command line (ARCHITECTURE.md): 0 ok, 2 usage, 3 bad file, 4 unsupported, 5 OOM.
+# Exit codes of the command line (README, "The command line"): 0 ok, 2 usage, 3 bad file, 4 unsupported, 5 OOM.
 EXIT_OK, EXIT_USAGE, EXIT_BAD_FILE, EXIT_UNSUPPORTED, EXIT_OOM = 0, 2, 3, 4, 5
 
 

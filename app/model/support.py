@@ -37,7 +37,7 @@ def runnable_tensor_types() -> frozenset[int] | None:
 
 
 def check_tokenizer_metadata(f: GGUFFile) -> None:
-    """Refuse inconsistent vocabulary metadata (QUALITY.md hostile case 11)."""
+    """Refuse inconsistent vocabulary metadata (a hostile file: scores of the wrong type, lists of the wrong length, ids out of range)."""
     md = f.metadata
     if "tokenizer.ggml.model" not in md:
         return

@@ -1,4 +1,6 @@
-"""QUALITY.md hostile-input cases 1-12: each malformed file is refused with one clear line.
+"""Hostile-input cases 1-12 (magic and version, counts, strings, arrays, keys, tensors, offsets,
+alignment, truncation, metadata types, hyper-parameters): each malformed file is refused with one
+clear line.
 
 Every refusal is a ModelFormatError (exit code 3 on the command line); no other exception,
 no hang, no allocation in proportion to a lying count.

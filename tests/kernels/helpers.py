@@ -1,6 +1,6 @@
 """Shared pieces of the kernel tests: named tolerances, ISA levels, oracle helpers.
 
-Tolerances follow QUALITY.md (in the spirit of ggml's own tests): a quantized dot product is
+Tolerances are in the spirit of ggml's own tests: a quantized dot product is
 within 2% of the exact float product (normalized by |w| |x|), a matmul within NMSE 5e-4; SIMD
 kernels agree with their reference twin far more tightly, since only float summation order differs.
 """
