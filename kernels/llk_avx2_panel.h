@@ -155,6 +155,15 @@ static inline __m256i pairs_u8(const uint8_t *v8) {
     return _mm256_or_si256(x, _mm256_slli_epi32(x, 16));
 }
 
+/* The start of a K-quant entry (super-block b of a panel, ent bytes): prefetch ahead when one
+ * token streams the weights, and each token's activation super-block b. */
+PANEL_INLINE void kentry_start(const void *e, size_t ent, int64_t b, const uint8_t *a, size_t as,
+                               int nt, const llk_block_q8_256 *A[PANEL_TOK]) {
+    if (nt == 1)
+        for (size_t l = 0; l < ent; l += 64) _mm_prefetch((const char *)e + PANEL_PF + l, _MM_HINT_T0);
+    for (int t = 0; t < nt; t++) A[t] = (const llk_block_q8_256 *)(a + (size_t)t * as) + b;
+}
+
 /* Q4_K: per super-block (entry) and token, each group's pair sums accumulate in int16 (8 chunks of
  * at most 3810), madd by the group's scale pairs gives sc * t per row lane in int32, the mins go
  * through bsums the same way; then dot_q4_K's float expression, lane by lane. */
@@ -165,10 +174,8 @@ PANEL_INLINE void tile_q4_K(const uint8_t *P, int64_t nb, const uint8_t *a, size
     __m256 s[PANEL_TOK];
     for (int t = 0; t < nt; t++) s[t] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b++, e++) {
-        if (nt == 1)
-            for (int l = 0; l < (int)sizeof *e; l += 64) _mm_prefetch((const char *)e + PANEL_PF + l, _MM_HINT_T0);
         const llk_block_q8_256 *A[PANEL_TOK];
-        for (int t = 0; t < nt; t++) A[t] = (const llk_block_q8_256 *)(a + (size_t)t * as) + b;
+        kentry_start(e, sizeof *e, b, a, as, nt, A);
         __m256i acc[PANEL_TOK];
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC unroll 1
@@ -231,10 +238,8 @@ PANEL_INLINE void tile_q6_K(const uint8_t *P, int64_t nb, const uint8_t *a, size
     __m256 s[PANEL_TOK];
     for (int t = 0; t < nt; t++) s[t] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b++, e++) {
-        if (nt == 1)
-            for (int l = 0; l < (int)sizeof *e; l += 64) _mm_prefetch((const char *)e + PANEL_PF + l, _MM_HINT_T0);
         const llk_block_q8_256 *A[PANEL_TOK];
-        for (int t = 0; t < nt; t++) A[t] = (const llk_block_q8_256 *)(a + (size_t)t * as) + b;
+        kentry_start(e, sizeof *e, b, a, as, nt, A);
         __m256i acc[PANEL_TOK];
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC unroll 1

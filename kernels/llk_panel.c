@@ -180,62 +180,66 @@ static void panel_q8_0_ref(const void *w, size_t pb, int64_t n_panels, int64_t n
     panel_ref(&P_Q8_0, w, pb, n_panels, n_cols, a, as, n_tok, y, ldy);
 }
 
-/* Q4_K: dot_q4_K's contract (llk_ref.c) per row, the super-block's integers from the panel. */
-static void panel_q4_K_ref(const void *w, size_t pb, int64_t n_panels, int64_t n_cols, const void *a,
-                           size_t as, int64_t n_tok, float *y, int64_t ldy) {
+/* Q4_K: row r's term of one super-block (entry e) in dot_q4_K's contract (llk_ref.c), its
+ * integers read from the panel. */
+static float sb_q4_K(const uint8_t *e8, int r, const llk_block_q8_256 *A) {
+    const blk_q4_Kx8 *e = (const blk_q4_Kx8 *)e8;
+    int acc = 0, accm = 0;
+    for (int g = 0; g < 8; g++) {
+        int tg = 0;
+        for (int l = 0; l < 32; l++) {
+            const uint8_t q = e->qs[256 * (g >> 1) + 32 * (l >> 2) + 4 * r + (l & 3)];
+            tg += ((g & 1) ? q >> 4 : q & 15) * A->qs[32 * g + l];
+        }
+        acc += e->sc[g][r] * tg;
+        accm += e->mn[g][r] * (A->bsums[2 * g] + A->bsums[2 * g + 1]);
+    }
+    return A->d * (llk_h2f(e->d[r]) * (float)acc - llk_h2f(e->dmin[r]) * (float)accm);
+}
+
+/* Q6_K: the same in dot_q6_K's contract; element 128h + 32s + 4k + i of row r from the
+ * interleaved low and high bits. */
+static float sb_q6_K(const uint8_t *e8, int r, const llk_block_q8_256 *A) {
+    const blk_q6_Kx8 *e = (const blk_q6_Kx8 *)e8;
+    int acc = 0;
+    for (int g = 0; g < 16; g++) {
+        int tg = 0;
+        for (int i = 16 * g; i < 16 * g + 16; i++) {
+            const int h = i >> 7, sh = (i >> 5) & 3, l = i & 31, k = l >> 2, c = 4 * r + (l & 3);
+            const int lo = (e->ql[h][sh & 1][k][c] >> (4 * (sh >> 1))) & 15;
+            const int hi = (e->qh[h][k][c] >> (2 * sh)) & 3;
+            tg += ((lo | hi << 4) - 32) * A->qs[i];
+        }
+        acc += e->sc[g][r] * tg;
+    }
+    return A->d * llk_h2f(e->d[r]) * (float)acc;
+}
+
+/* The K-quant contract's last step, per row and token: the super-blocks' terms added in order
+ * from 0.0f. */
+static void panel_kref(float (*sb)(const uint8_t *, int, const llk_block_q8_256 *), size_t ent,
+                       const void *w, size_t pb, int64_t n_panels, int64_t n_cols, const void *a,
+                       size_t as, int64_t n_tok, float *y, int64_t ldy) {
     const int64_t nb = n_cols / LLK_QKK;
     for (int64_t p = 0; p < n_panels; p++)
         for (int64_t t = 0; t < n_tok; t++) {
             const llk_block_q8_256 *ab = (const llk_block_q8_256 *)((const uint8_t *)a + (size_t)t * as);
             for (int r = 0; r < LLK_PANEL_ROWS; r++) {
-                const blk_q4_Kx8 *e = (const blk_q4_Kx8 *)((const uint8_t *)w + (size_t)p * pb);
+                const uint8_t *e = (const uint8_t *)w + (size_t)p * pb;
                 float s = 0.0f;
-                for (int64_t b = 0; b < nb; b++, e++) {
-                    int acc = 0, accm = 0;
-                    for (int g = 0; g < 8; g++) {
-                        int tg = 0;
-                        for (int l = 0; l < 32; l++) {
-                            const uint8_t q = e->qs[256 * (g >> 1) + 32 * (l >> 2) + 4 * r + (l & 3)];
-                            tg += ((g & 1) ? q >> 4 : q & 15) * ab[b].qs[32 * g + l];
-                        }
-                        acc += e->sc[g][r] * tg;
-                        accm += e->mn[g][r] * (ab[b].bsums[2 * g] + ab[b].bsums[2 * g + 1]);
-                    }
-                    s += ab[b].d * (llk_h2f(e->d[r]) * (float)acc - llk_h2f(e->dmin[r]) * (float)accm);
-                }
+                for (int64_t b = 0; b < nb; b++, e += ent) s += sb(e, r, &ab[b]);
                 y[t * ldy + LLK_PANEL_ROWS * p + r] = s;
             }
         }
 }
 
-/* Q6_K: dot_q6_K's contract (llk_ref.c) per row; level of element 128h + 32s + 4k + i of row r
- * from the interleaved low and high bits. */
+static void panel_q4_K_ref(const void *w, size_t pb, int64_t n_panels, int64_t n_cols, const void *a,
+                           size_t as, int64_t n_tok, float *y, int64_t ldy) {
+    panel_kref(sb_q4_K, sizeof(blk_q4_Kx8), w, pb, n_panels, n_cols, a, as, n_tok, y, ldy);
+}
 static void panel_q6_K_ref(const void *w, size_t pb, int64_t n_panels, int64_t n_cols, const void *a,
                            size_t as, int64_t n_tok, float *y, int64_t ldy) {
-    const int64_t nb = n_cols / LLK_QKK;
-    for (int64_t p = 0; p < n_panels; p++)
-        for (int64_t t = 0; t < n_tok; t++) {
-            const llk_block_q8_256 *ab = (const llk_block_q8_256 *)((const uint8_t *)a + (size_t)t * as);
-            for (int r = 0; r < LLK_PANEL_ROWS; r++) {
-                const blk_q6_Kx8 *e = (const blk_q6_Kx8 *)((const uint8_t *)w + (size_t)p * pb);
-                float s = 0.0f;
-                for (int64_t b = 0; b < nb; b++, e++) {
-                    int acc = 0;
-                    for (int g = 0; g < 16; g++) {
-                        int tg = 0;
-                        for (int i = 16 * g; i < 16 * g + 16; i++) {
-                            const int h = i >> 7, sh = (i >> 5) & 3, l = i & 31, k = l >> 2, c = 4 * r + (l & 3);
-                            const int lo = (e->ql[h][sh & 1][k][c] >> (4 * (sh >> 1))) & 15;
-                            const int hi = (e->qh[h][k][c] >> (2 * sh)) & 3;
-                            tg += ((lo | hi << 4) - 32) * ab[b].qs[i];
-                        }
-                        acc += e->sc[g][r] * tg;
-                    }
-                    s += ab[b].d * llk_h2f(e->d[r]) * (float)acc;
-                }
-                y[t * ldy + LLK_PANEL_ROWS * p + r] = s;
-            }
-        }
+    panel_kref(sb_q6_K, sizeof(blk_q6_Kx8), w, pb, n_panels, n_cols, a, as, n_tok, y, ldy);
 }
 
 static llk_panel_fn panel_ref_for(int type) {
