@@ -836,19 +836,7 @@ class MainWindow(ModelFilesMixin, QMainWindow):
 
     def on_models_open_in_place_requested(self, path: str) -> None:
         """A model another app keeps: used where it is (linked or referenced), never copied."""
-        if self.model_busy:
-            self.show_notice("Please wait: a model is being opened.")
-            return
-        if self.generating:
-            self.stop()
-        self.model_busy = True
-        self.progress_panel.show()
-        self.preflight_label.setText(f"Checking {os.path.basename(path)}…")
-        self.progress_label.setText("Checking")
-        self.progress.setValue(0)
-        self.cancel_button.setEnabled(True)
-        self._update_controls()
-        emit(self.open_requested, os.path.abspath(path), {**self.engine_options(), "keep_in_place": True})
+        self.open_model_file(path, keep_in_place=True)
 
     # -- export and import -----------------------------------------------------------------------
 
