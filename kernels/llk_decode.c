@@ -90,22 +90,45 @@ void llk_decoder_free(llk_decoder *d) {
     free(d);
 }
 
-/* The pages of [p, p + n) wholly inside it, given back to the file they map (they are read from
- * the page cache again if anything touches them). Only for read-only file mappings: anonymous
- * memory would read back as zeros. */
-static void release_pages(const void *p, size_t n) {
+/* The whole pages of [from, to) are given back to the file they map (they are read from the page
+ * cache again if anything touches them); returns where the released pages now end, the `from` of
+ * the next call. Only for read-only file mappings: anonymous memory would read back as zeros. */
+static const uint8_t *release_pages(const uint8_t *from, const uint8_t *to) {
 #if defined(__linux__)
     const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-    uintptr_t a = ((uintptr_t)p + page - 1) & ~(page - 1), e = ((uintptr_t)p + n) & ~(page - 1);
-    if (e > a) (void)madvise((void *)a, e - a, MADV_DONTNEED);
+    uintptr_t a = ((uintptr_t)from + page - 1) & ~(page - 1), e = (uintptr_t)to & ~(page - 1);
+    if (e <= a) return from;
+    (void)madvise((void *)a, e - a, MADV_DONTNEED);
+    return (const uint8_t *)e;
 #else
-    (void)p; (void)n;
+    (void)to;
+    return from;
 #endif
 }
 
+/* A tensor is packed this many bytes of its rows at a time, and (pack == 2) those rows' pages
+ * released before the next: at the peak a slice is held twice, not the largest tensor (the output
+ * matrix of a 1B model is 200 MB and more). */
+#define PACK_SLICE_BYTES ((size_t)4 << 20)
+
+static llk_status pack_tensor(llk_decoder *d, const llk_tensor *w, uint8_t *out) {
+    const size_t panel_bytes = llk_panel_bytes_of(w->type, w->n_cols);
+    int64_t rows = (int64_t)(PACK_SLICE_BYTES / w->row_stride) / LLK_PANEL_ROWS * LLK_PANEL_ROWS;
+    if (rows < LLK_PANEL_ROWS) rows = LLK_PANEL_ROWS;
+    const uint8_t *base = (const uint8_t *)w->data, *released = base;
+    for (int64_t r = 0; r < w->n_rows; r += rows) {
+        const int64_t n = r + rows <= w->n_rows ? rows : w->n_rows - r;
+        llk_status st = llk_pack(d->pool, w->type, base + (size_t)r * w->row_stride, w->row_stride, n,
+                                 w->n_cols, out + (size_t)(r / LLK_PANEL_ROWS) * panel_bytes);
+        if (st) return st;
+        if (d->c.pack >= 2) released = release_pages(released, base + (size_t)(r + n) * w->row_stride);
+    }
+    return LLK_OK;
+}
+
 /* Weights the chosen level has panel kernels for (and whole panels of rows) are copied into the
- * packed layout (llk_panel.c), across the pool; with pack == 2 their mapped pages are released,
- * so the packed copy replaces them in memory instead of doubling it. */
+ * packed layout (llk_panel.c), across the pool; with pack == 2 their mapped pages are released
+ * slice by slice (pack_tensor), so the packed copy replaces them in memory instead of doubling it. */
 static llk_status pack_weights(llk_decoder *d) {
     const llk_decoder_config *c = &d->c;
     const int64_t n_slots = (int64_t)c->n_layer * N_SLOTS + 1;
@@ -136,10 +159,9 @@ static llk_status pack_weights(llk_decoder *d) {
         if (!llk_isa_packs(c->isa, w->type)) continue;
         const size_t n = llk_packed_bytes(w->type, w->n_rows, w->n_cols);
         if (n == 0) continue;
-        llk_status st = llk_pack(d->pool, w->type, w->data, w->row_stride, w->n_rows, w->n_cols, d->packs + at);
+        llk_status st = pack_tensor(d, w, d->packs + at);
         if (st) return st;
         d->packed[i] = d->packs + at;
-        if (c->pack >= 2) release_pages(w->data, (size_t)w->n_rows * w->row_stride);
         at += (n + 63) & ~(size_t)63;
     }
     return LLK_OK;

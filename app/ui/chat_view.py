@@ -430,25 +430,40 @@ class ChatView(QScrollArea):
             more.setAccessibleName("Show earlier messages")
             more.clicked.connect(self.on_earlier_button_clicked)
             self.column.insertWidget(self.column.count() - 1, more)
-        from app.ui.about import identity_tooltip
-
         last_id = self._history[-1].id if self._history else None
         for m in self._history[hidden:]:
-            w = self._add(m.id, m.role, m.content, m.status)
-            w.setToolTip(identity_tooltip(m))
-            versions = (getattr(m, "timings", None) or {}).get("versions")
-            if m.role == "assistant" and isinstance(versions, list) and len(versions) > 1:
-                index = (m.timings or {}).get("version")
-                w.set_versions(index if isinstance(index, int) else len(versions) - 1, len(versions))
-            if m.id == last_id and m.role == "assistant" and m.status == "complete" \
-                    and (getattr(m, "timings", None) or {}).get("stop_reason") == "length":
-                w.show_limit(True)
-            shifts = (m.timings or {}).get("context_shifts") if hasattr(m, "timings") else None
-            if shifts:
-                self._insert_marker_before(w, "Context full: the oldest part of the conversation "
-                                              "was dropped for this reply")
+            self._show_stored(m, is_last=m.id == last_id)
         self._stick_to_bottom = True
         self.scroll_to_bottom()
+
+    def append_message(self, m) -> None:
+        """Add one stored message below the ones shown (a message just sent): the column is not
+        rebuilt, so sending in a long conversation costs one bubble, not the whole history."""
+        for w in self.messages:
+            w.show_limit(False)                # "Continue" belongs to the last reply only
+        self._history.append(m)
+        self._show_stored(m, is_last=True)
+        self._stick_to_bottom = True
+        self.scroll_to_bottom()
+
+    def _show_stored(self, m, is_last: bool) -> "MessageWidget":
+        """One stored message's bubble, with its versions, limit button and shift marker."""
+        from app.ui.about import identity_tooltip
+
+        w = self._add(m.id, m.role, m.content, m.status)
+        w.setToolTip(identity_tooltip(m))
+        timings = getattr(m, "timings", None) or {}
+        versions = timings.get("versions")
+        if m.role == "assistant" and isinstance(versions, list) and len(versions) > 1:
+            index = timings.get("version")
+            w.set_versions(index if isinstance(index, int) else len(versions) - 1, len(versions))
+        if is_last and m.role == "assistant" and m.status == "complete" \
+                and timings.get("stop_reason") == "length":
+            w.show_limit(True)
+        if timings.get("context_shifts"):
+            self._insert_marker_before(w, "Context full: the oldest part of the conversation "
+                                          "was dropped for this reply")
+        return w
 
     def on_earlier_button_clicked(self) -> None:
         streaming = self.streaming.message_id if self.streaming is not None else None

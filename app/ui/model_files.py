@@ -231,7 +231,8 @@ class ModelFilesMixin:
         self.show_notice(self._load_note)
         self._load_note = ""
         self.statusBar().showMessage(f"Ready: {info.get('name') or os.path.basename(info.get('path', ''))}", 4000)
-        self.show_current()
+        if not (self.chat.messages and self._shown_id == self.state.current_id):
+            self.show_current()              # the empty state now says the model is ready
         self._update_controls()
         self.input.setFocus()
 

@@ -55,6 +55,7 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         self.model_info: dict | None = None
         self.model_busy = False
         self.generating = False
+        self._shown_id: int | None = None     # the conversation the chat column holds
         self.editing_id: int | None = None
         self.error_dialog: ErrorDialog | None = None
         self.settings_dialog: SettingsDialog | None = None
@@ -360,6 +361,7 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         """Show the current conversation, or the empty state."""
         msgs = self.state.messages()
         self.chat.show_messages(msgs)
+        self._shown_id = self.state.current_id
         if msgs:
             self.chat.set_empty_text(None)
         elif self.model_info is None:
@@ -513,17 +515,22 @@ class MainWindow(ModelFilesMixin, QMainWindow):
 
             text = message_with_attachments(text, [a["attachment"] for a in self.attachments])
             self.clear_attachments()
-        if self.editing_id is not None:
+        edited = self.editing_id is not None
+        if edited:
             self.state.truncate_from(self.editing_id)
             self.cancel_edit()
         self.input.clear()
         self.show_notice("")
+        shown = self.state.current_id is not None and self._shown_id == self.state.current_id
         new_conv = self.state.current_id is None
-        self.state.add_user_message(text, self.model_name())
+        msg_id = self.state.add_user_message(text, self.model_name())
         if new_conv:
             self.conversations.search.clear()
         self.refresh_conversations()
-        self.show_current()
+        if shown and not edited:
+            self.chat.append_message(self.state.store.get_message(msg_id))
+        else:
+            self.show_current()
         self.start_generation()
 
     def start_generation(self) -> None:

@@ -421,6 +421,22 @@ def test_reply_at_the_token_limit_offers_continue(qtbot, make_window, smollm2_pa
     assert w.chat.messages[-1].text == "A reply cut and the end."
 
 
+
+def test_sending_adds_to_the_column_without_rebuilding_it(qtbot, make_window):
+    """A message sent in a conversation on screen adds its bubbles below the ones shown (the
+    earlier bubbles are the same widgets: a long chat costs one bubble per send, not its whole
+    history); the earlier reply's Continue goes, since it is no longer the last."""
+    w, _ = loaded(qtbot, make_window, TINY, LimitEngine())
+    send(qtbot, w, "say something long")
+    first = list(w.chat.messages)
+    assert len(first) == 2 and first[-1].limit_bar.isVisible()
+    send(qtbot, w, "and again")
+    now = w.chat.messages
+    assert now[:2] == first and len(now) == 4
+    assert [m.text for m in now] == ["say something long", "A reply cut", "and again", "A reply cut"]
+    assert not now[1].limit_bar.isVisible() and now[3].limit_bar.isVisible()
+    assert [m.content for m in w.state.messages()] == [m.text for m in now]
+
 def test_real_engine_continues_a_reply_from_the_cache(smollm2_path):
     from app.ui.engine_adapter import RealEngine
 
