@@ -12,7 +12,7 @@ Conversation text is never logged unless the user turns "log prompts" on (`set_l
 or `LLAMBDA_LOG_PROMPTS=1`); when on, it goes through the logger "llambda.text" only, whose lines
 `diagnostics` removes before anything leaves the machine. The C library logs nothing: it
 returns figures and Python logs them. Setting up never fails: a folder that cannot be written
-means no file log, and one warning on stderr.
+means no file log, one warning on stderr, and `problem()`'s line, which the window shows.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ FORMAT = "%(asctime)s.%(msecs)03d %(levelname)-7s %(name)s: %(message)s"
 DATE_FORMAT = "%Y-%m-%d %H:%M:%S"
 
 _state: dict = {"done": False, "file": None, "stderr": None, "fault_file": None,
-                "fault_path": None, "log_prompts": None}
+                "fault_path": None, "log_prompts": None, "problem": None}
 
 
 def get(name: str) -> logging.Logger:
@@ -104,10 +104,12 @@ def setup(kind: str = "cli", verbose: int = 0, *, force: bool = False) -> Path |
 
     path = None
     try:
-        from app.paths import ensure_dir
+        from app.paths import write_problem
 
         path = log_path()
-        ensure_dir(path.parent)
+        why = write_problem(path.parent)     # creates it; a log file there may still be writable,
+        if why is not None:                  # but rotating it (renames) would fail at every line
+            raise OSError(why)
         fh = logging.handlers.RotatingFileHandler(path, maxBytes=MAX_BYTES, backupCount=BACKUP_COUNT,
                                                   encoding="utf-8", delay=False)
         fh.setFormatter(fmt)
@@ -116,14 +118,23 @@ def setup(kind: str = "cli", verbose: int = 0, *, force: bool = False) -> Path |
             r.addHandler(fh)
         _state["file"] = fh
     except OSError as e:
+        folder = path.parent if path is not None else "(unknown)"
         path = None
         root.warning("no log file: the logs folder cannot be written (%s)", e)
+        _state["problem"] = (f"No log file and no crash reports: the logs folder {folder} "
+                             f"cannot be written ({e.strerror or e}).")
     if path is not None:
         _enable_faulthandler(path.parent)
     _state["done"] = True
     get("app").info("start: %s pid %d, python %s, %s", kind, os.getpid(), sys.version.split()[0],
                     sys.platform, extra={"file_only": True})
     return path
+
+
+def problem() -> str | None:
+    """One line for the user when `setup` could not open the log file (the window shows it at
+    start-up), else None."""
+    return _state["problem"]
 
 
 def set_verbosity(verbose: int, kind: str = "cli") -> None:
@@ -222,6 +233,7 @@ def shutdown() -> None:
             r.setLevel(logging.NOTSET)
     _close_faulthandler()
     _state["done"] = False
+    _state["problem"] = None
 
 
 # -- conversation text --------------------------------------------------------------------------
@@ -245,5 +257,5 @@ def log_text(what: str, text: str) -> None:
         logging.getLogger(TEXT_LOGGER).info("%s: %r", what, text)
 
 
-__all__ = ["setup", "shutdown", "get", "set_verbosity", "log_path", "native_crash_reports",
+__all__ = ["setup", "shutdown", "get", "problem", "set_verbosity", "log_path", "native_crash_reports",
            "set_log_prompts", "log_prompts", "log_text", "LOG_FILE", "TEXT_LOGGER", "ROOT"]

@@ -13,7 +13,7 @@ can be imported again), conversations and settings in the user *data* folder, lo
 | `LLAMBDA_LOG_DIR`   | logs                                    |
 
 The finer variables win over `LLAMBDA_HOME`. Nothing here creates a folder until asked
-(`ensure_dir`). `atomic_write_bytes`/`atomic_write_text` write a temporary file in the same
+(`ensure_dir`, `write_problem`). `atomic_write_bytes`/`atomic_write_text` write a temporary file in the same
 folder, fsync it, rename it over the target and fsync the folder: a reader sees the old file or
 the new one, never half of one.
 """
@@ -97,6 +97,23 @@ def ensure_dir(path: str | os.PathLike) -> Path:
     return p
 
 
+def write_problem(folder: str | os.PathLike) -> str | None:
+    """Why Llambda cannot keep files in `folder`, in a few words, or None when it can.
+
+    Tried for real, not guessed from permission bits (root ignores those; a read-only mount or
+    an immutable folder refuses root too): the folder is created if missing, and a probe file is
+    written in it and removed.
+    """
+    try:
+        p = ensure_dir(folder)
+        fd, probe = tempfile.mkstemp(prefix=".llambda-probe-", dir=p)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        return e.strerror or str(e)
+    return None
+
+
 def fsync_dir(path: str | os.PathLike) -> None:
     """Make a rename inside `path` durable. A no-op where folders cannot be opened (Windows)."""
     if os.name == "nt":
@@ -145,5 +162,5 @@ def atomic_write_text(path: str | os.PathLike, text: str, mode: int = 0o644) -> 
 
 __all__ = [
     "APP_NAME", "home_dir", "cache_dir", "models_dir", "data_dir", "log_dir", "chats_db_path",
-    "ensure_dir", "fsync_dir", "atomic_write_bytes", "atomic_write_text",
+    "ensure_dir", "write_problem", "fsync_dir", "atomic_write_bytes", "atomic_write_text",
 ]
