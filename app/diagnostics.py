@@ -371,7 +371,8 @@ def check_database(path: Path) -> Check:
             conn.close()
     except sqlite3.DatabaseError as e:
         return Check("database", False, f"the conversation database {path} is damaged or not a "
-                     f"database ({e}); Llambda leaves it untouched: move it aside to start afresh")
+                     f"database ({e}); the window keeps it unchanged under a dated name beside it "
+                     "and starts a new one the next time it opens")
     except sqlite3.Error as e:
         return Check("database", False, f"the conversation database {path} cannot be read: {e}")
     bad = [r for r in rows if r != "ok"]

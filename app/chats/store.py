@@ -132,30 +132,49 @@ class ChatStore:
 
     Safe to share between threads (one connection behind a lock). Use as a context manager or
     call `close()`.
+
+    The constructor is strict: a file it cannot read raises StoreError and is left untouched.
+    The app opens its store with `app.chats.recovery.open_store`, which checks the file first,
+    sets a damaged or newer one aside and always returns a store (`notice` then says what
+    happened, in one line).
+
+    `in_memory=True` keeps everything in this process's memory and writes nothing to disk
+    (`saving` is False; `path` is only where the conversations would have been); `seed`, an open
+    sqlite3 connection, is copied in first (the conversations of a folder that cannot be
+    written, shown but not saved).
     """
 
     def __init__(self, path: str | Path | None = None, *, reply_flush_interval: float = 1.0,
-                 stale_stream_after: float = 10.0):
+                 stale_stream_after: float = 10.0, in_memory: bool = False,
+                 seed: sqlite3.Connection | None = None):
         self.path = Path(path) if path is not None else chats_db_path()
         self.reply_flush_interval = reply_flush_interval
         self.backup_path: Path | None = None
+        self.saving = not in_memory
+        self.notice: str | None = None          # one line for the user (set by open_store)
+        self.set_aside: Path | None = None      # where a damaged or newer file was moved (open_store)
         self._lock = threading.RLock()
         self._pending: dict[int, tuple[str, float, bool]] = {}   # msg id -> (text, last write, dirty)
-        ensure_dir(self.path.parent)
+        if not in_memory:
+            ensure_dir(self.path.parent)
         try:
-            self._conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False,
-                                         timeout=10.0)
+            self._conn = sqlite3.connect(":memory:" if in_memory else self.path, isolation_level=None,
+                                         check_same_thread=False, timeout=10.0)
         except sqlite3.Error as e:
             raise StoreError(f"{self.path}: cannot open the conversation database: {e}") from None
         try:
             self._conn.text_factory = _decode
-            self._conn.execute("PRAGMA busy_timeout = 10000")
-            mode = self._conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-            if str(mode).lower() != "wal":
-                raise StoreError(f"{self.path}: cannot switch the database to WAL mode (got {mode})")
-            self._conn.execute("PRAGMA synchronous = FULL")
+            if in_memory:
+                if seed is not None:
+                    seed.backup(self._conn)
+            else:
+                self._conn.execute("PRAGMA busy_timeout = 10000")
+                mode = self._conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+                if str(mode).lower() != "wal":
+                    raise StoreError(f"{self.path}: cannot switch the database to WAL mode (got {mode})")
+                self._conn.execute("PRAGMA synchronous = FULL")
             self._conn.execute("PRAGMA foreign_keys = ON")
-            self.backup_path = migrate(self._conn, self.path)
+            self.backup_path = migrate(self._conn, None if in_memory else self.path)
             self._recover_streaming(stale_stream_after)
         except sqlite3.DatabaseError as e:
             self._conn.close()

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from app.chats.settings import (ENGINE_DEFAULTS, OVERFLOW_POLICIES, SAMPLING_DEFAULTS, clean, engine_settings,
                                 sampling_defaults)
+from app.chats.recovery import open_store
 from app.chats.store import COMPLETE, ERROR, INTERRUPTED, ChatStore, Conversation, Message
 
 NEW_TITLE = "New chat"
@@ -38,7 +39,9 @@ class Reply:
 
 class ChatState:
     def __init__(self, store: ChatStore | None = None):
-        self.store = store if store is not None else ChatStore()
+        # open_store never raises: a damaged or newer database is set aside, a folder that cannot
+        # be written gives a store in memory; its `notice` says so (the window shows it).
+        self.store = store if store is not None else open_store()
         self.current_id: int | None = None
         self.reply: Reply | None = None
         self._next_request = 1
