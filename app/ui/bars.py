@@ -1,6 +1,7 @@
 """The strips around the chat: the model bar (picker, open, settings, info toggle), the progress
-panel (pre-flight verdict, import/load progress, cancel) and the composer (input, send, stop,
-regenerate, edit banner, notices). Views only: the window connects their widgets.
+panel (pre-flight verdict, import/load progress, cancel), the composer (input, send, stop,
+regenerate, edit banner, notices) and the start-up banner (what could not be done at start).
+Views only: the window connects their widgets.
 """
 
 from __future__ import annotations
@@ -171,4 +172,28 @@ class Composer(QFrame):
         lay.addWidget(self.notice)
 
 
-__all__ = ["ModelBar", "ProgressPanel", "ChatInput", "Composer"]
+class StartupBanner(QFrame):
+    """What went wrong at start-up (a folder that cannot be written, a database set aside), one
+    line each. Unlike the composer's notice, which the next action replaces, it stays until the
+    user dismisses it. The text can be selected, to copy a path from it."""
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.setObjectName("startupBanner")
+        self.setAccessibleName("Start-up problems")
+        lay = QHBoxLayout(self)
+        lay.setContentsMargins(8, 4, 8, 4)
+        self.label = _label("Start-up problems", "notice")
+        self.label.setTextInteractionFlags(Qt.TextSelectableByMouse)
+        self.dismiss_button = _button("Dismiss", "Dismiss the start-up problems", "dismissStartup")
+        self.dismiss_button.clicked.connect(self.hide)
+        lay.addWidget(self.label, 1)
+        lay.addWidget(self.dismiss_button, 0, Qt.AlignTop)
+        self.hide()
+
+    def show_lines(self, lines: list[str]) -> None:
+        self.label.setText("\n".join(lines))
+        self.setVisible(bool(lines))
+
+
+__all__ = ["ModelBar", "ProgressPanel", "ChatInput", "Composer", "StartupBanner"]

@@ -18,7 +18,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.ui import gc_guard
-from app.ui.bars import ChatInput, Composer, ModelBar, ProgressPanel
+from app.ui.bars import ChatInput, Composer, ModelBar, ProgressPanel, StartupBanner
 from app.ui.chat_view import EMPTY_TEXT, ChatView
 from app.ui.error_dialog import ErrorDialog
 from app.ui.model_files import ModelFilesMixin
@@ -113,6 +113,8 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         if (self.state.get("theme", "system") or "system") != "system":
             self.apply_theme_choice()
         self.refresh_models()
+        self.startup_problems = self._startup_problems()
+        self.startup_banner.show_lines(self.startup_problems)
         self._reopen_last_conversation()
         self.refresh_conversations()
         self.show_current()
@@ -144,6 +146,9 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         self.open_button.clicked.connect(self.on_open_button_clicked)
         self.settings_button.clicked.connect(self.on_settings_button_clicked)
         col.addWidget(bar)
+
+        self.startup_banner = StartupBanner()
+        col.addWidget(self.startup_banner)
 
         self.progress_panel = ProgressPanel()
         p = self.progress_panel
@@ -345,6 +350,28 @@ class MainWindow(ModelFilesMixin, QMainWindow):
             return
         if isinstance(last, int) and last in known:
             self.state.select(last)
+
+    def _startup_problems(self) -> list[str]:
+        """What Llambda cannot do this session, one line each, for the start-up banner: the
+        conversation store's notice (a folder that cannot be written, a database set aside,
+        app.chats.recovery), a logs folder that cannot be written (app.logs), a models folder
+        that cannot be written."""
+        lines = []
+        notice = getattr(self.state.store, "notice", None)
+        if notice:
+            lines.append(notice)
+        from app import logs
+
+        if logs.problem():
+            lines.append(logs.problem())
+        from app.paths import write_problem
+
+        folder = getattr(self.library(), "folder", None)
+        why = write_problem(folder) if folder is not None else None
+        if why is not None:
+            lines.append(f"Models cannot be added to the library: the models folder {folder} "
+                         f"cannot be written ({why}).")
+        return lines
 
     def engine_options(self) -> dict:
         """The engine's settings, and how a model file is added ("import_mode": copy or in place)."""
