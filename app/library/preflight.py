@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from app.errors import LlambdaError
 from app.gguf import GGUFFile, open_gguf
-from app.model.memory import format_bytes
+from app.units import format_bytes
 
 OK, WARN, REFUSE = "ok", "warn", "refuse"
 OK_FRACTION_OF_AVAILABLE = 0.80

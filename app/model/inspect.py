@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 from app.gguf import FILE_TYPES, open_gguf
-from app.model.memory import format_bytes
+from app.units import format_bytes
 
 
 def describe(path: str | os.PathLike, n_ctx: int | None = None, kv_type: str = "f16") -> dict:

@@ -14,6 +14,7 @@ from PySide6.QtWidgets import (
 
 from app.ui.markdown import plain_tooltip
 from app.ui.qt_fix import emit
+from app.units import format_size
 
 UNDO_SECONDS = 10
 
@@ -225,7 +226,7 @@ def _break_long_words(text: str, limit: int = 28) -> str:
 def _bytes(n) -> str:
     if not isinstance(n, (int, float)) or n <= 0:
         return "–"
-    return f"{n / 2**30:.2f} GB" if n >= 2**30 else f"{n / 2**20:.1f} MB"
+    return format_size(n, mb_digits=1)
 
 
 class ModelInfoPanel(QFrame):
