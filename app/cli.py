@@ -11,7 +11,6 @@ import json
 import sys
 from typing import Callable, Sequence
 
-from app import __version__
 from app.errors import EXIT_OK, EXIT_UNSUPPORTED, EXIT_USAGE, LlambdaError, exit_code_for
 
 SUBCOMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int]]] = {}
@@ -25,24 +24,6 @@ def subcommand(name: str, help: str):
             return run
         return bind
     return wrap
-
-
-def isa_description() -> str:
-    """Which kernels run: the instruction-set level, and a warning when it is the slow path."""
-    try:
-        from app.kernels import best_isa_level, isa_level, isa_name
-    except ImportError:
-        return "not built (reinstall Llambda)"
-    name = isa_name()
-    if isa_level() == 0:
-        if best_isa_level() == 0:
-            return f"{name} (this CPU has no AVX2: the portable kernels run, much slower)"
-        return f"{name} (forced by LLAMBDA_ISA)"
-    return name
-
-
-def version_line() -> str:
-    return f"llambda {__version__} (kernels: {isa_description()})"
 
 
 # --- inspect -----------------------------------------------------------------------------------
@@ -59,7 +40,7 @@ def _inspect_args(p: argparse.ArgumentParser) -> None:
 
 @subcommand("inspect", "header, metadata, tensor types, support verdict, memory estimate")(_inspect_args)
 def run_inspect(args: argparse.Namespace) -> int:
-    from app.model.inspect import describe, format_description
+    from app.library.inspect import describe, format_description
 
     info = describe(args.model, n_ctx=args.ctx, kv_type=args.kv_type)
     if args.json:
@@ -196,12 +177,9 @@ def _add_verbose(p: argparse.ArgumentParser, default=0) -> None:
 
 
 def _print_version(verbose: int) -> int:
-    if verbose:
-        from app.diagnostics import version_report
+    from app.diagnostics import version_line, version_report   # lazy: only --version needs it
 
-        print(version_report())
-    else:
-        print(version_line())
+    print(version_report() if verbose else version_line())
     return EXIT_OK
 
 

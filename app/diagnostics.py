@@ -194,6 +194,20 @@ def versions() -> list[tuple[str, str]]:
     ]
 
 
+def kernels_description() -> str:
+    """`app.kernels.isa_description()`, or what to do when the kernel library is not built."""
+    try:
+        from app.kernels import isa_description   # lazy: numpy and the compiled library; a broken install has none
+    except ImportError:
+        return "not built (reinstall Llambda)"
+    return isa_description()
+
+
+def version_line() -> str:
+    """`llambda --version` and the first line of the About box."""
+    return f"llambda {__version__} (kernels: {kernels_description()})"
+
+
 def version_report() -> str:
     """`llambda --version --verbose` and the About box: one line per component."""
     rows = versions()

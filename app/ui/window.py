@@ -306,9 +306,9 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         self.errors.append(reason)
         facts = [f"Llambda {__version__}"]
         try:
-            from app.cli import isa_description
+            from app.diagnostics import kernels_description
 
-            facts.append(f"kernels: {isa_description()}")
+            facts.append(f"kernels: {kernels_description()}")
         except Exception:
             pass
         if self.preflight.get("path"):

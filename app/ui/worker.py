@@ -66,7 +66,7 @@ class EngineLike(Protocol):
 EngineFactory = Callable[[], EngineLike]
 
 
-PRELOAD = ("psutil", "jinja2.sandbox", "app.gguf", "app.model", "app.model.inspect", "app.library",
+PRELOAD = ("psutil", "jinja2.sandbox", "app.gguf", "app.model", "app.library", "app.library.inspect",
            "app.library.preflight", "app.text", "app.engine.decoder", "app.engine.session",
            "app.engine.generate", "app.engine.sampler", "app.engine.engine", "app.ui.engine_adapter")
 
@@ -286,7 +286,7 @@ class EngineWorker(QObject):
         self._cancel.clear()
         emit(self.load_started, {"path": path, "name": os.path.basename(path)})
         try:
-            from app.model.inspect import describe
+            from app.library.inspect import describe
 
             info = describe(path)
             info["template_status"] = _template_status(path)
