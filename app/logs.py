@@ -25,6 +25,8 @@ import os
 import sys
 from pathlib import Path
 
+from app.paths import ensure_dir, log_dir
+
 LOG_FILE = "llambda.log"
 MAX_BYTES = 1 << 20
 BACKUP_COUNT = 3
@@ -74,8 +76,6 @@ def env_level() -> int | None:
 
 
 def log_path() -> Path:
-    from app.paths import log_dir
-
     return log_dir() / LOG_FILE
 
 
@@ -104,8 +104,6 @@ def setup(kind: str = "cli", verbose: int = 0, *, force: bool = False) -> Path |
 
     path = None
     try:
-        from app.paths import ensure_dir
-
         path = log_path()
         ensure_dir(path.parent)
         fh = logging.handlers.RotatingFileHandler(path, maxBytes=MAX_BYTES, backupCount=BACKUP_COUNT,
@@ -166,7 +164,7 @@ def _alive(fault_file: Path) -> bool:
     except ValueError:
         return False
     try:
-        import psutil
+        import psutil   # lazy: slow to import; only an empty old fault file needs it
 
         return psutil.pid_exists(pid)
     except ImportError:

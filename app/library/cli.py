@@ -13,8 +13,10 @@ import json
 import sys
 import time
 
+from app.chats import ChatStore, engine_settings
 from app.errors import LlambdaError, exit_code_for
 from app.library.library import DuplicateModelError, ModelLibrary
+from app.library.preflight import preflight
 from app.units import format_bytes, format_last_used
 
 def configure_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -97,13 +99,9 @@ def _import(lib: ModelLibrary, ns, out, err) -> int:
             err.write("\r\033[K")
     report = None
     if ns.ctx is None:
-        from app.chats import ChatStore, engine_settings
-
         with ChatStore() as store:
             ns.ctx = engine_settings(store)["n_ctx"]
     try:
-        from app.library.preflight import preflight
-
         report = preflight(e.file_path(lib.folder), ns.ctx)
     except LlambdaError as x:  # the import stands; say why there is no verdict
         err.write(f"llambda: warning: pre-flight check failed: {x}\n")

@@ -28,7 +28,7 @@ COLUMNS = ("Name", "Architecture", "Quantization", "Size", "Context", "Last used
 
 def trained_context(path) -> str:
     try:
-        from app.gguf import open_gguf
+        from app.gguf import open_gguf   # lazy: numpy; the window loads this module at start
 
         with open_gguf(path) as f:
             arch = f.metadata.string("general.architecture", "")
@@ -186,7 +186,7 @@ class ModelsDialog(QDialog):
     # -- other apps -------------------------------------------------------------------------------
 
     def on_scan_button_clicked(self, folders=None) -> None:
-        from app.library.elsewhere import find_models, other_app_folders
+        from app.library.elsewhere import find_models, other_app_folders   # lazy: app.library loads numpy (start-up)
 
         folders = other_app_folders() if folders is None else folders
         self.found_models = find_models(folders)

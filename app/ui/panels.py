@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import os
 
-from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtCore import QEvent, Qt, QTimer, Signal
 from PySide6.QtWidgets import (
-    QFormLayout, QFrame, QHBoxLayout, QLabel, QLineEdit, QListWidget, QListWidgetItem, QPushButton,
-    QVBoxLayout, QAbstractItemView,
+    QFormLayout, QFrame, QHBoxLayout, QLabel, QLineEdit, QListWidget, QListWidgetItem, QMenu, QPushButton,
+    QSizePolicy, QVBoxLayout, QAbstractItemView,
 )
 
 from app.ui.markdown import plain_tooltip
@@ -97,8 +97,6 @@ class ConversationPanel(QFrame):
 
     def eventFilter(self, obj, event) -> bool:  # noqa: N802 (Qt's name)
         """Delete (or Backspace on macOS keyboards) deletes the selected chat; Undo brings it back."""
-        from PySide6.QtCore import QEvent
-
         if obj is self.list and event.type() == QEvent.KeyPress and event.key() in (Qt.Key_Delete, Qt.Key_Backspace) \
                 and self.list.state() != QAbstractItemView.EditingState:
             self.on_delete_button_clicked()
@@ -106,8 +104,6 @@ class ConversationPanel(QFrame):
         return super().eventFilter(obj, event)
 
     def context_menu(self, item) -> "QMenu":
-        from PySide6.QtWidgets import QMenu
-
         conv_id = int(item.data(Qt.UserRole))
         menu = QMenu(self)
         menu.addAction("Rename", lambda: self.list.editItem(item))
@@ -194,8 +190,6 @@ class ElidedLabel(QLabel):
         self._mode = mode
         self.setTextFormat(Qt.PlainText)
         self.setMinimumWidth(40)
-        from PySide6.QtWidgets import QSizePolicy
-
         self.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Preferred)
 
     def set_full_text(self, text: str) -> None:

@@ -51,7 +51,7 @@ def prompt_progress_text(p: dict, short: bool = False) -> str:
 
 def _rss() -> int:
     try:
-        import psutil
+        import psutil   # lazy: slow to import (preload_modules loads it once the window is built)
 
         return int(psutil.Process(os.getpid()).memory_info().rss)
     except Exception:
