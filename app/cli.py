@@ -8,12 +8,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import socket
 import sys
 from typing import Callable, Sequence
 
-from app import __version__
+from app import logs
 from app.errors import EXIT_OK, EXIT_UNSUPPORTED, EXIT_USAGE, LlambdaError, exit_code_for
 
+# A command's modules are imported inside its functions ("lazy: start-up"): opening the window
+# and `llambda --version` load none of them (the engine, the server, the library).
 SUBCOMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int]]] = {}
 
 
@@ -27,28 +31,10 @@ def subcommand(name: str, help: str):
     return wrap
 
 
-def isa_description() -> str:
-    """Which kernels run: the instruction-set level, and a warning when it is the slow path."""
-    try:
-        from app.kernels import best_isa_level, isa_level, isa_name
-    except ImportError:
-        return "not built (reinstall Llambda)"
-    name = isa_name()
-    if isa_level() == 0:
-        if best_isa_level() == 0:
-            return f"{name} (this CPU has no AVX2: the portable kernels run, much slower)"
-        return f"{name} (forced by LLAMBDA_ISA)"
-    return name
-
-
-def version_line() -> str:
-    return f"llambda {__version__} (kernels: {isa_description()})"
-
-
 # --- inspect -----------------------------------------------------------------------------------
 
 def _inspect_args(p: argparse.ArgumentParser) -> None:
-    from app.engine.cli import positive_int
+    from app.engine.cli import positive_int   # lazy: start-up (see SUBCOMMANDS)
 
     p.add_argument("model", help="path of a GGUF file")
     p.add_argument("--ctx", type=positive_int, default=None, help="context length for the memory estimate")
@@ -59,7 +45,7 @@ def _inspect_args(p: argparse.ArgumentParser) -> None:
 
 @subcommand("inspect", "header, metadata, tensor types, support verdict, memory estimate")(_inspect_args)
 def run_inspect(args: argparse.Namespace) -> int:
-    from app.model.inspect import describe, format_description
+    from app.library.inspect import describe, format_description   # lazy: start-up (see SUBCOMMANDS)
 
     info = describe(args.model, n_ctx=args.ctx, kv_type=args.kv_type)
     if args.json:
@@ -81,8 +67,8 @@ def _tokenize_args(p: argparse.ArgumentParser) -> None:
 
 @subcommand("tokenize", "token ids of TEXT (or of each JSON-string line on stdin)")(_tokenize_args)
 def run_tokenize(args: argparse.Namespace) -> int:
-    from app.library import resolve_model
-    from app.text import cli_tokenize
+    from app.library import resolve_model   # lazy: start-up (see SUBCOMMANDS)
+    from app.text import cli_tokenize   # lazy: jinja2 and the tokenizers
 
     try:
         return cli_tokenize(resolve_model(args.model), args.text, as_json=args.json,
@@ -98,7 +84,7 @@ def run_tokenize(args: argparse.Namespace) -> int:
 
 def _engine_args(name: str):
     def add(p: argparse.ArgumentParser) -> None:
-        from app.engine import cli as engine_cli
+        from app.engine import cli as engine_cli   # lazy: start-up (see SUBCOMMANDS)
 
         getattr(engine_cli, f"add_{name}_args")(p)
     return add
@@ -106,7 +92,7 @@ def _engine_args(name: str):
 
 def _engine_run(name: str):
     def run(args: argparse.Namespace) -> int:
-        from app.engine import cli as engine_cli
+        from app.engine import cli as engine_cli   # lazy: start-up (see SUBCOMMANDS)
 
         return getattr(engine_cli, f"run_{name}")(args)
     return run
@@ -125,14 +111,14 @@ subcommand("bench", "prompt-processing and generation speed, like llama-bench; -
 # --- serve (app/server/cli.py) -------------------------------------------------------------------
 
 def _serve_args(p: argparse.ArgumentParser) -> None:
-    from app.server.cli import add_serve_args
+    from app.server.cli import add_serve_args   # lazy: start-up (see SUBCOMMANDS)
 
     add_serve_args(p)
 
 
 @subcommand("serve", "an OpenAI-compatible API for other programs, on localhost")(_serve_args)
 def run_serve(args: argparse.Namespace) -> int:
-    from app.server.cli import run_serve as run
+    from app.server.cli import run_serve as run   # lazy: start-up (see SUBCOMMANDS)
 
     return run(args)
 
@@ -140,14 +126,14 @@ def run_serve(args: argparse.Namespace) -> int:
 # --- models ------------------------------------------------------------------------------------
 
 def _models_args(p: argparse.ArgumentParser) -> None:
-    from app.library.cli import configure_parser
+    from app.library.cli import configure_parser   # lazy: start-up (see SUBCOMMANDS)
 
     configure_parser(p)
 
 
 @subcommand("models", "list, import or remove models in the library")(_models_args)
 def run_models(args: argparse.Namespace) -> int:
-    from app.library.cli import run_models as run
+    from app.library.cli import run_models as run   # lazy: start-up (see SUBCOMMANDS)
 
     return run(args)
 
@@ -155,14 +141,14 @@ def run_models(args: argparse.Namespace) -> int:
 # --- chats -------------------------------------------------------------------------------------
 
 def _chats_args(p: argparse.ArgumentParser) -> None:
-    from app.chats.cli import configure_parser
+    from app.chats.cli import configure_parser   # lazy: start-up (see SUBCOMMANDS)
 
     configure_parser(p)
 
 
 @subcommand("chats", "list, export (Markdown, JSON) or import conversations")(_chats_args)
 def run_chats(args: argparse.Namespace) -> int:
-    from app.chats.cli import run_chats as run
+    from app.chats.cli import run_chats as run   # lazy: start-up (see SUBCOMMANDS)
 
     return run(args)
 
@@ -175,7 +161,7 @@ def _doctor_args(p: argparse.ArgumentParser) -> None:
 
 @subcommand("doctor", "check folders, the conversation database and the kernels; print versions")(_doctor_args)
 def run_doctor(args: argparse.Namespace) -> int:
-    from app.diagnostics import run_doctor as doctor
+    from app.diagnostics import run_doctor as doctor   # lazy: start-up (see SUBCOMMANDS)
 
     return doctor(verbose=bool(getattr(args, "verbose", 0)))
 
@@ -196,12 +182,9 @@ def _add_verbose(p: argparse.ArgumentParser, default=0) -> None:
 
 
 def _print_version(verbose: int) -> int:
-    if verbose:
-        from app.diagnostics import version_report
+    from app.diagnostics import version_line, version_report   # lazy: only --version needs it
 
-        print(version_report())
-    else:
-        print(version_line())
+    print(version_report() if verbose else version_line())
     return EXIT_OK
 
 
@@ -229,8 +212,6 @@ def command_list() -> str:
 
 def unknown_word(argv: Sequence[str]) -> str | None:
     """The first argument when it is neither an option, a command nor an existing file."""
-    import os
-
     word = argv[0] if argv else None
     if word is None or word.startswith("-") or word in SUBCOMMANDS or os.path.exists(word):
         return None
@@ -239,8 +220,6 @@ def unknown_word(argv: Sequence[str]) -> str | None:
 
 def display_problem() -> str | None:
     """Why the window cannot open here (no display on Linux, over SSH), or None."""
-    import os
-
     if not sys.platform.startswith("linux"):
         return None
     platform = os.environ.get("QT_QPA_PLATFORM", "")
@@ -262,8 +241,6 @@ def display_problem() -> str | None:
 
 def _x_socket_answers(number: int) -> bool:
     """A local X server listens on /tmp/.X11-unix/XN (or the abstract socket of that name)."""
-    import socket
-
     for address in (f"\0/tmp/.X11-unix/X{number}", f"/tmp/.X11-unix/X{number}"):
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
@@ -295,7 +272,7 @@ def _open_window(argv: Sequence[str], verbose: int = 0) -> int:
     if args.version:
         return _print_version(max(verbose, args.verbose))
     if args.self_test:
-        from app.selftest import run as self_test
+        from app.selftest import run as self_test   # lazy: the engine and Qt
 
         return self_test()
     problem = display_problem()
@@ -305,7 +282,7 @@ def _open_window(argv: Sequence[str], verbose: int = 0) -> int:
     if args.starter and not args.file:
         args.file = str(_fetch_starter_with_progress())
     try:
-        from app.ui.main import run_window
+        from app.ui.main import run_window   # lazy: PySide6; also absent from a build without the window
     except ImportError:
         print("llambda: error: the window is not part of this build yet; "
               "use a subcommand (llambda --help)", file=sys.stderr)
@@ -314,7 +291,7 @@ def _open_window(argv: Sequence[str], verbose: int = 0) -> int:
 
 
 def _fetch_starter_with_progress():
-    from app.library import ModelLibrary
+    from app.library import ModelLibrary   # lazy: only --starter needs these
     from app.starter import fetch_starter
 
     shown = {"stage": None, "pct": -1}
@@ -331,8 +308,6 @@ def _fetch_starter_with_progress():
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    from app import logs
-
     verbose = _verbosity(argv)
     argv = [a for a in argv if a not in VERBOSE_FLAGS]     # anywhere, even after `models list`
     command = next((a for a in argv if not a.startswith("-")), None)

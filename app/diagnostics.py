@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import functools
 import getpass
+import importlib.util
+import json
 import os
 import platform
 import re
@@ -22,7 +24,9 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from app import __version__
+from app import __version__, logs
+from app.logs import TEXT_LOGGER, log_path, native_crash_reports
+from app.paths import chats_db_path, data_dir, log_dir, models_dir
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 BUILD_INFO = Path(__file__).resolve().parent / "_build_info.json"   # written by build.spec
@@ -57,8 +61,6 @@ def git_revision() -> str:
 
 def _build_info() -> dict:
     """What the bundle's build recorded ({} when running from a checkout or an install)."""
-    import json
-
     try:
         d = json.loads(BUILD_INFO.read_text(encoding="utf-8"))
         return d if isinstance(d, dict) else {}
@@ -68,7 +70,7 @@ def _build_info() -> dict:
 
 def _module_version(name: str) -> str:
     try:
-        from importlib.metadata import version
+        from importlib.metadata import version   # lazy: ~50 ms; `llambda --version` loads this module
 
         dist = {"PySide6": "PySide6-Essentials"}.get(name, name)
         try:
@@ -106,7 +108,7 @@ def cpu_model() -> str:
 def isa_reason() -> str:
     """Which kernel level runs and why: forced by LLAMBDA_ISA, or the best the CPU's flags allow."""
     try:
-        from app.kernels import ISA_NAMES, best_isa_level, isa_level, isa_name
+        from app.kernels import ISA_NAMES, best_isa_level, isa_level, isa_name   # lazy: a broken install has none
     except ImportError as e:
         return f"kernel library not built ({e})"
     flags = cpu_flags()
@@ -124,7 +126,7 @@ def isa_reason() -> str:
 def kernel_library() -> str:
     """Library version, the compiler that built it and the flags it was built with."""
     try:
-        from app import _llk, kernels
+        from app import _llk, kernels   # lazy: a broken install has none
     except ImportError as e:
         return f"not built ({e})"
     so = Path(_llk.__file__)
@@ -148,8 +150,6 @@ def _kernel_flags() -> str:
     if not spec.exists():
         return "flags not recorded in this build"
     try:
-        import importlib.util
-
         loader = importlib.util.spec_from_file_location("_llambda_build_ffi", spec)
         mod = importlib.util.module_from_spec(loader)
         loader.loader.exec_module(mod)
@@ -161,7 +161,7 @@ def _kernel_flags() -> str:
 
 def qt_version() -> str:
     try:
-        import PySide6
+        import PySide6   # lazy: heavy, and no Qt below app.ui
         from PySide6.QtCore import qVersion
 
         return f"PySide6 {PySide6.__version__}, Qt {qVersion()}"
@@ -192,6 +192,20 @@ def versions() -> list[tuple[str, str]]:
         ("jinja2", _module_version("jinja2")),
         ("OS", os_description()),
     ]
+
+
+def kernels_description() -> str:
+    """`app.kernels.isa_description()`, or what to do when the kernel library is not built."""
+    try:
+        from app.kernels import isa_description   # lazy: numpy and the compiled library; a broken install has none
+    except ImportError:
+        return "not built (reinstall Llambda)"
+    return isa_description()
+
+
+def version_line() -> str:
+    """`llambda --version` and the first line of the About box."""
+    return f"llambda {__version__} (kernels: {kernels_description()})"
 
 
 def version_report() -> str:
@@ -231,13 +245,13 @@ def _folder_size(path: Path) -> tuple[int, int]:
 def machine() -> list[tuple[str, str]]:
     rows = [("CPU", cpu_model())]
     try:
-        from app.kernels import cpu_count_allowed, cpu_count_physical
+        from app.kernels import cpu_count_allowed, cpu_count_physical   # lazy: a broken install has none
 
         rows.append(("cores", f"{cpu_count_physical()} physical, {cpu_count_allowed()} usable CPUs"))
     except ImportError:
         rows.append(("cores", f"{os.cpu_count()} CPUs"))
     try:
-        import psutil
+        import psutil   # lazy: slow to import; `llambda --version` loads this module
 
         vm = psutil.virtual_memory()
         rows.append(("memory", f"{vm.total / 2**30:.1f} GiB, {vm.available / 2**30:.1f} GiB available"))
@@ -247,8 +261,6 @@ def machine() -> list[tuple[str, str]]:
 
 
 def folders() -> list[tuple[str, Path]]:
-    from app.paths import chats_db_path, data_dir, log_dir, models_dir
-
     return [("models", models_dir()), ("data", data_dir()), ("logs", log_dir()),
             ("database", chats_db_path())]
 
@@ -258,8 +270,6 @@ def paths_report() -> list[tuple[str, str]]:
     for name, p in folders():
         state = "" if p.exists() else " (not created yet)"
         rows.append((name, f"{p}{state}; {_free_space(p)}"))
-    from app.paths import models_dir
-
     n, total = _folder_size(models_dir())
     rows.append(("library", f"{n} model file{'s' if n != 1 else ''}, {total / 2**20:.1f} MiB"))
     return rows
@@ -273,8 +283,6 @@ TEXT_REMOVED = "[conversation text removed]"
 def redact(text: str) -> str:
     """The home folder becomes `~` and the user's name `<user>`; log lines of conversation text
     (logger "llambda.text") are replaced by a marker."""
-    from app.logs import TEXT_LOGGER
-
     out = []
     for line in text.splitlines():
         if f" {TEXT_LOGGER}:" in line:
@@ -295,8 +303,6 @@ def redact(text: str) -> str:
 
 def log_tail(n: int = LOG_TAIL) -> list[str]:
     """The last n lines of the stage log (the rotated file before it when the current is short)."""
-    from app.logs import log_path
-
     path = log_path()
     lines: list[str] = []
     for p in (path.with_name(path.name + ".1"), path):
@@ -309,8 +315,6 @@ def log_tail(n: int = LOG_TAIL) -> list[str]:
 
 def crash_reports() -> list[Path]:
     """Saved crash reports (Python's and native ones), oldest first."""
-    from app.logs import log_path, native_crash_reports
-
     folder = log_path().parent
     try:
         py = sorted(folder.glob("crash-*.txt"))
@@ -386,7 +390,7 @@ def check_kernels(n_cols: int = 256, n_rows: int = 16) -> Check:
     """Every tensor type's matrix kernels at the level in use against the reference level, on
     random weights and activations: the two must agree bit for bit (single token and batch)."""
     try:
-        import numpy as np
+        import numpy as np   # lazy: with the kernels; a broken install has none
 
         from app import kernels as K
     except ImportError as e:
@@ -414,8 +418,6 @@ def check_kernels(n_cols: int = 256, n_rows: int = 16) -> Check:
 
 
 def doctor_checks() -> list[Check]:
-    from app.paths import chats_db_path, data_dir, log_dir, models_dir
-
     return [check_writable("data", data_dir()), check_writable("models", models_dir()),
             check_writable("logs", log_dir()), check_database(chats_db_path()), check_kernels()]
 
@@ -435,9 +437,7 @@ def run_doctor(out=None, err=None, verbose: bool = False) -> int:
     problems = [c for c in checks if not c.ok]
     for c in problems:
         err.write(redact(f"problem: {c.message}\n"))
-    from app.logs import get
-
-    log = get("doctor")
+    log = logs.get("doctor")
     for c in problems:
         log.warning("doctor: %s", c.message, extra={"file_only": True})
     if problems:

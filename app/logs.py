@@ -25,6 +25,8 @@ import os
 import sys
 from pathlib import Path
 
+from app.paths import ensure_dir, log_dir, write_problem
+
 LOG_FILE = "llambda.log"
 MAX_BYTES = 1 << 20
 BACKUP_COUNT = 3
@@ -74,8 +76,6 @@ def env_level() -> int | None:
 
 
 def log_path() -> Path:
-    from app.paths import log_dir
-
     return log_dir() / LOG_FILE
 
 
@@ -104,8 +104,6 @@ def setup(kind: str = "cli", verbose: int = 0, *, force: bool = False) -> Path |
 
     path = None
     try:
-        from app.paths import write_problem
-
         path = log_path()
         why = write_problem(path.parent)     # creates it; a log file there may still be writable,
         if why is not None:                  # but rotating it (renames) would fail at every line
@@ -177,7 +175,7 @@ def _alive(fault_file: Path) -> bool:
     except ValueError:
         return False
     try:
-        import psutil
+        import psutil   # lazy: slow to import; only an empty old fault file needs it
 
         return psutil.pid_exists(pid)
     except ImportError:

@@ -47,7 +47,7 @@ def cache_dir() -> Path:
     home = home_dir()
     if home is not None:
         return home / "cache"
-    import platformdirs
+    import platformdirs   # lazy: ~15 ms, and not needed when a LLAMBDA_* variable names the folder
 
     return Path(platformdirs.user_cache_dir(APP_NAME, appauthor=False))
 
@@ -66,7 +66,7 @@ def data_dir() -> Path:
     home = home_dir()
     if home is not None:
         return home / "data"
-    import platformdirs
+    import platformdirs   # lazy: ~15 ms, and not needed when a LLAMBDA_* variable names the folder
 
     return Path(platformdirs.user_data_dir(APP_NAME, appauthor=False))
 
@@ -79,7 +79,7 @@ def log_dir() -> Path:
     home = home_dir()
     if home is not None:
         return home / "logs"
-    import platformdirs
+    import platformdirs   # lazy: ~15 ms, and not needed when a LLAMBDA_* variable names the folder
 
     return Path(platformdirs.user_log_dir(APP_NAME, appauthor=False))
 

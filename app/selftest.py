@@ -16,6 +16,7 @@ Not here: speed checks, real models, anything that needs a display.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
 import shutil
 import socket
@@ -26,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
+from app.bundled import resource
 from app.errors import one_line
 
 MODEL_NAME = "tiny.gguf"
@@ -43,8 +45,6 @@ class SelfTestFailure(Exception):
 
 def model_path() -> Path:
     """resources/selftest/tiny.gguf: inside the package (wheel) or beside it (source tree, bundle)."""
-    from app.bundled import resource
-
     return resource("selftest") / MODEL_NAME
 
 
@@ -101,8 +101,8 @@ def _oracle(md) -> dict:
 
 def check_model(path: Path) -> dict:
     """Open the file, ask for the support verdict, read the oracle; the facts found."""
-    from app.gguf import open_gguf
-    from app.model import config_from_gguf, support_verdict
+    from app.gguf import open_gguf   # lazy: a module missing from the build fails this step, in one line
+    from app.model import config_from_gguf, support_verdict   # lazy: a module missing from the build fails this step, in one line
 
     with open_gguf(path) as f:
         verdict = support_verdict(f)
@@ -114,8 +114,8 @@ def check_model(path: Path) -> dict:
 def check_sentencepiece(path: Path) -> str:
     """Tokenize and detokenize with a SentencePiece-style vocabulary (the native sentencepiece
     library: merges by score, byte fallback) against ids written by construction."""
-    from app.gguf import open_gguf
-    from app.text import load_tokenizer
+    from app.gguf import open_gguf   # lazy: a module missing from the build fails this step, in one line
+    from app.text import load_tokenizer   # lazy: a module missing from the build fails this step, in one line
 
     with open_gguf(path) as f:
         tokenizer = load_tokenizer(f)
@@ -141,7 +141,7 @@ def _relative_error(ours: np.ndarray, oracle: np.ndarray) -> float:
 def check_engine(path: Path, facts: dict) -> str:
     """The engine as the window drives it: chat prompt through the model's template, logits after
     it held to the oracle, then a greedy `Engine.generate` that must answer the oracle's text."""
-    from app.engine.engine import Engine
+    from app.engine.engine import Engine   # lazy: a module missing from the build fails this step, in one line
     from app.engine.generate import Finished, GenerationRequest, TextPiece
 
     oracle = facts["oracle"]
@@ -178,9 +178,7 @@ def check_window(path: Path, oracle: dict) -> str:
     """Open the main window on the current Qt platform and let it paint; where the window has its
     engine, open the model in it (pre-flight, import into the temporary library, load in the
     worker thread), ask the oracle's question and wait for the answer; close it."""
-    import importlib.util
-
-    from PySide6.QtWidgets import QApplication
+    from PySide6.QtWidgets import QApplication   # lazy: a module missing from the build fails this step, in one line
 
     from app.ui.main import make_app
     from app.ui.window import MainWindow
@@ -207,7 +205,7 @@ def check_window(path: Path, oracle: dict) -> str:
 @contextlib.contextmanager
 def _quiet_qt():
     """Keep Qt's own warnings (the offscreen plug-in has a few) off the one-line output."""
-    from PySide6.QtCore import qInstallMessageHandler
+    from PySide6.QtCore import qInstallMessageHandler   # lazy: Qt only for the window step
 
     previous = qInstallMessageHandler(lambda *_args: None)
     try:
@@ -218,7 +216,7 @@ def _quiet_qt():
 
 def _pump(seconds: float, until=lambda: False) -> bool:
     """Run the Qt event loop for up to `seconds`, or until `until()` is true (returned)."""
-    from PySide6.QtCore import QCoreApplication, QEventLoop
+    from PySide6.QtCore import QCoreApplication, QEventLoop   # lazy: Qt only for the window step
 
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:

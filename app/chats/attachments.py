@@ -66,7 +66,7 @@ def read_attachment(path: str | Path) -> Attachment:
 
 def _read_pdf(p: Path) -> Attachment:
     try:
-        from pypdf import PdfReader
+        from pypdf import PdfReader   # lazy: only PDF attachments need pypdf (slow to import, may be missing)
         from pypdf.errors import PdfReadError
     except ImportError:
         raise AttachmentError("reading PDF files needs the pypdf package (reinstall Llambda)") from None

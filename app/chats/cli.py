@@ -15,6 +15,9 @@ import json
 import sys
 from pathlib import Path
 
+from app.chats.export import (ExportError, conversation_to_dict, conversation_to_markdown, export_conversation,
+                              export_file_name, import_json)
+from app.chats.store import ChatStore
 from app.errors import EXIT_OK, EXIT_USAGE
 
 
@@ -34,9 +37,6 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
 
 
 def run_chats(args: argparse.Namespace) -> int:
-    from app.chats.export import ExportError, import_json
-    from app.chats.store import ChatStore
-
     with ChatStore() as store:
         try:
             if args.chats_command == "list":
@@ -64,8 +64,6 @@ def _list(store, as_json: bool) -> int:
 
 
 def _export(store, args) -> int:
-    from app.chats.export import (conversation_to_dict, conversation_to_markdown, export_conversation,
-                                  export_file_name)
     if args.all == (args.id is not None):
         print("llambda: error: give one conversation id or --all", file=sys.stderr)
         return EXIT_USAGE

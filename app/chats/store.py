@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
+from app import __version__
 from app.chats.schema import SCHEMA_VERSION, migrate
 from app.errors import StoreError
 from app.paths import chats_db_path, ensure_dir
@@ -486,7 +487,7 @@ class ChatStore:
         """Which model file answered this reply (and with which Llambda); the reply's
         conversation takes the same as its latest model."""
         if app_version is None:
-            from app import __version__ as app_version
+            app_version = __version__
         ident = (name, sha256, quantization, app_version)
         with self._tx() as c:
             if c.execute("UPDATE messages SET model = coalesce(?, model), model_sha256 = ?, "

@@ -8,13 +8,30 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
 import signal
 import statistics
 import sys
 import time
 
+import numpy as np
+
 from app import defaults as D
-from app.errors import EXIT_OK, EXIT_USAGE, LlambdaError, OutOfMemoryError
+from app import kernels
+from app.engine import perplexity as P
+from app.engine.decoder import CDecoder
+from app.engine.engine import Chat, Engine
+from app.engine.generate import ContextShifted, Finished, GenerationRequest, TextPiece
+from app.engine.kvstore import KVStore
+from app.engine.sampler import SamplerSettings
+from app.engine.speculative import library_drafts
+from app.engine.threads import fastest, save_measured
+from app.errors import EXIT_BAD_FILE, EXIT_OK, EXIT_USAGE, LlambdaError, OutOfMemoryError, exit_code_for
+from app.gguf import open_gguf
+from app.library import resolve_model
+from app.library.preflight import fitting_context, memory_verdict, preflight
+from app.model import config_from_gguf, require_supported
 
 __all__ = ["add_generate_args", "run_generate", "add_chat_args", "run_chat", "add_bench_args",
            "run_bench", "bench", "add_perplexity_args", "run_perplexity", "PERPLEXITY_HELP"]
@@ -98,8 +115,6 @@ def _sampling_args(p: argparse.ArgumentParser) -> None:
 
 
 def _sampler(args):
-    from app.engine.sampler import SamplerSettings
-
     try:
         return SamplerSettings(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
                                min_p=args.min_p, repeat_penalty=args.repeat_penalty,
@@ -115,23 +130,14 @@ class _Usage(Exception):
 
 
 def _resolve(model: str) -> str:
-    from app.library import resolve_model
-
     return resolve_model(model)
 
 
 def open_engine(args, n_ctx: int | None = None, kv_store=None):
     """An Engine for the command's model, after the memory pre-flight (refuse: exit code 5)."""
-    from app.engine.engine import Engine
-
-    from app.gguf import open_gguf
-    from app.library.preflight import fitting_context, memory_verdict, preflight
-
     path = _resolve(args.model)
     draft = getattr(args, "draft", None)
     if draft == "auto":             # the smallest model of the library with the same vocabulary
-        from app.engine.speculative import library_drafts
-
         found = library_drafts(path)
         draft = found[0] if found else None
         print(f"llambda: draft model: {draft or 'none compatible in the library; prompt lookup instead'}",
@@ -174,8 +180,6 @@ def add_generate_args(p: argparse.ArgumentParser) -> None:
 
 
 def run_generate(args: argparse.Namespace) -> int:
-    from app.engine.generate import Finished, GenerationRequest, TextPiece
-
     try:
         sampler = _sampler(args)
         if args.raw and args.system:
@@ -254,9 +258,6 @@ def add_chat_args(p: argparse.ArgumentParser) -> None:
 def run_chat(args: argparse.Namespace, stdin=None, stdout=None) -> int:
     """A terminal chat: type a message, the reply streams; Ctrl+C stops a reply, Ctrl+D or /exit
     leaves; /reset forgets the conversation."""
-    from app.engine.engine import Chat
-    from app.engine.generate import ContextShifted, Finished, TextPiece
-
     stdin = stdin or sys.stdin
     stdout = stdout or sys.stdout
     try:
@@ -265,8 +266,6 @@ def run_chat(args: argparse.Namespace, stdin=None, stdout=None) -> int:
         print(f"llambda chat: error: {e}", file=sys.stderr)
         return EXIT_USAGE
     interactive = stdin.isatty()
-    from app.engine.kvstore import KVStore
-
     store = None if getattr(args, "no_kv_cache", False) else KVStore()
     with open_engine(args, kv_store=store) as eng:
         chat = Chat(eng, system=args.system, context_policy=args.context_policy)
@@ -342,12 +341,6 @@ def bench(path: str, threads=(1, 2), pp=(512,), tg=(128,), reps: int = 3,
     `reps` times; tok_s is the mean of the runs (stdev alongside). tok_per_cpu_s divides by the
     process's CPU time instead of wall time: on a shared machine it shows the cost of the work
     whatever the other processes do (spinning threads count as work)."""
-    import numpy as np
-
-    from app.engine.decoder import CDecoder
-    from app.gguf import open_gguf
-    from app.model import config_from_gguf, require_supported
-
     rows = []
     with open_gguf(path) as f:
         require_supported(f)
@@ -381,16 +374,10 @@ def bench(path: str, threads=(1, 2), pp=(512,), tg=(128,), reps: int = 3,
 
 
 def run_bench(args: argparse.Namespace) -> int:
-    import os
-
     auto = args.threads == "auto"
     if auto:
-        from app import kernels
-
         args.threads = list(range(1, kernels.cpu_count_allowed() + 1))
     if args.kernels:
-        from app import kernels
-
         rows = kernels.bench_kernels(threads=args.threads)
         print(json.dumps(rows) if args.json else kernels.format_bench(rows))
         return EXIT_OK
@@ -401,8 +388,6 @@ def run_bench(args: argparse.Namespace) -> int:
     rows = bench(path, args.threads, args.pp, args.tg, args.reps, args.kv_type, args.depth)
     best = {}
     if auto:
-        from app.engine.threads import fastest, save_measured
-
         best = fastest(rows)
         for r in best.values():
             r["fastest"] = True
@@ -479,14 +464,6 @@ class _Progress:
 
 
 def run_perplexity(args: argparse.Namespace) -> int:
-    import math
-    import os
-
-    import numpy as np
-
-    from app.engine import perplexity as P
-    from app.errors import EXIT_BAD_FILE
-
     def fail(e: Exception, code: int) -> int:
         print(f"llambda perplexity: error: {e}", file=sys.stderr)
         return code
@@ -576,8 +553,6 @@ def run_perplexity(args: argparse.Namespace) -> int:
 
 def main(argv=None) -> int:
     """`python -m app.engine.cli generate|chat|bench|perplexity ...` (the same as `llambda <command>`)."""
-    from app.errors import LlambdaError, exit_code_for
-
     p = argparse.ArgumentParser(prog="python -m app.engine.cli")
     sub = p.add_subparsers(dest="command", required=True)
     for name, add, run in (("generate", add_generate_args, run_generate),

@@ -24,10 +24,13 @@ from app import defaults as D
 from app.engine import stagelog
 from app.engine.decoder import CDecoder
 from app.engine.generate import ContextShifted, Event, Finished, GenerationRequest, generate
+from app.engine.kvstore import model_identity
 from app.engine.sampler import SamplerSettings
 from app.engine.session import Session
+from app.engine.speculative import DraftModel, PromptLookup, Speculator
 from app.gguf import open_gguf
 from app.errors import LlambdaError
+from app.library.preflight import fitting_context
 from app.model import config_from_gguf, require_supported
 
 __all__ = ["Engine", "Chat", "DEFAULT_N_CTX", "conversation_key"]
@@ -47,7 +50,7 @@ class Engine:
         speculation: "lookup" (prompt lookup, on by default: it switches itself off where it
         does not pay), "off", or "draft" with `draft` the path of a small model of the same
         vocabulary; draft_max: most tokens guessed per pass (app.engine.speculative)."""
-        from app.text import load_tokenizer
+        from app.text import load_tokenizer   # lazy: app.text loads jinja2; `llambda --help` imports the engine
 
         self.path = str(path)
         t0 = time.perf_counter()
@@ -60,8 +63,6 @@ class Engine:
             if n_ctx:
                 n_ctx, self.n_ctx_reason = int(n_ctx), "as asked"
             else:       # the training length, capped by what fits in memory with this KV type
-                from app.library.preflight import fitting_context
-
                 n_ctx, self.n_ctx_reason = fitting_context(self.file, kv_type)
             t1 = time.perf_counter()
             self.decoder = CDecoder(self.file, self.config, n_ctx, kv_type=kv_type,
@@ -87,8 +88,6 @@ class Engine:
                         kv_type: str = "f16") -> None:
         """Switch speculative decoding: "off", "lookup", or "draft" (opens `draft`; a draft whose
         vocabulary differs from this model's is refused with IncompatibleDraftError)."""
-        from app.engine.speculative import DraftModel, PromptLookup, Speculator
-
         if mode not in ("off", "lookup", "draft"):
             raise ValueError(f"speculation must be off, lookup or draft, not {mode!r}")
         old = self.speculator
@@ -124,7 +123,7 @@ class Engine:
     @property
     def chat_template(self):
         if self._template is None:
-            from app.text import load_chat_template
+            from app.text import load_chat_template   # lazy: jinja2 (see __init__)
 
             self._template = load_chat_template(self.file, self.tokenizer)
         return self._template
@@ -139,7 +138,7 @@ class Engine:
         return ids
 
     def chat_prompt(self, messages, add_generation_prompt: bool = True) -> list[int]:
-        from app.text import chat_prompt_tokens
+        from app.text import chat_prompt_tokens   # lazy: jinja2 (see __init__)
 
         t0 = time.perf_counter()
         ids = chat_prompt_tokens(self.tokenizer, self.chat_template, messages,
@@ -162,8 +161,6 @@ class Engine:
     @property
     def model_id(self) -> str:
         if self._model_id is None:
-            from app.engine.kvstore import model_identity
-
             self._model_id = model_identity(self.path)
         return self._model_id
 

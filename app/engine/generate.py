@@ -99,7 +99,7 @@ def generate(session: Session, tokenizer, request: GenerationRequest,
     """Run one generation on `session`; see the module docstring for the events. With a
     `speculator` (app.engine.speculative), tokens it guesses are checked several at a time in
     one decoder pass where that pays; the reply is the same token for token."""
-    from app.text import TextStream
+    from app.text import TextStream   # lazy: app.text loads jinja2; `llambda --help` imports the engine
 
     stats = GenerationStats(threads=getattr(session.decoder, "n_threads", 1),
                             isa=getattr(session.decoder, "isa", ""), n_ctx=session.n_ctx)

@@ -33,6 +33,9 @@ from typing import Sequence
 
 import numpy as np
 
+from app import __version__, kernels
+from app.paths import cache_dir, fsync_dir
+
 log = logging.getLogger(__name__)
 
 __all__ = ["KVStore", "model_identity", "FORMAT_VERSION", "DEFAULT_BUDGET_BYTES"]
@@ -49,10 +52,7 @@ _DIGEST = 32
 
 def engine_version() -> str:
     """The Python package and kernel library versions: a saved image is only as good as both."""
-    from app import __version__
-    from app.kernels import version
-
-    return f"{__version__}/{version()}"
+    return f"{__version__}/{kernels.version()}"
 
 
 _identities: dict[tuple, str] = {}
@@ -91,8 +91,6 @@ class KVStore:
     def __init__(self, folder: str | os.PathLike | None = None,
                  budget_bytes: int = DEFAULT_BUDGET_BYTES):
         if folder is None:
-            from app.paths import cache_dir
-
             folder = cache_dir() / "kv"
         self.folder = Path(folder)
         self.budget_bytes = int(budget_bytes)
@@ -156,8 +154,6 @@ class KVStore:
             except OSError:
                 pass
             raise
-        from app.paths import fsync_dir
-
         fsync_dir(path.parent)
 
     def evict(self, keep: Path | None = None) -> None:

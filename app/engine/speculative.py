@@ -34,13 +34,20 @@ without it (the C runs of generate.py), probing again now and then.
 from __future__ import annotations
 
 import hashlib
+import os
 import time
 from typing import Sequence
 
 import numpy as np
 
+from app.engine.decoder import CDecoder
+from app.engine.sampler import GREEDY, Sampler
+from app.engine.session import Session
 from app.engine.stats import SpecStats
 from app.errors import LlambdaError, UnsupportedModelError
+from app.gguf import open_gguf
+from app.library import ModelLibrary
+from app.model import config_from_gguf, require_supported
 
 __all__ = ["PromptLookup", "DraftModel", "compatible_drafts", "library_drafts", "Speculator",
            "SpecStats", "verify_pass", "vocab_fingerprint", "IncompatibleDraftError", "K_MAX"]
@@ -143,10 +150,6 @@ def compatible_drafts(target_path, candidates, max_fraction: float = 0.5) -> lis
     """Of `candidates` (paths), those that can draft for the target: same vocabulary, a file at
     most max_fraction of the target's size (a draft must be much cheaper to pay); smallest first.
     Unreadable files are passed over."""
-    import os
-
-    from app.gguf import open_gguf
-
     size = os.path.getsize(target_path)
     with open_gguf(target_path) as f:
         want = vocab_fingerprint(f)
@@ -166,8 +169,6 @@ def compatible_drafts(target_path, candidates, max_fraction: float = 0.5) -> lis
 
 def library_drafts(target_path) -> list[str]:
     """compatible_drafts over the models of the user's library (app.library)."""
-    from app.library import ModelLibrary
-
     lib = ModelLibrary()
     paths = [e.file_path(lib.folder) for e in lib.list() if lib.status(e) == "ok"]
     return compatible_drafts(target_path, paths)
@@ -182,12 +183,6 @@ class DraftModel:
     name = "draft"
 
     def __init__(self, path, target_file, n_ctx: int, pool=None, kv_type: str = "f16"):
-        from app.engine.decoder import CDecoder
-        from app.engine.sampler import GREEDY, Sampler
-        from app.engine.session import Session
-        from app.gguf import open_gguf
-        from app.model import config_from_gguf, require_supported
-
         self.path = str(path)
         self.file = open_gguf(path)
         try:

@@ -14,7 +14,11 @@ import re
 from collections import Counter
 from pathlib import Path
 
+from app.engine.stats import current_rss_bytes
+from app.library import describe_model
+from app.library.index import load_index
 from app.logs import get
+from app.paths import models_dir
 
 log = get("engine")
 
@@ -55,9 +59,6 @@ def file_sha256(path: str | os.PathLike) -> str | None:
 
 def _library_hash(p: Path, st: os.stat_result) -> str | None:
     try:
-        from app.library.index import load_index
-        from app.paths import models_dir
-
         entries, _ = load_index(models_dir())
     except Exception:               # no library, or a damaged index: hash the file instead
         return None
@@ -74,8 +75,6 @@ def _library_hash(p: Path, st: os.stat_result) -> str | None:
 def model_identity(path: str | os.PathLike, gguf_file=None) -> dict:
     """{"sha256", "name", "quantization", "architecture"} of a model file, for the load line and
     the conversation record. Reads the header when `gguf_file` is not given."""
-    from app.library import describe_model
-
     out = {"sha256": file_sha256(path), "name": None, "quantization": None, "architecture": None}
     try:
         info = describe_model(path)
@@ -94,8 +93,6 @@ def tensor_types(gguf_file) -> str:
 def log_model_load(engine, map_s: float, decoder_s: float) -> None:
     """The load line: file, size, hash prefix, GGUF version, architecture, tensor types, the
     time to map the file and to set up the decoder (repack), memory after the load."""
-    from app.engine.stats import current_rss_bytes
-
     if not log.isEnabledFor(logging.INFO):       # logging not set up: skip the hashing too
         return
     f = engine.file

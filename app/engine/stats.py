@@ -112,14 +112,14 @@ def peak_rss_bytes() -> int:
     except (OSError, ValueError, IndexError):
         pass
     try:
-        import resource
+        import resource   # lazy: POSIX only (ImportError on Windows)
 
         r = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         return int(r) if sys.platform == "darwin" else int(r) * 1024
     except (ImportError, OSError):
         pass
     try:
-        import psutil
+        import psutil   # lazy: the last resort, and slow to import
 
         info = psutil.Process().memory_info()
         return int(getattr(info, "peak_wset", info.rss))

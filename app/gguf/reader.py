@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import mmap
 import os
+import stat
 import struct
 from dataclasses import dataclass
 from typing import Any, Iterator
@@ -302,9 +303,7 @@ class GGUFFile:
             raise ModelFormatError(f"{where}: cannot open: {e.strerror or e}") from None
         try:
             st = os.fstat(fd)
-            import stat as _stat
-
-            if not _stat.S_ISREG(st.st_mode):
+            if not stat.S_ISREG(st.st_mode):
                 raise ModelFormatError(f"{where}: not a regular file")
             self.file_size = st.st_size
             if self.file_size == 0:

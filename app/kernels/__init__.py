@@ -4,7 +4,8 @@ Thin typed wrappers: validate -> allocate -> call (GIL released) -> check the st
 numpy arrays. C returns a status; this module raises `KernelError` (`KernelAborted` when a pool's
 abort flag stopped the job). Not here: model logic, file parsing, the decoder loop.
 
-  dispatch   isa_name(), isa_level(), best_isa_level(), describe(), version(), ISA_NAMES
+  dispatch   isa_name(), isa_level(), best_isa_level(), isa_description(), describe(), version(),
+             ISA_NAMES
   types      SUPPORTED_TYPES, TYPE_NAMES, block_size(), row_bytes(), act_row_bytes(),
              dequantize_row(), quantize_activations(), vec_dot(), random_weights()
   threads    ThreadPool (size, abort, clear_abort, busy_ns, chunks, jobs), cpu_count_*()
@@ -39,7 +40,7 @@ __all__ = [
     "act_row_bytes", "block_size", "dequantize_row", "quantize_activations", "vec_dot", "matvec",
     "matmul", "rms_norm", "layer_norm", "softmax", "silu", "gelu", "gelu_erf", "swiglu", "geglu",
     "add", "mul", "rope", "attention", "read_bandwidth", "bench_kernels", "format_bench",
-    "cpu_count_allowed", "cpu_count_physical", "describe", "random_weights", "bench_matmul",
+    "cpu_count_allowed", "cpu_count_physical", "describe", "isa_description", "random_weights", "bench_matmul",
     "format_bench_matmul", "bench_in_cache", "quantize_kv_q8_0", "dequantize_kv_q8_0",
 ]
 
@@ -111,8 +112,19 @@ def version() -> str:
     return ffi.string(lib.llk_version()).decode()
 
 
+def isa_description() -> str:
+    """Which kernels run: the instruction-set level, and a warning when it is the slow path
+    (`llambda --version`, `llambda inspect`, the window's error details)."""
+    name = isa_name()
+    if isa_level() == 0:
+        if best_isa_level() == 0:
+            return f"{name} (this CPU has no AVX2: the portable kernels run, much slower)"
+        return f"{name} (forced by LLAMBDA_ISA)"
+    return name
+
+
 def describe() -> str:
-    """One line for `llambda --version` / `inspect`: library, level in use, best level, cores."""
+    """One line: library, level in use, best level, cores."""
     used, best = isa_level(), best_isa_level()
     note = "" if used == best else f" (forced by LLAMBDA_ISA; best {isa_name(best)})"
     slow = " - no AVX2: reference kernels, expect slow generation" if best == 0 else ""

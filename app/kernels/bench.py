@@ -6,6 +6,8 @@ dot kernels' in-cache speed, and random rows with sane scales for timing and tes
 """
 from __future__ import annotations
 
+import argparse
+import json
 import os
 import time
 from typing import Iterable, Sequence
@@ -203,8 +205,6 @@ def format_bench_matmul(rows: list[dict]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:  # python -m app.kernels [--types Q4_0,...]
-    import argparse
-    import json
     ap = argparse.ArgumentParser(prog="python -m app.kernels", description="kernel benchmark")
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--types", default=None, help="comma-separated type names (default: all)")

@@ -1,7 +1,8 @@
 """The model library in the user cache folder, and the pre-flight check before a model loads.
 
 `ModelLibrary().import_model(path, progress=..., cancel=...)`, `.list()`, `.resolve(name)`,
-`.remove(name)`; `app.library.preflight.preflight(path_or_file, n_ctx)` says ok / warn / refuse with the numbers.
+`.remove(name)`; `app.library.preflight.preflight(path_or_file, n_ctx)` says ok / warn / refuse with the numbers;
+`app.library.inspect.describe(path)` is what `llambda inspect` shows.
 """
 
 from app.library.index import ModelEntry

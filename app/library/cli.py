@@ -13,9 +13,11 @@ import json
 import sys
 import time
 
+from app.chats import ChatStore, engine_settings
 from app.errors import LlambdaError, exit_code_for
 from app.library.library import DuplicateModelError, ModelLibrary
-from app.model.memory import format_bytes
+from app.library.preflight import preflight
+from app.units import format_bytes, format_last_used
 
 def configure_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="models_command", metavar="{list,import,remove}")
@@ -44,10 +46,6 @@ def _params(n: int) -> str:
     return str(n)
 
 
-def _when(t: float | None) -> str:
-    return time.strftime("%Y-%m-%d %H:%M", time.localtime(t)) if t else "never"
-
-
 def _entry_json(lib: ModelLibrary, e) -> dict:
     d = e.to_json()
     d["status"] = lib.status(e)
@@ -67,7 +65,7 @@ def _list(lib: ModelLibrary, ns, out) -> int:
     rows = [("NAME", "ARCH", "PARAMS", "QUANT", "SIZE", "STORAGE", "STATUS", "LAST USED", "HASH")]
     for e in entries:
         rows.append((e.name, e.architecture, _params(e.n_params), e.quantization, format_bytes(e.size),
-                     e.storage, lib.status(e), _when(e.last_used), e.sha256[:12]))
+                     e.storage, lib.status(e), format_last_used(e.last_used), e.sha256[:12]))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for r in rows:
         out.write("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() + "\n")
@@ -101,13 +99,9 @@ def _import(lib: ModelLibrary, ns, out, err) -> int:
             err.write("\r\033[K")
     report = None
     if ns.ctx is None:
-        from app.chats import ChatStore, engine_settings
-
         with ChatStore() as store:
             ns.ctx = engine_settings(store)["n_ctx"]
     try:
-        from app.library.preflight import preflight
-
         report = preflight(e.file_path(lib.folder), ns.ctx)
     except LlambdaError as x:  # the import stands; say why there is no verdict
         err.write(f"llambda: warning: pre-flight check failed: {x}\n")

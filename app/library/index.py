@@ -110,7 +110,7 @@ class IndexLock:
     def __enter__(self) -> "IndexLock":
         self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            import fcntl
+            import fcntl   # lazy: POSIX only (ImportError on Windows)
         except ImportError:  # Windows: single-writer by convention
             return self
         fcntl.flock(self._fd, fcntl.LOCK_EX)

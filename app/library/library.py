@@ -146,7 +146,7 @@ def _same_file_state(a: os.stat_result, b: os.stat_result) -> bool:
 
 def _pid_alive(pid: int) -> bool:
     try:
-        import psutil
+        import psutil   # lazy: slow to import; only a leftover partial import needs it
 
         return psutil.pid_exists(pid)
     except Exception:

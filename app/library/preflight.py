@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 
 from app.errors import LlambdaError
 from app.gguf import GGUFFile, open_gguf
-from app.model.memory import format_bytes
+from app.model import config_from_gguf, estimate_memory, support_verdict
+from app.units import format_bytes
 
 OK, WARN, REFUSE = "ok", "warn", "refuse"
 OK_FRACTION_OF_AVAILABLE = 0.80
@@ -43,8 +44,6 @@ def fitting_context(f: GGUFFile, kv_type: str = "f16", *, available_bytes: int |
     """The default context length and why: the model's training length, capped by what the
     memory estimate says fits ("ok": at most 80% of the available memory) with this KV type,
     in steps of 256 (never below 256, or the training length if that is shorter)."""
-    from app.model import config_from_gguf, estimate_memory
-
     cfg = config_from_gguf(f)
     train = max(1, cfg.n_ctx_train)
     avail = _system_memory()[0] if available_bytes is None else available_bytes
@@ -75,7 +74,7 @@ def chat_template_status(f: GGUFFile) -> tuple[str, str]:
     if not isinstance(tmpl, str) or not tmpl.strip():
         return "invalid", "chat template: not a text; a fallback template will be used"
     try:
-        from jinja2.sandbox import ImmutableSandboxedEnvironment
+        from jinja2.sandbox import ImmutableSandboxedEnvironment   # lazy: jinja2 is slow to import; `llambda --help` loads this module
 
         ImmutableSandboxedEnvironment().from_string(tmpl)
     except Exception as e:  # any compile failure: the model still loads, with a fallback
@@ -111,7 +110,7 @@ class PreflightReport:
 
 
 def _system_memory() -> tuple[int, int]:
-    import psutil
+    import psutil   # lazy: slow to import; `llambda --help` loads this module
 
     vm = psutil.virtual_memory()
     return int(vm.available), int(vm.total)
@@ -127,8 +126,6 @@ def preflight(model: GGUFFile | str | os.PathLike, n_ctx: int | None = None, kv_
         with open_gguf(model) as f:
             return preflight(f, n_ctx, kv_type, available_bytes=available_bytes, total_bytes=total_bytes)
     f = model
-    from app.model import estimate_memory, support_verdict
-
     if available_bytes is None or total_bytes is None:
         avail, total = _system_memory()
         available_bytes = avail if available_bytes is None else available_bytes
@@ -161,8 +158,6 @@ def preflight(model: GGUFFile | str | os.PathLike, n_ctx: int | None = None, kv_
         overall = OK
     if n_ctx is None and est is not None:
         try:
-            from app.model import config_from_gguf
-
             n_ctx = config_from_gguf(f).n_ctx_train
         except LlambdaError:
             pass

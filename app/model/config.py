@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from app.errors import ModelFormatError, UnsupportedModelError
 from app.gguf.constants import ValueType
 from app.gguf.reader import GGUFFile, Metadata
+from app.units import format_bytes
 
 # Sanity ceilings: far above any real model, far below what would overflow a size computation.
 MAX_N_EMBD = 1 << 17
@@ -141,8 +142,6 @@ class DecoderConfig:
             if not lo <= value <= hi:
                 note = ""
                 if name == "context_length" and value > hi:
-                    from app.model.memory import format_bytes
-
                     note = f" (its KV cache alone would need {format_bytes(self.kv_cache_bytes(value))})"
                 raise ModelFormatError(
                     f"{self.arch}.{name} is {value}, outside the sane range {lo}..{hi}{note}")

@@ -45,10 +45,3 @@ def estimate_memory(f: GGUFFile, n_ctx: int | None = None, kv_type: str = "f16",
     kv = int(cfg.kv_cache_bytes(n_ctx, 1) * KV_BYTES[kv_type])
     return MemoryEstimate(weights, kv, scratch_bytes(cfg, n_ctx))
 
-
-def format_bytes(n: float) -> str:
-    for unit in ("B", "KB", "MB", "GB", "TB", "PB"):
-        if abs(n) < 1024 or unit == "PB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} PB"

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from app.errors import ModelFormatError, UnsupportedModelError
 from app.gguf.constants import ValueType
 from app.gguf.reader import GGUFFile
+from app.model.config import ARCHITECTURES, config_from_gguf, layer_tensor_names
 
 TOKENIZER_MODELS = {"gpt2": "byte-level BPE", "llama": "SentencePiece"}
 SPECIAL_ID_KEYS = ("bos", "eos", "eot", "eom", "unknown", "padding", "sep", "cls", "mask")
@@ -30,7 +31,7 @@ class Verdict:
 def runnable_tensor_types() -> frozenset[int] | None:
     """Type ids the compiled kernel library can run, or None when it is not built."""
     try:
-        from app.kernels import SUPPORTED_TYPES
+        from app.kernels import SUPPORTED_TYPES   # lazy: numpy and the compiled library; a broken install has none
     except ImportError:
         return None
     return frozenset(SUPPORTED_TYPES)
@@ -75,8 +76,6 @@ def check_tokenizer_metadata(f: GGUFFile) -> None:
 
 def missing_tensors(f: GGUFFile, cfg) -> list[str]:
     """Names of the tensors the decoder needs for cfg's architecture that the file lacks."""
-    from app.model.config import layer_tensor_names
-
     need = ["token_embd.weight", "output_norm.weight"]
     for i in range(cfg.n_layer):
         fused = f"blk.{i}.attn_qkv.weight" in f.tensors
@@ -93,8 +92,6 @@ BIASES = ("attn_norm.bias", "attn_q.bias", "attn_k.bias", "attn_v.bias", "attn_o
 def unused_tensors(f: GGUFFile, cfg) -> dict[str, list[str]]:
     """Tensors in the file that the decoder would not apply, by name pattern ("blk.*.ffn_up.bias"):
     a model that needs them would run, and be wrong."""
-    from app.model.config import layer_tensor_names
-
     per_layer = {"blk.*." + t for t in BIASES}
     per_layer |= {"blk.*." + t for fused in (False, True) for t in layer_tensor_names(cfg.spec, fused)}
     unused: dict[str, list[str]] = {}
@@ -116,8 +113,6 @@ def support_verdict(f: GGUFFile) -> Verdict:
 
     Raises ModelFormatError when the file is malformed in a way that makes a verdict moot.
     """
-    from app.model.config import ARCHITECTURES, config_from_gguf
-
     reasons: list[str] = []
     arch = f.metadata.string("general.architecture", None)
     if arch is None:

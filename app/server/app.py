@@ -23,11 +23,13 @@ from dataclasses import dataclass
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from app.engine.generate import Finished, GenerationRequest, TextPiece
+from app.errors import TemplateError
 from app.server import openai_wire as wire
 from app.server.owner import Job, JobFailed, JobQueue, RequestRejected
 
@@ -215,8 +217,6 @@ class Api:
             log.info("chat messages: %s", json.dumps(list(spec.messages), ensure_ascii=False))
 
         def prepare(engine) -> GenerationRequest:
-            from app.errors import TemplateError
-
             try:
                 ids = engine.chat_prompt(list(spec.messages))
             except TemplateError as e:
@@ -447,8 +447,6 @@ def create_app(owner: JobQueue, model_id: str, options: ServerOptions | None = N
     app.state.api = api
     inner = BearerGuard(app, options.api_key)
     if options.cors_origin:
-        from starlette.middleware.cors import CORSMiddleware
-
         inner = CORSMiddleware(inner, allow_origins=[options.cors_origin],
                                allow_methods=["GET", "POST"],
                                allow_headers=["Authorization", "Content-Type"])

@@ -12,7 +12,9 @@ import os
 import socket
 import sys
 
+from app.engine.cli import open_engine, positive_int
 from app.errors import EXIT_OK, EXIT_USAGE
+from app.library import ModelLibrary
 
 __all__ = ["add_serve_args", "run_serve", "bind_socket", "model_id_of", "make_server"]
 
@@ -22,8 +24,6 @@ MAX_CONNECTIONS = 64        # beyond this many open connections uvicorn answers 
 
 
 def add_serve_args(p: argparse.ArgumentParser) -> None:
-    from app.engine.cli import positive_int
-
     p.add_argument("model", nargs="?",
                    help="a GGUF file, or the name of a model in the library "
                         "(default: the library's most recently used model)")
@@ -58,7 +58,7 @@ def _port(text: str) -> int:
 
 def check_exposure(host: str, api_key: str | None, cors_origin: str | None) -> str | None:
     """The reason to refuse these settings, or None."""
-    from app.server.app import is_loopback_host
+    from app.server.app import is_loopback_host   # lazy: starlette; `llambda --help` loads this module
 
     if not host:
         return "--host is empty"
@@ -97,8 +97,6 @@ def model_id_of(path: str) -> str:
 
 
 def _default_model() -> str | None:
-    from app.library import ModelLibrary
-
     entries = [e for e in ModelLibrary().list()]
     if not entries:
         return None
@@ -123,7 +121,7 @@ def _setup_logging() -> None:
 def make_server(app, sock: socket.socket):
     """A uvicorn server for `app` (run it with `server.run(sockets=[sock])`; stop it by setting
     `server.should_exit`)."""
-    import uvicorn
+    import uvicorn   # lazy: heavy; `llambda --help` loads this module
 
     config = uvicorn.Config(app, log_config=None, access_log=False, lifespan="off",
                             limit_concurrency=MAX_CONNECTIONS, timeout_keep_alive=5,
@@ -132,9 +130,8 @@ def make_server(app, sock: socket.socket):
 
 
 def run_serve(args: argparse.Namespace) -> int:
-    from app.engine.cli import open_engine
-    from app.server.app import ServerOptions, create_app
-    from app.server.owner import EngineOwner
+    from app.server.app import ServerOptions, create_app   # lazy: starlette and asyncio; `llambda --help`
+    from app.server.owner import EngineOwner               # loads this module
 
     api_key = args.api_key or os.environ.get("LLAMBDA_API_KEY") or None
     problem = check_exposure(args.host, api_key, args.cors_origin)

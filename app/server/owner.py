@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from app.engine.generate import Finished, GenerationRequest
+from app.errors import one_line
 
 log = logging.getLogger(__name__)
 
@@ -232,6 +233,4 @@ def _run_one(job: Job, engine, finished) -> None:
 
 
 def _one_line(e: BaseException) -> str:
-    from app.errors import one_line
-
     return one_line(str(e) or type(e).__name__)

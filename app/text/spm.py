@@ -78,7 +78,7 @@ class SentencePieceMerger:
     """Merges already-escaped text (spaces as U+2581) into token ids with the sentencepiece library."""
 
     def __init__(self, vocab: Vocab):
-        import sentencepiece
+        import sentencepiece   # lazy: heavy; only SentencePiece vocabularies need it
 
         self._sp = sentencepiece.SentencePieceProcessor()
         try:

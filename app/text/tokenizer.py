@@ -17,6 +17,7 @@ import numpy as np
 
 from app.errors import TokenizerError
 from app.text.pretokenize import IGNORE_MERGES, NO_CLEAN_SPACES, clean_up_spaces, split_expressions
+from app.text.spm import SentencePieceMerger
 from app.text.vocab import (ATTR_BYTE, ATTR_CONTROL, ATTR_LSTRIP, ATTR_NORMAL, ATTR_RSTRIP, ATTR_UNKNOWN,
                             ATTR_USER_DEFINED, Vocab, warn_once)
 
@@ -46,7 +47,7 @@ class _ByteLevelBPE:
     """Byte-level BPE through `tokenizers`: split expressions, then GPT-2 byte mapping, then merges."""
 
     def __init__(self, vocab: Vocab):
-        from tokenizers import Regex, Tokenizer, pre_tokenizers
+        from tokenizers import Regex, Tokenizer, pre_tokenizers   # lazy: heavy; only byte-level BPE needs it
         from tokenizers.models import BPE
 
         exprs, known = split_expressions(vocab.pre)
@@ -321,8 +322,6 @@ class Tokenizer:
 
 class _SentencePiece:
     def __init__(self, vocab: Vocab):
-        from app.text.spm import SentencePieceMerger
-
         self._merger = SentencePieceMerger(vocab)
 
     def encode(self, escaped: str) -> list[int]:

@@ -15,8 +15,7 @@ LOG_PROMPTS_KEY = "log_prompts"
 
 
 def about_text() -> str:
-    from app.cli import version_line
-    from app.diagnostics import version_report
+    from app.diagnostics import version_line, version_report   # lazy: only Help needs it (start-up)
 
     return (f"{version_line()}\n\n"
             "Llambda: chat with language models on your own CPU, offline.\n"
@@ -38,7 +37,7 @@ def show_about(window) -> QMessageBox:
 
 def copy_diagnostics(window) -> str:
     """Put the diagnostics report on the clipboard and say so; returns the text."""
-    from app.diagnostics import diagnostics_text
+    from app.diagnostics import diagnostics_text   # lazy: only Help needs it (start-up)
 
     text = diagnostics_text()
     QApplication.clipboard().setText(text)

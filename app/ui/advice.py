@@ -12,7 +12,7 @@ import re
 
 def _runnable_architectures() -> str:
     try:
-        from app.model.config import ARCHITECTURES
+        from app.model.config import ARCHITECTURES   # lazy: numpy; the window starts without it, and a failure only drops the list
 
         names = sorted(n for n, spec in ARCHITECTURES.items() if spec.runnable)
         return ", ".join(names)
@@ -22,7 +22,7 @@ def _runnable_architectures() -> str:
 
 def _runnable_types() -> str:
     try:
-        from app.gguf.constants import TENSOR_TYPES
+        from app.gguf.constants import TENSOR_TYPES   # lazy: as in _runnable_architectures
         from app.model.support import runnable_tensor_types
 
         ids = runnable_tensor_types() or ()

@@ -10,10 +10,11 @@ from __future__ import annotations
 from PySide6.QtCore import QEvent, QSize, Qt, QTimer, Signal
 from PySide6.QtGui import QFontDatabase, QGuiApplication, QTextOption
 from PySide6.QtWidgets import (
-    QFrame, QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QScrollArea, QSizePolicy,
+    QFrame, QHBoxLayout, QLabel, QMenu, QPlainTextEdit, QPushButton, QScrollArea, QSizePolicy,
     QVBoxLayout, QWidget,
 )
 
+from app.ui.about import identity_tooltip
 from app.ui.markdown import CodeSegment, TextSegment, render
 from app.ui.qt_fix import emit
 
@@ -329,8 +330,6 @@ class MessageWidget(QFrame):
         QTimer.singleShot(1200, self.copy_button, lambda: self.copy_button.setText("Copy"))
 
     def context_menu(self):
-        from PySide6.QtWidgets import QMenu
-
         menu = QMenu(self)
         menu.addAction("Copy", self.on_copy_button_clicked)
         if self.role == "user":
@@ -448,8 +447,6 @@ class ChatView(QScrollArea):
 
     def _show_stored(self, m, is_last: bool) -> "MessageWidget":
         """One stored message's bubble, with its versions, limit button and shift marker."""
-        from app.ui.about import identity_tooltip
-
         w = self._add(m.id, m.role, m.content, m.status)
         w.setToolTip(identity_tooltip(m))
         timings = getattr(m, "timings", None) or {}

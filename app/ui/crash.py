@@ -22,7 +22,7 @@ from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QMessageBox
 
 from app.errors import one_line
-from app.logs import get
+from app.logs import get, log_path
 from app.ui.qt_fix import emit
 
 log = get("ui")
@@ -33,15 +33,13 @@ TEST_HOOK_SHORTCUT = "Ctrl+Alt+Shift+F12"
 def save_report(exc_type, exc, tb, where: str = "") -> Path | None:
     """Write crash-<time>-<pid>.txt in the logs folder: what failed, the traceback, the versions.
     Returns its path, or None when the folder cannot be written."""
-    from app.logs import log_path
-
     folder = log_path().parent
     stamp = time.strftime("%Y%m%d-%H%M%S")
     text = ["Llambda crash report", f"time: {time.strftime('%Y-%m-%d %H:%M:%S %z')}",
             f"where: {where or threading.current_thread().name}", ""]
     text += traceback.format_exception(exc_type, exc, tb)
     try:
-        from app.diagnostics import version_report
+        from app.diagnostics import version_report   # lazy: only a crash report needs it (start-up)
 
         text += ["", version_report()]
     except Exception as e:      # the report matters more than its appendix

@@ -14,19 +14,22 @@ from __future__ import annotations
 
 import mmap
 import threading
+import time
 import warnings
 from typing import Callable, Iterator
 
 import numpy as np
 
 from app import defaults as D
+from app.engine.engine import Chat, Engine
+from app.engine.generate import ContextShifted, Finished, GenerationRequest, PromptProgress, TextPiece
+from app.engine.kvstore import KVStore
+from app.engine.sampler import SamplerSettings
 
 OVERFLOW_TO_POLICY = {"shift": "shift", "stop": "stop"}
 
 
 def sampler_settings(settings: dict):
-    from app.engine.sampler import SamplerSettings
-
     return SamplerSettings(
         temperature=max(0.0, float(settings.get("temperature", D.TEMPERATURE))),
         top_k=int(settings.get("top_k", D.TOP_K)),
@@ -47,12 +50,8 @@ class RealEngine:
 
     def load(self, path: str, n_ctx: int, n_threads: int, progress: Callable[[float], None],
              kv_type: str = "f16") -> dict:
-        from app.engine.engine import Engine
-
         self.close()
         progress(0.05)
-        from app.engine.kvstore import KVStore
-
         engine = Engine.load(path, n_ctx=int(n_ctx) or None, n_threads=int(n_threads), kv_type=kv_type,
                              kv_store=KVStore())
         try:
@@ -89,11 +88,6 @@ class RealEngine:
     # -- generation ----------------------------------------------------------------------------
 
     def generate(self, messages: list[dict], settings: dict) -> Iterator[dict]:
-        import time
-
-        from app.engine.engine import Chat
-        from app.engine.generate import ContextShifted, Finished, PromptProgress, TextPiece
-
         if self.engine is None:
             raise RuntimeError("no model is loaded")
         system = messages[0]["content"] if messages and messages[0]["role"] == "system" else None
@@ -145,10 +139,6 @@ class RealEngine:
         """Go on with the last assistant turn where it stopped (the token limit): the prompt is the
         conversation up to it with the reply so far as the start of the model's turn, so the
         cache already holds nearly all of it."""
-        import time
-
-        from app.engine.generate import ContextShifted, Finished, GenerationRequest, PromptProgress, TextPiece
-
         so_far = turns[-1]["content"]
         ids = self.engine.chat_prompt(system + turns[:-1])
         ids = ids + self.engine.tokenizer.encode(so_far, add_special=False, parse_special=False)

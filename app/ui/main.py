@@ -6,12 +6,16 @@ opens args.file (pre-flight, import, load) or loads the model used last time.
 
 from __future__ import annotations
 
+import logging
+import signal
 import sys
 
 from PySide6.QtCore import QEvent, QObject, QTimer
 from PySide6.QtWidgets import QApplication
 
-from app.errors import LlambdaError
+from app.errors import LlambdaError, one_line
+from app.ui.crash import install_crash_handler
+from app.ui.theme import app_icon, follow_system_theme
 
 
 def make_app(argv: list[str] | None = None) -> QApplication:
@@ -22,8 +26,6 @@ def make_app(argv: list[str] | None = None) -> QApplication:
     app.setApplicationDisplayName("Llambda")
     app.setOrganizationName("Llambda")
     app.setDesktopFileName("llambda")
-    from app.ui.theme import app_icon, follow_system_theme
-
     app.setWindowIcon(app_icon())
     follow_system_theme(app)
     return app
@@ -32,8 +34,6 @@ def make_app(argv: list[str] | None = None) -> QApplication:
 def _close_on_signals(window) -> None:
     """Ctrl+C in the terminal (or SIGTERM) closes the window the normal way: the reply in flight
     is kept, the geometry saved. A timer lets Python run its signal handlers inside Qt's loop."""
-    import signal
-
     def close(*_):
         window.close()
 
@@ -67,10 +67,6 @@ class FileOpenForwarder(QObject):
 def quiet_excepthook(kind, value, tb) -> None:
     """An exception escaping a slot becomes one line on stderr (and the log), never a traceback:
     the window goes on."""
-    import logging
-
-    from app.errors import one_line
-
     if logging.getLogger().handlers:      # a log file is set up: the traceback goes there only
         logging.getLogger("app.ui").error("uncaught in the window", exc_info=(kind, value, tb))
     print(f"llambda: internal error: {kind.__name__}: {one_line(str(value))}", file=sys.stderr)
@@ -80,15 +76,13 @@ def run_window(args) -> int:
     """Open the window (on `args.file` when given) and run until it closes; returns the exit code."""
     app = make_app()
     sys.excepthook = quiet_excepthook
-    from app.ui.window import MainWindow
+    from app.ui.window import MainWindow   # lazy: looked up at each call (tests replace it); make_app alone needs no window
 
     try:
         window = MainWindow()
     except LlambdaError as e:
         print(f"llambda: error: {e}", file=sys.stderr)
         return 1
-    from app.ui.crash import install_crash_handler
-
     window.crash_handler = install_crash_handler(window)
     window.show()
     _close_on_signals(window)

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import os
 
-from PySide6.QtWidgets import QFileDialog
+from PySide6.QtWidgets import QCheckBox, QFileDialog, QMessageBox
+
+from app.chats.attachments import can_attach
 from app.ui import gc_guard
 from app.ui.qt_fix import emit
 
@@ -74,8 +76,6 @@ class ModelFilesMixin:
 
     def ask_import_mode(self, path: str):
         """Copy a big model file into the library, or use it where it is; remembered when asked."""
-        from PySide6.QtWidgets import QCheckBox, QMessageBox
-
         size = os.path.getsize(path)
         box = QMessageBox(self)
         box.setWindowTitle("Add this model")
@@ -211,7 +211,7 @@ class ModelFilesMixin:
         self.model_busy = False
         self.model_info = info
         if getattr(self, "_starter_running", False):
-            from app.starter import MODEL_SHA256
+            from app.starter import MODEL_SHA256   # lazy: app.starter loads the library (numpy)
 
             self._starter_running = False
             self.refresh_models(MODEL_SHA256)
@@ -276,8 +276,6 @@ class ModelFilesMixin:
             event.ignore()
             return
         event.acceptProposedAction()
-        from app.chats.attachments import can_attach
-
         attach = [f for f in files if can_attach(f)]
         if attach:                            # text, Markdown, code, PDF: attached to the message
             for f in attach:

@@ -9,7 +9,6 @@ the models other apps (LM Studio, GPT4All, Jan, the Hugging Face cache) already 
 from __future__ import annotations
 
 import os
-import time
 
 from PySide6.QtCore import Qt, QUrl, Signal
 from PySide6.QtGui import QDesktopServices
@@ -19,6 +18,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.ui.qt_fix import emit
+from app.units import format_last_used, format_size
 
 STORAGE = {"copy": "copy in the library", "link": "linked in place", "reference": "used in place"}
 IMPORT_MODES = (("copy", "Copy it into the library (the original can then be moved or deleted)"),
@@ -26,17 +26,9 @@ IMPORT_MODES = (("copy", "Copy it into the library (the original can then be mov
 COLUMNS = ("Name", "Architecture", "Quantization", "Size", "Context", "Last used", "Kept as", "File")
 
 
-def _size(n: int) -> str:
-    return f"{n / 2**30:.2f} GB" if n >= 2**30 else f"{n / 2**20:.0f} MB"
-
-
-def _when(t: float | None) -> str:
-    return time.strftime("%Y-%m-%d %H:%M", time.localtime(t)) if t else "never"
-
-
 def trained_context(path) -> str:
     try:
-        from app.gguf import open_gguf
+        from app.gguf import open_gguf   # lazy: numpy; the window loads this module at start
 
         with open_gguf(path) as f:
             arch = f.metadata.string("general.architecture", "")
@@ -140,8 +132,8 @@ class ModelsDialog(QDialog):
             state = self.library.status(e)
             kept = STORAGE.get(e.storage, e.storage) + ("" if state == "ok" else f" ({state})")
             shown_path = e.source if e.storage != "copy" and e.source else str(path)
-            values = (e.name, e.architecture, e.quantization, _size(e.size), trained_context(path),
-                      _when(e.last_used), kept, shown_path)
+            values = (e.name, e.architecture, e.quantization, format_size(e.size), trained_context(path),
+                      format_last_used(e.last_used), kept, shown_path)
             for c, v in enumerate(values):
                 item = QTableWidgetItem(str(v))
                 item.setToolTip(str(v))
@@ -173,7 +165,7 @@ class ModelsDialog(QDialog):
         if e is None:
             return
         if e.storage == "copy":
-            text = (f"Remove {e.name} from your library? Its copy ({_size(e.size)}) is deleted; "
+            text = (f"Remove {e.name} from your library? Its copy ({format_size(e.size)}) is deleted; "
                     f"the file you imported it from is not touched.")
         else:
             text = (f"Remove {e.name} from your library? The file stays where it is "
@@ -194,7 +186,7 @@ class ModelsDialog(QDialog):
     # -- other apps -------------------------------------------------------------------------------
 
     def on_scan_button_clicked(self, folders=None) -> None:
-        from app.library.elsewhere import find_models, other_app_folders
+        from app.library.elsewhere import find_models, other_app_folders   # lazy: app.library loads numpy (start-up)
 
         folders = other_app_folders() if folders is None else folders
         self.found_models = find_models(folders)
@@ -202,7 +194,7 @@ class ModelsDialog(QDialog):
         self.found_models = [m for m in self.found_models if str(m.path) not in known]
         self.found.setRowCount(len(self.found_models))
         for r, m in enumerate(self.found_models):
-            for c, v in enumerate((m.app, _size(m.size), str(m.path))):
+            for c, v in enumerate((m.app, format_size(m.size), str(m.path))):
                 item = QTableWidgetItem(v)
                 item.setToolTip(v)
                 self.found.setItem(r, c, item)

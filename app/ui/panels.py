@@ -6,14 +6,15 @@ from __future__ import annotations
 
 import os
 
-from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtCore import QEvent, Qt, QTimer, Signal
 from PySide6.QtWidgets import (
-    QFormLayout, QFrame, QHBoxLayout, QLabel, QLineEdit, QListWidget, QListWidgetItem, QPushButton,
-    QVBoxLayout, QAbstractItemView,
+    QFormLayout, QFrame, QHBoxLayout, QLabel, QLineEdit, QListWidget, QListWidgetItem, QMenu, QPushButton,
+    QSizePolicy, QVBoxLayout, QAbstractItemView,
 )
 
 from app.ui.markdown import plain_tooltip
 from app.ui.qt_fix import emit
+from app.units import format_size
 
 UNDO_SECONDS = 10
 
@@ -96,8 +97,6 @@ class ConversationPanel(QFrame):
 
     def eventFilter(self, obj, event) -> bool:  # noqa: N802 (Qt's name)
         """Delete (or Backspace on macOS keyboards) deletes the selected chat; Undo brings it back."""
-        from PySide6.QtCore import QEvent
-
         if obj is self.list and event.type() == QEvent.KeyPress and event.key() in (Qt.Key_Delete, Qt.Key_Backspace) \
                 and self.list.state() != QAbstractItemView.EditingState:
             self.on_delete_button_clicked()
@@ -105,8 +104,6 @@ class ConversationPanel(QFrame):
         return super().eventFilter(obj, event)
 
     def context_menu(self, item) -> "QMenu":
-        from PySide6.QtWidgets import QMenu
-
         conv_id = int(item.data(Qt.UserRole))
         menu = QMenu(self)
         menu.addAction("Rename", lambda: self.list.editItem(item))
@@ -193,8 +190,6 @@ class ElidedLabel(QLabel):
         self._mode = mode
         self.setTextFormat(Qt.PlainText)
         self.setMinimumWidth(40)
-        from PySide6.QtWidgets import QSizePolicy
-
         self.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Preferred)
 
     def set_full_text(self, text: str) -> None:
@@ -225,7 +220,7 @@ def _break_long_words(text: str, limit: int = 28) -> str:
 def _bytes(n) -> str:
     if not isinstance(n, (int, float)) or n <= 0:
         return "–"
-    return f"{n / 2**30:.2f} GB" if n >= 2**30 else f"{n / 2**20:.1f} MB"
+    return format_size(n, mb_digits=1)
 
 
 class ModelInfoPanel(QFrame):

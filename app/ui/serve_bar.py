@@ -97,7 +97,7 @@ class ServeBar(QWidget):
 
     def start(self, port: int) -> bool:
         """Listen on 127.0.0.1:port (0: any free port). False, with `self.error`, if it cannot."""
-        from app.server.app import ServerOptions, create_app
+        from app.server.app import ServerOptions, create_app   # lazy: starlette and uvicorn, only to serve
         from app.server.cli import bind_socket, make_server
         from app.server.owner import ForwardingOwner
 

@@ -12,13 +12,15 @@ import os
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QWidget
 
+from app.units import format_size
+
 REFRESH_MS = 400
 
 
 def _mb(n: float | None) -> str:
     if not n:
         return "–"
-    return f"{n / 2**30:.2f} GB" if n >= 2**30 else f"{n / 2**20:.0f} MB"
+    return format_size(n)
 
 
 def _duration(seconds: float) -> str:
@@ -49,7 +51,7 @@ def prompt_progress_text(p: dict, short: bool = False) -> str:
 
 def _rss() -> int:
     try:
-        import psutil
+        import psutil   # lazy: slow to import (preload_modules loads it once the window is built)
 
         return int(psutil.Process(os.getpid()).memory_info().rss)
     except Exception:

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
-    QComboBox, QFrame, QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QSizePolicy, QVBoxLayout,
+    QComboBox, QFrame, QHBoxLayout, QInputDialog, QLabel, QPlainTextEdit, QPushButton, QSizePolicy,
+    QVBoxLayout,
 )
 
 from app.ui.qt_fix import emit
@@ -122,8 +123,6 @@ class SystemPromptBar(QFrame):
         if self.ask_name is not None:
             name = self.ask_name()
         else:
-            from PySide6.QtWidgets import QInputDialog
-
             name, ok = QInputDialog.getText(self, "Save preset", "Name of the preset")
             name = name if ok else ""
         name = " ".join((name or "").split())

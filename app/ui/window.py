@@ -14,20 +14,30 @@ import os
 from PySide6.QtCore import QByteArray, Qt, Signal
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import (
-    QApplication, QLabel, QMainWindow, QMessageBox, QSplitter, QVBoxLayout, QWidget,
+    QApplication, QFileDialog, QHBoxLayout, QLabel, QMainWindow, QMessageBox, QPushButton, QSplitter,
+    QVBoxLayout, QWidget,
 )
 
+from app import __version__, logs
+from app.chats.attachments import (ATTACH_SUFFIXES, message_with_attachments, read_attachment,
+                                   share_that_fits)
+from app.chats.export import export_conversation, export_file_name, import_json
+from app.paths import write_problem
 from app.ui import gc_guard
+from app.ui.about import add_help_actions, model_identity_of, show_about, show_model_identity
+from app.ui.advice import advice_for
 from app.ui.bars import ChatInput, Composer, ModelBar, ProgressPanel, StartupBanner
 from app.ui.chat_view import EMPTY_TEXT, ChatView
 from app.ui.error_dialog import ErrorDialog
 from app.ui.model_files import ModelFilesMixin
+from app.ui.models_dialog import ModelsDialog
 from app.ui.panels import ConversationPanel, ModelInfoPanel
+from app.ui.serve_bar import ServeBar
 from app.ui.settings_dialog import SettingsDialog
 from app.ui.state import ChatState
 from app.ui.stats_bar import StatsBar, prompt_progress_text
 from app.ui.system_prompt import SystemPromptBar
-from app.ui.theme import app_icon
+from app.ui.theme import app_icon, set_theme_choice
 from app.ui.worker import EngineThread, EngineWorker, preload_modules
 from app.ui.qt_fix import emit
 
@@ -98,8 +108,6 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         w.stats_updated.connect(self.stats.on_worker_stats_updated)
         w.generation_finished.connect(self.on_worker_generation_finished)
         w.generation_failed.connect(self.on_worker_generation_failed)
-        from app.ui.serve_bar import ServeBar
-
         self.serve_bar = ServeBar(w, self)          # the local server, sharing this engine
         self.statusBar().addPermanentWidget(self.serve_bar)
         self.serve_bar.hide()                       # File > Serve on localhost shows it
@@ -284,15 +292,13 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         chat_menu.addSeparator()
         action(chat_menu, "Se&ttings…", self.open_settings, "Ctrl+,")
         help_menu = m.addMenu("&Help")
-        from app.ui.about import add_help_actions
-
         add_help_actions(self, help_menu)
 
     # -- helpers ---------------------------------------------------------------------------------
 
     def library(self):
         if self._library is None:
-            from app.library import ModelLibrary
+            from app.library import ModelLibrary   # lazy: numpy; the window shows first (see PRELOAD)
 
             self._library = ModelLibrary()
         return self._library
@@ -306,14 +312,12 @@ class MainWindow(ModelFilesMixin, QMainWindow):
 
     def show_error(self, reason: str, title: str = "Cannot open this model") -> None:
         """The reason, what to do about it, and Details/Copy (app.ui.error_dialog)."""
-        from app import __version__
-
         self.errors.append(reason)
         facts = [f"Llambda {__version__}"]
         try:
-            from app.cli import isa_description
+            from app.diagnostics import kernels_description   # lazy: only an error needs it (start-up)
 
-            facts.append(f"kernels: {isa_description()}")
+            facts.append(f"kernels: {kernels_description()}")
         except Exception:
             pass
         if self.preflight.get("path"):
@@ -360,12 +364,8 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         notice = getattr(self.state.store, "notice", None)
         if notice:
             lines.append(notice)
-        from app import logs
-
         if logs.problem():
             lines.append(logs.problem())
-        from app.paths import write_problem
-
         folder = getattr(self.library(), "folder", None)
         why = write_problem(folder) if folder is not None else None
         if why is not None:
@@ -538,8 +538,6 @@ class MainWindow(ModelFilesMixin, QMainWindow):
             if too_big:
                 self.show_notice(too_big)
                 return
-            from app.chats.attachments import message_with_attachments
-
             text = message_with_attachments(text, [a["attachment"] for a in self.attachments])
             self.clear_attachments()
         edited = self.editing_id is not None
@@ -563,8 +561,6 @@ class MainWindow(ModelFilesMixin, QMainWindow):
     def start_generation(self) -> None:
         conv_id = self.state.current_id
         messages = self.state.prompt_messages(conv_id)
-        from app.ui.about import model_identity_of
-
         reply = self.state.begin_reply(self.model_name(), model_identity_of(self.model_info))
         self.chat.set_empty_text(None)
         self.chat.begin_reply(reply.message_id)
@@ -698,8 +694,6 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         if r is not None and r.conversation_id == self.state.current_id:
             status = "error" if error else ("interrupted" if stats.get("stopped") else "complete")
             self.chat.finish_reply(r.text, status, at_limit=stats.get("stop_reason") == "length")
-            from app.ui.about import show_model_identity
-
             show_model_identity(self.chat, self.state.store, r.message_id)
         self.refresh_conversations()
         self._update_controls()
@@ -712,17 +706,11 @@ class MainWindow(ModelFilesMixin, QMainWindow):
             return
         self.errors.append(reason)
         self._finished(request_id, {}, reason)
-        from app.ui.advice import advice_for
-
         self.show_notice(" ".join(x for x in (f"The reply failed: {reason}", advice_for(reason)) if x))
 
     # -- attachments -----------------------------------------------------------------------------
 
     def on_attach_button_clicked(self) -> None:
-        from PySide6.QtWidgets import QFileDialog
-
-        from app.chats.attachments import ATTACH_SUFFIXES
-
         patterns = " ".join(f"*.{s}" for s in sorted(ATTACH_SUFFIXES))
         paths, _ = QFileDialog.getOpenFileNames(self, "Attach files", os.path.expanduser("~"),
                                                 f"Text, Markdown, source code, PDF ({patterns});;All files (*)")
@@ -731,8 +719,6 @@ class MainWindow(ModelFilesMixin, QMainWindow):
 
     def attach_file(self, path: str) -> bool:
         """Read a file to send with the next message; its tokens are counted by the model."""
-        from app.chats.attachments import read_attachment
-
         try:
             a = read_attachment(path)
         except Exception as e:
@@ -764,8 +750,6 @@ class MainWindow(ModelFilesMixin, QMainWindow):
 
     def attachment_problem(self) -> str:
         """"" when the attachments fit; else what is too large and what would fit."""
-        from app.chats.attachments import share_that_fits
-
         free = self.free_tokens()
         total = sum(item["tokens"] or 0 for item in self.attachments)
         if free is None or total <= free:
@@ -777,10 +761,6 @@ class MainWindow(ModelFilesMixin, QMainWindow):
                 "part, start a new chat, or raise the context length in Settings.")
 
     def show_attachments(self) -> None:
-        from PySide6.QtWidgets import QHBoxLayout, QPushButton
-
-        from app.chats.attachments import share_that_fits
-
         box = self.composer.attachments_row
         while box.count():
             w = box.takeAt(0).widget()
@@ -853,8 +833,6 @@ class MainWindow(ModelFilesMixin, QMainWindow):
     # -- models ----------------------------------------------------------------------------------
 
     def open_models(self):
-        from app.ui.models_dialog import ModelsDialog
-
         dlg = ModelsDialog(self.library(), self.state.get("import_mode", "copy") or "copy", self)
         dlg.load_requested.connect(self.on_models_load_requested)
         dlg.open_in_place_requested.connect(self.on_models_open_in_place_requested)
@@ -875,10 +853,6 @@ class MainWindow(ModelFilesMixin, QMainWindow):
     # -- export and import -----------------------------------------------------------------------
 
     def export_dialog(self) -> None:
-        from PySide6.QtWidgets import QFileDialog
-
-        from app.chats.export import export_file_name
-
         if self.state.current_id is None:
             self.show_notice("Open a chat to export it.")
             return
@@ -890,8 +864,6 @@ class MainWindow(ModelFilesMixin, QMainWindow):
 
     def export_current(self, path: str, fmt: str | None = None) -> str | None:
         """Write the chat on screen to `path` as Markdown or JSON (from the suffix by default)."""
-        from app.chats.export import export_conversation
-
         if self.state.current_id is None:
             return None
         fmt = fmt or ("json" if str(path).lower().endswith(".json") else "md")
@@ -908,16 +880,12 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         return str(out)
 
     def import_dialog(self) -> None:
-        from PySide6.QtWidgets import QFileDialog
-
         path, _ = QFileDialog.getOpenFileName(self, "Import a chat", os.path.expanduser("~"),
                                               "Llambda chat exports (*.json)")
         if path:
             self.import_chat(path)
 
     def import_chat(self, path: str) -> int | None:
-        from app.chats.export import import_json
-
         try:
             conv_id = import_json(self.state.store, path)
         except Exception as e:
@@ -933,7 +901,7 @@ class MainWindow(ModelFilesMixin, QMainWindow):
     # -- settings --------------------------------------------------------------------------------
 
     def open_settings(self) -> SettingsDialog:
-        from app.engine.threads import load_measured
+        from app.engine.threads import load_measured   # lazy: the engine (numpy); see PRELOAD
 
         conv = self.state.current()
         dlg = SettingsDialog(conv.system_prompt if conv else (self.state.get("system_prompt_default", "") or ""),
@@ -966,8 +934,6 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         app = QApplication.instance()
         if app is None:
             return None
-        from app.ui.theme import set_theme_choice
-
         return set_theme_choice(app, self.state.get("theme", "system") or "system")
 
     def toggle_serve_bar(self, on: bool) -> None:
@@ -983,8 +949,6 @@ class MainWindow(ModelFilesMixin, QMainWindow):
             self.serve_action.setChecked(True)
 
     def about(self) -> QMessageBox:
-        from app.ui.about import show_about
-
         return show_about(self)
 
     # -- closing ---------------------------------------------------------------------------------

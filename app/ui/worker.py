@@ -14,6 +14,7 @@ The engine is anything with the small interface `EngineLike` (the real adapter i
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
 import sys
@@ -66,7 +67,10 @@ class EngineLike(Protocol):
 EngineFactory = Callable[[], EngineLike]
 
 
-PRELOAD = ("psutil", "jinja2.sandbox", "app.gguf", "app.model", "app.model.inspect", "app.library",
+# The engine's modules (numpy, the kernels, jinja2...) are imported inside the functions that use
+# them ("lazy: see PRELOAD"): the window module loads without them, preload_modules() loads them
+# while the window is built, and a module that fails is one line of error where it is used.
+PRELOAD = ("psutil", "jinja2.sandbox", "app.gguf", "app.model", "app.library", "app.library.inspect",
            "app.library.preflight", "app.text", "app.engine.decoder", "app.engine.session",
            "app.engine.generate", "app.engine.sampler", "app.engine.engine", "app.ui.engine_adapter")
 
@@ -75,8 +79,6 @@ def preload_modules() -> None:
     """Import what the worker will need, on the UI thread before the window shows: a first
     import in the worker (loading C extensions holds the GIL) would freeze the window for a
     moment in the middle of an import or load."""
-    import importlib
-
     for name in PRELOAD:
         try:
             importlib.import_module(name)
@@ -86,7 +88,7 @@ def preload_modules() -> None:
 
 def default_engine_factory() -> EngineLike:
     """The real engine (app.engine through its adapter)."""
-    from app.ui.engine_adapter import RealEngine
+    from app.ui.engine_adapter import RealEngine   # lazy: see PRELOAD
 
     return RealEngine()
 
@@ -178,7 +180,7 @@ class EngineWorker(QObject):
 
     def library(self):
         if self._library is None:
-            from app.library import ModelLibrary
+            from app.library import ModelLibrary   # lazy: see PRELOAD
 
             self._library = ModelLibrary()
         return self._library
@@ -218,7 +220,7 @@ class EngineWorker(QObject):
         """Pre-flight, import into the library (or find it there), then load."""
         self._cancel.clear()
         try:
-            from app.library.preflight import REFUSE, preflight
+            from app.library.preflight import REFUSE, preflight   # lazy: see PRELOAD
 
             report = preflight(path, options.get("n_ctx") or None)
         except Exception as e:
@@ -231,7 +233,7 @@ class EngineWorker(QObject):
             reasons = [m for m in report.messages if "not supported" in m or "does not have enough" in m]
             emit(self.import_failed, one_line(reasons[0] if reasons else report.summary()))
             return
-        from app.library import DuplicateModelError
+        from app.library import DuplicateModelError   # lazy: see PRELOAD
 
         last = [0.0]
 
@@ -272,7 +274,7 @@ class EngineWorker(QObject):
                 emit(self.starter_progress, stage, int(done), int(total))
 
         try:
-            from app.starter import fetch_starter
+            from app.starter import fetch_starter   # lazy: see PRELOAD
 
             name = fetch_starter(progress)
             path = str(self.library().resolve(name))
@@ -286,11 +288,11 @@ class EngineWorker(QObject):
         self._cancel.clear()
         emit(self.load_started, {"path": path, "name": os.path.basename(path)})
         try:
-            from app.model.inspect import describe
+            from app.library.inspect import describe   # lazy: see PRELOAD
 
             info = describe(path)
             info["template_status"] = _template_status(path)
-            from app.engine.stagelog import file_sha256
+            from app.engine.stagelog import file_sha256   # lazy: see PRELOAD
 
             info["sha256"] = file_sha256(path)     # library files: from the name, no hashing
             engine = self.engine()
@@ -514,7 +516,7 @@ class EngineWorker(QObject):
 
 def _template_status(path: str) -> str:
     try:
-        from app.gguf import open_gguf
+        from app.gguf import open_gguf   # lazy: see PRELOAD
         from app.library.preflight import chat_template_status
 
         with open_gguf(path) as f:
@@ -529,7 +531,7 @@ def _preflight_facts(path: str, report) -> dict:
     d = {"path": path, "name": os.path.basename(path)}
     d.update(report.to_json())
     try:
-        from app.library import describe_model
+        from app.library import describe_model   # lazy: see PRELOAD
 
         m = describe_model(path)
         d.update({"model_name": m.name, "architecture": m.architecture, "n_params": m.n_params,

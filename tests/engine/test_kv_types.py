@@ -10,7 +10,7 @@ from app.engine.engine import Engine
 from app.gguf import open_gguf
 from app.library.preflight import fitting_context
 from app.model import estimate_memory
-from app.model.inspect import describe
+from app.library.inspect import describe
 
 
 @pytest.mark.parametrize("kv_type", ["f16", "q8_0", "f32"])

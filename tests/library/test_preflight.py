@@ -37,7 +37,7 @@ def tiny(tmp_path):
 
 @pytest.fixture
 def supported(monkeypatch):
-    monkeypatch.setattr(app.model, "support_verdict", lambda f: types.SimpleNamespace(supported=True, reasons=[]))
+    monkeypatch.setattr(pf, "support_verdict", lambda f: types.SimpleNamespace(supported=True, reasons=[]))
 
 
 def test_report_numbers_are_the_model_estimate(tiny, supported):
@@ -58,7 +58,7 @@ def test_too_little_memory_refuses_with_numbers(tiny, supported):
 
 
 def test_unsupported_model_is_refused_with_reasons(tiny, monkeypatch):
-    monkeypatch.setattr(app.model, "support_verdict",
+    monkeypatch.setattr(pf, "support_verdict",
                         lambda f: types.SimpleNamespace(supported=False, reasons=["tensor type Q9_9 is not supported"]))
     r = pf.preflight(tiny, 64, available_bytes=8 * GB, total_bytes=16 * GB)
     assert r.verdict == "refuse" and r.memory_verdict == "ok"

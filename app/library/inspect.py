@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import os
 
+from app.diagnostics import kernels_description
 from app.gguf import FILE_TYPES, open_gguf
-from app.model.memory import format_bytes
+from app.library.preflight import preflight
+from app.units import format_bytes
 
 
 def describe(path: str | os.PathLike, n_ctx: int | None = None, kv_type: str = "f16") -> dict:
     """Plain-data description of a GGUF file. Raises ModelFormatError for a malformed file."""
-    from app.cli import isa_description
-    from app.library.preflight import preflight
-
     with open_gguf(path) as f:
         md = f.metadata
         types: dict[str, dict[str, int]] = {}
@@ -45,7 +44,7 @@ def describe(path: str | os.PathLike, n_ctx: int | None = None, kv_type: str = "
             "chat_template": "tokenizer.chat_template" in md,
             "chat_template_status": report.template_status,
             "verdict": {"supported": report.supported, "reasons": list(report.support_reasons)},
-            "kernels": isa_description(),
+            "kernels": kernels_description(),
             "memory": None,
         }
         if info["head_count_kv"] is not None and not isinstance(info["head_count_kv"], int):
