@@ -25,7 +25,7 @@ import os
 import sys
 from pathlib import Path
 
-from app.paths import ensure_dir, log_dir, write_problem
+from app.paths import log_dir, write_problem
 
 LOG_FILE = "llambda.log"
 MAX_BYTES = 1 << 20

@@ -24,7 +24,6 @@ from typing import Callable, Iterator, Protocol
 
 from PySide6.QtCore import QObject, QThread, Signal, Slot
 
-from app import defaults as D
 from app import logs
 from app.errors import LlambdaError, one_line
 from app.ui.prompt_meter import MIN_TOKENS_FOR_SPEED, PromptMeter, Ticker as _Ticker

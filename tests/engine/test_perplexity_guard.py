@@ -58,7 +58,6 @@ the CPU lacks (avx512 here) is not collected.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import numpy as np

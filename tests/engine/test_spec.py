@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from app.engine.engine import Engine
-from app.engine.generate import ContextShifted, Finished, GenerationRequest, TextPiece, generate
+from app.engine.generate import ContextShifted, Finished, GenerationRequest, generate
 from app.engine.sampler import GREEDY, Sampler, SamplerSettings
 from app.engine.session import Session
 from app.engine.speculative import (DraftModel, IncompatibleDraftError, PromptLookup, Speculator,

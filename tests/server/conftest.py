@@ -9,6 +9,8 @@ from dataclasses import dataclass
 
 import pytest
 
+from tests.ui.conftest import make_window  # noqa: F401 - the window fixture, for test_window_serve
+
 N_CTX = 1024
 
 

@@ -11,7 +11,7 @@ import openai
 from PySide6.QtCore import Qt
 
 from tests.server.test_clients import PROMPT, SETTINGS, generate_json
-from tests.ui.conftest import drop_file, make_window  # noqa: F401 - the window fixture
+from tests.ui.conftest import drop_file
 
 FAST = {"temperature": 0.0, "max_tokens": 16, "seed": 1}
 

@@ -12,7 +12,6 @@ import statistics
 import pytest
 from PySide6.QtCore import Qt
 
-from app import defaults as D
 from tests.ui.conftest import drop_file, least_stall, track_phases
 
 FAST = {"temperature": 0.0, "max_tokens": 24, "seed": 1}
