@@ -280,7 +280,7 @@ class CDecoder:
         out = np.empty((n, self.n_vocab) if all_logits else self.n_vocab, np.float32)
         st = lib.llk_decode(self.ptr, ffi.from_buffer("int32_t[]", ids), n, int(start_pos),
                             int(bool(all_logits)), ffi.from_buffer("float[]", out))
-        if st == 4:
+        if st == lib.LLK_ERR_ABORTED:
             raise DecodeCancelled("decode cancelled")
         kernels._check(st, "decode")
         return out
@@ -315,7 +315,7 @@ class CDecoder:
                               ffi.from_buffer("int32_t[]", out), n_out, ts)
         tokens = [int(t) for t in out[:n_out[0]]]
         sampler.used(len(tokens))
-        if st == 4:
+        if st == lib.LLK_ERR_ABORTED:
             return tokens, ts[0], True
         kernels._check(st, "generate")
         return tokens, ts[0], False
@@ -326,7 +326,7 @@ class CDecoder:
         if not 0 <= p0 <= p0 + n_drop <= n_past <= self.n_ctx:
             raise ValueError(f"kv_shift: bad range {p0}+{n_drop} of {n_past}")
         st = lib.llk_decoder_kv_shift(self.ptr, int(p0), int(n_drop), int(n_past))
-        if st == 1:
+        if st == lib.LLK_ERR_ARG:
             return False
         kernels._check(st, "kv_shift")
         return True

@@ -54,10 +54,12 @@ TYPE_NAMES = {
 }
 SUPPORTED_TYPES = frozenset(t for t in range(64) if lib.llk_type_supported(t))
 
-_STATUS = {
-    1: "bad argument", 2: "unsupported tensor type", 3: "out of memory", 4: "aborted",
-    5: "could not start a thread", 6: "instruction set not available on this CPU",
-    7: "thread pool busy with another thread's job",
+_STATUS = {          # llk_status (kernels/llk.h), by name
+    lib.LLK_ERR_ARG: "bad argument", lib.LLK_ERR_TYPE: "unsupported tensor type",
+    lib.LLK_ERR_NOMEM: "out of memory", lib.LLK_ERR_ABORTED: "aborted",
+    lib.LLK_ERR_THREAD: "could not start a thread",
+    lib.LLK_ERR_ISA: "instruction set not available on this CPU",
+    lib.LLK_ERR_BUSY: "thread pool busy with another thread's job",
 }
 
 
@@ -68,7 +70,7 @@ class KernelAborted(KernelError):
 def _check(status: int, what: str) -> None:
     if status:
         msg = f"{what}: {_STATUS.get(status, f'status {status}')}"
-        raise (KernelAborted if status == 4 else KernelError)(msg)
+        raise (KernelAborted if status == lib.LLK_ERR_ABORTED else KernelError)(msg)
 
 
 def _isa(isa: int | str | None) -> int:
@@ -127,7 +129,7 @@ def describe() -> str:
     """One line: library, level in use, best level, cores."""
     used, best = isa_level(), best_isa_level()
     note = "" if used == best else f" (forced by LLAMBDA_ISA; best {isa_name(best)})"
-    slow = " - no AVX2: reference kernels, expect slow generation" if best == 0 else ""
+    slow = " - no AVX2: reference kernels, expect slow generation" if best == lib.LLK_ISA_REF else ""
     return (f"{version()}, kernels {isa_name()}{note}{slow}, "
             f"{cpu_count_physical()} physical cores of {cpu_count_allowed()} usable CPUs")
 
