@@ -283,9 +283,9 @@ def _open_window(argv: Sequence[str], verbose: int = 0) -> int:
         args.file = str(_fetch_starter_with_progress())
     try:
         from app.ui.main import run_window   # lazy: PySide6; also absent from a build without the window
-    except ImportError:
-        print("llambda: error: the window is not part of this build yet; "
-              "use a subcommand (llambda --help)", file=sys.stderr)
+    except ImportError as e:
+        print(f"llambda: error: the window cannot start: {e} (reinstall Llambda; the command-line "
+              "tools still work: llambda --help)", file=sys.stderr)
         return 1
     return run_window(args)
 

@@ -32,7 +32,6 @@ SOURCES = [
     ("llk_avx512.c", [], _GCC_AVX512, ["/arch:AVX512"]),
     ("llk_avx512.c", [("LLK_VNNI", "1")], _GCC_AVX512 + ["-mavx512vnni"], ["/arch:AVX512"]),
 ]
-ISA_FLAGS_X86_ONLY = True  # ISA flags are dropped on non-x86 machines (reference path only)
 
 # -ffp-contract=off (MSVC: /fp:precise, which fuses nothing since Visual Studio 2022 17.0): no
 # a * b + c silently fused. Every ISA level must compute the same floats bit for bit
