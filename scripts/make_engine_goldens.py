@@ -32,7 +32,8 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 OUT = os.path.join(ROOT, "tests", "data", "engine")
-SMOLLM2 = "/root/.cache/llambda-test/SmolLM2-135M-Instruct.Q4_1.gguf"
+CACHE = os.environ.get("LLAMBDA_TEST_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "llambda-test")
+SMOLLM2 = os.path.join(CACHE, "SmolLM2-135M-Instruct.Q4_1.gguf")
 
 # (name, TinySpec keyword arguments, seed): each exercises a different switch of the decoder
 SYNTH_MODELS = [
@@ -119,7 +120,7 @@ def make_archs() -> None:
     _write("arch_goldens.json", out)
 
 
-GEMMA3 = os.path.join(os.path.expanduser("~"), ".cache", "llambda-test", "gemma-3-270m-q4_k_m.gguf")
+GEMMA3 = os.path.join(CACHE, "gemma-3-270m-q4_k_m.gguf")
 REAL_CASES = [0, 2, 6]          # indices into RAW_PROMPTS
 REAL_GEN = 32
 
@@ -230,8 +231,7 @@ VARIANT_CASES = [0, 2, 6, 7, 9, 11]     # indices into RAW_PROMPTS + CHAT_PROMPT
 
 
 def variants_dir() -> str:
-    base = os.environ.get("LLAMBDA_TEST_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "llambda-test")
-    return os.path.join(base, "variants")
+    return os.path.join(CACHE, "variants")
 
 
 def make_variant(src: str, ftype_name: str) -> str:
