@@ -126,6 +126,7 @@ class Engine:
         if self._template is None:
             from app.text import load_chat_template
 
+            self.file.check_unchanged()     # the template is read from the mapping
             self._template = load_chat_template(self.file, self.tokenizer)
         return self._template
 
@@ -160,17 +161,23 @@ class Engine:
     # -- saved KV states ----------------------------------------------------------------------
 
     @property
-    def model_id(self) -> str:
+    def model_id(self) -> str | None:
+        """The loaded model's identity for saved KV states; None when it can no longer be told:
+        the file at `path` was replaced or deleted before it was first needed (the engine goes
+        on with the file it mapped, whose identity the new one's would not be)."""
         if self._model_id is None:
             from app.engine.kvstore import model_identity
 
+            if not self.file.same_file_at_path():
+                return None
             self._model_id = model_identity(self.path)
         return self._model_id
 
     def save_state(self, key: str) -> bool:
         """Write the session's KV state under `key` (no-op without a store or when unchanged)."""
         s = self.session
-        if self.kv_store is None or s.n_past == 0 or self.kv_store.unchanged(self.model_id, key, s.tokens):
+        if self.kv_store is None or s.n_past == 0 or self.model_id is None \
+                or self.kv_store.unchanged(self.model_id, key, s.tokens):
             return False
         image = self.decoder.kv_read(s.n_past)
         return self.kv_store.save(self.model_id, key, self.decoder.kv_signature(), s.tokens, image) \
@@ -180,7 +187,7 @@ class Engine:
         """Before feeding `prompt_ids`: if the state saved under `key` shares more of them than
         the session already holds, load it. Returns the tokens restored (0: nothing loaded)."""
         s = self.session
-        if self.kv_store is None or not prompt_ids:
+        if self.kv_store is None or not prompt_ids or self.model_id is None:
             return 0
         sig = self.decoder.kv_signature()
         saved = self.kv_store.peek(self.model_id, key, sig, self.n_ctx)

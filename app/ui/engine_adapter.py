@@ -189,7 +189,8 @@ class RealEngine:
             progress(1.0)
             return
         stop = threading.Event()
-        thread = threading.Thread(target=read_ahead, args=(mm, progress, stop),
+        check = getattr(engine.file, "check_unchanged", None)
+        thread = threading.Thread(target=read_ahead, args=(mm, progress, stop, check),
                                   name="llambda-read-ahead", daemon=True)
         self._prefetch = (thread, stop)
         thread.start()
@@ -245,10 +246,13 @@ READ_AHEAD_CHUNK = 64 << 20     # bytes per step of the read-ahead pass (one pro
 PAGE = mmap.PAGESIZE
 
 
-def read_ahead(mm, progress: Callable[[float], None], stop: threading.Event) -> int:
+def read_ahead(mm, progress: Callable[[float], None], stop: threading.Event,
+               check: Callable[[], None] | None = None) -> int:
     """Bring a read-only mapping into memory: ask the kernel to read it ahead (WILLNEED), then
     touch one byte per page in chunks (numpy's loop runs without the interpreter lock), so the
-    pages are resident when the first reply needs them. Returns the bytes gone through."""
+    pages are resident when the first reply needs them. Returns the bytes gone through.
+    `check()` runs before each chunk: when it raises (the file changed on disk: pages past a
+    new end must not be touched), the pass stops there."""
     size = len(mm)
     if hasattr(mm, "madvise") and hasattr(mmap, "MADV_WILLNEED"):
         try:
@@ -257,6 +261,14 @@ def read_ahead(mm, progress: Callable[[float], None], stop: threading.Event) -> 
             pass
     done = 0
     while done < size and not stop.is_set():
+        if check is not None:
+            try:
+                check()
+            except Exception as e:
+                import logging
+
+                logging.getLogger(__name__).warning("read-ahead stopped: %s", e)
+                break
         n = min(READ_AHEAD_CHUNK, size - done)
         view = np.frombuffer(mm, dtype=np.uint8, count=n, offset=done)
         int(view[::PAGE].sum(dtype=np.uint64))
