@@ -140,11 +140,25 @@ class Engine:
         return ids
 
     def chat_prompt(self, messages, add_generation_prompt: bool = True) -> list[int]:
+        """Token ids of `messages` in the model's chat format. When the model's own template
+        fails on them within its bounds (too slow, too big, unsafe: app.text.chat), the family
+        template takes over for the rest of the session, with a warning (`chat_template.note`);
+        a template that refuses the conversation itself (raise_exception) is obeyed."""
+        from app.errors import TemplateError
         from app.text import chat_prompt_tokens
+        from app.text.chat import TemplateRaised, fallback_template
 
         t0 = time.perf_counter()
-        ids = chat_prompt_tokens(self.tokenizer, self.chat_template, messages,
-                                 add_generation_prompt=add_generation_prompt)
+        template = self.chat_template
+        try:
+            ids = chat_prompt_tokens(self.tokenizer, template, messages,
+                                     add_generation_prompt=add_generation_prompt)
+        except TemplateError as e:
+            if template.fallback or isinstance(e, TemplateRaised):
+                raise
+            self._template = fallback_template(self.file, self.tokenizer, str(e), template.name)
+            ids = chat_prompt_tokens(self.tokenizer, self._template, messages,
+                                     add_generation_prompt=add_generation_prompt)
         self.last_tokenize_s = time.perf_counter() - t0
         return ids
 

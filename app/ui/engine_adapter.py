@@ -71,7 +71,7 @@ class RealEngine:
                 "pool_size": engine.n_threads, "isa": getattr(decoder, "isa", ""),
                 "kv_cache_bytes": getattr(decoder, "kv_bytes", 0),
                 "template_family": getattr(template, "family", None),
-                "template_warnings": list(self.warnings)}
+                "template_warnings": list(self.warnings), **template_facts(template)}
 
     def save_state(self) -> bool:
         """Write the last conversation's KV state to the cache folder (worker thread only)."""
@@ -103,6 +103,7 @@ class RealEngine:
             return
         if not turns or turns[-1]["role"] != "user":
             raise ValueError("the conversation must end with a user message")
+        template = getattr(self.engine, "_template", None)      # a failing one is replaced in the turn
         chat = Chat(self.engine, system=system,
                     context_policy=OVERFLOW_TO_POLICY.get(settings.get("overflow", D.OVERFLOW), D.OVERFLOW))
         chat.messages = [dict(m) for m in turns[:-1]]
@@ -139,7 +140,13 @@ class RealEngine:
             elif isinstance(ev, ContextShifted):
                 yield {"type": "context_shift", "dropped": int(ev.dropped)}
             elif isinstance(ev, Finished):
-                yield {"type": "done", "stats": {**_done_stats(ev), **self.speculation()}}
+                yield {"type": "done", "stats": {**_done_stats(ev), **self.speculation(),
+                                                 **self._template_change(template)}}
+
+    def _template_change(self, before) -> dict:
+        """template_facts when the model's template gave way to the fallback during this turn."""
+        now = getattr(self.engine, "_template", None)
+        return {} if now is before or now is None else template_facts(now)
 
     def _continue(self, system: list[dict], turns: list[dict], settings: dict) -> Iterator[dict]:
         """Go on with the last assistant turn where it stopped (the token limit): the prompt is the
@@ -150,6 +157,7 @@ class RealEngine:
         from app.engine.generate import ContextShifted, Finished, GenerationRequest, PromptProgress, TextPiece
 
         so_far = turns[-1]["content"]
+        template = getattr(self.engine, "_template", None)
         ids = self.engine.chat_prompt(system + turns[:-1])
         ids = ids + self.engine.tokenizer.encode(so_far, add_special=False, parse_special=False)
         n_ctx = self.engine.n_ctx
@@ -170,7 +178,8 @@ class RealEngine:
             elif isinstance(ev, ContextShifted):
                 yield {"type": "context_shift", "dropped": int(ev.dropped)}
             elif isinstance(ev, Finished):
-                yield {"type": "done", "stats": {**_done_stats(ev), **self.speculation()}}
+                yield {"type": "done", "stats": {**_done_stats(ev), **self.speculation(),
+                                                 **self._template_change(template)}}
 
     # -- reading the weights in ----------------------------------------------------------------
 
@@ -230,6 +239,17 @@ class RealEngine:
         if self.engine is None:
             return 0, 0
         return self.engine.session.n_past, self.engine.n_ctx
+
+
+def template_facts(template) -> dict:
+    """What the window shows when the model's own chat template is not used although the file
+    has one (app.text.chat: it does not compile, or does not render within its bounds):
+    "template_status" for the model panel, "template_note" for the notice line."""
+    note = getattr(template, "note", "")
+    if not note:
+        return {}
+    return {"template_status": f"not used: {note}",
+            "template_note": f"This model's chat template cannot be used: {note}."}
 
 
 def _done_stats(ev) -> dict:
