@@ -38,6 +38,11 @@ class OutOfMemoryError(LlambdaError, MemoryError):
     """Running the model would need more memory than the machine can give."""
 
 
+class ModelFileChangedError(LlambdaError, OSError):
+    """The mapped model file was truncated or rewritten in place since it was loaded: its
+    weights can no longer be read safely (a page past a new end would kill the process)."""
+
+
 class KernelError(LlambdaError, RuntimeError):
     """The kernel library returned a failure status."""
 

@@ -3,7 +3,9 @@
 `Decoder.decode(tokens, start_pos, all_logits=False)` runs a batch of tokens at positions
 start_pos.. through the whole model in one call into the C library (`llk_decode`) and returns the
 logits of the last position (n_vocab,) or of every position (n_tok, n_vocab). Weights stay in the
-GGUF file's memory map; this module only binds tensor names to the C structs.
+GGUF file's memory map; this module only binds tensor names to the C structs. Before each call
+into C the file is checked (`GGUFFile.check_unchanged`): one truncated or rewritten in place since
+it was loaded gives ModelFileChangedError instead of a pass over pages that may be gone.
 Not here: which tokens to feed, sampling, stopping (see session.py and generate.py).
 """
 from __future__ import annotations
@@ -277,6 +279,7 @@ class CDecoder:
                              f"context of {self.n_ctx}")
         if ids.min() < 0 or ids.max() >= self.n_vocab:
             raise ValueError(f"decode: token id outside 0..{self.n_vocab - 1}")
+        self._file.check_unchanged()        # a truncated mapping would kill the process in C
         out = np.empty((n, self.n_vocab) if all_logits else self.n_vocab, np.float32)
         st = lib.llk_decode(self.ptr, ffi.from_buffer("int32_t[]", ids), n, int(start_pos),
                             int(bool(all_logits)), ffi.from_buffer("float[]", out))
@@ -298,6 +301,7 @@ class CDecoder:
             raise ValueError(f"generate: {max_tokens} tokens from {start_pos} overflow the context")
         if logits.dtype != np.float32 or not logits.flags.c_contiguous or logits.size != self.n_vocab:
             raise ValueError("generate: logits must be the decoder's float32 row")
+        self._file.check_unchanged()
         w = sampler.n_window
         hist = np.empty(w + max_tokens, np.int32)
         tail = list(context[-w:]) if w else []

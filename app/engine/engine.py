@@ -29,7 +29,7 @@ from app.engine.sampler import SamplerSettings
 from app.engine.session import Session
 from app.engine.speculative import DraftModel, PromptLookup, Speculator
 from app.gguf import open_gguf
-from app.errors import LlambdaError
+from app.errors import LlambdaError, TemplateError
 from app.library.preflight import fitting_context
 from app.model import config_from_gguf, require_supported
 
@@ -125,6 +125,7 @@ class Engine:
         if self._template is None:
             from app.text import load_chat_template   # lazy: jinja2 (see __init__)
 
+            self.file.check_unchanged()     # the template is read from the mapping
             self._template = load_chat_template(self.file, self.tokenizer)
         return self._template
 
@@ -138,11 +139,24 @@ class Engine:
         return ids
 
     def chat_prompt(self, messages, add_generation_prompt: bool = True) -> list[int]:
+        """Token ids of `messages` in the model's chat format. When the model's own template
+        fails on them within its bounds (too slow, too big, unsafe: app.text.chat), the family
+        template takes over for the rest of the session, with a warning (`chat_template.note`);
+        a template that refuses the conversation itself (raise_exception) is obeyed."""
         from app.text import chat_prompt_tokens   # lazy: jinja2 (see __init__)
+        from app.text.chat import TemplateRaised, fallback_template   # lazy: jinja2
 
         t0 = time.perf_counter()
-        ids = chat_prompt_tokens(self.tokenizer, self.chat_template, messages,
-                                 add_generation_prompt=add_generation_prompt)
+        template = self.chat_template
+        try:
+            ids = chat_prompt_tokens(self.tokenizer, template, messages,
+                                     add_generation_prompt=add_generation_prompt)
+        except TemplateError as e:
+            if template.fallback or isinstance(e, TemplateRaised):
+                raise
+            self._template = fallback_template(self.file, self.tokenizer, str(e), template.name)
+            ids = chat_prompt_tokens(self.tokenizer, self._template, messages,
+                                     add_generation_prompt=add_generation_prompt)
         self.last_tokenize_s = time.perf_counter() - t0
         return ids
 
@@ -159,15 +173,21 @@ class Engine:
     # -- saved KV states ----------------------------------------------------------------------
 
     @property
-    def model_id(self) -> str:
+    def model_id(self) -> str | None:
+        """The loaded model's identity for saved KV states; None when it can no longer be told:
+        the file at `path` was replaced or deleted before it was first needed (the engine goes
+        on with the file it mapped, whose identity the new one's would not be)."""
         if self._model_id is None:
+            if not self.file.same_file_at_path():
+                return None
             self._model_id = model_identity(self.path)
         return self._model_id
 
     def save_state(self, key: str) -> bool:
         """Write the session's KV state under `key` (no-op without a store or when unchanged)."""
         s = self.session
-        if self.kv_store is None or s.n_past == 0 or self.kv_store.unchanged(self.model_id, key, s.tokens):
+        if self.kv_store is None or s.n_past == 0 or self.model_id is None \
+                or self.kv_store.unchanged(self.model_id, key, s.tokens):
             return False
         image = self.decoder.kv_read(s.n_past)
         return self.kv_store.save(self.model_id, key, self.decoder.kv_signature(), s.tokens, image) \
@@ -177,7 +197,7 @@ class Engine:
         """Before feeding `prompt_ids`: if the state saved under `key` shares more of them than
         the session already holds, load it. Returns the tokens restored (0: nothing loaded)."""
         s = self.session
-        if self.kv_store is None or not prompt_ids:
+        if self.kv_store is None or not prompt_ids or self.model_id is None:
             return 0
         sig = self.decoder.kv_signature()
         saved = self.kv_store.peek(self.model_id, key, sig, self.n_ctx)

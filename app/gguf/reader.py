@@ -28,7 +28,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from app.errors import ModelFormatError
+from app.errors import ModelFileChangedError, ModelFormatError
 from app.gguf.constants import (
     DEFAULT_ALIGNMENT,
     FLOAT_TYPES,
@@ -315,8 +315,14 @@ class GGUFFile:
                 self._mmap = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
             except (OSError, ValueError) as e:
                 raise ModelFormatError(f"{where}: cannot map file: {e}") from None
-        finally:
+        except BaseException:
             os.close(fd)
+            raise
+        # The descriptor stays open while the file is: fstat on it tells whether the mapped file
+        # (this inode, wherever its name went) was truncated or rewritten (check_unchanged).
+        self._fd = fd
+        self._dev_ino = (st.st_dev, st.st_ino)
+        self._mtime_ns = st.st_mtime_ns
         try:
             self._parse(where)
         except BaseException:
@@ -483,6 +489,40 @@ class GGUFFile:
 
     # -- lifetime ---------------------------------------------------------------------------
 
+    # -- the file under us -------------------------------------------------------------------
+
+    def check_unchanged(self) -> None:
+        """Raise ModelFileChangedError when the mapped file was truncated, extended or rewritten
+        in place since it was opened. Reading a mapped page past a file's new end kills the
+        process (SIGBUS), so the engine calls this before each pass over the weights. A file
+        replaced by another (renamed over) or deleted is not a change: the mapping keeps the
+        old file, which nothing can truncate any more."""
+        fd = getattr(self, "_fd", None)
+        if fd is None:
+            return
+        try:
+            st = os.fstat(fd)
+        except OSError:                     # closed under us: nothing mapped to protect
+            return
+        if st.st_size != self.file_size:
+            raise ModelFileChangedError(
+                f"The model file {os.path.basename(self.path)} changed on disk since it was loaded "
+                f"(now {st.st_size} bytes, was {self.file_size}); load it again.")
+        if st.st_mtime_ns != self._mtime_ns:
+            raise ModelFileChangedError(
+                f"The model file {os.path.basename(self.path)} changed on disk since it was loaded "
+                f"(rewritten in place, still {st.st_size} bytes); load it again.")
+
+    def same_file_at_path(self) -> bool:
+        """Whether `path` still names the mapped file (False: replaced by another, or deleted)."""
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return False
+        return (st.st_dev, st.st_ino) == getattr(self, "_dev_ino", None)
+
+    # -- lifetime ---------------------------------------------------------------------------
+
     def close(self) -> None:
         m = getattr(self, "_mmap", None)
         if m is not None:
@@ -491,6 +531,22 @@ class GGUFFile:
             except BufferError:
                 pass  # numpy views still use it; it is released when they are
             self._mmap = None
+        fd = getattr(self, "_fd", None)
+        if fd is not None:
+            self._fd = None
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+    def __del__(self):
+        fd = getattr(self, "_fd", None)
+        if fd is not None:
+            self._fd = None
+            try:
+                os.close(fd)
+            except OSError:
+                pass
 
     def __enter__(self) -> "GGUFFile":
         return self

@@ -55,6 +55,9 @@ RULES: list[tuple[str, object]] = [
      "somewhere in your home folder first."),
     (r"no such file|the model file is gone|not found", "The file was moved or deleted: open it from where it is "
      "now, or import it again."),
+    (r"changed on disk since it was loaded",
+     "Another program truncated or rewrote the model file while Llambda was using it. Load the model "
+     "again once that program is done (a copy or download still running looks like this)."),
     (r"has changed since it was imported|changed while it was being imported",
      "The file changed on disk after it was added: import it again."),
     (r"not a gguf file|wrong magic|magic|truncated|past the end|shorter than|bytes left|unexpected end|"

@@ -70,7 +70,7 @@ class RealEngine:
                 "pool_size": engine.n_threads, "isa": getattr(decoder, "isa", ""),
                 "kv_cache_bytes": getattr(decoder, "kv_bytes", 0),
                 "template_family": getattr(template, "family", None),
-                "template_warnings": list(self.warnings)}
+                "template_warnings": list(self.warnings), **template_facts(template)}
 
     def save_state(self) -> bool:
         """Write the last conversation's KV state to the cache folder (worker thread only)."""
@@ -97,6 +97,7 @@ class RealEngine:
             return
         if not turns or turns[-1]["role"] != "user":
             raise ValueError("the conversation must end with a user message")
+        template = getattr(self.engine, "_template", None)      # a failing one is replaced in the turn
         chat = Chat(self.engine, system=system,
                     context_policy=OVERFLOW_TO_POLICY.get(settings.get("overflow", D.OVERFLOW), D.OVERFLOW))
         chat.messages = [dict(m) for m in turns[:-1]]
@@ -133,13 +134,20 @@ class RealEngine:
             elif isinstance(ev, ContextShifted):
                 yield {"type": "context_shift", "dropped": int(ev.dropped)}
             elif isinstance(ev, Finished):
-                yield {"type": "done", "stats": {**_done_stats(ev), **self.speculation()}}
+                yield {"type": "done", "stats": {**_done_stats(ev), **self.speculation(),
+                                                 **self._template_change(template)}}
+
+    def _template_change(self, before) -> dict:
+        """template_facts when the model's template gave way to the fallback during this turn."""
+        now = getattr(self.engine, "_template", None)
+        return {} if now is before or now is None else template_facts(now)
 
     def _continue(self, system: list[dict], turns: list[dict], settings: dict) -> Iterator[dict]:
         """Go on with the last assistant turn where it stopped (the token limit): the prompt is the
         conversation up to it with the reply so far as the start of the model's turn, so the
         cache already holds nearly all of it."""
         so_far = turns[-1]["content"]
+        template = getattr(self.engine, "_template", None)
         ids = self.engine.chat_prompt(system + turns[:-1])
         ids = ids + self.engine.tokenizer.encode(so_far, add_special=False, parse_special=False)
         n_ctx = self.engine.n_ctx
@@ -160,7 +168,8 @@ class RealEngine:
             elif isinstance(ev, ContextShifted):
                 yield {"type": "context_shift", "dropped": int(ev.dropped)}
             elif isinstance(ev, Finished):
-                yield {"type": "done", "stats": {**_done_stats(ev), **self.speculation()}}
+                yield {"type": "done", "stats": {**_done_stats(ev), **self.speculation(),
+                                                 **self._template_change(template)}}
 
     # -- reading the weights in ----------------------------------------------------------------
 
@@ -179,7 +188,8 @@ class RealEngine:
             progress(1.0)
             return
         stop = threading.Event()
-        thread = threading.Thread(target=read_ahead, args=(mm, progress, stop),
+        check = getattr(engine.file, "check_unchanged", None)
+        thread = threading.Thread(target=read_ahead, args=(mm, progress, stop, check),
                                   name="llambda-read-ahead", daemon=True)
         self._prefetch = (thread, stop)
         thread.start()
@@ -221,6 +231,17 @@ class RealEngine:
         return self.engine.session.n_past, self.engine.n_ctx
 
 
+def template_facts(template) -> dict:
+    """What the window shows when the model's own chat template is not used although the file
+    has one (app.text.chat: it does not compile, or does not render within its bounds):
+    "template_status" for the model panel, "template_note" for the notice line."""
+    note = getattr(template, "note", "")
+    if not note:
+        return {}
+    return {"template_status": f"not used: {note}",
+            "template_note": f"This model's chat template cannot be used: {note}."}
+
+
 def _done_stats(ev) -> dict:
     s = ev.stats
     return {"prompt_tokens": s.prompt_tokens, "completion_tokens": s.generated_tokens,
@@ -235,10 +256,13 @@ READ_AHEAD_CHUNK = 64 << 20     # bytes per step of the read-ahead pass (one pro
 PAGE = mmap.PAGESIZE
 
 
-def read_ahead(mm, progress: Callable[[float], None], stop: threading.Event) -> int:
+def read_ahead(mm, progress: Callable[[float], None], stop: threading.Event,
+               check: Callable[[], None] | None = None) -> int:
     """Bring a read-only mapping into memory: ask the kernel to read it ahead (WILLNEED), then
     touch one byte per page in chunks (numpy's loop runs without the interpreter lock), so the
-    pages are resident when the first reply needs them. Returns the bytes gone through."""
+    pages are resident when the first reply needs them. Returns the bytes gone through.
+    `check()` runs before each chunk: when it raises (the file changed on disk: pages past a
+    new end must not be touched), the pass stops there."""
     size = len(mm)
     if hasattr(mm, "madvise") and hasattr(mmap, "MADV_WILLNEED"):
         try:
@@ -247,6 +271,14 @@ def read_ahead(mm, progress: Callable[[float], None], stop: threading.Event) -> 
             pass
     done = 0
     while done < size and not stop.is_set():
+        if check is not None:
+            try:
+                check()
+            except Exception as e:
+                import logging
+
+                logging.getLogger(__name__).warning("read-ahead stopped: %s", e)
+                break
         n = min(READ_AHEAD_CHUNK, size - done)
         view = np.frombuffer(mm, dtype=np.uint8, count=n, offset=done)
         int(view[::PAGE].sum(dtype=np.uint64))

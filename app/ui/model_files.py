@@ -228,6 +228,8 @@ class ModelFilesMixin:
             self._load_note = (self._load_note + " " if self._load_note else "") + (
                 "This processor has no AVX2: Llambda runs its portable reference kernels, "
                 "which are much slower.")
+        if info.get("template_note"):        # the model's own chat template is not used
+            self._load_note = " ".join(x for x in (self._load_note, info["template_note"]) if x)
         self.show_notice(self._load_note)
         self._load_note = ""
         self.statusBar().showMessage(f"Ready: {info.get('name') or os.path.basename(info.get('path', ''))}", 4000)

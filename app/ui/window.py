@@ -699,7 +699,14 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         self._update_controls()
 
     def on_worker_generation_finished(self, request_id: int, stats: dict) -> None:
+        stats = dict(stats)
+        note, status = stats.pop("template_note", None), stats.pop("template_status", None)
         self._finished(request_id, stats, None)
+        if note and not self._closed and self.model_info is not None:
+            # the model's chat template failed on this conversation: the fallback took over
+            self.model_info = {**self.model_info, "template_status": status, "template_note": note}
+            self.info_panel.show_info(self.model_info)
+            self.show_notice(note)
 
     def on_worker_generation_failed(self, request_id: int, reason: str) -> None:
         if self._closed:
