@@ -531,6 +531,10 @@ class GGUFFile:
             except BufferError:
                 pass  # numpy views still use it; it is released when they are
             self._mmap = None
+        self._close_fd()
+
+    def _close_fd(self) -> None:
+        """The descriptor kept for check_unchanged, closed once (close() or the collector)."""
         fd = getattr(self, "_fd", None)
         if fd is not None:
             self._fd = None
@@ -540,13 +544,7 @@ class GGUFFile:
                 pass
 
     def __del__(self):
-        fd = getattr(self, "_fd", None)
-        if fd is not None:
-            self._fd = None
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+        self._close_fd()
 
     def __enter__(self) -> "GGUFFile":
         return self
