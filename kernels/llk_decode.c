@@ -44,6 +44,7 @@ struct llk_decoder {
     size_t packs_bytes;
     const uint8_t **packed;         /* n_layer x N_SLOTS + 1 (the output): a weight's panels, or
                                      * NULL where it runs as read */
+    float *vectors;                 /* pack == 2: the norms and biases, copied (own_vectors) */
 };
 
 /* The matrices of a layer, in the order of the packed[] slots. */
@@ -86,7 +87,7 @@ void llk_decoder_free(llk_decoder *d) {
     free(d->x); free(d->xb); free(d->xb2); free(d->q); free(d->att);
     free(d->k); free(d->v); free(d->g); free(d->u); free(d->pos);
     for (int i = 0; i < 3; i++) free(d->act[i]);
-    free(d->packs_alloc); free(d->packed);
+    free(d->packs_alloc); free(d->packed); free(d->vectors);
     free(d);
 }
 
@@ -122,6 +123,48 @@ static llk_status pack_tensor(llk_decoder *d, const llk_tensor *w, uint8_t *out)
                                  w->n_cols, out + (size_t)(r / LLK_PANEL_ROWS) * panel_bytes);
         if (st) return st;
         if (d->c.pack >= 2) released = release_pages(released, base + (size_t)(r + n) * w->row_stride);
+    }
+    return LLK_OK;
+}
+
+/* The float32 vectors a pass reads (norms, biases), 0 to 14 per layer. */
+static int vector_fields(llk_decoder *d, int il, llk_tensor **out) {
+    llk_layer *L = &d->layers[il];
+    llk_tensor *all[] = {&L->attn_norm, &L->attn_norm_b, &L->bq, &L->bk, &L->bv, &L->q_norm, &L->k_norm,
+                         &L->bo, &L->attn_post_norm, &L->ffn_norm, &L->ffn_norm_b, &L->ffn_post_norm};
+    int n = 0;
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+        if (all[i]->data) out[n++] = all[i];
+    if (il == 0) {
+        if (d->output_norm.data) out[n++] = &d->output_norm;
+        if (d->output_norm_b.data) out[n++] = &d->output_norm_b;
+    }
+    return n;
+}
+
+/* With pack == 2 the weights' mapped pages are released, and the file is not to be read again by
+ * a pass: the norms and biases between them are copied here. Reading a few KB of the mapping
+ * maps back whole page-cache folios around it (up to megabytes each on recent kernels): on
+ * SmolLM2 the first pass took 54 MB of the released pages back. Copied before packing, so the
+ * folios the copy maps are released with the weights around them. */
+static llk_status own_vectors(llk_decoder *d) {
+    llk_tensor *v[14];
+    size_t total = 0;
+    for (int il = 0; il < d->c.n_layer; il++) {
+        int n = vector_fields(d, il, v);
+        for (int i = 0; i < n; i++) total += (size_t)v[i]->n_cols;
+    }
+    if (total == 0) return LLK_OK;
+    d->vectors = (float *)malloc(total * sizeof(float));
+    if (!d->vectors) return LLK_ERR_NOMEM;
+    float *at = d->vectors;
+    for (int il = 0; il < d->c.n_layer; il++) {
+        int n = vector_fields(d, il, v);
+        for (int i = 0; i < n; i++) {
+            memcpy(at, v[i]->data, (size_t)v[i]->n_cols * sizeof(float));
+            v[i]->data = at;
+            at += v[i]->n_cols;
+        }
     }
     return LLK_OK;
 }
@@ -259,7 +302,9 @@ llk_status llk_decoder_new(const llk_decoder_config *cfg, const llk_tensor *tok_
         return LLK_ERR_NOMEM;
     }
     memcpy(d->layers, layers, sizeof(llk_layer) * (size_t)c->n_layer);
-    llk_status st = pack_weights(d);
+    /* the vectors first: the pages their copy maps back are then released with the weights' */
+    llk_status st = c->pack >= 2 ? own_vectors(d) : LLK_OK;
+    if (!st) st = pack_weights(d);
     if (st) {
         llk_decoder_free(d);
         return st;
