@@ -26,7 +26,9 @@ class PromptMeter:
         self.active = False
         self._last_batch_at = self.t0
 
-    def update(self, done: int, total: int, reused: int) -> dict:
+    def update(self, done: int, total: int, reused: int, publish=None) -> dict:
+        """Record a batch; `publish(figures)` runs under the lock, so figures reach the window
+        in the order they were taken (the ticker's estimate never lands after a newer batch)."""
         with self._lock:
             now = time.monotonic()
             if not self.active and done == 0:
@@ -34,15 +36,25 @@ class PromptMeter:
             self.active = done < total
             self.done, self.total, self.reused = done, total, reused
             self._last_batch_at = now
-            return self._figures(now)
+            figures = self._figures(now)
+            if publish is not None:
+                publish(figures)
+            return figures
 
     def finish(self) -> None:
         with self._lock:
             self.active = False
 
-    def estimate(self) -> dict | None:
+    def estimate(self, publish=None) -> dict | None:
+        """The figures now, between batches (None once the prompt is read); `publish` as in
+        `update`."""
         with self._lock:
-            return self._figures(time.monotonic()) if self.active else None
+            if not self.active:
+                return None
+            figures = self._figures(time.monotonic())
+            if publish is not None:
+                publish(figures)
+            return figures
 
     def _figures(self, now: float) -> dict:
         elapsed = max(0.0, now - self.t0)

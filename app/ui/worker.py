@@ -400,12 +400,13 @@ class EngineWorker(QObject):
                 now = time.monotonic()
                 first_now = False       # the first token: prompt speed and latency are known now
                 if kind == "prompt_progress":
-                    figures = prompt.update(int(ev.get("done", 0)), int(ev.get("total", 0)),
-                                            int(ev.get("reused", 0)))
-                    emit(self.prompt_progress, request_id, figures)
-                    stats.update(prompt_tokens=figures["total"] + figures["reused"],
-                                 prompt_evaluated=figures["done"], prompt_reused=figures["reused"])
-                    emit(self.stats_updated, {**live(), "prompt": figures})
+                    def publish(figures):
+                        emit(self.prompt_progress, request_id, figures)
+                        stats.update(prompt_tokens=figures["total"] + figures["reused"],
+                                     prompt_evaluated=figures["done"], prompt_reused=figures["reused"])
+                        emit(self.stats_updated, {**live(), "prompt": figures})
+                    prompt.update(int(ev.get("done", 0)), int(ev.get("total", 0)),
+                                  int(ev.get("reused", 0)), publish)
                     last_stats = now
                     continue
                 if kind == "token":
@@ -496,11 +497,10 @@ class EngineWorker(QObject):
     def _tick(self, request_id: int, prompt: "PromptMeter", live) -> None:
         """From the ticker thread, while a generation runs: the live figures (threads busy while
         a long prompt batch is in C), and the prompt's estimate between its batches."""
-        figures = prompt.estimate()
-        if figures is None:
-            return              # replying: the loop itself sends figures with the tokens
-        emit(self.prompt_progress, request_id, figures)
-        emit(self.stats_updated, {**live(), "prompt": figures})
+        def publish(figures):
+            emit(self.prompt_progress, request_id, figures)
+            emit(self.stats_updated, {**live(), "prompt": figures})
+        prompt.estimate(publish)    # None while replying: the loop sends figures with the tokens
 
     @Slot()
     def on_window_closing(self) -> None:
