@@ -23,6 +23,7 @@
 #endif
 
 #define PANEL_TOK 4        /* tokens per register tile */
+#define PANEL_TOK_MAX 8    /* the most any level's tile takes (llk_avx512_panel.h: 8) */
 
 /* Unrolled fully, the chunk loops below would have every token's products live at once and spill
  * them to the stack; two chunks at a time keep the tile in registers. */
@@ -48,10 +49,10 @@ static inline const llk_block_q8_32x8 *act_group(const uint8_t *a, size_t as, in
 /* lanes[t][j] += the offset lane set of the contract: fmaf(cf_b, s_b) over lane j's blocks,
  * cf = -8 dw (Q4_0) or m (Q4_1: the float16 row mins after the scales, has_m). */
 PANEL_INLINE void offsets_q4(const uint8_t *e, size_t ent, int has_m, int64_t nb, const uint8_t *a,
-                             size_t as, int nt, __m256 lanes[PANEL_TOK][8]) {
+                             size_t as, int nt, __m256 (*lanes)[8]) {
     const __m256 m8 = _mm256_set1_ps(-8.0f);
     for (int j = 0; j < 8; j++) {
-        __m256 accx[PANEL_TOK];
+        __m256 accx[PANEL_TOK_MAX];
         for (int t = 0; t < nt; t++) accx[t] = _mm256_setzero_ps();
         for (int64_t b = j; b < nb; b += 8, e += ent) {
             const __m256 cf = has_m ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(e + 16)))
@@ -64,7 +65,7 @@ PANEL_INLINE void offsets_q4(const uint8_t *e, size_t ent, int has_m, int64_t nb
 }
 
 /* y[t * ldy + r] = llk_sum8 over the 8 lane sets, per row (lane) r: vertical adds in its tree. */
-PANEL_INLINE void store_rows(__m256 lanes[PANEL_TOK][8], int nt, float *y, int64_t ldy) {
+PANEL_INLINE void store_rows(__m256 (*lanes)[8], int nt, float *y, int64_t ldy) {
     for (int t = 0; t < nt; t++) {
         const __m256 *v = lanes[t];
         const __m256 s = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(v[0], v[4]), _mm256_add_ps(v[2], v[6])),
@@ -158,7 +159,7 @@ static inline __m256i pairs_u8(const uint8_t *v8) {
 /* The start of a K-quant entry (super-block b of a panel, ent bytes): prefetch ahead when one
  * token streams the weights, and each token's activation super-block b. */
 PANEL_INLINE void kentry_start(const void *e, size_t ent, int64_t b, const uint8_t *a, size_t as,
-                               int nt, const llk_block_q8_256 *A[PANEL_TOK]) {
+                               int nt, const llk_block_q8_256 **A) {
     if (nt == 1)
         for (size_t l = 0; l < ent; l += 64) _mm_prefetch((const char *)e + PANEL_PF + l, _MM_HINT_T0);
     for (int t = 0; t < nt; t++) A[t] = (const llk_block_q8_256 *)(a + (size_t)t * as) + b;
