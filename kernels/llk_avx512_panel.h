@@ -81,41 +81,57 @@ PANEL_INLINE lv512 lv512_q8_0(const uint8_t *qs) {
     return L;
 }
 
-/* One token's block totals of the 8 rows (exact), x = its 32 activation bytes of the block. */
-PANEL_INLINE __m256i block_totals(const lv512 *L, int is_signed, const int8_t *x) {
+/* One token's products of a block, zipped (lane 2r + p: half p of row r's total) */
+PANEL_INLINE __m512i block_products(const lv512 *L, int is_signed, const int8_t *x) {
     __m512i i = _mm512_setzero_si512();
     for (int k = 0; k < 4; k++) {
         __m512i v = bcast8(x + 8 * k);
         if (is_signed) v = _mm512_mask_sub_epi8(v, L->neg[k], _mm512_setzero_si512(), v);
         i = dpbusd_acc(i, L->u[k], v);
     }
-    return unzip_sum(i);
+    return i;
 }
 
-/* Q4_0, Q4_1 (has_m) and Q8_0 (is_signed): the main lane sets, then the offsets (llk_avx2_panel.h),
- * then the contract's tree. */
+/* Two tokens' block totals in one vector: lane 2r = token a's row r, lane 2r + 1 = token b's. */
+static inline __m512i pair_totals(__m512i ia, __m512i ib) {
+    return _mm512_mask_blend_epi32(0xaaaa, _mm512_add_epi32(ia, _mm512_srli_epi64(ia, 32)),
+                                   _mm512_add_epi32(ib, _mm512_slli_epi64(ib, 32)));
+}
+
+/* Q4_0, Q4_1 (has_m) and Q8_0 (is_signed): the main lane sets with the tile's tokens taken in
+ * pairs (lane 2r + u of pair q is row r of token 2q + u: one float step for two tokens), then
+ * the offsets (llk_avx2_panel.h), then the contract's tree. An odd last token pairs with itself. */
 PANEL_INLINE void tile512_legacy(const uint8_t *P, size_t ent, int has_m, int is_signed, int64_t nb,
                                  const uint8_t *a, size_t as, int nt, float *y, int64_t ldy) {
     const size_t qs_at = has_m ? 32 : 16;
+    const __m512i dup = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
+    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 0, 0, 0, 0, 0, 0, 0, 0);
+    const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 0, 0, 0, 0, 0, 0, 0, 0);
+    const int np = (nt + 1) / 2;
     __m256 lanes[PANEL512_TOK][8];
     const uint8_t *e = P;
     for (int j = 0; j < 8; j++) {
-        __m256 acc[PANEL512_TOK];
-        for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
+        __m512 acc[PANEL512_TOK / 2];
+        for (int q = 0; q < np; q++) acc[q] = _mm512_setzero_ps();
         const llk_block_q8_32x8 *G = (const llk_block_q8_32x8 *)a;   /* token 0's group of block b */
         for (int64_t b = j; b < nb; b += 8, e += ent, G++) {
             if (nt == 1)
                 for (size_t l = 0; l < ent; l += 64) _mm_prefetch((const char *)e + PANEL_PF + l, _MM_HINT_T0);
             const lv512 L = is_signed ? lv512_q8_0(e + qs_at) : lv512_q4(e + qs_at);
-            const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)e));
-            for (int t = 0; t < nt; t++) {
-                const llk_block_q8_32x8 *Gt = (const llk_block_q8_32x8 *)((const uint8_t *)G + (size_t)t * as);
-                const __m256i I = block_totals(&L, is_signed, Gt->qs[j]);
-                const __m256 S = _mm256_mul_ps(dw, _mm256_set1_ps(Gt->d[j]));
-                acc[t] = _mm256_fmadd_ps(S, _mm256_cvtepi32_ps(I), acc[t]);
+            const __m512 dw = _mm512_permutexvar_ps(dup, _mm512_castps256_ps512(
+                _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)e))));
+            for (int q = 0; q < np; q++) {
+                const int tb = 2 * q + 1 < nt ? 2 * q + 1 : 2 * q;
+                const llk_block_q8_32x8 *Ga = (const llk_block_q8_32x8 *)((const uint8_t *)G + (size_t)(2 * q) * as);
+                const llk_block_q8_32x8 *Gb = (const llk_block_q8_32x8 *)((const uint8_t *)G + (size_t)tb * as);
+                const __m512i I = pair_totals(block_products(&L, is_signed, Ga->qs[j]),
+                                              block_products(&L, is_signed, Gb->qs[j]));
+                const __m512 dx = _mm512_mask_blend_ps(0xaaaa, _mm512_set1_ps(Ga->d[j]), _mm512_set1_ps(Gb->d[j]));
+                acc[q] = _mm512_fmadd_ps(_mm512_mul_ps(dw, dx), _mm512_cvtepi32_ps(I), acc[q]);
             }
         }
-        for (int t = 0; t < nt; t++) lanes[t][j] = acc[t];
+        for (int t = 0; t < nt; t++)
+            lanes[t][j] = _mm512_castps512_ps256(_mm512_permutexvar_ps(t & 1 ? odd : even, acc[t >> 1]));
     }
     if (!is_signed) offsets_q4(P, ent, has_m, nb, a, as, nt, lanes);   /* Q8_0 has no offset lanes */
     store_rows(lanes, nt, y, ldy);
