@@ -55,6 +55,29 @@ static inline __m512i zip_i8(const int8_t *v8) {
     return _mm512_cvtepi8_epi32(_mm_unpacklo_epi8(v, v));
 }
 
+/* A table of 16 int16 coefficients per row (cf. k < 16) as four vectors for the K-quants' bsums
+ * terms: lane 2r + h of vector m = the pair (cf[4m + 2h][r], cf[4m + 2h + 1][r]), so that one madd
+ * with the 64-bit broadcast of bsums[4m .. 4m + 3] adds row r's 4 products into its two lanes.
+ * lo[k], hi[k]: the 8 rows' values of coefficients 2k and 2k + 1, as int16. */
+static inline void coef_pairs(const __m128i lo[8], const __m128i hi[8], __m512i out[4]) {
+    const __m512i idx = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+    for (int m = 0; m < 4; m++) {
+        const __m256i h0 = _mm256_setr_m128i(_mm_unpacklo_epi16(lo[2 * m], hi[2 * m]), _mm_unpackhi_epi16(lo[2 * m], hi[2 * m]));
+        const __m256i h1 = _mm256_setr_m128i(_mm_unpacklo_epi16(lo[2 * m + 1], hi[2 * m + 1]),
+                                             _mm_unpackhi_epi16(lo[2 * m + 1], hi[2 * m + 1]));
+        out[m] = _mm512_permutex2var_epi32(_mm512_castsi256_si512(h0), idx, _mm512_castsi256_si512(h1));
+    }
+}
+/* sum_k cf[k][r] * bs[k] per row, zipped (row r in lanes 2r, 2r + 1) */
+static inline __m512i bsums_dot(const __m512i cf[4], const int16_t *bs) {
+    __m512i z = _mm512_setzero_si512();
+    for (int m = 0; m < 4; m++) {
+        int64_t v; memcpy(&v, bs + 4 * m, 8);
+        z = _mm512_add_epi32(z, _mm512_madd_epi16(cf[m], _mm512_set1_epi64(v)));
+    }
+    return z;
+}
+
 /* Legacy entries (Q4_0, Q4_1, Q8_0: block b = 8g + j of the 8 rows, lane-major) — one block's 32
  * levels of 8 rows, zipped into 4 vectors paired with activation bytes 0-7, 8-15, 16-23, 24-31;
  * signed levels (Q8_0) as |w|, their signs as byte masks for the activations. */
@@ -171,14 +194,16 @@ PANEL_INLINE void tile512_q4_K(const uint8_t *P, int64_t nb, const uint8_t *a, s
                 }
             }
         }
-        __m256i mn[8];
-        for (int g = 0; g < 8; g++) mn[g] = pairs_u8(e->mn[g]);
+        __m512i mn[4];          /* bsums k = 2g, 2g + 1 both take the group's min */
+        {
+            __m128i lo[8];
+            for (int g = 0; g < 8; g++) lo[g] = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)e->mn[g]));
+            coef_pairs(lo, lo, mn);
+        }
         const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)e->d));
         const __m256 dm = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)e->dmin));
         for (int t = 0; t < nt; t++) {
-            __m256i accm = _mm256_madd_epi16(mn[0], bcast4((const int8_t *)&A[t]->bsums[0]));
-            for (int g = 1; g < 8; g++)
-                accm = _mm256_add_epi32(accm, _mm256_madd_epi16(mn[g], bcast4((const int8_t *)&A[t]->bsums[2 * g])));
+            const __m256i accm = unzip_sum(bsums_dot(mn, A[t]->bsums));
             const __m256 v = _mm256_sub_ps(_mm256_mul_ps(d, _mm256_cvtepi32_ps(unzip_sum(acc[t]))),
                                            _mm256_mul_ps(dm, _mm256_cvtepi32_ps(accm)));
             s[t] = _mm256_add_ps(s[t], _mm256_mul_ps(_mm256_set1_ps(A[t]->d), v));
@@ -229,16 +254,20 @@ PANEL_INLINE void tile512_q6_K(const uint8_t *P, int64_t nb, const uint8_t *a, s
                 }
             }
         }
-        __m256i sc2[8];
-        for (int g = 0; g < 16; g += 2) sc2[g >> 1] = pairs2_i8(e->sc[g], e->sc[g + 1]);
+        __m512i scp[4];          /* minus 32 sum_g sc_g bsum_g, into the zipped totals */
+        {
+            __m128i lo[8], hi[8];
+            for (int k = 0; k < 8; k++) {
+                lo[k] = _mm_cvtepi8_epi16(_mm_loadl_epi64((const __m128i *)e->sc[2 * k]));
+                hi[k] = _mm_cvtepi8_epi16(_mm_loadl_epi64((const __m128i *)e->sc[2 * k + 1]));
+            }
+            coef_pairs(lo, hi, scp);
+        }
         const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)e->d));
         for (int t = 0; t < nt; t++) {
-            __m256i bs = _mm256_madd_epi16(sc2[0], bcast4((const int8_t *)&A[t]->bsums[0]));
-            for (int g = 2; g < 16; g += 2)
-                bs = _mm256_add_epi32(bs, _mm256_madd_epi16(sc2[g >> 1], bcast4((const int8_t *)&A[t]->bsums[g])));
-            const __m256i I = _mm256_sub_epi32(unzip_sum(acc[t]), _mm256_slli_epi32(bs, 5));
+            const __m512i z = _mm512_sub_epi32(acc[t], _mm512_slli_epi32(bsums_dot(scp, A[t]->bsums), 5));
             s[t] = _mm256_add_ps(s[t], _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(A[t]->d), d),
-                                                     _mm256_cvtepi32_ps(I)));
+                                                     _mm256_cvtepi32_ps(unzip_sum(z))));
         }
     }
     for (int t = 0; t < nt; t++) _mm256_storeu_ps(y + t * ldy, s[t]);
