@@ -164,3 +164,24 @@ def test_without_a_keyring_the_token_is_not_stored(monkeypatch):
     assert stored_token() is None
     monkeypatch.setenv("HF_TOKEN", "hf_from_env")
     assert stored_token() == "hf_from_env"
+
+
+def test_the_reader_judges_a_header_prefix_against_the_whole_size(tmp_path, tiny_gguf):
+    from app.errors import ModelFormatError
+    from app.gguf import open_gguf
+
+    with open_gguf(tiny_gguf) as whole:
+        cut, size, names = whole.data_offset, whole.file_size, list(whole.tensors)
+    prefix = tmp_path / "prefix.gguf"
+    prefix.write_bytes(tiny_gguf.read_bytes()[:cut])
+    with open_gguf(prefix, full_size=size) as f:
+        assert list(f.tensors) == names
+        with pytest.raises(ModelFormatError, match="holds only the header"):
+            f.tensor_bytes(names[0])
+    with pytest.raises(ModelFormatError, match="needs bytes"):          # the data region is checked
+        open_gguf(prefix, full_size=size - 1).close()
+    with pytest.raises(ModelFormatError, match="more than the"):
+        open_gguf(prefix, full_size=cut - 1).close()
+    prefix.write_bytes(tiny_gguf.read_bytes()[:cut // 2])              # a header cut short: refused
+    with pytest.raises(ModelFormatError):
+        open_gguf(prefix, full_size=size).close()
