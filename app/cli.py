@@ -126,14 +126,19 @@ def run_serve(args: argparse.Namespace) -> int:
 # --- models ------------------------------------------------------------------------------------
 
 def _models_args(p: argparse.ArgumentParser) -> None:
-    from app.library.cli import configure_parser   # lazy: start-up (see SUBCOMMANDS)
+    from app.hub import cli as hub_cli   # lazy: start-up (see SUBCOMMANDS)
+    from app.library.cli import configure_parser
 
-    configure_parser(p)
+    configure_parser(p, hub_cli.add_commands, hub_cli.COMMANDS)
 
 
-@subcommand("models", "list, import or remove models in the library")(_models_args)
+@subcommand("models", "list, import or remove models in the library; search and download from the Hub")(_models_args)
 def run_models(args: argparse.Namespace) -> int:
-    from app.library.cli import run_models as run   # lazy: start-up (see SUBCOMMANDS)
+    from app.hub import cli as hub_cli   # lazy: start-up (see SUBCOMMANDS)
+
+    if args.models_command in hub_cli.COMMANDS:
+        return hub_cli.run(args)
+    from app.library.cli import run_models as run
 
     return run(args)
 

@@ -17,7 +17,7 @@ import pytest
 APP = Path(__file__).resolve().parent.parent / "app"
 
 # Layers that must not know about the faces above them.
-LOWER = ("app.model", "app.gguf", "app.kernels", "app.engine", "app.library", "app.chats")
+LOWER = ("app.model", "app.gguf", "app.kernels", "app.engine", "app.library", "app.chats", "app.hub")
 UPPER = ("app.ui", "app.cli", "app.server")
 
 

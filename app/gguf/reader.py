@@ -288,10 +288,16 @@ class GGUFFile:
 
     Use as a context manager or call `close()`. Views returned by `tensor_bytes` keep the
     memory map alive while they exist.
+
+    `full_size`: the file at `path` holds only the first bytes of a GGUF file of that many bytes
+    (a header fetched with a range request). Metadata and tensor descriptors are read and checked
+    as usual against the bytes at hand; tensor data offsets are checked against `full_size`, and
+    tensor data cannot be read.
     """
 
-    def __init__(self, path: str | os.PathLike):
+    def __init__(self, path: str | os.PathLike, *, full_size: int | None = None):
         self.path = os.fspath(path)
+        self.full_size = full_size
         where = self.path
         try:
             fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
@@ -308,6 +314,9 @@ class GGUFFile:
             self.file_size = st.st_size
             if self.file_size == 0:
                 raise ModelFormatError(f"{where}: file is empty")
+            if full_size is not None and full_size < self.file_size:
+                raise ModelFormatError(f"{where}: holds {self.file_size} bytes, more than the "
+                                       f"{full_size} of the whole file")
             if self.file_size < HEADER_BYTES:
                 raise ModelFormatError(
                     f"{where}: truncated: {self.file_size} bytes, a GGUF header needs {HEADER_BYTES}")
@@ -416,7 +425,7 @@ class GGUFFile:
             infos.append((name, dims, ttype, offset, n_elements, n_bytes))
 
         self.data_offset = -(-cur.pos // self.alignment) * self.alignment
-        data_size = self.file_size - self.data_offset
+        data_size = (self.file_size if self.full_size is None else self.full_size) - self.data_offset
         self.tensors: dict[str, TensorInfo] = {}
         prev_end, prev_name = 0, None
         for name, dims, ttype, offset, n_elements, n_bytes in infos:
@@ -467,14 +476,20 @@ class GGUFFile:
 
     # -- tensor access ----------------------------------------------------------------------
 
+    def _check_data_at_hand(self, name: str) -> None:
+        if self.full_size is not None:
+            raise ModelFormatError(f"{self.path}: holds only the header; tensor {name} is not here")
+
     def tensor_bytes(self, name: str) -> np.ndarray:
         """Read-only uint8 view of a tensor's rows: shape (n_rows, row_bytes). No copy."""
+        self._check_data_at_hand(name)
         t = self.tensors[name]
         arr = np.frombuffer(self._mmap, dtype=np.uint8, count=t.n_bytes, offset=t.offset)
         return arr.reshape(t.n_rows, t.row_bytes)
 
     def tensor_array(self, name: str) -> np.ndarray:
         """Typed read-only view (numpy shape) of an F32, F16, F64 or integer tensor."""
+        self._check_data_at_hand(name)
         t = self.tensors[name]
         dtypes = {"F32": "<f4", "F16": "<f2", "F64": "<f8", "I8": "<i1", "I16": "<i2",
                   "I32": "<i4", "I64": "<i8", "BF16": "<u2"}
@@ -553,6 +568,7 @@ class GGUFFile:
         self.close()
 
 
-def open_gguf(path: str | os.PathLike) -> GGUFFile:
-    """Open and validate a GGUF file. Raises ModelFormatError with a one-line reason."""
-    return GGUFFile(path)
+def open_gguf(path: str | os.PathLike, *, full_size: int | None = None) -> GGUFFile:
+    """Open and validate a GGUF file (or, with `full_size`, the first bytes of one: see
+    GGUFFile). Raises ModelFormatError with a one-line reason."""
+    return GGUFFile(path, full_size=full_size)

@@ -19,8 +19,11 @@ from app.library.library import DuplicateModelError, ModelLibrary
 from app.library.preflight import preflight
 from app.units import format_bytes, format_last_used
 
-def configure_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    sub = parser.add_subparsers(dest="models_command", metavar="{list,import,remove}")
+def configure_parser(parser: argparse.ArgumentParser, more=None, more_names: tuple[str, ...] = ()
+                     ) -> argparse.ArgumentParser:
+    """`more(subparsers)` adds commands of a layer above (the Hub's: app/hub/cli.py)."""
+    names = ",".join(("list", "import", "remove") + tuple(more_names))
+    sub = parser.add_subparsers(dest="models_command", metavar="{" + names + "}")
     sub.required = True
     p = sub.add_parser("list", help="list the models in the library")
     p.add_argument("--json", action="store_true", help="machine-readable output")
@@ -35,6 +38,8 @@ def configure_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser
     p = sub.add_parser("remove", help="remove a model (an original kept in place is never deleted)")
     p.add_argument("model", help="name or hash (a prefix of 6+ hex digits)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
+    if more is not None:
+        more(sub)
     parser.set_defaults(func=run_models)
     return parser
 

@@ -29,6 +29,7 @@ from app.ui.advice import advice_for
 from app.ui.bars import ChatInput, Composer, ModelBar, ProgressPanel, StartupBanner
 from app.ui.chat_view import EMPTY_TEXT, ChatView
 from app.ui.error_dialog import ErrorDialog
+from app.ui.get_models import FirstModelsPanel, GetModelsPage
 from app.ui.model_files import ModelFilesMixin
 from app.ui.models_dialog import ModelsDialog
 from app.ui.panels import ConversationPanel, ModelInfoPanel
@@ -73,6 +74,7 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         self.attachments: list[dict] = []           # {"id", "attachment", "tokens"} for the next message
         self._next_attachment = 1
         self._closed = False
+        self.get_models_page: GetModelsPage | None = None     # made on first use, kept
         self._load_note = ""
         self.preflight: dict = {}
 
@@ -176,6 +178,10 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         self.chat.continue_requested.connect(self.on_chat_continue_requested)
         self.chat.version_requested.connect(self.on_chat_version_requested)
         self.chat.starter_button.clicked.connect(self.on_starter_button_clicked)
+        self.first_models = FirstModelsPanel()
+        self.first_models.download_requested.connect(self.on_first_models_download_requested)
+        self.first_models.search_requested.connect(self.on_first_models_search_requested)
+        self.chat.starter.layout().addWidget(self.first_models)
         col.addWidget(self.chat, 1)
 
         self.composer = Composer()
@@ -275,6 +281,8 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         file_menu = m.addMenu("&File")
         self.open_action = action(file_menu, "&Open model…", self.open_dialog, QKeySequence.Open)
         self.models_action = action(file_menu, "&Manage models…", self.open_models, "Ctrl+M")
+        self.get_models_action = action(file_menu, "&Get models…", self.open_get_models, "Ctrl+G",
+                                        "Search the Hugging Face Hub and download a model")
         file_menu.addSeparator()
         self.export_action = action(file_menu, "&Export chat…", self.export_dialog, "Ctrl+Shift+E")
         self.import_action = action(file_menu, "&Import chat…", self.import_dialog)
@@ -839,6 +847,26 @@ class MainWindow(ModelFilesMixin, QMainWindow):
 
     # -- models ----------------------------------------------------------------------------------
 
+    def open_get_models(self) -> GetModelsPage:
+        """The Get models page (app/ui/get_models.py); its downloads go on while it is closed."""
+        if self.get_models_page is None:
+            self.get_models_page = GetModelsPage(self)
+            self.get_models_page.model_ready.connect(self.on_get_models_model_ready)
+        self.get_models_page.show()
+        self.get_models_page.raise_()
+        return self.get_models_page
+
+    def on_first_models_download_requested(self, repo_id: str, file_name: str) -> None:
+        self.open_get_models().download(repo_id, file_name)
+
+    def on_first_models_search_requested(self, query: str) -> None:
+        self.open_get_models().search(query)
+
+    def on_get_models_model_ready(self, sha256: str) -> None:
+        """A download is in the library: load it, as a dropped file would be."""
+        self.refresh_models(sha256)
+        self.load_library_model(sha256)
+
     def open_models(self):
         dlg = ModelsDialog(self.library(), self.state.get("import_mode", "copy") or "copy", self)
         dlg.load_requested.connect(self.on_models_load_requested)
@@ -977,6 +1005,8 @@ class MainWindow(ModelFilesMixin, QMainWindow):
             self.chat._render_timer.stop()
             self.stats.timer.stop()
             self.serve_bar.stop()
+            if self.get_models_page is not None:
+                self.get_models_page.shutdown()
             self.thread.stop()
             r = self.state.reply
             if r is not None:
