@@ -51,6 +51,8 @@ class MainWindow(ModelFilesMixin, QMainWindow):
     generate_requested = Signal(int, object, object)
     starter_requested = Signal(object)
     count_requested = Signal(int, str)
+    conversation_switched = Signal()          # the last conversation answered keeps its KV state
+    kv_budget_changed = Signal(object)          # MiB of disk for saved KV states (settings)
 
     def __init__(self, state: ChatState | None = None, engine_factory=None, library=None):
         super().__init__()
@@ -89,6 +91,8 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         self.generate_requested.connect(w.on_window_generate_requested)
         self.starter_requested.connect(w.on_window_starter_requested)
         self.count_requested.connect(w.on_window_count_requested)
+        self.conversation_switched.connect(w.on_window_conversation_switched)
+        self.kv_budget_changed.connect(w.on_window_kv_budget_changed)
         w.tokens_counted.connect(self.on_worker_tokens_counted)
         w.starter_progress.connect(self.on_worker_starter_progress)
         w.starter_failed.connect(self.on_worker_starter_failed)
@@ -445,6 +449,7 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         self.cancel_edit()
         self.state.select(conv_id)
         self.show_current()
+        emit(self.conversation_switched)
 
     def on_conversations_rename_requested(self, conv_id: int, title: str) -> None:
         self.state.rename(conv_id, title)
@@ -932,6 +937,8 @@ class MainWindow(ModelFilesMixin, QMainWindow):
             self.state.put("system_prompt_default", system)
         self.state.save_settings(system, sampling, engine)
         reload_needed = any(before.get(k) != engine.get(k) for k in ("n_ctx", "threads", "kv_type"))
+        if before.get("kv_budget_mb") != engine.get("kv_budget_mb"):
+            emit(self.kv_budget_changed, int(engine["kv_budget_mb"]))
         if reload_needed and self.model_info is not None and self.worker.loaded_path and not self.generating:
             self.model_busy = True
             self._update_controls()

@@ -530,10 +530,12 @@ def test_settings_explain_themselves_reset_and_theme(qtbot, make_window):
     dlg = w.open_settings()
     helps = {l.accessibleName(): l.text() for l in dlg.findChildren(QLabel) if l.objectName() == "settingHelp"}
     for name in ("Temperature", "Top-k", "Top-p", "Min-p", "Repeat penalty", "Seed", "Max tokens",
-                 "Context length", "Threads", "When the context is full", "Theme", "System prompt"):
+                 "Context length", "Threads", "When the context is full", "Saved conversation states", "Theme",
+                 "System prompt"):
         assert helps.get(f"{name}: help") == HELP[name] and HELP[name]
     dlg.temperature.setValue(1.7)
     dlg.n_ctx.setValue(4096)
+    dlg.kv_budget.setValue(0)
     dlg.system_prompt.setPlainText("Be a pirate.")
     qtbot.mouseClick(dlg.reset_button, Qt.LeftButton)
     system, sampling, engine = dlg.values()
