@@ -38,6 +38,7 @@ from app.ui.state import ChatState
 from app.ui.stats_bar import StatsBar, prompt_progress_text
 from app.ui.system_prompt import SystemPromptBar
 from app.ui.theme import app_icon, set_theme_choice
+from app.units import format_count
 from app.ui.worker import EngineThread, EngineWorker, preload_modules
 from app.ui.qt_fix import emit
 
@@ -786,7 +787,8 @@ class MainWindow(ModelFilesMixin, QMainWindow):
             chip = QWidget()
             row = QHBoxLayout(chip)
             row.setContentsMargins(0, 0, 0, 0)
-            what = f"{a.pages} pages of PDF" if a.kind == "pdf" else f"{len(a.text):,} characters"
+            what = (f"{format_count(a.pages, 'page')} of PDF" if a.kind == "pdf"
+                    else format_count(len(a.text), "character"))
             if n is None:
                 fit = ("tokens counted when a model is loaded" if self.model_info is None or item["counted"]
                        and self.worker.loaded_path is None else
@@ -794,9 +796,9 @@ class MainWindow(ModelFilesMixin, QMainWindow):
             else:
                 used += n
                 if free is None or used <= free:
-                    fit = f"{n:,} tokens, fits"
+                    fit = f"{format_count(n, 'token')}, fits"
                 else:
-                    fit = (f"{n:,} tokens: too large, {max(0, free - used + n):,} free "
+                    fit = (f"{format_count(n, 'token')}: too large, {max(0, free - used + n):,} free "
                            f"(about {share_that_fits(n, max(0, free - used + n)):.0%} of it would fit)")
             label = QLabel(f"Attached: {a.name} · {what} · {fit}")
             label.setObjectName("attachmentChip")

@@ -780,7 +780,8 @@ def test_attach_files_shows_tokens_and_fit_then_sends_them(qtbot, make_window, s
     pdf.write_bytes(tiny_pdf("Hello from a PDF"))
     assert w.attach_file(str(pdf))
     qtbot.waitUntil(lambda: w.attachments[1]["tokens"] is not None, timeout=5000)
-    assert "1 pages of PDF" in w.attachments[1]["label"].text()
+    assert "· 1 page of PDF ·" in w.attachments[1]["label"].text()     # one page, not "1 pages"
+    assert "· 22 characters ·" in chip
     send(qtbot, w, "Summarize these.")
     messages, _ = engine.calls[-1]
     sent = messages[-1]["content"]
