@@ -14,6 +14,7 @@ worker thread, except `cancel()`.
 
 from __future__ import annotations
 
+import logging
 import mmap
 import threading
 import time
@@ -28,6 +29,8 @@ from app.engine.generate import ContextShifted, Finished, GenerationRequest, Pro
 from app.engine.kvkeeper import DEFAULT_RAM_BUDGET_BYTES, StateKeeper
 from app.engine.kvstore import KVStore
 from app.engine.sampler import SamplerSettings
+
+log = logging.getLogger(__name__)
 
 OVERFLOW_TO_POLICY = {"shift": "shift", "stop": "stop"}
 
@@ -48,6 +51,7 @@ class RealEngine:
         self.warnings: list[str] = []
         self._prefetch: tuple[threading.Thread, threading.Event] | None = None
         self._chat = None               # the last conversation answered (whose state to save)
+        self._chat_tokens: list[int] | None = None     # the cache when its reply finished
         self.kv: StateKeeper | None = None  # saved KV states: made at the first load, kept across loads
         self._kv_budget: int | None = None  # the disk budget asked for (None: KVStore's default)
 
@@ -101,6 +105,11 @@ class RealEngine:
         thread only; the snapshot is a copy of the cache, so what follows cannot change it)."""
         if self.engine is None or self._chat is None:
             return False
+        if self.engine.session.tokens != self._chat_tokens:
+            # the cache has moved on since that reply (a request of the local server ran on it,
+            # or the reply failed half-way): it is not that conversation's state any more
+            log.debug("KV state not saved: the cache no longer holds the last reply's conversation")
+            return False
         return self._chat.save_state()
 
     def _unload(self) -> None:
@@ -134,7 +143,7 @@ class RealEngine:
         chat = Chat(self.engine, system=system,
                     context_policy=OVERFLOW_TO_POLICY.get(settings.get("overflow", D.OVERFLOW), D.OVERFLOW))
         chat.messages = [dict(m) for m in turns[:-1]]
-        self._chat = chat
+        self._chat, self._chat_tokens = chat, None
         t0 = time.perf_counter()
         prompt_sent = False
         # What the prompt will cost, said before its first batch (which can take half a minute
@@ -167,6 +176,7 @@ class RealEngine:
             elif isinstance(ev, ContextShifted):
                 yield {"type": "context_shift", "dropped": int(ev.dropped)}
             elif isinstance(ev, Finished):
+                self._chat_tokens = list(self.engine.session.tokens)
                 yield {"type": "done", "stats": {**_done_stats(ev), **self.speculation(),
                                                  **self._template_change(template)}}
 
@@ -181,6 +191,9 @@ class RealEngine:
         cache already holds nearly all of it."""
         so_far = turns[-1]["content"]
         template = getattr(self.engine, "_template", None)
+        chat = Chat(self.engine, system=system[0]["content"] if system else None)
+        chat.messages = [dict(m) for m in turns]        # its key: the system prompt, first message
+        self._chat, self._chat_tokens = chat, None
         ids = self.engine.chat_prompt(system + turns[:-1])
         ids = ids + self.engine.tokenizer.encode(so_far, add_special=False, parse_special=False)
         n_ctx = self.engine.n_ctx
@@ -201,6 +214,7 @@ class RealEngine:
             elif isinstance(ev, ContextShifted):
                 yield {"type": "context_shift", "dropped": int(ev.dropped)}
             elif isinstance(ev, Finished):
+                self._chat_tokens = list(self.engine.session.tokens)
                 yield {"type": "done", "stats": {**_done_stats(ev), **self.speculation(),
                                                  **self._template_change(template)}}
 

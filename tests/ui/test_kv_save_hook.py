@@ -200,3 +200,65 @@ def test_the_adapter_honours_the_budget_before_and_after_a_load(smollm2_path, tm
     eng.set_kv_budget(0)                                     # off: the saved states go at once
     assert not list(eng.kv.store.folder.glob("*.llkv"))
     eng.close()
+
+
+def test_the_real_window_switches_between_two_conversations_from_memory(qtbot, make_window, smollm2_path):
+    """In the window with the real engine: conversation a, then b, then back to a and to b; each
+    follow-up is restored from the states kept in memory (no disk read) and decodes only its new
+    message."""
+    from PySide6.QtCore import Qt
+
+    from tests.ui.test_window_real import real_window, send
+
+    w = real_window(qtbot, make_window, smollm2_path, max_tokens=8)
+    send(qtbot, w, "Name a red fruit.")
+    a = w.state.current_id
+    qtbot.keyClick(w, Qt.Key_N, Qt.ControlModifier)
+    send(qtbot, w, "Name a blue bird.")
+    b = w.state.current_id
+    keeper = w.worker._engine.kv            # read while the worker is idle
+    disk_loads = []
+    load = keeper.store.load
+    keeper.store.load = lambda *args: disk_loads.append(args[1]) or load(*args)
+    for conv in (a, b):
+        w.conversations.list.setCurrentItem(w.conversations.item_for(conv))
+        assert w.state.current_id == conv
+        send(qtbot, w, "Why?")
+        reply = w.state.messages()[-1]
+        assert reply.status == "complete", reply.timings
+        t = reply.timings
+        assert t["prompt_evaluated"] < reply.prompt_tokens - 10 and t["prompt_reused"] > 10, (conv, t)
+    assert keeper.memory_hits == 2 and disk_loads == []
+
+
+def test_a_cache_that_moved_on_is_not_saved_under_the_last_conversation(smollm2_path):
+    """After the window's reply, a request of the local server ran on the same cache: a save on a
+    switch or at close then keeps the reply's state instead of filing the server's tokens under
+    that conversation."""
+    eng = _loaded(smollm2_path)
+    [e for e in eng.generate(FIRST, SETTINGS)]
+    assert eng.save_state() and eng.kv.flush(30)
+    key, model = eng._chat.state_key, eng.engine.model_id
+    saved = eng.kv.peek(model, key, eng.engine.decoder.kv_signature(), 256)
+    assert saved == eng.engine.session.tokens
+    eng.engine.session.feed(eng.engine.chat_prompt([{"role": "user", "content": "Another program asks."}]))
+    assert eng.save_state() is False
+    assert eng.kv.peek(model, key, eng.engine.decoder.kv_signature(), 256) == saved
+    eng.close()
+
+
+def test_a_continued_reply_is_saved_under_its_own_conversation(smollm2_path):
+    from app.engine.engine import conversation_key
+
+    eng = _loaded(smollm2_path)
+    other = [{"role": "user", "content": "Name a blue bird."}]
+    first = [e for e in eng.generate(FIRST, SETTINGS)]
+    text = "".join(e.get("text", "") for e in first)
+    [e for e in eng.generate(other, SETTINGS)]                # the last conversation answered
+    [e for e in eng.generate(FIRST + [{"role": "assistant", "content": text}], {**SETTINGS, "continue": True})]
+    assert eng.save_state() and eng.kv.flush(30)
+    sig = eng.engine.decoder.kv_signature()
+    model = eng.engine.model_id
+    assert eng.kv.peek(model, conversation_key(None, FIRST[0]["content"]), sig, 256) == eng.engine.session.tokens
+    assert eng.kv.peek(model, conversation_key(None, other[0]["content"]), sig, 256) is None   # not saved there
+    eng.close()
