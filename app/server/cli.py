@@ -163,7 +163,7 @@ def run_serve(args: argparse.Namespace) -> int:
             model_id = model_id_of(args.model) if os.path.exists(args.model) else args.model
             app = create_app(owner, model_id, options)
             print(f"llambda serve: {model_id} on http://{shown}:{port}/v1 "
-                  f"(context {eng.n_ctx}, {eng.n_threads} threads"
+                  f"(context {eng.n_ctx}, {eng.kv_type} KV cache, {eng.n_threads} threads"
                   f"{', key required' if api_key else ''}); Ctrl+C stops", file=sys.stderr, flush=True)
             try:
                 make_server(app, sock).run(sockets=[sock])
