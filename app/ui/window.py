@@ -23,6 +23,7 @@ from app.chats.attachments import (ATTACH_SUFFIXES, message_with_attachments, re
                                    share_that_fits)
 from app.chats.export import export_conversation, export_file_name, import_json
 from app.paths import write_problem
+from app.units import format_count
 from app.ui import gc_guard
 from app.ui.about import add_help_actions, model_identity_of, show_about, show_model_identity
 from app.ui.advice import advice_for
@@ -38,7 +39,6 @@ from app.ui.state import ChatState
 from app.ui.stats_bar import StatsBar, prompt_progress_text
 from app.ui.system_prompt import SystemPromptBar
 from app.ui.theme import app_icon, set_theme_choice
-from app.units import format_count
 from app.ui.worker import EngineThread, EngineWorker, preload_modules
 from app.ui.qt_fix import emit
 
