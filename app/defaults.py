@@ -28,12 +28,14 @@ N_BATCH = 512                 # prompt tokens per decoder call
 KV_TYPE = "f16"               # KV cache: "f16", "q8_0" (half the memory) or "f32"
 KV_TYPES = ("f16", "q8_0", "f32")
 OVERFLOW = "shift"            # when the context is full: drop the oldest turns ("shift") or "stop"
+KV_BUDGET_MB = 2048           # disk kept for saved conversation KV states (MiB); 0 = none kept
 
 SAMPLING = {
     "temperature": TEMPERATURE, "top_k": TOP_K, "top_p": TOP_P, "min_p": MIN_P,
     "repeat_penalty": REPEAT_PENALTY, "seed": SEED, "max_tokens": MAX_TOKENS,
 }
-ENGINE = {"n_ctx": N_CTX, "threads": THREADS, "overflow": OVERFLOW, "kv_type": KV_TYPE}
+ENGINE = {"n_ctx": N_CTX, "threads": THREADS, "overflow": OVERFLOW, "kv_type": KV_TYPE,
+          "kv_budget_mb": KV_BUDGET_MB}
 
 
 def seed_or_none(seed) -> int | None:
@@ -43,4 +45,4 @@ def seed_or_none(seed) -> int | None:
 
 __all__ = ["TEMPERATURE", "TOP_K", "TOP_P", "MIN_P", "REPEAT_PENALTY", "FREQUENCY_PENALTY",
            "PRESENCE_PENALTY", "PENALTY_LAST_N", "SEED", "MAX_TOKENS", "N_CTX", "THREADS",
-           "N_BATCH", "KV_TYPE", "KV_TYPES", "OVERFLOW", "SAMPLING", "ENGINE", "seed_or_none"]
+           "N_BATCH", "KV_TYPE", "KV_TYPES", "OVERFLOW", "KV_BUDGET_MB", "SAMPLING", "ENGINE", "seed_or_none"]

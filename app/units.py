@@ -1,4 +1,5 @@
-"""Quantities as people read them: byte counts and times, the same text everywhere they appear.
+"""Quantities as people read them: byte counts, times and counted things, the same text
+everywhere they appear.
 
 Standard library only, no `app` import: every layer (model, library, engine, command line,
 window) may use it.
@@ -22,6 +23,11 @@ def format_bytes(n: float) -> str:
 def format_size(n: float, mb_digits: int = 0) -> str:
     """The window's short size: GB with two decimals from 1 GiB, MB below ("812 MB", "1.27 GB")."""
     return f"{n / 2**30:.2f} GB" if n >= 2**30 else f"{n / 2**20:.{mb_digits}f} MB"
+
+
+def format_count(n: int, noun: str, plural: str | None = None) -> str:
+    """A count with its noun, singular for exactly one: "1 page", "2 pages", "1,024 tokens"."""
+    return f"{n:,} {noun if n == 1 else (plural or noun + 's')}"
 
 
 def format_last_used(t: float | None) -> str:

@@ -44,6 +44,24 @@ def test_cli_flags_default_to_the_one_definition(command):
         assert got["context_policy"] == D.OVERFLOW
 
 
+def test_serve_flags_default_to_the_one_definition():
+    got = _parser_defaults("serve")
+    assert got["threads"] == D.THREADS
+    assert got["batch"] == D.N_BATCH
+    assert got["kv_type"] == D.KV_TYPE
+    assert got["ctx"] is None          # None: the engine's default (checked below)
+
+
+@pytest.mark.parametrize("command", ["generate", "chat", "serve"])
+def test_every_kv_type_is_offered(command):
+    from app.cli import build_parser
+
+    p = build_parser()
+    sub = next(a for a in p._actions if isinstance(a, argparse._SubParsersAction))
+    kv = next(a for a in sub.choices[command]._actions if a.dest == "kv_type")
+    assert tuple(kv.choices) == D.KV_TYPES, f"llambda {command} --kv-type"
+
+
 def test_sampler_dataclass_defaults():
     from app.engine.sampler import SamplerSettings
 

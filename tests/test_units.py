@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from app.units import format_bytes, format_last_used, format_size
+from app.units import format_bytes, format_count, format_last_used, format_size
 
 
 def test_format_bytes():
@@ -25,3 +25,12 @@ def test_format_last_used():
     assert format_last_used(None) == "never"
     t = time.mktime((2025, 3, 1, 14, 5, 0, 0, 0, -1))
     assert format_last_used(t) == "2025-03-01 14:05"
+
+
+def test_format_count_says_one_thing_and_many_things():
+    assert format_count(1, "page") == "1 page"
+    assert format_count(0, "page") == "0 pages"
+    assert format_count(2, "page") == "2 pages"
+    assert format_count(1234, "token") == "1,234 tokens"
+    assert format_count(3, "child", "children") == "3 children"
+    assert format_count(1, "child", "children") == "1 child"

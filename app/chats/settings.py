@@ -1,6 +1,6 @@
 """Settings: the sampling a new conversation starts with, and the engine's context length,
-threads and overflow policy, with the defaults of app/defaults.py (the one definition);
-the values live in the conversation store's settings table (`ChatStore.get_setting`).
+threads, overflow policy, KV cache type and the disk budget of saved KV states, with the
+defaults of app/defaults.py (the one definition); the values live in the conversation store's settings table (`ChatStore.get_setting`).
 
 Reading never fails: a stored value of the wrong type or out of range falls back to its default
 alone (the other values are kept), and unknown keys are ignored.
@@ -18,6 +18,7 @@ ENGINE_DEFAULTS = dict(defaults.ENGINE)          # threads 0 = automatic
 KV_TYPES = defaults.KV_TYPES
 OVERFLOW_POLICIES = ("shift", "stop")
 MAX_N_CTX = 1 << 20
+MAX_KV_BUDGET_MB = 1 << 24           # 16 TiB: any disk
 
 
 def _num(v: Any) -> bool:
@@ -40,6 +41,7 @@ VALID: dict[str, Callable[[Any], bool]] = {
     "kv_type": lambda v: v in KV_TYPES,
     "threads": lambda v: _int(v) and 0 <= v <= 1024,
     "overflow": lambda v: v in OVERFLOW_POLICIES,
+    "kv_budget_mb": lambda v: _int(v) and 0 <= v <= MAX_KV_BUDGET_MB,
 }
 
 
@@ -57,5 +59,6 @@ def sampling_defaults(store) -> dict:
 
 
 def engine_settings(store) -> dict:
-    """Context length, threads (0: automatic) and the overflow policy."""
+    """Context length, threads (0: automatic), the overflow policy, the KV type and the disk
+    budget of saved KV states (MiB; 0: none kept)."""
     return clean(store.get_setting("engine"), ENGINE_DEFAULTS)

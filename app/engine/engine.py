@@ -9,7 +9,8 @@ template, a C decoder with its KV cache, and a session over it. Open with `Engin
 session, so a follow-up decodes only the new tokens; when the conversation outgrows the context
 it drops the oldest turns after the system prompt (and says so with a ContextShifted event).
 
-With a `KVStore` (kvstore.py), a conversation's KV state is saved under its key
+With a `KVStore` (kvstore.py), or a `StateKeeper` in front of one (kvkeeper.py: written in the
+background, recent states kept in memory), a conversation's KV state is saved under its key
 (`Chat.save_state`) and restored when the conversation comes back with the same model, so
 reopening it decodes only what is new.
 """
@@ -184,7 +185,9 @@ class Engine:
         return self._model_id
 
     def save_state(self, key: str) -> bool:
-        """Write the session's KV state under `key` (no-op without a store or when unchanged)."""
+        """Save the session's KV state under `key` (no-op without a store or when unchanged):
+        the cache image is copied here (kv_read), so with a StateKeeper as the store only that
+        copy is made on this thread and the file is written in the background."""
         s = self.session
         if self.kv_store is None or s.n_past == 0 or self.model_id is None \
                 or self.kv_store.unchanged(self.model_id, key, s.tokens):

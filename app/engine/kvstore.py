@@ -15,7 +15,8 @@ A file is a cache, never the truth: anything that does not match (another model,
 format version, KV type, a checksum, a length, a file that is not a regular file) is ignored with
 a log line and the prompt is decoded as if there were no file. Writes go to a temporary file in
 the same folder, fsynced, then renamed over the old one: a killed writer leaves the old file or
-the new one. The folder is kept under a size budget (default 2 GB), least recently used first.
+the new one. The folder is kept under a size budget (default 2 GB, a setting of the window),
+least recently used first.
 Not here: when to save or restore (engine.py and the window's worker decide).
 """
 from __future__ import annotations
@@ -27,13 +28,14 @@ import os
 import stat
 import struct
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 
-from app import __version__, kernels
+from app import __version__, defaults as D, kernels
 from app.paths import cache_dir, fsync_dir
 
 log = logging.getLogger(__name__)
@@ -42,7 +44,7 @@ __all__ = ["KVStore", "model_identity", "FORMAT_VERSION", "DEFAULT_BUDGET_BYTES"
 
 MAGIC = b"LLKVSAVE"
 FORMAT_VERSION = 1
-DEFAULT_BUDGET_BYTES = 2 * 1024 ** 3
+DEFAULT_BUDGET_BYTES = D.KV_BUDGET_MB << 20        # 2 GiB; the window's setting changes it
 SUFFIX = ".llkv"
 MAX_HEADER = 64 * 1024
 STALE_TMP_S = 3600            # temporary files older than this are a killed writer's leftovers
@@ -86,7 +88,9 @@ def model_identity(path: str | os.PathLike) -> str:
 
 
 class KVStore:
-    """The folder of saved KV caches. Thread-confined like the engine it serves."""
+    """The folder of saved KV caches. Its calls may come from two threads (the engine's, and the
+    background writer of kvkeeper.py); the bookkeeping of what was written, and eviction, are
+    under one lock. `budget_bytes` may be changed at any time; `evict()` then applies it."""
 
     def __init__(self, folder: str | os.PathLike | None = None,
                  budget_bytes: int = DEFAULT_BUDGET_BYTES):
@@ -95,6 +99,7 @@ class KVStore:
         self.folder = Path(folder)
         self.budget_bytes = int(budget_bytes)
         self._saved: dict[str, tuple[int, ...]] = {}     # file name -> tokens written this run
+        self._lock = threading.RLock()
 
     def path_for(self, model_id: str, key: str) -> Path:
         name = hashlib.sha256(f"{model_id}\0{key}".encode()).hexdigest()[:40]
@@ -105,7 +110,9 @@ class KVStore:
     def unchanged(self, model_id: str, key: str, tokens: Sequence[int]) -> bool:
         """True when this store wrote exactly these tokens under key and the file is still there."""
         path = self.path_for(model_id, key)
-        return self._saved.get(path.name) == tuple(int(t) for t in tokens) and path.is_file()
+        with self._lock:
+            saved = self._saved.get(path.name)
+        return saved == tuple(int(t) for t in tokens) and path.is_file()
 
     def save(self, model_id: str, key: str, signature: dict, tokens: Sequence[int], image) -> Path | None:
         """Write a state (atomically); None when it was not written (too big for the budget,
@@ -131,8 +138,9 @@ class KVStore:
         except OSError as e:
             log.warning("KV state not saved to %s: %s", path, e)
             return None
-        self._saved[path.name] = tuple(toks.tolist())
-        self.evict(keep=path)
+        with self._lock:
+            self._saved[path.name] = tuple(toks.tolist())
+            self.evict(keep=path)
         return path
 
     @staticmethod
@@ -159,6 +167,10 @@ class KVStore:
     def evict(self, keep: Path | None = None) -> None:
         """Delete the least recently used states until the folder fits the budget (and any
         temporary file a killed writer left behind long ago)."""
+        with self._lock:
+            self._evict(keep)
+
+    def _evict(self, keep: Path | None) -> None:
         files = []
         now = time.time()
         try:

@@ -12,6 +12,7 @@ import os
 import socket
 import sys
 
+from app import defaults as D
 from app.engine.cli import open_engine, positive_int
 from app.errors import EXIT_OK, EXIT_USAGE
 from app.library import ModelLibrary
@@ -35,10 +36,11 @@ def add_serve_args(p: argparse.ArgumentParser) -> None:
                    help="clients must send 'Authorization: Bearer KEY' (also read from "
                         "LLAMBDA_API_KEY)")
     p.add_argument("--ctx", type=positive_int, default=None,
-                   help="context length in tokens (default: min(training, 4096))")
-    p.add_argument("--threads", type=int, default=0, help="worker threads (default: physical cores)")
-    p.add_argument("--kv-type", choices=("f16", "f32"), default="f16", help="KV cache precision")
-    p.add_argument("--batch", type=positive_int, default=512, help="prompt tokens per decoder call")
+                   help="context length in tokens (default: the training length, capped by what fits in memory)")
+    p.add_argument("--threads", type=int, default=D.THREADS, help="worker threads (default: physical cores)")
+    p.add_argument("--kv-type", choices=D.KV_TYPES, default=D.KV_TYPE,
+                   help="KV cache precision (q8_0: half the memory of f16)")
+    p.add_argument("--batch", type=positive_int, default=D.N_BATCH, help="prompt tokens per decoder call")
     p.add_argument("--cors-origin", default=None, metavar="ORIGIN",
                    help="let web pages of this one origin (e.g. http://localhost:3000) call the "
                         "server; without it no CORS headers are sent")
@@ -161,7 +163,7 @@ def run_serve(args: argparse.Namespace) -> int:
             model_id = model_id_of(args.model) if os.path.exists(args.model) else args.model
             app = create_app(owner, model_id, options)
             print(f"llambda serve: {model_id} on http://{shown}:{port}/v1 "
-                  f"(context {eng.n_ctx}, {eng.n_threads} threads"
+                  f"(context {eng.n_ctx}, {eng.kv_type} KV cache, {eng.n_threads} threads"
                   f"{', key required' if api_key else ''}); Ctrl+C stops", file=sys.stderr, flush=True)
             try:
                 make_server(app, sock).run(sockets=[sock])

@@ -4,14 +4,17 @@
 whose KV cache is reused across turns (a follow-up decodes only what is new). Each reply is an
 `app.engine.Chat` turn over the conversation the window sends: when it outgrows the context the
 oldest turns after the system prompt are dropped, and inside a long reply the session shifts.
-Each conversation's KV state is kept in the cache folder (`app.engine.kvstore`): the worker calls
-`save_state()` after a reply and before closing, and a conversation that comes back restores it.
+Each conversation's KV state is kept (`app.engine.kvkeeper`): the worker calls `save_state()` after
+a reply, on a conversation switch and before closing; that takes a snapshot here and the file is
+written in the background. A conversation that comes back restores its state from memory while
+the last few fit the memory budget, else from the cache folder. `close()` waits for the writes.
 Engine events become the plain dicts the worker batches for the window. Runs only in the
 worker thread, except `cancel()`.
 """
 
 from __future__ import annotations
 
+import logging
 import mmap
 import threading
 import time
@@ -23,8 +26,11 @@ import numpy as np
 from app import defaults as D
 from app.engine.engine import Chat, Engine
 from app.engine.generate import ContextShifted, Finished, GenerationRequest, PromptProgress, TextPiece
+from app.engine.kvkeeper import DEFAULT_RAM_BUDGET_BYTES, StateKeeper
 from app.engine.kvstore import KVStore
 from app.engine.sampler import SamplerSettings
+
+log = logging.getLogger(__name__)
 
 OVERFLOW_TO_POLICY = {"shift": "shift", "stop": "stop"}
 
@@ -45,15 +51,18 @@ class RealEngine:
         self.warnings: list[str] = []
         self._prefetch: tuple[threading.Thread, threading.Event] | None = None
         self._chat = None               # the last conversation answered (whose state to save)
+        self._chat_tokens: list[int] | None = None     # the cache when its reply finished
+        self.kv: StateKeeper | None = None  # saved KV states: made at the first load, kept across loads
+        self._kv_budget: int | None = None  # the disk budget asked for (None: KVStore's default)
 
     # -- loading -------------------------------------------------------------------------------
 
     def load(self, path: str, n_ctx: int, n_threads: int, progress: Callable[[float], None],
              kv_type: str = "f16") -> dict:
-        self.close()
+        self._unload()
         progress(0.05)
         engine = Engine.load(path, n_ctx=int(n_ctx) or None, n_threads=int(n_threads), kv_type=kv_type,
-                             kv_store=KVStore())
+                             kv_store=self._keeper())
         try:
             progress(0.9)
             with warnings.catch_warnings(record=True) as caught:
@@ -72,18 +81,51 @@ class RealEngine:
                 "template_family": getattr(template, "family", None),
                 "template_warnings": list(self.warnings), **template_facts(template)}
 
+    def _keeper(self) -> StateKeeper:
+        """The saved states' keeper, its memory budget a quarter of the memory free now (1 GiB at
+        most: states are tens to hundreds of MB each)."""
+        import psutil   # lazy: see app.ui.worker.PRELOAD
+
+        ram = min(DEFAULT_RAM_BUDGET_BYTES, psutil.virtual_memory().available // 4)
+        if self.kv is None or self.kv.closed:
+            store = KVStore() if self._kv_budget is None else KVStore(budget_bytes=self._kv_budget)
+            self.kv = StateKeeper(store, ram_budget_bytes=ram)
+        else:
+            self.kv.ram_budget_bytes = ram
+        return self.kv
+
+    def set_kv_budget(self, budget_bytes: int) -> None:
+        """The disk budget of saved KV states (the window's setting), honoured at once."""
+        self._kv_budget = max(0, int(budget_bytes))
+        if self.kv is not None:
+            self.kv.set_budget(self._kv_budget)
+
     def save_state(self) -> bool:
-        """Write the last conversation's KV state to the cache folder (worker thread only)."""
+        """A snapshot of the last conversation's KV state, written in the background (worker
+        thread only; the snapshot is a copy of the cache, so what follows cannot change it)."""
         if self.engine is None or self._chat is None:
+            return False
+        if self.engine.session.tokens != self._chat_tokens:
+            # the cache has moved on since that reply (a request of the local server ran on it,
+            # or the reply failed half-way): it is not that conversation's state any more
+            log.debug("KV state not saved: the cache no longer holds the last reply's conversation")
             return False
         return self._chat.save_state()
 
-    def close(self) -> None:
+    def _unload(self) -> None:
         self._stop_prefetch()           # its views into the mapping must be gone before unmapping
         if self.engine is not None:
             self.engine.close()
         self.engine = None
         self._chat = None
+        if self.kv is not None:
+            self.kv.forget_memory()     # the states in memory were the old model's
+
+    def close(self) -> None:
+        """Unload, and finish writing the saved states (closing the app waits for them)."""
+        self._unload()
+        if self.kv is not None:
+            self.kv.close()
 
     # -- generation ----------------------------------------------------------------------------
 
@@ -101,7 +143,7 @@ class RealEngine:
         chat = Chat(self.engine, system=system,
                     context_policy=OVERFLOW_TO_POLICY.get(settings.get("overflow", D.OVERFLOW), D.OVERFLOW))
         chat.messages = [dict(m) for m in turns[:-1]]
-        self._chat = chat
+        self._chat, self._chat_tokens = chat, None
         t0 = time.perf_counter()
         prompt_sent = False
         # What the prompt will cost, said before its first batch (which can take half a minute
@@ -134,6 +176,7 @@ class RealEngine:
             elif isinstance(ev, ContextShifted):
                 yield {"type": "context_shift", "dropped": int(ev.dropped)}
             elif isinstance(ev, Finished):
+                self._chat_tokens = list(self.engine.session.tokens)
                 yield {"type": "done", "stats": {**_done_stats(ev), **self.speculation(),
                                                  **self._template_change(template)}}
 
@@ -148,6 +191,9 @@ class RealEngine:
         cache already holds nearly all of it."""
         so_far = turns[-1]["content"]
         template = getattr(self.engine, "_template", None)
+        chat = Chat(self.engine, system=system[0]["content"] if system else None)
+        chat.messages = [dict(m) for m in turns]        # its key: the system prompt, first message
+        self._chat, self._chat_tokens = chat, None
         ids = self.engine.chat_prompt(system + turns[:-1])
         ids = ids + self.engine.tokenizer.encode(so_far, add_special=False, parse_special=False)
         n_ctx = self.engine.n_ctx
@@ -168,6 +214,7 @@ class RealEngine:
             elif isinstance(ev, ContextShifted):
                 yield {"type": "context_shift", "dropped": int(ev.dropped)}
             elif isinstance(ev, Finished):
+                self._chat_tokens = list(self.engine.session.tokens)
                 yield {"type": "done", "stats": {**_done_stats(ev), **self.speculation(),
                                                  **self._template_change(template)}}
 

@@ -1,5 +1,6 @@
 """The settings dialog: this conversation's system prompt and sampling, the engine's context
-length, threads (0 = automatic) and context-overflow policy, and the look (system, light or dark).
+length, threads (0 = automatic), context-overflow policy and the disk kept for saved
+conversation states, and the look (system, light or dark).
 Each setting has one line under it saying what it does; Reset to defaults puts the defaults
 back (the system prompt stays). It only edits plain dicts; the window saves them through
 `ChatState.save_settings` and the theme through the settings store.
@@ -13,6 +14,7 @@ from PySide6.QtWidgets import (
     QPushButton, QScrollArea, QSpinBox, QVBoxLayout, QWidget,
 )
 
+from app.chats.settings import MAX_KV_BUDGET_MB
 from app.ui.state import ENGINE_DEFAULTS, OVERFLOW_POLICIES, SAMPLING_DEFAULTS
 
 THEMES = (("system", "Follow the system"), ("light", "Light"), ("dark", "Dark"))
@@ -29,6 +31,8 @@ HELP = {
     "Context length": "How many tokens the model keeps in view; more costs memory (reloads the model).",
     "Threads": "CPU threads for the engine; automatic uses one per physical core (reloads the model).",
     "When the context is full": "Go on by forgetting the oldest messages, or stop the reply.",
+    "Saved conversation states": "Disk kept so a conversation you reopen answers at once; "
+                                 "the least recently used go first (off: none kept).",
     "Theme": "Light or dark colours, or the same as the rest of your desktop.",
 }
 
@@ -142,6 +146,10 @@ class SettingsDialog(QDialog):
         self.overflow.setCurrentIndex(max(0, OVERFLOW_POLICIES.index(engine["overflow"])
                                           if engine["overflow"] in OVERFLOW_POLICIES else 0))
         eform.addRow("When the context is full", _with_help(self.overflow, "When the context is full"))
+        self.kv_budget = ispin("Saved conversation states", 0, MAX_KV_BUDGET_MB,
+                               engine.get("kv_budget_mb", ENGINE_DEFAULTS["kv_budget_mb"]), "off", target=eform)
+        self.kv_budget.setSuffix(" MB")
+        self.kv_budget.setSingleStep(256)
         lay.addWidget(eng)
 
         look = QGroupBox("Appearance")
@@ -189,6 +197,7 @@ class SettingsDialog(QDialog):
         self.n_ctx.setValue(e["n_ctx"])
         self.threads.setValue(e["threads"])
         self.overflow.setCurrentIndex(OVERFLOW_POLICIES.index(e["overflow"]))
+        self.kv_budget.setValue(e["kv_budget_mb"])
         self.theme.setCurrentIndex(0)
 
     def theme_choice(self) -> str:
@@ -202,7 +211,8 @@ class SettingsDialog(QDialog):
             "max_tokens": self.max_tokens.value(),
         }
         engine = {"n_ctx": self.n_ctx.value(), "threads": self.threads.value(),
-                  "overflow": self.overflow.currentData(), "kv_type": self.kv_type.currentData()}
+                  "overflow": self.overflow.currentData(), "kv_type": self.kv_type.currentData(),
+                  "kv_budget_mb": self.kv_budget.value()}
         return self.system_prompt.toPlainText(), sampling, engine
 
 

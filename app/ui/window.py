@@ -23,6 +23,7 @@ from app.chats.attachments import (ATTACH_SUFFIXES, message_with_attachments, re
                                    share_that_fits)
 from app.chats.export import export_conversation, export_file_name, import_json
 from app.paths import write_problem
+from app.units import format_count
 from app.ui import gc_guard
 from app.ui.about import add_help_actions, model_identity_of, show_about, show_model_identity
 from app.ui.advice import advice_for
@@ -52,6 +53,8 @@ class MainWindow(ModelFilesMixin, QMainWindow):
     generate_requested = Signal(int, object, object)
     starter_requested = Signal(object)
     count_requested = Signal(int, str)
+    conversation_switched = Signal()          # the last conversation answered keeps its KV state
+    kv_budget_changed = Signal(object)          # MiB of disk for saved KV states (settings)
 
     def __init__(self, state: ChatState | None = None, engine_factory=None, library=None):
         super().__init__()
@@ -91,6 +94,8 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         self.generate_requested.connect(w.on_window_generate_requested)
         self.starter_requested.connect(w.on_window_starter_requested)
         self.count_requested.connect(w.on_window_count_requested)
+        self.conversation_switched.connect(w.on_window_conversation_switched)
+        self.kv_budget_changed.connect(w.on_window_kv_budget_changed)
         w.tokens_counted.connect(self.on_worker_tokens_counted)
         w.starter_progress.connect(self.on_worker_starter_progress)
         w.starter_failed.connect(self.on_worker_starter_failed)
@@ -453,6 +458,7 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         self.cancel_edit()
         self.state.select(conv_id)
         self.show_current()
+        emit(self.conversation_switched)
 
     def on_conversations_rename_requested(self, conv_id: int, title: str) -> None:
         self.state.rename(conv_id, title)
@@ -789,7 +795,8 @@ class MainWindow(ModelFilesMixin, QMainWindow):
             chip = QWidget()
             row = QHBoxLayout(chip)
             row.setContentsMargins(0, 0, 0, 0)
-            what = f"{a.pages} pages of PDF" if a.kind == "pdf" else f"{len(a.text):,} characters"
+            what = (f"{format_count(a.pages, 'page')} of PDF" if a.kind == "pdf"
+                    else format_count(len(a.text), "character"))
             if n is None:
                 fit = ("tokens counted when a model is loaded" if self.model_info is None or item["counted"]
                        and self.worker.loaded_path is None else
@@ -797,9 +804,9 @@ class MainWindow(ModelFilesMixin, QMainWindow):
             else:
                 used += n
                 if free is None or used <= free:
-                    fit = f"{n:,} tokens, fits"
+                    fit = f"{format_count(n, 'token')}, fits"
                 else:
-                    fit = (f"{n:,} tokens: too large, {max(0, free - used + n):,} free "
+                    fit = (f"{format_count(n, 'token')}: too large, {max(0, free - used + n):,} free "
                            f"(about {share_that_fits(n, max(0, free - used + n)):.0%} of it would fit)")
             label = QLabel(f"Attached: {a.name} · {what} · {fit}")
             label.setObjectName("attachmentChip")
@@ -960,6 +967,8 @@ class MainWindow(ModelFilesMixin, QMainWindow):
             self.state.put("system_prompt_default", system)
         self.state.save_settings(system, sampling, engine)
         reload_needed = any(before.get(k) != engine.get(k) for k in ("n_ctx", "threads", "kv_type"))
+        if before.get("kv_budget_mb") != engine.get("kv_budget_mb"):
+            emit(self.kv_budget_changed, int(engine["kv_budget_mb"]))
         if reload_needed and self.model_info is not None and self.worker.loaded_path and not self.generating:
             self.model_busy = True
             self._update_controls()

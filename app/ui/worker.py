@@ -295,6 +295,7 @@ class EngineWorker(QObject):
 
             info["sha256"] = file_sha256(path)     # library files: from the name, no hashing
             engine = self.engine()
+            self._set_kv_budget(options)
             last = [0.0]
 
             def progress(fraction: float) -> None:
@@ -477,14 +478,35 @@ class EngineWorker(QObject):
         self._save_state()
 
     def _save_state(self) -> None:
-        """The conversation's KV state to the cache folder, here in the engine's thread (a
-        reopened conversation then decodes only what is new); a failure only costs that."""
+        """The conversation's KV state kept (a reopened conversation then decodes only what is
+        new): here, in the engine's thread, only a snapshot is taken (a copy of the cache); the
+        engine writes it to the cache folder in the background. A failure only costs that."""
         save = getattr(self._engine, "save_state", None)
         if save is not None:
             try:
                 save()
             except Exception:
                 logging.getLogger(__name__).warning("KV state not saved", exc_info=True)
+
+    @Slot()
+    def on_window_conversation_switched(self) -> None:
+        """Another conversation is shown: the one answered last keeps its state (a no-op when
+        nothing changed since its reply was saved)."""
+        self._save_state()
+
+    @Slot(object)
+    def on_window_kv_budget_changed(self, budget_mb: int) -> None:
+        """The disk budget of saved KV states changed in the settings: honoured now."""
+        self._set_kv_budget({"kv_budget_mb": budget_mb})
+
+    def _set_kv_budget(self, options: dict) -> None:
+        setter = getattr(self._engine, "set_kv_budget", None)
+        if setter is None or options.get("kv_budget_mb") is None:
+            return
+        try:
+            setter(int(options["kv_budget_mb"]) << 20)
+        except Exception as e:      # the store keeps its budget; the states are only a cache
+            log.warning("KV cache budget not changed: %s", _reason(e))
 
     # -- the local server (app/server): its requests queue here with the window's (FIFO) ----------
 

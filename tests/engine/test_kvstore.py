@@ -78,6 +78,34 @@ def test_restored_state_gives_the_same_logits_bit_for_bit(smollm2_path, tmp_path
             assert np.array_equal(bits(a.session.step(tok)), bits(b.session.step(tok)))
 
 
+def test_a_state_saved_in_the_background_is_the_cache_at_the_save_bit_for_bit(smollm2_path, tmp_path):
+    """Through the keeper (kvkeeper.py): the write is held back while the engine goes on and
+    overwrites its cache with another prompt; the file written afterwards still restores the
+    cache as it was at the save, and the next steps' logits agree bit for bit."""
+    from app.engine.kvkeeper import StateKeeper
+    from tests.engine.test_kvkeeper import SlowStore
+
+    slow = SlowStore(tmp_path)
+    with Engine(smollm2_path, n_ctx=N_CTX, n_threads=2, kv_store=StateKeeper(slow)) as a, \
+            Engine(smollm2_path, n_ctx=N_CTX, n_threads=1, kv_store=KVStore(tmp_path)) as b:
+        ids = a.chat_prompt([{"role": "user", "content": FIRST * 3}])
+        a.session.feed(ids)
+        want = a.decoder.kv_read(len(ids))
+        assert a.save_state("k")                    # a snapshot; the writer waits
+        assert slow.started.wait(30) and slow.writes == []
+        a.session.feed(a.chat_prompt([{"role": "user", "content": SECOND * 5}]))   # cache overwritten
+        assert not np.array_equal(a.decoder.kv_read(len(ids)), want)
+        slow.release.set()
+        assert a.kv_store.close(30) and slow.writes == [("k", len(ids))]
+        assert b.restore_state("k", ids + [42]) == len(ids)
+        np.testing.assert_array_equal(b.decoder.kv_read(len(ids)), want)
+        a.session.reset()
+        a.session.feed(ids)                         # decoded afresh: the cache at the save again
+        np.testing.assert_array_equal(a.decoder.kv_read(len(ids)), want)
+        for tok in (42, 7, 1000):
+            assert np.array_equal(bits(a.session.step(tok)), bits(b.session.step(tok)))
+
+
 def test_reopening_decodes_only_what_is_new_and_answers_as_uncached(engines, conversation):
     a, b = engines
     b.kv_store = conversation["store"]

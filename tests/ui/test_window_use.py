@@ -530,10 +530,12 @@ def test_settings_explain_themselves_reset_and_theme(qtbot, make_window):
     dlg = w.open_settings()
     helps = {l.accessibleName(): l.text() for l in dlg.findChildren(QLabel) if l.objectName() == "settingHelp"}
     for name in ("Temperature", "Top-k", "Top-p", "Min-p", "Repeat penalty", "Seed", "Max tokens",
-                 "Context length", "Threads", "When the context is full", "Theme", "System prompt"):
+                 "Context length", "Threads", "When the context is full", "Saved conversation states", "Theme",
+                 "System prompt"):
         assert helps.get(f"{name}: help") == HELP[name] and HELP[name]
     dlg.temperature.setValue(1.7)
     dlg.n_ctx.setValue(4096)
+    dlg.kv_budget.setValue(0)
     dlg.system_prompt.setPlainText("Be a pirate.")
     qtbot.mouseClick(dlg.reset_button, Qt.LeftButton)
     system, sampling, engine = dlg.values()
@@ -778,7 +780,8 @@ def test_attach_files_shows_tokens_and_fit_then_sends_them(qtbot, make_window, s
     pdf.write_bytes(tiny_pdf("Hello from a PDF"))
     assert w.attach_file(str(pdf))
     qtbot.waitUntil(lambda: w.attachments[1]["tokens"] is not None, timeout=5000)
-    assert "1 pages of PDF" in w.attachments[1]["label"].text()
+    assert "· 1 page of PDF ·" in w.attachments[1]["label"].text()     # one page, not "1 pages"
+    assert "· 22 characters ·" in chip
     send(qtbot, w, "Summarize these.")
     messages, _ = engine.calls[-1]
     sent = messages[-1]["content"]
