@@ -165,38 +165,52 @@ PANEL_INLINE void kentry_start(const void *e, size_t ent, int64_t b, const uint8
     for (int t = 0; t < nt; t++) A[t] = (const llk_block_q8_256 *)(a + (size_t)t * as) + b;
 }
 
-/* Q4_K: per super-block (entry) and token, each group's pair sums accumulate in int16 (8 chunks of
- * at most 3810), madd by the group's scale pairs gives sc * t per row lane in int32, the mins go
- * through bsums the same way; then dot_q4_K's float expression, lane by lane. */
-PANEL_INLINE void tile_q4_K(const uint8_t *P, int64_t nb, const uint8_t *a, size_t as, int nt,
-                            float *y, int64_t ldy) {
+/* The fifth bits of Q5_K's group g as 0x10 per byte, from a 32-byte chunk of the entry's qh. */
+static inline __m256i bit5(const uint8_t *qh, int g) {
+    const __m256i v = _mm256_loadu_si256((const __m256i *)qh);
+    return _mm256_slli_epi16(_mm256_and_si256(_mm256_srl_epi16(v, _mm_cvtsi32_si128(g)), _mm256_set1_epi8(1)), 4);
+}
+
+/* Q4_K and Q5_K (has_qh): per super-block (entry) and token, each group's pair sums accumulate in
+ * int16 (Q4_K: 8 chunks of at most 3810; Q5_K, levels to 31: 4 chunks of at most 7874 per half),
+ * madd by the group's scale pairs gives sc * t per row lane in int32, the mins go through bsums the
+ * same way; then dot_q4_K's float expression (dot_q5_K's is the same), lane by lane. */
+PANEL_INLINE void tile_k4(const uint8_t *P, int has_qh, int64_t nb, const uint8_t *a, size_t as, int nt,
+                          float *y, int64_t ldy) {
     const __m256i m4 = _mm256_set1_epi8(15);
-    const blk_q4_Kx8 *e = (const blk_q4_Kx8 *)P;
+    const size_t ent = has_qh ? sizeof(blk_q5_Kx8) : sizeof(blk_q4_Kx8);
     __m256 s[PANEL_TOK];
     for (int t = 0; t < nt; t++) s[t] = _mm256_setzero_ps();
-    for (int64_t b = 0; b < nb; b++, e++) {
+    for (int64_t b = 0; b < nb; b++) {
+        const blk_q5_Kx8 *e = (const blk_q5_Kx8 *)(P + (size_t)b * ent);   /* Q4_K x 8: its prefix */
         const llk_block_q8_256 *A[PANEL_TOK];
-        kentry_start(e, sizeof *e, b, a, as, nt, A);
+        kentry_start(e, ent, b, a, as, nt, A);
         __m256i acc[PANEL_TOK];
+        for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_si256();
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC unroll 1
 #endif
         for (int g = 0; g < 8; g++) {
             const uint8_t *q = e->qs + 256 * (g >> 1);
-            __m256i sg[PANEL_TOK];
-            PANEL_UNROLL2
-            for (int k = 0; k < 8; k++) {
-                const __m256i v = _mm256_loadu_si256((const __m256i *)(q + 32 * k));
-                const __m256i u = (g & 1) ? _mm256_and_si256(_mm256_srli_epi16(v, 4), m4) : _mm256_and_si256(v, m4);
-                for (int t = 0; t < nt; t++) {
-                    const __m256i p = _mm256_maddubs_epi16(u, bcast4(A[t]->qs + 32 * g + 4 * k));
-                    sg[t] = k ? _mm256_add_epi16(sg[t], p) : p;
-                }
-            }
             const __m256i sc = pairs_u8(e->sc[g]);
-            for (int t = 0; t < nt; t++) {
-                const __m256i p = _mm256_madd_epi16(sg[t], sc);
-                acc[t] = g ? _mm256_add_epi32(acc[t], p) : p;
+            for (int half = 0; half < (has_qh ? 2 : 1); half++) {
+                const int k0 = 4 * half, k1 = has_qh ? k0 + 4 : 8;
+                __m256i sg[PANEL_TOK];
+                for (int t = 0; t < nt; t++) sg[t] = _mm256_setzero_si256();
+                PANEL_UNROLL2
+                for (int k = k0; k < k1; k++) {
+                    const __m256i v = _mm256_loadu_si256((const __m256i *)(q + 32 * k));
+                    __m256i u = (g & 1) ? _mm256_and_si256(_mm256_srli_epi16(v, 4), m4) : _mm256_and_si256(v, m4);
+                    if (has_qh) u = _mm256_or_si256(u, bit5(e->qh + 32 * k, g));
+                    for (int t = 0; t < nt; t++) {
+                        const __m256i p = _mm256_maddubs_epi16(u, bcast4(A[t]->qs + 32 * g + 4 * k));
+                        sg[t] = _mm256_add_epi16(sg[t], p);
+                    }
+                }
+                for (int t = 0; t < nt; t++) {
+                    const __m256i p = _mm256_madd_epi16(sg[t], sc);
+                    acc[t] = _mm256_add_epi32(acc[t], p);
+                }
             }
         }
         __m256i accm[PANEL_TOK];
@@ -311,6 +325,12 @@ PANEL_INLINE void panel_run(panel_tile_fn tile, int64_t block, const void *w, si
 PANEL_INLINE void tile_q4_0(const uint8_t *P, int64_t nb, const uint8_t *a, size_t as, int nt, float *y, int64_t ldy) {
     tile_q4(P, sizeof(blk_q4_0x8), 0, nb, a, as, nt, y, ldy);
 }
+PANEL_INLINE void tile_q4_K(const uint8_t *P, int64_t nb, const uint8_t *a, size_t as, int nt, float *y, int64_t ldy) {
+    tile_k4(P, 0, nb, a, as, nt, y, ldy);
+}
+PANEL_INLINE void tile_q5_K(const uint8_t *P, int64_t nb, const uint8_t *a, size_t as, int nt, float *y, int64_t ldy) {
+    tile_k4(P, 1, nb, a, as, nt, y, ldy);
+}
 PANEL_INLINE void tile_q4_1(const uint8_t *P, int64_t nb, const uint8_t *a, size_t as, int nt, float *y, int64_t ldy) {
     tile_q4(P, sizeof(blk_q4_1x8), 1, nb, a, as, nt, y, ldy);
 }
@@ -321,6 +341,7 @@ static void panel_q4_0(PANEL_ARGS) { panel_run(tile_q4_0, LLK_QK, w, pb, n_panel
 static void panel_q4_1(PANEL_ARGS) { panel_run(tile_q4_1, LLK_QK, w, pb, n_panels, n_cols, a, as, n_tok, y, ldy); }
 static void panel_q8_0(PANEL_ARGS) { panel_run(tile_q8_0, LLK_QK, w, pb, n_panels, n_cols, a, as, n_tok, y, ldy); }
 static void panel_q4_K(PANEL_ARGS) { panel_run(tile_q4_K, LLK_QKK, w, pb, n_panels, n_cols, a, as, n_tok, y, ldy); }
+static void panel_q5_K(PANEL_ARGS) { panel_run(tile_q5_K, LLK_QKK, w, pb, n_panels, n_cols, a, as, n_tok, y, ldy); }
 static void panel_q6_K(PANEL_ARGS) { panel_run(tile_q6_K, LLK_QKK, w, pb, n_panels, n_cols, a, as, n_tok, y, ldy); }
 #undef PANEL_ARGS
 
@@ -329,6 +350,7 @@ static void llk_fill_avx2_panel(llk_kernels *k) {
     k->panel[LLK_TYPE_Q4_1] = panel_q4_1;
     k->panel[LLK_TYPE_Q8_0] = panel_q8_0;
     k->panel[LLK_TYPE_Q4_K] = panel_q4_K;
+    k->panel[LLK_TYPE_Q5_K] = panel_q5_K;
     k->panel[LLK_TYPE_Q6_K] = panel_q6_K;
 }
 

@@ -160,20 +160,25 @@ PANEL_INLINE void tile512_legacy(const uint8_t *P, size_t ent, int has_m, int is
     store_rows(lanes, nt, y, ldy);
 }
 
-/* Q4_K: per super-block and token, group g's 4 zipped products (each lane <= 16 x 15 x 127, an
- * int16) times the group's scale (madd), summed over the groups and the row's two lanes: exactly
- * sum_g sc_g t_g; the mins as in the 256-bit tile; then dot_q4_K's float expression. */
-PANEL_INLINE void tile512_q4_K(const uint8_t *P, int64_t nb, const uint8_t *a, size_t as, int nt,
-                               float *y, int64_t ldy) {
-    const __m512i m4 = _mm512_set1_epi8(15);
-    const blk_q4_Kx8 *e = (const blk_q4_Kx8 *)P;
+/* Q4_K and Q5_K (has_qh): per super-block and token, group g's 4 zipped products (each lane a
+ * sum of 16 products: <= 16 x 15 x 127 for Q4_K, an int16, so its scale is a madd; Q5_K's levels
+ * to 31 need a mullo) times the group's scale, summed over the groups and the row's two lanes:
+ * exactly sum_g sc_g t_g; the mins through bsums; then dot_q4_K's float expression. */
+PANEL_INLINE void tile512_k4(const uint8_t *P, int has_qh, int64_t nb, const uint8_t *a, size_t as, int nt,
+                             float *y, int64_t ldy) {
+    const __m512i m4 = _mm512_set1_epi8(15), one = _mm512_set1_epi8(1);
+    const size_t ent = has_qh ? sizeof(blk_q5_Kx8) : sizeof(blk_q4_Kx8);
     __m256 s[PANEL512_TOK];
     for (int t = 0; t < nt; t++) s[t] = _mm256_setzero_ps();
-    for (int64_t b = 0; b < nb; b++, e++) {
+    for (int64_t b = 0; b < nb; b++) {
+        const blk_q5_Kx8 *e = (const blk_q5_Kx8 *)(P + (size_t)b * ent);   /* Q4_K x 8: its prefix */
         const llk_block_q8_256 *A[PANEL512_TOK];
-        kentry_start(e, sizeof *e, b, a, as, nt, A);
+        kentry_start(e, ent, b, a, as, nt, A);
         __m512i acc[PANEL512_TOK];
         for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_si512();
+        __m512i zh[4];
+        if (has_qh)
+            for (int m = 0; m < 4; m++) zh[m] = zip_rows(e->qh + 64 * m);
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC unroll 1
 #endif
@@ -183,14 +188,18 @@ PANEL_INLINE void tile512_q4_K(const uint8_t *P, int64_t nb, const uint8_t *a, s
             for (int h = 0; h < 2; h++) {
                 const int g = 2 * c + h;
                 __m512i u[4];
-                for (int m = 0; m < 4; m++)
+                for (int m = 0; m < 4; m++) {
                     u[m] = _mm512_and_si512(h ? _mm512_srli_epi16(z[m], 4) : z[m], m4);
+                    if (has_qh)
+                        u[m] = _mm512_or_si512(u[m], _mm512_slli_epi16(_mm512_and_si512(
+                            _mm512_srl_epi16(zh[m], _mm_cvtsi32_si128(g)), one), 4));
+                }
                 const __m512i sc = zip_u8(e->sc[g]);
                 for (int t = 0; t < nt; t++) {
                     const int8_t *x = A[t]->qs + 32 * g;
                     __m512i i = _mm512_setzero_si512();
                     for (int m = 0; m < 4; m++) i = dpbusd_acc(i, u[m], bcast8(x + 8 * m));
-                    acc[t] = _mm512_add_epi32(acc[t], _mm512_madd_epi16(i, sc));
+                    acc[t] = _mm512_add_epi32(acc[t], has_qh ? _mm512_mullo_epi32(i, sc) : _mm512_madd_epi16(i, sc));
                 }
             }
         }
@@ -298,6 +307,12 @@ PANEL_INLINE void panel_run512(panel_tile_fn tile, int64_t block, const void *w,
     }
 }
 
+PANEL_INLINE void tile512_q4_K(const uint8_t *P, int64_t nb, const uint8_t *a, size_t as, int nt, float *y, int64_t ldy) {
+    tile512_k4(P, 0, nb, a, as, nt, y, ldy);
+}
+PANEL_INLINE void tile512_q5_K(const uint8_t *P, int64_t nb, const uint8_t *a, size_t as, int nt, float *y, int64_t ldy) {
+    tile512_k4(P, 1, nb, a, as, nt, y, ldy);
+}
 PANEL_INLINE void tile512_q4_0(const uint8_t *P, int64_t nb, const uint8_t *a, size_t as, int nt, float *y, int64_t ldy) {
     tile512_legacy(P, sizeof(blk_q4_0x8), 0, 0, nb, a, as, nt, y, ldy);
 }
@@ -324,6 +339,10 @@ static void panel512_q4_K(const void *w, size_t pb, int64_t n_panels, int64_t n_
                           size_t as, int64_t n_tok, float *y, int64_t ldy) {
     panel_run512(tile512_q4_K, LLK_QKK, w, pb, n_panels, n_cols, a, as, n_tok, y, ldy);
 }
+static void panel512_q5_K(const void *w, size_t pb, int64_t n_panels, int64_t n_cols, const void *a,
+                          size_t as, int64_t n_tok, float *y, int64_t ldy) {
+    panel_run512(tile512_q5_K, LLK_QKK, w, pb, n_panels, n_cols, a, as, n_tok, y, ldy);
+}
 static void panel512_q6_K(const void *w, size_t pb, int64_t n_panels, int64_t n_cols, const void *a,
                           size_t as, int64_t n_tok, float *y, int64_t ldy) {
     panel_run512(tile512_q6_K, LLK_QKK, w, pb, n_panels, n_cols, a, as, n_tok, y, ldy);
@@ -335,6 +354,7 @@ static void llk_fill_avx512_panel(llk_kernels *k) {
     k->panel[LLK_TYPE_Q4_1] = panel512_q4_1;
     k->panel[LLK_TYPE_Q8_0] = panel512_q8_0;
     k->panel[LLK_TYPE_Q4_K] = panel512_q4_K;
+    k->panel[LLK_TYPE_Q5_K] = panel512_q5_K;
     k->panel[LLK_TYPE_Q6_K] = panel512_q6_K;
 }
 

@@ -116,6 +116,9 @@ typedef struct { llk_half d[8]; int8_t qs[256]; } blk_q8_0x8;
  * element 64c + 4k + i (group 2c) and high nibble element 64c + 32 + 4k + i (group 2c + 1).
  * 1184 bytes against the 8 rows' 1152. */
 typedef struct { llk_half d[8], dmin[8]; uint8_t sc[8][8], mn[8][8]; uint8_t qs[1024]; } blk_q4_Kx8;
+/* Q5_K x 8: Q4_K x 8, then the fifth bits: byte 32k + 4r + i = qh[4k + i] of row r (k < 8), whose
+ * bit g is the fifth bit of element 32g + 4k + i. 1440 bytes against the 8 rows' 1408. */
+typedef struct { llk_half d[8], dmin[8]; uint8_t sc[8][8], mn[8][8]; uint8_t qs[1024]; uint8_t qh[256]; } blk_q5_Kx8;
 /* Q6_K x 8 (one super-block of 8 rows): d of each row; sc[g][r] its int8 scale of group g (16
  * elements); ql[h][p][k] = 32 bytes, byte 4r + i = ql[64h + 32p + 4k + i] of row r; qh[h][k] = 32
  * bytes, byte 4r + i = qh[32h + 4k + i] of row r (h, p < 2, k < 8, i < 4). 1680 bytes, as the rows. */

@@ -31,6 +31,7 @@ size_t llk_panel_bytes_of(int type, int64_t n_cols) {
     case LLK_TYPE_Q4_1: return nb * sizeof(blk_q4_1x8);
     case LLK_TYPE_Q8_0: return nb * sizeof(blk_q8_0x8);
     case LLK_TYPE_Q4_K: return n_cols % LLK_QKK ? 0 : (size_t)(n_cols / LLK_QKK) * sizeof(blk_q4_Kx8);
+    case LLK_TYPE_Q5_K: return n_cols % LLK_QKK ? 0 : (size_t)(n_cols / LLK_QKK) * sizeof(blk_q5_Kx8);
     case LLK_TYPE_Q6_K: return n_cols % LLK_QKK ? 0 : (size_t)(n_cols / LLK_QKK) * sizeof(blk_q6_Kx8);
     default: return 0;
     }
@@ -59,21 +60,32 @@ static const legacy_panel *legacy_of(int type) {
     return type == LLK_TYPE_Q4_0 ? &P_Q4_0 : type == LLK_TYPE_Q4_1 ? &P_Q4_1 : type == LLK_TYPE_Q8_0 ? &P_Q8_0 : NULL;
 }
 
-/* Q4_K: row r's super-block B into entry e: its scales and mins unpacked, its quants in 4-byte
- * chunks interleaved (chunk k of row r at 32k + 4r within each 256-byte quarter). */
-static void put_q4_K(uint8_t *e8, int r, const uint8_t *B8) {
-    blk_q4_Kx8 *e = (blk_q4_Kx8 *)e8;
-    const blk_q4_K *B = (const blk_q4_K *)B8;
-    e->d[r] = B->d;
-    e->dmin[r] = B->dmin;
+/* Q4_K and Q5_K: row r's super-block into entry e: its scales and mins unpacked, its quants in
+ * 4-byte chunks interleaved (chunk k of row r at 32k + 4r within each 256-byte quarter), Q5_K's
+ * fifth bits the same way after them. */
+static void put_k4(uint8_t *e8, int r, llk_half d, llk_half dmin, const uint8_t *scales,
+                   const uint8_t *qs, const uint8_t *qh) {
+    blk_q5_Kx8 *e = (blk_q5_Kx8 *)e8;    /* Q4_K x 8 is its prefix */
+    e->d[r] = d;
+    e->dmin[r] = dmin;
     for (int g = 0; g < 8; g++) {
         int sc, mn;
-        llk_k4_scale_min(B->scales, g, &sc, &mn);
+        llk_k4_scale_min(scales, g, &sc, &mn);
         e->sc[g][r] = (uint8_t)sc;
         e->mn[g][r] = (uint8_t)mn;
     }
     for (int c = 0; c < 4; c++)
-        for (int k = 0; k < 8; k++) memcpy(e->qs + 256 * c + 32 * k + 4 * r, B->qs + 32 * c + 4 * k, 4);
+        for (int k = 0; k < 8; k++) memcpy(e->qs + 256 * c + 32 * k + 4 * r, qs + 32 * c + 4 * k, 4);
+    if (qh)
+        for (int k = 0; k < 8; k++) memcpy(e->qh + 32 * k + 4 * r, qh + 4 * k, 4);
+}
+static void put_q4_K(uint8_t *e8, int r, const uint8_t *B8) {
+    const blk_q4_K *B = (const blk_q4_K *)B8;
+    put_k4(e8, r, B->d, B->dmin, B->scales, B->qs, NULL);
+}
+static void put_q5_K(uint8_t *e8, int r, const uint8_t *B8) {
+    const blk_q5_K *B = (const blk_q5_K *)B8;
+    put_k4(e8, r, B->d, B->dmin, B->scales, B->qs, B->qh);
 }
 
 /* Q6_K: the scales by group, the low and high bits in 4-byte chunks as blk_q6_Kx8 says. */
@@ -109,6 +121,10 @@ void llk_panel_pack_range(int type, const uint8_t *w, size_t row_stride, int64_t
                           int64_t p0, int64_t p1, uint8_t *out) {
     if (type == LLK_TYPE_Q4_K) {
         pack_super(put_q4_K, sizeof(blk_q4_K), sizeof(blk_q4_Kx8), w, row_stride, n_cols, p0, p1, out);
+        return;
+    }
+    if (type == LLK_TYPE_Q5_K) {
+        pack_super(put_q5_K, sizeof(blk_q5_K), sizeof(blk_q5_Kx8), w, row_stride, n_cols, p0, p1, out);
         return;
     }
     if (type == LLK_TYPE_Q6_K) {
@@ -180,21 +196,27 @@ static void panel_q8_0_ref(const void *w, size_t pb, int64_t n_panels, int64_t n
     panel_ref(&P_Q8_0, w, pb, n_panels, n_cols, a, as, n_tok, y, ldy);
 }
 
-/* Q4_K: row r's term of one super-block (entry e) in dot_q4_K's contract (llk_ref.c), its
- * integers read from the panel. */
-static float sb_q4_K(const uint8_t *e8, int r, const llk_block_q8_256 *A) {
+/* Q4_K and Q5_K (qh: the fifth bits, or NULL): row r's term of one super-block (entry e) in
+ * dot_q4_K's contract (llk_ref.c, dot_q5_K's is the same), its integers read from the panel. */
+static float sb_k4(const uint8_t *e8, const uint8_t *qh, int r, const llk_block_q8_256 *A) {
     const blk_q4_Kx8 *e = (const blk_q4_Kx8 *)e8;
     int acc = 0, accm = 0;
     for (int g = 0; g < 8; g++) {
         int tg = 0;
         for (int l = 0; l < 32; l++) {
-            const uint8_t q = e->qs[256 * (g >> 1) + 32 * (l >> 2) + 4 * r + (l & 3)];
-            tg += ((g & 1) ? q >> 4 : q & 15) * A->qs[32 * g + l];
+            const int at = 32 * (l >> 2) + 4 * r + (l & 3);
+            const uint8_t q = e->qs[256 * (g >> 1) + at];
+            const int hi = qh ? ((qh[at] >> g) & 1) << 4 : 0;
+            tg += (((g & 1) ? q >> 4 : q & 15) | hi) * A->qs[32 * g + l];
         }
         acc += e->sc[g][r] * tg;
         accm += e->mn[g][r] * (A->bsums[2 * g] + A->bsums[2 * g + 1]);
     }
     return A->d * (llk_h2f(e->d[r]) * (float)acc - llk_h2f(e->dmin[r]) * (float)accm);
+}
+static float sb_q4_K(const uint8_t *e8, int r, const llk_block_q8_256 *A) { return sb_k4(e8, NULL, r, A); }
+static float sb_q5_K(const uint8_t *e8, int r, const llk_block_q8_256 *A) {
+    return sb_k4(e8, ((const blk_q5_Kx8 *)e8)->qh, r, A);
 }
 
 /* Q6_K: the same in dot_q6_K's contract; element 128h + 32s + 4k + i of row r from the
@@ -237,6 +259,10 @@ static void panel_q4_K_ref(const void *w, size_t pb, int64_t n_panels, int64_t n
                            size_t as, int64_t n_tok, float *y, int64_t ldy) {
     panel_kref(sb_q4_K, sizeof(blk_q4_Kx8), w, pb, n_panels, n_cols, a, as, n_tok, y, ldy);
 }
+static void panel_q5_K_ref(const void *w, size_t pb, int64_t n_panels, int64_t n_cols, const void *a,
+                           size_t as, int64_t n_tok, float *y, int64_t ldy) {
+    panel_kref(sb_q5_K, sizeof(blk_q5_Kx8), w, pb, n_panels, n_cols, a, as, n_tok, y, ldy);
+}
 static void panel_q6_K_ref(const void *w, size_t pb, int64_t n_panels, int64_t n_cols, const void *a,
                            size_t as, int64_t n_tok, float *y, int64_t ldy) {
     panel_kref(sb_q6_K, sizeof(blk_q6_Kx8), w, pb, n_panels, n_cols, a, as, n_tok, y, ldy);
@@ -248,6 +274,7 @@ static llk_panel_fn panel_ref_for(int type) {
     case LLK_TYPE_Q4_1: return panel_q4_1_ref;
     case LLK_TYPE_Q8_0: return panel_q8_0_ref;
     case LLK_TYPE_Q4_K: return panel_q4_K_ref;
+    case LLK_TYPE_Q5_K: return panel_q5_K_ref;
     case LLK_TYPE_Q6_K: return panel_q6_K_ref;
     default: return NULL;
     }

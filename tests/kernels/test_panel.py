@@ -10,7 +10,7 @@ import app.kernels as K
 from app.errors import KernelError
 from tests.kernels.helpers import LEVELS, name
 
-PACKED_TYPES = [2, 3, 8, 12, 14]   # Q4_0, Q4_1, Q8_0, Q4_K, Q6_K
+PACKED_TYPES = [2, 3, 8, 12, 13, 14]   # Q4_0, Q4_1, Q8_0, Q4_K, Q5_K, Q6_K
 # (n_rows, n_cols): one block; a partial last group of 8 blocks (576 = 18 blocks, SmolLM2's width);
 # whole groups; several panels that threads split (the K-quants take whole super-blocks of 256)
 SHAPES = [(8, 32), (16, 576), (24, 256), (40, 1536)]
@@ -31,7 +31,7 @@ def _levels_with_panels(t: int) -> list[str]:
     return ["ref"] + [lv for lv in LEVELS[1:] if K.isa_packs(t, lv)]
 
 
-@pytest.mark.parametrize("t,shape", [(t, s) for t in PACKED_TYPES for s in (K_SHAPES if t in (12, 14) else SHAPES)],
+@pytest.mark.parametrize("t,shape", [(t, s) for t in PACKED_TYPES for s in (K_SHAPES if t in (12, 13, 14) else SHAPES)],
                          ids=lambda v: name(v) if isinstance(v, int) else f"{v[0]}x{v[1]}")
 def test_packed_matmul_equals_reference_rows(t, shape, pool2):
     n_rows, n_cols = shape
@@ -61,4 +61,4 @@ def test_pack_refuses_what_has_no_layout():
     with pytest.raises(KernelError):
         K.pack(None, 2, w, 64)                       # 12 rows: not whole panels
     with pytest.raises(KernelError):
-        K.pack(None, 13, K.random_weights(13, 8, 256, seed=1), 256)  # Q5_K: no panel layout yet
+        K.pack(None, 10, K.random_weights(10, 8, 256, seed=1), 256)  # Q2_K: no panel layout yet
