@@ -282,6 +282,60 @@ PANEL_INLINE void tile512_q6_K(const uint8_t *P, int64_t nb, const uint8_t *a, s
     for (int t = 0; t < nt; t++) _mm256_storeu_ps(y + t * ldy, s[t]);
 }
 
+#if defined(LLK_VNNI)
+/* IQ4_XS (VNNI only): the levels biased by 128 (1..241, unsigned for vpdpbusd, which does not
+ * saturate; beyond maddubs' range), group g's zipped products times its scale (mullo), and the
+ * bias taken back through bsums: -128 sum_g ls_g (bsums[2g] + bsums[2g + 1]); then dot_iq4_xs's
+ * float expression. */
+PANEL_INLINE void tile512_iq4_xs(const uint8_t *P, int64_t nb, const uint8_t *a, size_t as, int nt,
+                                 float *y, int64_t ldy) {
+    const __m512i m4 = _mm512_set1_epi8(15);
+    const __m512i kv = _mm512_add_epi8(_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)llk_iq4_values)),
+                                       _mm512_set1_epi8((char)0x80));
+    const blk_iq4_xsx8 *e = (const blk_iq4_xsx8 *)P;
+    __m256 s[PANEL512_TOK];
+    for (int t = 0; t < nt; t++) s[t] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++, e++) {
+        const llk_block_q8_256 *A[PANEL512_TOK];
+        kentry_start(e, sizeof *e, b, a, as, nt, A);
+        __m512i acc[PANEL512_TOK];
+        for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_si512();
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC unroll 1
+#endif
+        for (int g = 0; g < 8; g++) {
+            const __m512i z01 = zip_rows(e->qs + 128 * g), z23 = zip_rows(e->qs + 128 * g + 64);
+            __m512i u[4];           /* elements 0-7, 8-15, 16-23, 24-31 of the group */
+            u[0] = _mm512_shuffle_epi8(kv, _mm512_and_si512(z01, m4));
+            u[1] = _mm512_shuffle_epi8(kv, _mm512_and_si512(z23, m4));
+            u[2] = _mm512_shuffle_epi8(kv, _mm512_and_si512(_mm512_srli_epi16(z01, 4), m4));
+            u[3] = _mm512_shuffle_epi8(kv, _mm512_and_si512(_mm512_srli_epi16(z23, 4), m4));
+            const __m512i sc = zip_i8(e->ls[g]);
+            for (int t = 0; t < nt; t++) {
+                const int8_t *x = A[t]->qs + 32 * g;
+                __m512i i = _mm512_setzero_si512();
+                for (int m = 0; m < 4; m++) i = dpbusd_acc(i, u[m], bcast8(x + 8 * m));
+                acc[t] = _mm512_add_epi32(acc[t], _mm512_mullo_epi32(i, sc));
+            }
+        }
+        __m512i lsp[4];
+        {
+            __m128i lo[8];
+            for (int g = 0; g < 8; g++) lo[g] = _mm_cvtepi8_epi16(_mm_loadl_epi64((const __m128i *)e->ls[g]));
+            coef_pairs(lo, lo, lsp);
+        }
+        const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)e->d));
+        for (int t = 0; t < nt; t++) {
+            const __m512i z = _mm512_sub_epi32(acc[t], _mm512_slli_epi32(bsums_dot(lsp, A[t]->bsums), 7));
+            s[t] = _mm256_add_ps(s[t], _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(A[t]->d), d),
+                                                     _mm256_cvtepi32_ps(unzip_sum(z))));
+        }
+    }
+    for (int t = 0; t < nt; t++) _mm256_storeu_ps(y + t * ldy, s[t]);
+}
+
+#endif
+
 /* Token tiles outside, panels inside (as panel_run); each token count its own inlined tile. */
 PANEL_INLINE void panel_run512(panel_tile_fn tile, int64_t block, const void *w, size_t pb,
                                int64_t n_panels, int64_t n_cols, const void *a, size_t as,
@@ -348,6 +402,13 @@ static void panel512_q6_K(const void *w, size_t pb, int64_t n_panels, int64_t n_
     panel_run512(tile512_q6_K, LLK_QKK, w, pb, n_panels, n_cols, a, as, n_tok, y, ldy);
 }
 
+#if defined(LLK_VNNI)
+static void panel512_iq4_xs(const void *w, size_t pb, int64_t n_panels, int64_t n_cols, const void *a,
+                            size_t as, int64_t n_tok, float *y, int64_t ldy) {
+    panel_run512(tile512_iq4_xs, LLK_QKK, w, pb, n_panels, n_cols, a, as, n_tok, y, ldy);
+}
+#endif
+
 static void llk_fill_avx512_panel(llk_kernels *k) {
     llk_fill_avx2_panel(k);        /* the 256-bit tiles, rebuilt here, for what has no 512-bit one */
     k->panel[LLK_TYPE_Q4_0] = panel512_q4_0;
@@ -356,6 +417,9 @@ static void llk_fill_avx512_panel(llk_kernels *k) {
     k->panel[LLK_TYPE_Q4_K] = panel512_q4_K;
     k->panel[LLK_TYPE_Q5_K] = panel512_q5_K;
     k->panel[LLK_TYPE_Q6_K] = panel512_q6_K;
+#if defined(LLK_VNNI)
+    k->panel[LLK_TYPE_IQ4_XS] = panel512_iq4_xs;
+#endif
 }
 
 #endif /* LLK_AVX512_PANEL_H */

@@ -123,6 +123,11 @@ typedef struct { llk_half d[8], dmin[8]; uint8_t sc[8][8], mn[8][8]; uint8_t qs[
  * elements); ql[h][p][k] = 32 bytes, byte 4r + i = ql[64h + 32p + 4k + i] of row r; qh[h][k] = 32
  * bytes, byte 4r + i = qh[32h + 4k + i] of row r (h, p < 2, k < 8, i < 4). 1680 bytes, as the rows. */
 typedef struct { llk_half d[8]; int8_t sc[16][8]; uint8_t ql[2][2][8][32]; uint8_t qh[2][8][32]; } blk_q6_Kx8;
+/* IQ4_XS x 8 (one super-block of 8 rows): d of each row; ls[g][r] its scale of group g minus 32;
+ * group g's 128 bytes at qs + 128g: byte 32k + 4r + i = qs[16g + 4k + i] of row r (k, i < 4), whose
+ * low nibble indexes element 32g + 4k + i and high nibble element 32g + 16 + 4k + i. 1104 bytes
+ * against the 8 rows' 1088. */
+typedef struct { llk_half d[8]; int8_t ls[8][8]; uint8_t qs[1024]; } blk_iq4_xsx8;
 #define LLK_PANEL_ROWS 8
 
 /* Block j of a q8_32 activation row (groups of 8, see llk_block_q8_32x8). */

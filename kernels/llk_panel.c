@@ -33,6 +33,7 @@ size_t llk_panel_bytes_of(int type, int64_t n_cols) {
     case LLK_TYPE_Q4_K: return n_cols % LLK_QKK ? 0 : (size_t)(n_cols / LLK_QKK) * sizeof(blk_q4_Kx8);
     case LLK_TYPE_Q5_K: return n_cols % LLK_QKK ? 0 : (size_t)(n_cols / LLK_QKK) * sizeof(blk_q5_Kx8);
     case LLK_TYPE_Q6_K: return n_cols % LLK_QKK ? 0 : (size_t)(n_cols / LLK_QKK) * sizeof(blk_q6_Kx8);
+    case LLK_TYPE_IQ4_XS: return n_cols % LLK_QKK ? 0 : (size_t)(n_cols / LLK_QKK) * sizeof(blk_iq4_xsx8);
     default: return 0;
     }
 }
@@ -102,6 +103,18 @@ static void put_q6_K(uint8_t *e8, int r, const uint8_t *B8) {
         }
 }
 
+/* IQ4_XS: the scales unpacked (minus 32), each group's 16 bytes in 4-byte chunks interleaved. */
+static void put_iq4_xs(uint8_t *e8, int r, const uint8_t *B8) {
+    blk_iq4_xsx8 *e = (blk_iq4_xsx8 *)e8;
+    const blk_iq4_xs *B = (const blk_iq4_xs *)B8;
+    e->d[r] = B->d;
+    for (int g = 0; g < 8; g++) {
+        const int lo = (B->scales_l[g >> 1] >> (4 * (g & 1))) & 15, hi = (B->scales_h >> (2 * g)) & 3;
+        e->ls[g][r] = (int8_t)((lo | hi << 4) - 32);
+        for (int k = 0; k < 4; k++) memcpy(e->qs + 128 * g + 32 * k + 4 * r, B->qs + 16 * g + 4 * k, 4);
+    }
+}
+
 /* K-quant panels [p0, p1): one entry per super-block, in order, each filled row by row. */
 static void pack_super(void (*put)(uint8_t *, int, const uint8_t *), size_t blk, size_t ent,
                        const uint8_t *w, size_t row_stride, int64_t n_cols, int64_t p0, int64_t p1,
@@ -125,6 +138,10 @@ void llk_panel_pack_range(int type, const uint8_t *w, size_t row_stride, int64_t
     }
     if (type == LLK_TYPE_Q5_K) {
         pack_super(put_q5_K, sizeof(blk_q5_K), sizeof(blk_q5_Kx8), w, row_stride, n_cols, p0, p1, out);
+        return;
+    }
+    if (type == LLK_TYPE_IQ4_XS) {
+        pack_super(put_iq4_xs, sizeof(blk_iq4_xs), sizeof(blk_iq4_xsx8), w, row_stride, n_cols, p0, p1, out);
         return;
     }
     if (type == LLK_TYPE_Q6_K) {
@@ -237,6 +254,21 @@ static float sb_q6_K(const uint8_t *e8, int r, const llk_block_q8_256 *A) {
     return A->d * llk_h2f(e->d[r]) * (float)acc;
 }
 
+/* IQ4_XS: the same in dot_iq4_xs's contract. */
+static float sb_iq4_xs(const uint8_t *e8, int r, const llk_block_q8_256 *A) {
+    const blk_iq4_xsx8 *e = (const blk_iq4_xsx8 *)e8;
+    int acc = 0;
+    for (int g = 0; g < 8; g++) {
+        int tg = 0;
+        for (int l = 0; l < 32; l++) {
+            const uint8_t q = e->qs[128 * g + 32 * ((l & 15) >> 2) + 4 * r + (l & 3)];
+            tg += llk_iq4_values[l < 16 ? q & 15 : q >> 4] * A->qs[32 * g + l];
+        }
+        acc += e->ls[g][r] * tg;
+    }
+    return A->d * llk_h2f(e->d[r]) * (float)acc;
+}
+
 /* The K-quant contract's last step, per row and token: the super-blocks' terms added in order
  * from 0.0f. */
 static void panel_kref(float (*sb)(const uint8_t *, int, const llk_block_q8_256 *), size_t ent,
@@ -263,6 +295,10 @@ static void panel_q5_K_ref(const void *w, size_t pb, int64_t n_panels, int64_t n
                            size_t as, int64_t n_tok, float *y, int64_t ldy) {
     panel_kref(sb_q5_K, sizeof(blk_q5_Kx8), w, pb, n_panels, n_cols, a, as, n_tok, y, ldy);
 }
+static void panel_iq4_xs_ref(const void *w, size_t pb, int64_t n_panels, int64_t n_cols, const void *a,
+                             size_t as, int64_t n_tok, float *y, int64_t ldy) {
+    panel_kref(sb_iq4_xs, sizeof(blk_iq4_xsx8), w, pb, n_panels, n_cols, a, as, n_tok, y, ldy);
+}
 static void panel_q6_K_ref(const void *w, size_t pb, int64_t n_panels, int64_t n_cols, const void *a,
                            size_t as, int64_t n_tok, float *y, int64_t ldy) {
     panel_kref(sb_q6_K, sizeof(blk_q6_Kx8), w, pb, n_panels, n_cols, a, as, n_tok, y, ldy);
@@ -275,6 +311,7 @@ static llk_panel_fn panel_ref_for(int type) {
     case LLK_TYPE_Q8_0: return panel_q8_0_ref;
     case LLK_TYPE_Q4_K: return panel_q4_K_ref;
     case LLK_TYPE_Q5_K: return panel_q5_K_ref;
+    case LLK_TYPE_IQ4_XS: return panel_iq4_xs_ref;
     case LLK_TYPE_Q6_K: return panel_q6_K_ref;
     default: return NULL;
     }

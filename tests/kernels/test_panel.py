@@ -10,7 +10,7 @@ import app.kernels as K
 from app.errors import KernelError
 from tests.kernels.helpers import LEVELS, name
 
-PACKED_TYPES = [2, 3, 8, 12, 13, 14]   # Q4_0, Q4_1, Q8_0, Q4_K, Q5_K, Q6_K
+PACKED_TYPES = [2, 3, 8, 12, 13, 14, 23]   # Q4_0, Q4_1, Q8_0, Q4_K, Q5_K, Q6_K, IQ4_XS
 # (n_rows, n_cols): one block; a partial last group of 8 blocks (576 = 18 blocks, SmolLM2's width);
 # whole groups; several panels that threads split (the K-quants take whole super-blocks of 256)
 SHAPES = [(8, 32), (16, 576), (24, 256), (40, 1536)]
@@ -31,7 +31,7 @@ def _levels_with_panels(t: int) -> list[str]:
     return ["ref"] + [lv for lv in LEVELS[1:] if K.isa_packs(t, lv)]
 
 
-@pytest.mark.parametrize("t,shape", [(t, s) for t in PACKED_TYPES for s in (K_SHAPES if t in (12, 13, 14) else SHAPES)],
+@pytest.mark.parametrize("t,shape", [(t, s) for t in PACKED_TYPES for s in (K_SHAPES if t in (12, 13, 14, 23) else SHAPES)],
                          ids=lambda v: name(v) if isinstance(v, int) else f"{v[0]}x{v[1]}")
 def test_packed_matmul_equals_reference_rows(t, shape, pool2):
     n_rows, n_cols = shape
@@ -48,12 +48,18 @@ def test_packed_matmul_equals_reference_rows(t, shape, pool2):
                 assert np.array_equal(_bits(got), _bits(want[:n_tok])), (isa, n_tok, pool)
 
 
+AVX2_PACKED = [2, 3, 8, 12, 13, 14]   # IQ4_XS's biased levels need VNNI's non-saturating products
+
+
 @pytest.mark.parametrize("t", PACKED_TYPES, ids=name)
-def test_avx2_packs_the_types_it_has_kernels_for(t):
-    """The reference level never packs; AVX2 packs these types wherever the CPU has it."""
+def test_levels_pack_the_types_they_have_kernels_for(t):
+    """The reference level never packs; AVX2 packs these types wherever the CPU has it, the
+    AVX-512 level with VNNI all of them."""
     assert not K.isa_packs(t, "ref")
     if "avx2" in LEVELS:
-        assert K.isa_packs(t, "avx2")
+        assert K.isa_packs(t, "avx2") == (t in AVX2_PACKED)
+    if "avx512" in LEVELS and "vnni" in K.isa_name(K.best_isa_level()):
+        assert K.isa_packs(t, "avx512")
 
 
 def test_pack_refuses_what_has_no_layout():
