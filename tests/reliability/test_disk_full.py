@@ -9,12 +9,16 @@ mounted by the test (`small_disk` in conftest.py; skipped, saying why, where it 
 
 from __future__ import annotations
 
+import os
 import sqlite3
 
 import pytest
 from PySide6.QtCore import Qt
 
 from app.chats.store import COMPLETE, STREAMING, ChatStore
+from app.errors import LibraryError
+from app.library import ModelLibrary
+from app.library import library as libmod
 from app.ui.state import ChatState
 from tests.synth import write_tiny_model
 from tests.ui.conftest import drop_file
@@ -141,3 +145,45 @@ def test_the_window_says_so_when_a_reply_cannot_even_begin(qtbot, make_window, s
     w.regenerate()
     qtbot.waitUntil(lambda: not w.generating, timeout=20000)
     assert [m.content for m in w.state.messages()] == ["first question", "short answer"]
+
+
+# -- a model import --------------------------------------------------------------------------------
+
+@pytest.fixture
+def library_on_a_small_disk(small_disk, tmp_path, monkeypatch):
+    """A library on a 3 MB tmpfs holding one model already; the free-space check before copying
+    is told to leave no margin, so the copy itself meets the full disk (as when another program
+    fills it during the import)."""
+    disk = small_disk(3 * MB)
+    monkeypatch.setattr(libmod, "FREE_MARGIN_BYTES", 0)
+    monkeypatch.setattr(libmod, "CHUNK_BYTES", 32 << 10)
+    lib = ModelLibrary(disk.path / "models")
+    first = lib.import_model(write_tiny_model(tmp_path / "first.gguf", seed=1))
+    second = write_tiny_model(tmp_path / "second.gguf", seed=2)
+    return disk, lib, first, second
+
+
+def library_files(lib) -> dict[str, bytes]:
+    return {n: (lib.folder / n).read_bytes() for n in sorted(os.listdir(lib.folder)) if n != ".lock"}
+
+
+@pytest.mark.parametrize("when", ["during the copy", "at the index"])
+def test_an_import_that_fills_the_disk_keeps_nothing(library_on_a_small_disk, when):
+    disk, lib, first, second = library_on_a_small_disk
+    before = library_files(lib)
+    assert disk.available > second.stat().st_size          # the check before copying passes
+
+    def progress(done, total):
+        copying = any(n.startswith(libmod.PART_PREFIX) for n in os.listdir(lib.folder))
+        if not disk.filler.exists() and (copying if when == "during the copy" else done == total):
+            disk.fill()                                     # another program takes the rest
+
+    with pytest.raises(LibraryError) as ei:
+        lib.import_model(second, progress=progress)
+    line = str(ei.value)
+    assert "\n" not in line and line.startswith(f"disk full while importing {second.name}")
+    assert line.endswith("nothing was kept")
+    assert library_files(lib) == before                     # no partial file, the same index
+    assert [e.sha256 for e in lib.list()] == [first.sha256]
+    disk.free()
+    assert lib.import_model(second).name == "second"        # space is back: it imports
