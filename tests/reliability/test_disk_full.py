@@ -9,6 +9,7 @@ mounted by the test (`small_disk` in conftest.py; skipped, saying why, where it 
 
 from __future__ import annotations
 
+import logging
 import os
 import sqlite3
 
@@ -187,3 +188,51 @@ def test_an_import_that_fills_the_disk_keeps_nothing(library_on_a_small_disk, wh
     assert [e.sha256 for e in lib.list()] == [first.sha256]
     disk.free()
     assert lib.import_model(second).name == "second"        # space is back: it imports
+
+
+# -- a KV-state write, a log line ------------------------------------------------------------------
+
+def test_a_kv_state_that_cannot_be_written_is_skipped_with_a_log_line(small_disk, caplog):
+    import numpy as np
+
+    from app.engine.kvstore import KVStore
+
+    disk = small_disk(2 * MB)
+    kv = KVStore(disk.path / "kv")
+    sig = {"kv_type": "f16", "n_layer": 2}
+    old = np.arange(64 << 10, dtype=np.uint32).view(np.uint8)      # 256 KB
+    assert kv.save("model", "chat-1", sig, [1, 2, 3], old) is not None
+    disk.fill()
+    with caplog.at_level(logging.WARNING, logger="app.engine.kvstore"):
+        assert kv.save("model", "chat-1", sig, [1, 2, 3, 4], old[::-1].copy()) is None
+        assert kv.save("model", "chat-2", sig, [5, 6], old) is None
+    lines = [r.getMessage() for r in caplog.records if r.name == "app.engine.kvstore"]
+    assert len(lines) == 2 and all("KV state not saved" in x and "No space left" in x for x in lines)
+    assert sorted(os.listdir(kv.folder)) == [kv.path_for("model", "chat-1").name]   # no temp file
+    tokens, image = kv.load("model", "chat-1", sig, n_ctx=64)      # the old state, whole
+    assert tokens == [1, 2, 3] and bytes(image) == bytes(old)
+    disk.free()
+    assert kv.save("model", "chat-2", sig, [5, 6], old) is not None
+
+
+def test_log_lines_that_cannot_be_written_are_dropped_with_one_warning(small_disk, monkeypatch, capsys):
+    from app import logs
+
+    disk = small_disk(1 * MB)
+    monkeypatch.setenv("LLAMBDA_LOG_DIR", str(disk.path / "logs"))
+    path = logs.setup("window", force=True)
+    log = logs.get("test")
+    log.info("before the disk fills")
+    disk.fill()
+    capsys.readouterr()
+    for i in range(2000):                                   # ~200 KB of lines: past any buffer
+        log.info("line %d while the disk is full %s", i, "x" * 80)
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "log lines dropped" in err and "No space left" in err, err
+    assert "Traceback" not in err and "Logging error" not in err
+    disk.free()
+    log.info("after space returns")
+    logs.shutdown()
+    text = path.read_text(encoding="utf-8", errors="replace")
+    assert "before the disk fills" in text and "after space returns" in text
+    assert "is written again" in capsys.readouterr().err
