@@ -76,12 +76,13 @@ class _File(logging.handlers.RotatingFileHandler):
 
     failing = False
 
-    def emit(self, record: logging.LogRecord) -> None:
-        super().emit(record)
+    def handle(self, record: logging.LogRecord):
+        self._failed_now = False
+        out = super().handle(record)
         if self.failing and not self._failed_now:
             self.failing = False
             _to_stderr(logging.WARNING, "the log file %s is written again", self.baseFilename)
-        self._failed_now = False
+        return out
 
     def handleError(self, record: logging.LogRecord) -> None:  # noqa: N802 (logging's name)
         self._failed_now = True
