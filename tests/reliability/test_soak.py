@@ -240,7 +240,6 @@ def test_a_few_hundred_turns_through_the_window(qtbot, make_window, smollm2_path
     assert not w.errors, w.errors
     growth = end["rss"] / base["rss"] - 1
     w.close()
-    del w
     after = snapshot()
     print(f"\nsoak window: {counts}, {time.monotonic() - t0:.0f} s; RSS after warm-up {base['rss'] >> 20} MB, "
           f"at the end {end['rss'] >> 20} MB ({100 * growth:+.2f}%); every 50: {[r >> 20 for r in rss_at]} MB; "
