@@ -13,6 +13,7 @@ Each test prints its figures (docs/RELIABILITY.md has the last run's).
 
 from __future__ import annotations
 
+import collections
 import gc
 import os
 import random
@@ -73,6 +74,10 @@ def snapshot() -> dict:
     settle()
     return {"rss": rss(), "fds": fds(), "threads": native_threads(), "py_threads": threading.active_count(),
             "objects": len(gc.get_objects())}
+
+
+def type_counts() -> collections.Counter:
+    return collections.Counter(type(o).__name__ for o in gc.get_objects())
 
 
 def warm_process(*paths) -> None:
@@ -213,10 +218,18 @@ def test_a_few_hundred_turns_through_the_window(qtbot, make_window, smollm2_path
     counts = dict.fromkeys(("turns", "stopped", "regenerate", "new_chat"), 0)
     base, rss_at = None, []
     t0 = time.monotonic()
-    for i in range(N_WINDOW_TURNS):
+    for i in range(N_WINDOW_TURNS + 1):
         if i and i % 60 == 0:
+            # the view holds the messages of the chat on screen: objects are compared at the same
+            # point of a chat, its start, after warm-up (turn 60) and at the end
             w.on_conversations_new_requested()
             counts["new_chat"] += 1
+            qtbot.wait(300)
+            if i == 60:
+                base = snapshot()
+                base["worker_children"], base["types"] = len(w.worker.children()), type_counts()
+            if i == N_WINDOW_TURNS:
+                break
         if i % 13 == 5 and w.state.last_assistant() is not None:
             w.regenerate()
             counts["regenerate"] += 1
@@ -228,22 +241,18 @@ def test_a_few_hundred_turns_through_the_window(qtbot, make_window, smollm2_path
             counts["stopped"] += 1
         qtbot.waitUntil(lambda: not w.generating, timeout=60000)
         counts["turns"] += 1
-        if i + 1 == 50:
-            qtbot.wait(300)
-            base = snapshot()
-            base["worker_children"] = len(w.worker.children())
         if (i + 1) % 50 == 0:
             rss_at.append(rss())
-    qtbot.wait(300)
     end = snapshot()
-    end["worker_children"] = len(w.worker.children())
+    end["worker_children"], end["types"] = len(w.worker.children()), type_counts()
+    grown = (end["types"] - base["types"]).most_common(5)
     assert not w.errors, w.errors
     growth = end["rss"] / base["rss"] - 1
     w.close()
     after = snapshot()
     print(f"\nsoak window: {counts}, {time.monotonic() - t0:.0f} s; RSS after warm-up {base['rss'] >> 20} MB, "
           f"at the end {end['rss'] >> 20} MB ({100 * growth:+.2f}%); every 50: {[r >> 20 for r in rss_at]} MB; "
-          f"objects {base['objects']}/{end['objects']}; worker QObject children "
+          f"objects {base['objects']}/{end['objects']} (most grown: {grown}); worker QObject children "
           f"{base['worker_children']}/{end['worker_children']}; fds {before['fds']}/{base['fds']}/{end['fds']}/"
           f"{after['fds']}, threads {before['threads']}/{base['threads']}/{end['threads']}/{after['threads']}")
     assert growth < RSS_GROWTH
