@@ -70,6 +70,38 @@ class _Stderr(logging.StreamHandler):
         pass
 
 
+class _File(logging.handlers.RotatingFileHandler):
+    """The log file. A line that cannot be written (a full disk) is dropped: one warning on
+    stderr when that starts, none per line and no traceback, and a line again when it writes."""
+
+    failing = False
+
+    def handle(self, record: logging.LogRecord):
+        self._failed_now = False
+        out = super().handle(record)
+        if self.failing and not self._failed_now:
+            self.failing = False
+            _to_stderr(logging.WARNING, "the log file %s is written again", self.baseFilename)
+        return out
+
+    def handleError(self, record: logging.LogRecord) -> None:  # noqa: N802 (logging's name)
+        self._failed_now = True
+        if not self.failing:
+            self.failing = True
+            e = sys.exc_info()[1]
+            _to_stderr(logging.WARNING, "log lines dropped: the log file %s cannot be written (%s)",
+                       self.baseFilename, getattr(e, "strerror", None) or e)
+
+    _failed_now = False
+
+
+def _to_stderr(level: int, msg: str, *args) -> None:
+    """One record for the stderr handler only (the file is what failed)."""
+    err = _state["stderr"]
+    if err is not None:
+        err.handle(logging.LogRecord(f"{ROOT}.logs", level, __file__, 0, msg, args, None))
+
+
 def env_level() -> int | None:
     value = os.environ.get("LLAMBDA_LOG", "").strip().lower()
     return LEVELS.get(value)
@@ -108,8 +140,7 @@ def setup(kind: str = "cli", verbose: int = 0, *, force: bool = False) -> Path |
         why = write_problem(path.parent)     # creates it; a log file there may still be writable,
         if why is not None:                  # but rotating it (renames) would fail at every line
             raise OSError(why)
-        fh = logging.handlers.RotatingFileHandler(path, maxBytes=MAX_BYTES, backupCount=BACKUP_COUNT,
-                                                  encoding="utf-8", delay=False)
+        fh = _File(path, maxBytes=MAX_BYTES, backupCount=BACKUP_COUNT, encoding="utf-8", delay=False)
         fh.setFormatter(fmt)
         fh.setLevel(logging.DEBUG if (level == logging.DEBUG or verbose >= 2) else logging.INFO)
         for r in roots:

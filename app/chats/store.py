@@ -441,7 +441,11 @@ class ChatStore:
             _, last, _ = self._pending.get(msg_id, ("", 0.0, False))
             now = time.monotonic()
             if force or now - last >= self.reply_flush_interval:
-                self._write_reply(msg_id, text)
+                try:
+                    self._write_reply(msg_id, text)
+                except StoreError:      # (a full disk) tried again after the interval, or at the end
+                    self._pending[msg_id] = (text, now, True)
+                    raise
                 self._pending[msg_id] = (text, now, False)
                 return True
             self._pending[msg_id] = (text, last, True)

@@ -96,8 +96,10 @@ def save_index(folder: Path, entries: list[ModelEntry]) -> None:
     try:
         atomic_write_text(folder / INDEX_NAME, json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
     except OSError as e:
-        raise LibraryError(f"{folder / INDEX_NAME}: cannot write the model index: "
-                           f"{e.strerror or e}; it was left as it was") from None
+        err = LibraryError(f"{folder / INDEX_NAME}: cannot write the model index: "
+                           f"{e.strerror or e}; it was left as it was")
+        err.errno = e.errno                 # ENOSPC: the caller says "disk full"
+        raise err from None
 
 
 class IndexLock:

@@ -397,7 +397,7 @@ class ModelLibrary:
                 storage, where, st = "reference", str(src), after
             entry = self._new_entry(entries, info, name, digest, st.st_size, storage, where,
                                     st.st_mtime_ns, src, stale)
-            save_index(self.folder, [x for x in entries if x.sha256 != digest] + [entry])
+            self._save_or_undo(entries, entry, final if storage == "link" else None, src)
             return entry
 
     def _copy_in(self, src: Path, before: os.stat_result, digest: str | None, info: ModelInfo,
@@ -432,7 +432,7 @@ class ModelLibrary:
                 fsync_dir(self.folder)
                 entry = self._new_entry(entries, info, name, copied, size, "copy", final.name,
                                         final.stat().st_mtime_ns, src, stale)
-                save_index(self.folder, [x for x in entries if x.sha256 != copied] + [entry])
+                self._save_or_undo(entries, entry, final, src)
                 return entry
         finally:
             if not kept:
@@ -440,6 +440,22 @@ class ModelLibrary:
                     tmp.unlink()
                 except OSError:
                     pass
+
+    def _save_or_undo(self, entries, entry: ModelEntry, placed: Path | None, src: Path) -> None:
+        """Record `entry` in the index (lock held); when the index cannot be written (a full
+        disk), remove the file just put in place, so the library is exactly as it was."""
+        try:
+            save_index(self.folder, [x for x in entries if x.sha256 != entry.sha256] + [entry])
+        except LibraryError as e:
+            if placed is not None:
+                try:
+                    placed.unlink()
+                except OSError:
+                    pass
+            if e.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", -1)):
+                raise LibraryError(f"disk full while importing {src.name} into {self.folder} "
+                                   "(the model index could not be written); nothing was kept") from None
+            raise LibraryError(f"{src.name} was not imported: {e}; nothing was kept") from None
 
     def _copy_hashing(self, src: Path, tmp: Path, size: int, meter: _Meter) -> str:
         h = hashlib.sha256()

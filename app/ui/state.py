@@ -7,16 +7,28 @@ testable on their own. The view reads from this object and calls its methods.
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 from dataclasses import dataclass, field
 
 from app.chats.settings import (ENGINE_DEFAULTS, OVERFLOW_POLICIES, SAMPLING_DEFAULTS, clean, engine_settings,
                                 sampling_defaults)
 from app.chats.recovery import open_store
-from app.chats.store import COMPLETE, ERROR, INTERRUPTED, ChatStore, Conversation, Message
+from app.chats.store import COMPLETE, ERROR, INTERRUPTED, TOKEN_KEYS, ChatStore, Conversation, Message
+from app.errors import StoreError
+
+log = logging.getLogger(__name__)
 
 NEW_TITLE = "New chat"
 TITLE_CHARS = 48
 
+
+
+def not_saved_line(what: str, e: Exception) -> str:
+    """One line for the user when a write to the conversation store failed (`what`: "This reply",
+    "Your message"...): why, in words, and the store's own line."""
+    why = "the disk is full" if "full" in str(e).lower() else "the conversation database could not be written"
+    return f"{what} could not be saved: {why} ({e})."
 
 
 def title_from(text: str) -> str:
@@ -46,9 +58,37 @@ class ChatState:
         self.reply: Reply | None = None
         self._next_request = 1
         self.last_deleted: int | None = None
+        # Replies whose last write failed (a full disk): message id -> what finish_reply was
+        # given, written again before the next change to the store (`save_unsaved`).
+        self.unsaved: dict[int, tuple[dict, str, str]] = {}
+        self.save_problem: str | None = None     # one line, set when a reply could not be saved
 
     def close(self) -> None:
-        self.store.close()
+        self.save_unsaved()
+        try:
+            self.store.close()
+        except StoreError as e:            # the last text of a reply could not be written
+            log.warning("conversation store closed with unsaved text: %s", e)
+
+    def take_save_problem(self) -> str | None:
+        """The line saying a reply could not be saved (once), or None."""
+        line, self.save_problem = self.save_problem, None
+        return line
+
+    def save_unsaved(self) -> bool:
+        """Write the replies whose earlier write failed; True when none is left unsaved."""
+        for msg_id, (timings, text, status) in list(self.unsaved.items()):
+            try:
+                self.store.finish_reply(msg_id, timings, text=text, status=status)
+            except StoreError as e:
+                if "no message" in str(e):  # deleted meanwhile (regenerate, edit)
+                    del self.unsaved[msg_id]
+                    continue
+                log.warning("reply %d still not saved: %s", msg_id, e)
+                return False
+            del self.unsaved[msg_id]
+            log.info("reply %d saved after an earlier failure", msg_id)
+        return True
 
     # -- conversations -------------------------------------------------------------------------
 
@@ -97,8 +137,18 @@ class ChatState:
         return conv_id
 
     def messages(self, conv_id: int | None = None) -> list[Message]:
+        """The messages of a conversation, with the text of replies not saved yet (full disk)."""
         conv_id = self.current_id if conv_id is None else conv_id
-        return [] if conv_id is None else self.store.messages(conv_id)
+        if conv_id is None:
+            return []
+        out = self.store.messages(conv_id)
+        if self.unsaved:
+            for i, m in enumerate(out):
+                if m.id in self.unsaved:
+                    timings, text, status = self.unsaved[m.id]
+                    out[i] = dataclasses.replace(m, content=text, status=status, timings={
+                        k: v for k, v in timings.items() if k not in TOKEN_KEYS})
+        return out
 
     # -- settings ------------------------------------------------------------------------------
 
@@ -129,7 +179,7 @@ class ChatState:
         """What the model sees: the system prompt, then every readable turn in order."""
         conv = self.store.get_conversation(conv_id)
         out = [{"role": "system", "content": conv.system_prompt}] if conv.system_prompt.strip() else []
-        for m in self.store.messages(conv_id):
+        for m in self.messages(conv_id):
             if m.damaged or m.role not in ("user", "assistant"):
                 continue
             if m.role == "assistant" and (m.status == ERROR or not m.content):
@@ -138,6 +188,8 @@ class ChatState:
         return out
 
     def add_user_message(self, text: str, model: str | None = None) -> int:
+        """Save the user's message (StoreError when it cannot be: the caller keeps the text)."""
+        self.save_unsaved()
         if self.current_id is None:
             self.new_conversation(model)
         conv = self.store.get_conversation(self.current_id)
@@ -147,12 +199,17 @@ class ChatState:
 
     def begin_reply(self, model: str | None = None, identity: dict | None = None) -> Reply:
         """Start the streaming reply; `identity` ({"name", "sha256", "quantization"}) records
-        which model file answers it (the chat view shows it on hover)."""
+        which model file answers it (the chat view shows it on hover). StoreError when the
+        reply's row cannot be written; a failure to record the identity only loses that."""
+        self.save_unsaved()
         msg_id = self.store.begin_reply(self.current_id, model=model)
         if identity:
-            self.store.record_model(msg_id, name=identity.get("name") or model,
-                                    sha256=identity.get("sha256"),
-                                    quantization=identity.get("quantization"))
+            try:
+                self.store.record_model(msg_id, name=identity.get("name") or model,
+                                        sha256=identity.get("sha256"),
+                                        quantization=identity.get("quantization"))
+            except StoreError as e:
+                log.warning("model of reply %d not recorded: %s", msg_id, e)
         self.reply = Reply(self._next_request, self.current_id, msg_id)
         self._next_request += 1
         return self.reply
@@ -171,7 +228,12 @@ class ChatState:
         if r is None or r.request_id != request_id:
             return None
         r.text += text
-        self.store.update_reply(r.message_id, r.text)
+        try:
+            self.store.update_reply(r.message_id, r.text)
+        except StoreError as e:             # the text stays here; finish_reply tries again
+            if self.save_problem is None:
+                log.warning("reply %d not saved: %s", r.message_id, e)
+            self.save_problem = not_saved_line("This reply", e)
         return r
 
     def mark_shift(self, request_id: int, dropped: int) -> None:
@@ -201,7 +263,13 @@ class ChatState:
             status = ERROR
         else:
             status = INTERRUPTED if stats.get("stopped") else COMPLETE
-        self.store.finish_reply(r.message_id, timings, text=r.text, status=status)
+        try:
+            self.store.finish_reply(r.message_id, timings, text=r.text, status=status)
+        except StoreError as e:             # kept, and written before the next change
+            log.warning("reply %d not saved: %s", r.message_id, e)
+            self.unsaved[r.message_id] = (timings, r.text, status)
+            self.save_problem = (not_saved_line("This reply", e) +
+                                 " It stays on screen and is saved as soon as there is room again.")
         return r
 
     # -- versions of a reply (Regenerate keeps the earlier ones) -------------------------------------
@@ -221,6 +289,7 @@ class ChatState:
 
     def take_for_regenerate(self) -> list[dict]:
         """Remove the last reply for a new one, and return its versions (to keep beside the new)."""
+        self.save_unsaved()
         last = self.last_assistant()
         if last is None:
             return []
@@ -244,6 +313,7 @@ class ChatState:
 
     def truncate_from(self, message_id: int) -> None:
         """Remove a message and everything after it in the current conversation."""
+        self.save_unsaved()
         for m in self.store.messages(self.current_id):
             if m.id >= message_id:
                 self.store.delete_message(m.id)
@@ -259,4 +329,4 @@ class ChatState:
         return None
 
 
-__all__ = ["ChatState", "Reply", "SAMPLING_DEFAULTS", "ENGINE_DEFAULTS", "OVERFLOW_POLICIES", "title_from"]
+__all__ = ["ChatState", "Reply", "not_saved_line", "SAMPLING_DEFAULTS", "ENGINE_DEFAULTS", "OVERFLOW_POLICIES", "title_from"]

@@ -22,6 +22,7 @@ from app import __version__, logs
 from app.chats.attachments import (ATTACH_SUFFIXES, message_with_attachments, read_attachment,
                                    share_that_fits)
 from app.chats.export import export_conversation, export_file_name, import_json
+from app.errors import StoreError
 from app.paths import write_problem
 from app.units import format_count
 from app.ui import gc_guard
@@ -36,7 +37,7 @@ from app.ui.models_dialog import ModelsDialog
 from app.ui.panels import ConversationPanel, ModelInfoPanel
 from app.ui.serve_bar import ServeBar
 from app.ui.settings_dialog import SettingsDialog
-from app.ui.state import ChatState
+from app.ui.state import ChatState, not_saved_line
 from app.ui.stats_bar import StatsBar, prompt_progress_text
 from app.ui.system_prompt import SystemPromptBar
 from app.ui.theme import app_icon, set_theme_choice
@@ -553,16 +554,23 @@ class MainWindow(ModelFilesMixin, QMainWindow):
                 self.show_notice(too_big)
                 return
             text = message_with_attachments(text, [a["attachment"] for a in self.attachments])
-            self.clear_attachments()
         edited = self.editing_id is not None
-        if edited:
-            self.state.truncate_from(self.editing_id)
-            self.cancel_edit()
-        self.input.clear()
-        self.show_notice("")
         shown = self.state.current_id is not None and self._shown_id == self.state.current_id
         new_conv = self.state.current_id is None
-        msg_id = self.state.add_user_message(text, self.model_name())
+        try:
+            if edited:
+                self.state.truncate_from(self.editing_id)
+            msg_id = self.state.add_user_message(text, self.model_name())
+        except StoreError as e:             # a full disk: the text stays in the box to send again
+            self.show_notice(not_saved_line("Your message", e) + " It is still in the box: send it again "
+                             "once there is room.")
+            return
+        if edited:
+            self.cancel_edit()
+        if self.attachments:
+            self.clear_attachments()
+        self.input.clear()
+        self.show_notice("")
         if new_conv:
             self.conversations.search.clear()
         self.refresh_conversations()
@@ -575,7 +583,11 @@ class MainWindow(ModelFilesMixin, QMainWindow):
     def start_generation(self) -> None:
         conv_id = self.state.current_id
         messages = self.state.prompt_messages(conv_id)
-        reply = self.state.begin_reply(self.model_name(), model_identity_of(self.model_info))
+        try:
+            reply = self.state.begin_reply(self.model_name(), model_identity_of(self.model_info))
+        except StoreError as e:
+            self.show_notice(not_saved_line("The reply", e) + " Press Regenerate once there is room.")
+            return
         self.chat.set_empty_text(None)
         self.chat.begin_reply(reply.message_id)
         settings = {**self.state.sampling(), **{k: v for k, v in self.state.engine_settings().items()
@@ -621,7 +633,11 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         """A new reply to the last message; the earlier ones are kept as versions (‹ 1/2 ›)."""
         if self.generating or self.model_info is None or self.model_busy:
             return
-        versions = self.state.take_for_regenerate()
+        try:
+            versions = self.state.take_for_regenerate()
+        except StoreError as e:
+            self.show_notice(not_saved_line("The new reply", e) + " Press Regenerate once there is room.")
+            return
         if self.state.last_user() is None:
             return
         self.show_current()
@@ -685,6 +701,7 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         r = self.state.append_reply(request_id, text)
         if r is not None and r.conversation_id == self.state.current_id and self.chat.streaming is not None:
             self.chat.update_reply(r.text)
+        self._show_save_problem()
 
     def on_worker_context_shifted(self, request_id: int, dropped: int) -> None:
         if self._closed:
@@ -704,6 +721,7 @@ class MainWindow(ModelFilesMixin, QMainWindow):
             self.show_current()             # the reply now shows its versions
             self.refresh_conversations()
             self._update_controls()
+            self._show_save_problem()
             return
         if r is not None and r.conversation_id == self.state.current_id:
             status = "error" if error else ("interrupted" if stats.get("stopped") else "complete")
@@ -711,6 +729,13 @@ class MainWindow(ModelFilesMixin, QMainWindow):
             show_model_identity(self.chat, self.state.store, r.message_id)
         self.refresh_conversations()
         self._update_controls()
+        self._show_save_problem()
+
+    def _show_save_problem(self) -> None:
+        """A reply that could not be saved (a full disk) stays on screen; the notice says so."""
+        problem = self.state.take_save_problem()
+        if problem:
+            self.show_notice(problem)
 
     def on_worker_generation_finished(self, request_id: int, stats: dict) -> None:
         stats = dict(stats)
