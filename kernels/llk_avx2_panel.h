@@ -82,7 +82,8 @@ PANEL_INLINE void tile_q4(const uint8_t *P, size_t ent, int has_m, int64_t nb, c
     __m256 lanes[PANEL_TOK][8];
     const uint8_t *e = P;
     for (int j = 0; j < 8; j++) {
-        for (int t = 0; t < nt; t++) lanes[t][j] = _mm256_setzero_ps();
+        __m256 acc[PANEL_TOK];
+        for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
         /* G: token 0's activation group of block b; token t's is as * t bytes further */
         const llk_block_q8_32x8 *G = (const llk_block_q8_32x8 *)a;
         for (int64_t b = j; b < nb; b += 8, e += ent, G++) {
@@ -91,25 +92,29 @@ PANEL_INLINE void tile_q4(const uint8_t *P, size_t ent, int has_m, int64_t nb, c
                 _mm_prefetch((const char *)e + PANEL_PF + 64, _MM_HINT_T0);
                 _mm_prefetch((const char *)e + PANEL_PF + 128, _MM_HINT_T0);
             }
-            /* the entry's 32 levels of 8 rows, unpacked once for every token: u[c] elements
-             * 4c .. 4c+3, u[4 + c] elements 16 + 4c .. */
-            __m256i u[8];
+            /* chunk c of the entry's 8 rows: its low nibbles are elements 4c .. 4c+3, its high
+             * nibbles 16 + 4c ..; unpacked once for every token, one chunk at a time (so that only
+             * the tokens' int16 sums stay live, not all 32 levels) */
+            __m256i s[PANEL_TOK];
+            PANEL_UNROLL2
             for (int c = 0; c < 4; c++) {
                 const __m256i v = _mm256_loadu_si256((const __m256i *)(e + qs_at + 32 * c));
-                u[c] = _mm256_and_si256(v, m4);
-                u[4 + c] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+                const __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+                for (int t = 0; t < nt; t++) {
+                    const int8_t *x = ((const llk_block_q8_32x8 *)((const uint8_t *)G + (size_t)t * as))->qs[j];
+                    const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo, bcast4(x + 4 * c)),
+                                                       _mm256_maddubs_epi16(hi, bcast4(x + 16 + 4 * c)));
+                    s[t] = c ? _mm256_add_epi16(s[t], p) : p;
+                }
             }
             const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)e));
             for (int t = 0; t < nt; t++) {
                 const llk_block_q8_32x8 *Gt = (const llk_block_q8_32x8 *)((const uint8_t *)G + (size_t)t * as);
-                const int8_t *x = Gt->qs[j];
-                __m256i s = _mm256_maddubs_epi16(u[0], bcast4(x));
-                for (int c = 1; c < 8; c++)
-                    s = _mm256_add_epi16(s, _mm256_maddubs_epi16(u[c], bcast4(x + 4 * (c & 3) + 16 * (c >> 2))));
                 const __m256 S = _mm256_mul_ps(dw, _mm256_set1_ps(Gt->d[j]));
-                lanes[t][j] = _mm256_fmadd_ps(S, _mm256_cvtepi32_ps(_mm256_madd_epi16(s, ones)), lanes[t][j]);
+                acc[t] = _mm256_fmadd_ps(S, _mm256_cvtepi32_ps(_mm256_madd_epi16(s[t], ones)), acc[t]);
             }
         }
+        for (int t = 0; t < nt; t++) lanes[t][j] = acc[t];
     }
     offsets_q4(P, ent, has_m, nb, a, as, nt, lanes);
     store_rows(lanes, nt, y, ldy);
