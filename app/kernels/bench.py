@@ -17,7 +17,8 @@ import numpy as np
 from app.errors import KernelError
 from app.kernels import (
     SUPPORTED_TYPES, TYPE_NAMES, ThreadPool, _isa, _pool_ptr, _type, best_isa_level,
-    cpu_count_physical, ffi, isa_name, lib, matmul, matvec, quantize_activations, row_bytes, version,
+    cpu_count_physical, ffi, isa_name, isa_packs, lib, matmul, matmul_packed, matvec, pack,
+    quantize_activations, row_bytes, version,
 )
 
 # Where each type keeps its float16 scale fields inside a block (byte offsets): the benchmark fills
@@ -135,29 +136,41 @@ def bench_matmul(threads: Sequence[int] = (1, 2), types: Iterable[int] | None = 
                  n_tok: int = 64, n_rows: int = 2048, n_cols: int = 2048, reps: int = 5,
                  isa: int | str | None = None) -> list[dict]:
     """Matrix x matrix (prompt processing) speed per type: GFLOP/s of (n_tok x n_cols) x W^T with
-    W n_rows x n_cols (~1-4 MiB: the weights stay in cache, the kernels are compute-bound).
-    One dict per (type, threads): type, type_id, threads, isa, n_tok, n_rows, n_cols, seconds,
-    gflops."""
+    W n_rows x n_cols (~1-4 MiB: the weights stay in cache, the kernels are compute-bound), from
+    the rows as read and, where the level packs the type (what the decoder runs for prompts), from
+    the packed panels. One dict per (type, threads): type, type_id, threads, isa, n_tok, n_rows,
+    n_cols, seconds, gflops (the rows), packed_gflops (None where the level does not pack)."""
     types = [t for t in (BENCH_TYPES if types is None else types) if t in SUPPORTED_TYPES]
     level = _isa(isa)
     x = np.random.default_rng(2).standard_normal((n_tok, n_cols), dtype=np.float32)
     y = np.empty((n_tok, n_rows), dtype=np.float32)
     out = []
     pools = {n: ThreadPool(n) for n in threads}
+
+    def best_of(run) -> float:
+        run()
+        best = float("inf")
+        for _ in range(max(1, reps)):
+            t0 = time.perf_counter()
+            run()
+            best = min(best, time.perf_counter() - t0)
+        return best
+
     try:
         for t in types:
             w = random_weights(t, n_rows, n_cols, seed=t)
+            packs = n_rows % 8 == 0 and isa_packs(t, level)
             for n, pool in pools.items():
-                matmul(pool, t, w, n_cols, x, isa=level, out=y)
-                best = float("inf")
-                for _ in range(max(1, reps)):
-                    t0 = time.perf_counter()
-                    matmul(pool, t, w, n_cols, x, isa=level, out=y)
-                    best = min(best, time.perf_counter() - t0)
+                best = best_of(lambda: matmul(pool, t, w, n_cols, x, isa=level, out=y))
+                packed = None
+                if packs:
+                    p = pack(pool, t, w, n_cols)
+                    packed = best_of(lambda: matmul_packed(pool, t, p, n_rows, n_cols, x, isa=level))
+                flop = 2.0 * n_tok * n_rows * n_cols
                 out.append(dict(type=TYPE_NAMES[t], type_id=t, threads=pool.size,
                                 isa=isa_name(level if level >= 0 else None), n_tok=n_tok,
-                                n_rows=n_rows, n_cols=n_cols, seconds=best,
-                                gflops=2.0 * n_tok * n_rows * n_cols / best / 1e9))
+                                n_rows=n_rows, n_cols=n_cols, seconds=best, gflops=flop / best / 1e9,
+                                packed_gflops=None if packed is None else flop / packed / 1e9))
     finally:
         for p in pools.values():
             p.close()
@@ -197,10 +210,11 @@ def format_bench(rows: list[dict]) -> str:
 
 def format_bench_matmul(rows: list[dict]) -> str:
     """A plain-text table of bench_matmul() results."""
-    lines = [f"{'type':<7} {'thr':>3} {'isa':<12} {'tokens':>6} {'ms':>8} {'GFLOP/s':>8}"]
+    lines = [f"{'type':<7} {'thr':>3} {'isa':<12} {'tokens':>6} {'ms':>8} {'GFLOP/s':>8} {'packed':>8}"]
     for r in rows:
+        packed = "-" if r.get("packed_gflops") is None else f"{r['packed_gflops']:.1f}"
         lines.append(f"{r['type']:<7} {r['threads']:>3} {r['isa']:<12} {r['n_tok']:>6} "
-                     f"{r['seconds'] * 1e3:>8.2f} {r['gflops']:>8.1f}")
+                     f"{r['seconds'] * 1e3:>8.2f} {r['gflops']:>8.1f} {packed:>8}")
     return "\n".join(lines)
 
 

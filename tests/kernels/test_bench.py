@@ -18,6 +18,8 @@ def test_bench_kernels_small():
 def test_bench_matmul_small():
     rows = K.bench_matmul(threads=[1], types=[3], n_tok=8, n_rows=64, n_cols=256, reps=1)
     assert rows[0]["type"] == "Q4_1" and rows[0]["gflops"] > 0
+    # the packed panels are timed where the level packs the type (what prompts run), else None
+    assert (rows[0]["packed_gflops"] or 0) > 0 if K.isa_packs(3) else rows[0]["packed_gflops"] is None
     assert "GFLOP/s" in K.format_bench_matmul(rows)
 
 
