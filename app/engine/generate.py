@@ -57,6 +57,12 @@ class GenerationRequest:
 class PromptProgress:
     done: int                 # prompt tokens decoded so far
     total: int                # prompt tokens to decode (those not already in the cache)
+    reused: int = 0           # prompt tokens kept from the cache, not decoded again
+    seconds: float = 0.0      # since the request began (0: not measured, an estimate)
+
+    @property
+    def prompt_tokens(self) -> int:
+        return self.reused + self.total
 
 
 @dataclass(frozen=True)
@@ -99,84 +105,91 @@ def generate(session: Session, tokenizer, request: GenerationRequest,
     """Run one generation on `session`; see the module docstring for the events. With a
     `speculator` (app.engine.speculative), tokens it guesses are checked several at a time in
     one decoder pass where that pays; the reply is the same token for token."""
-    from app.text import TextStream   # lazy: app.text loads jinja2; `llambda --help` imports the engine
-
-    stats = GenerationStats(threads=getattr(session.decoder, "n_threads", 1),
-                            isa=getattr(session.decoder, "isa", ""), n_ctx=session.n_ctx)
     session.clear_cancel()
-    t0 = time.perf_counter()
-    prompt = list(request.prompt_ids)
-    stats.prompt_tokens = len(prompt)
-    ids: list[int] = []
-    stream = TextStream(tokenizer, request.stop_strings, stop_on_eog=request.stop_on_eog)
-    reason, stop_string = "length", None
-
-    def finished() -> Finished:
-        if stats.spec is not None:
-            stats.spec.t_token = speculator.t_token or 0.0
-        text_tail = stream.finish() if reason in ("length", "context_full", "cancelled") else ""
-        stats.peak_rss_bytes = peak_rss_bytes()
-        return Finished(reason, stream.text, tuple(ids), tuple(request.prompt_ids), stats,
-                        stop_string), text_tail
-
+    g = _Generation(session, tokenizer, request, speculator)
     try:
+        logits = yield from g.prefill()
+        if logits is not None:
+            yield from g.run(logits)
+    except GenerationCancelled:
+        g.reason = "cancelled"
+    except ContextFullError:
+        g.reason = "context_full"
+    finally:
+        session.clear_cancel()
+    yield from g.finish()
+
+
+class _Generation:
+    """The state of one `generate()` call, and its three steps: `prefill` (the prompt into the
+    cache), `run` (sample, decode, detokenize until a stop), `finish` (the held-back text and
+    the `Finished` event)."""
+
+    def __init__(self, session: Session, tokenizer, request: GenerationRequest, speculator):
+        from app.text import TextStream   # lazy: app.text loads jinja2; `llambda --help` imports the engine
+
+        self.session, self.request, self.speculator = session, request, speculator
+        self.stats = GenerationStats(threads=getattr(session.decoder, "n_threads", 1),
+                                     isa=getattr(session.decoder, "isa", ""), n_ctx=session.n_ctx)
+        self.t0 = time.perf_counter()
+        self.t_first: float | None = None      # when the first token was sampled
+        self.stats.prompt_tokens = len(request.prompt_ids)
+        self.ids: list[int] = []                # the reply's tokens
+        self.stream = TextStream(tokenizer, request.stop_strings, stop_on_eog=request.stop_on_eog)
+        self.stop_ids = getattr(tokenizer, "eog_ids", ()) if request.stop_on_eog else ()
+        self.reason, self.stop_string = "length", None
+        self.spec: SpecStats | None = None
+
+    # -- 1. the prompt ---------------------------------------------------------------------------
+
+    def prefill(self) -> Iterator[Event]:
+        """Decode the part of the prompt the cache does not hold yet (shifting a prompt that fills
+        the context when the policy allows). Returns the logits after it, or None when not even
+        one token fits (the reason is then "context_full")."""
+        session, request = self.session, self.request
+        prompt = list(request.prompt_ids)
         if len(prompt) >= session.n_ctx:     # no room for even one generated token
             shifted = _shift_prompt(prompt, session.n_ctx, request.n_keep) \
                 if request.context_policy == "shift" else None
             if shifted is None:
-                reason = "context_full"
-                fin, _ = finished()
-                yield fin
-                return
-            stats.context_shifts += 1
+                self.reason = "context_full"
+                return None
+            self.stats.context_shifts += 1
             yield ContextShifted(len(prompt) - len(shifted), len(shifted))
             prompt = shifted
         for done, total in session.feed_iter(prompt):
-            yield PromptProgress(done, total)
-        logits = session.logits
-        stats.prompt_tokens_evaluated = session.last_evaluated
-        stats.prompt_s = time.perf_counter() - t0
+            yield PromptProgress(done, total, len(prompt) - total, time.perf_counter() - self.t0)
+        self.stats.prompt_tokens_evaluated = session.last_evaluated
+        self.stats.prompt_s = time.perf_counter() - self.t0
+        return session.logits
+
+    # -- 2. the reply ----------------------------------------------------------------------------
+
+    def run(self, logits) -> Iterator[Event]:
+        """Sample and decode until a stop: each round decodes the token sampled last (`pending`),
+        then gets the next tokens from a verify pass of the speculator's guess, or else from a
+        run of sampling and decoding in C; their text is pushed through the stream."""
+        session, request, stats = self.session, self.request, self.stats
         sampler = Sampler(request.sampler)
-        stop_ids = getattr(tokenizer, "eog_ids", ()) if request.stop_on_eog else ()
-        t_first = None
         pending = None          # the last token sampled, not yet decoded into the cache
-        step_s = 0.0
+        step_s = 0.0            # seconds of the last single step (a plain run's share)
         run = 1                 # tokens per run: the first alone (it shows at once), then RUN
-        spec = SpecStats(kind=speculator.kind) if speculator is not None else None
-        stats.spec = spec
-        if speculator is not None:
-            speculator.current = spec       # live figures for a window polling from elsewhere
-        while len(ids) < request.max_tokens:
+        if self.speculator is not None:
+            self.spec = SpecStats(kind=self.speculator.kind)
+            self.speculator.current = self.spec     # live figures for a window polling from elsewhere
+        stats.spec = self.spec
+        while len(self.ids) < request.max_tokens:
             toks = None
-            if pending is not None and spec is not None and session.n_past < session.n_ctx:
-                t_pass = time.perf_counter()
-                room = min(request.max_tokens - len(ids) - 1, session.n_ctx - session.n_past - 1)
-                guess, bucket = speculator.propose(session.tokens + [pending], room)
-                t_guess = time.perf_counter()
-                if guess:
-                    toks, sample_s = verify_pass(session, sampler, pending, guess, stop_ids)
+            if pending is not None and self.spec is not None and session.n_past < session.n_ctx:
+                toks = self._verify_guess(sampler, pending)
+                if toks is not None:
                     pending, cancelled = None, False
-                    t_end = time.perf_counter()
-                    speculator.note_pass(bucket, len(guess), len(toks) - 1, t_end - t_guess - sample_s,
-                                         t_guess - t_pass)
-                    stats.sample_s += sample_s
-                    spec.passes += 1
-                    spec.proposed += len(guess)
-                    spec.accepted += len(toks) - 1
-                    spec.pass_tokens += len(toks)
-                    spec.pass_s += t_end - t_pass
             if pending is not None:
                 if session.n_past >= session.n_ctx:
                     if request.context_policy == "stop":
-                        reason = "context_full"
+                        self.reason = "context_full"
                         break
-                    keep = min(request.n_keep, session.n_past - 1)
-                    n_drop = (session.n_past - keep) // 2
-                    new = session.shifted(keep, n_drop)
-                    session.drop(keep, n_drop)      # keys moved in place where RoPE allows
-                    stats.context_shifts += 1
-                    yield ContextShifted(n_drop, len(new))
-                    logits = session.feed(new + [pending])
+                    logits = yield from self._shift_context(pending)
                     step_s = 0.0
                 else:
                     t_step = time.perf_counter()
@@ -184,52 +197,104 @@ def generate(session: Session, tokenizer, request: GenerationRequest,
                     step_s = time.perf_counter() - t_step
                 pending = None
             if toks is None:
-                k = min(run, request.max_tokens - len(ids), session.n_ctx - session.n_past + 1)
-                t_run = time.perf_counter()
-                toks, sample_s, cancelled = session.sample_run(logits, sampler, k, stop_ids,
-                                                               RUN_SECONDS)
-                if t_first is None:
-                    t_first = time.perf_counter()
-                    stats.ttft_s = t_first - t0
-                else:
-                    stats.sample_s += sample_s
-                    if spec is not None:        # a plain run: one step, then len(toks) - 1 more
-                        took = time.perf_counter() - t_run + step_s
-                        speculator.note_plain(len(toks), took)
-                        spec.plain_tokens += len(toks)
-                        spec.plain_s += took
-                run = RUN if spec is None else speculator.plain_run
-            taken = 0               # tokens of the run that become the reply's
-            for tok in toks:
-                if taken and session.cancelled:     # Stop pressed while the run was shown
-                    cancelled = True
-                    break
-                taken += 1
-                ids.append(tok)
-                stats.generated_tokens = len(ids)
-                step = stream.push(tok)
-                if step.text:
-                    yield TextPiece(step.text, tok)
-                if step.stop is not None:
-                    reason, stop_string = step.stop, step.stop_string
-                    break
+                toks, cancelled = self._plain_run(logits, sampler, run, step_s)
+                run = RUN if self.spec is None else self.speculator.plain_run
+            taken, stop_pressed = yield from self._take(toks)
+            cancelled = cancelled or stop_pressed
             if taken < len(toks):   # the cache keeps the reply's tokens but its last, as ever
                 session.rollback(len(toks) - taken)
-            stats.generation_s = time.perf_counter() - t_first
+            stats.generation_s = time.perf_counter() - self.t_first
             if cancelled:
                 raise GenerationCancelled("generation cancelled")
-            if reason != "length":
+            if self.reason != "length":
                 break
             pending = toks[-1]
-        if t_first is not None:
-            stats.generation_s = time.perf_counter() - t_first
-    except GenerationCancelled:
-        reason = "cancelled"
-    except ContextFullError:
-        reason = "context_full"
-    finally:
-        session.clear_cancel()
-    fin, tail = finished()
-    if tail:
-        yield TextPiece(tail, ids[-1] if ids else -1)
-    yield fin
+        if self.t_first is not None:
+            stats.generation_s = time.perf_counter() - self.t_first
+
+    def _verify_guess(self, sampler: Sampler, pending: int) -> list[int] | None:
+        """One verify pass over the speculator's guess after `pending`: the tokens it accepts plus
+        the one sampled after them, or None when it has no guess."""
+        session, spec, speculator = self.session, self.spec, self.speculator
+        t_pass = time.perf_counter()
+        room = min(self.request.max_tokens - len(self.ids) - 1, session.n_ctx - session.n_past - 1)
+        guess, bucket = speculator.propose(session.tokens + [pending], room)
+        t_guess = time.perf_counter()
+        if not guess:
+            return None
+        toks, sample_s = verify_pass(session, sampler, pending, guess, self.stop_ids)
+        t_end = time.perf_counter()
+        speculator.note_pass(bucket, len(guess), len(toks) - 1, t_end - t_guess - sample_s,
+                             t_guess - t_pass)
+        self.stats.sample_s += sample_s
+        spec.passes += 1
+        spec.proposed += len(guess)
+        spec.accepted += len(toks) - 1
+        spec.pass_tokens += len(toks)
+        spec.pass_s += t_end - t_pass
+        return toks
+
+    def _shift_context(self, pending: int) -> Iterator[Event]:
+        """The cache is full (policy "shift"): drop half of what follows the first n_keep tokens,
+        then decode `pending`. Returns the logits after it."""
+        session = self.session
+        keep = min(self.request.n_keep, session.n_past - 1)
+        n_drop = (session.n_past - keep) // 2
+        new = session.shifted(keep, n_drop)
+        session.drop(keep, n_drop)      # keys moved in place where RoPE allows
+        self.stats.context_shifts += 1
+        yield ContextShifted(n_drop, len(new))
+        return session.feed(new + [pending])
+
+    def _plain_run(self, logits, sampler: Sampler, run: int, step_s: float) -> tuple[list[int], bool]:
+        """Up to `run` tokens sampled and decoded in one C call (no interpreter lock held):
+        (tokens, cancelled). The first run's end is the time to first token."""
+        session, stats = self.session, self.stats
+        k = min(run, self.request.max_tokens - len(self.ids), session.n_ctx - session.n_past + 1)
+        t_run = time.perf_counter()
+        toks, sample_s, cancelled = session.sample_run(logits, sampler, k, self.stop_ids, RUN_SECONDS)
+        if self.t_first is None:
+            self.t_first = time.perf_counter()
+            stats.ttft_s = self.t_first - self.t0
+        else:
+            stats.sample_s += sample_s
+            if self.spec is not None:       # a plain run: one step, then len(toks) - 1 more
+                took = time.perf_counter() - t_run + step_s
+                self.speculator.note_plain(len(toks), took)
+                self.spec.plain_tokens += len(toks)
+                self.spec.plain_s += took
+        return toks, cancelled
+
+    def _take(self, toks: list[int]) -> Iterator[Event]:
+        """Push the tokens of a run through the text stream, up to a stop or a Stop press (looked
+        at between tokens, as the run's text is shown). Returns (how many became the reply's,
+        whether Stop cut the run)."""
+        taken = 0
+        for tok in toks:
+            if taken and self.session.cancelled:     # Stop pressed while the run was shown
+                return taken, True
+            taken += 1
+            self.ids.append(tok)
+            self.stats.generated_tokens = len(self.ids)
+            step = self.stream.push(tok)
+            if step.text:
+                yield TextPiece(step.text, tok)
+            if step.stop is not None:
+                self.reason, self.stop_string = step.stop, step.stop_string
+                break
+        return taken, False
+
+    # -- 3. the end ------------------------------------------------------------------------------
+
+    def finish(self) -> Iterator[Event]:
+        """The text the stream still holds (a stop that did not come from the text: a limit or
+        Stop), then the one `Finished` event."""
+        stats = self.stats
+        if stats.spec is not None:
+            stats.spec.t_token = self.speculator.t_token or 0.0
+        tail = self.stream.finish() if self.reason in ("length", "context_full", "cancelled") else ""
+        stats.peak_rss_bytes = peak_rss_bytes()
+        if tail:
+            yield TextPiece(tail, self.ids[-1] if self.ids else -1)
+        yield Finished(self.reason, self.stream.text, tuple(self.ids), tuple(self.request.prompt_ids),
+                       stats, self.stop_string)

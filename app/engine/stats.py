@@ -66,6 +66,11 @@ class GenerationStats:
     spec: SpecStats | None = None   # speculative decoding, when on
 
     @property
+    def prompt_tokens_reused(self) -> int:
+        """Prompt tokens kept from the KV cache (not decoded again)."""
+        return max(0, self.prompt_tokens - self.prompt_tokens_evaluated)
+
+    @property
     def prompt_tok_s(self) -> float:
         return self.prompt_tokens_evaluated / self.prompt_s if self.prompt_s > 0 else 0.0
 

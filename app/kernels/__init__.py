@@ -26,6 +26,7 @@ import dataclasses
 import numpy as np
 
 from app.errors import KernelError
+from app.gguf.constants import TENSOR_TYPES
 
 try:
     from app._llk import ffi, lib
@@ -46,12 +47,10 @@ __all__ = [
 
 ISA_NAMES = ("ref", "avx2", "avx512")   # index = level
 
-TYPE_NAMES = {
-    0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 6: "Q5_0", 7: "Q5_1", 8: "Q8_0", 10: "Q2_K",
-    11: "Q3_K", 12: "Q4_K", 13: "Q5_K", 14: "Q6_K", 16: "IQ2_XXS", 17: "IQ2_XS", 18: "IQ3_XXS",
-    19: "IQ1_S", 20: "IQ4_NL", 21: "IQ3_S", 22: "IQ2_S", 23: "IQ4_XS", 29: "IQ1_M", 30: "BF16",
-    34: "TQ1_0", 35: "TQ2_0", 39: "MXFP4",
-}
+# The tensor types the C library knows (its llk_type enum in kernels/llk.h: a block size for the
+# id), named as in the one Python table of types, app.gguf.constants (tests/kernels/test_types.py
+# holds the two together: ids, names, block sizes and bytes).
+TYPE_NAMES = {t.id: t.name for t in TENSOR_TYPES.values() if lib.llk_type_block_size(t.id)}
 SUPPORTED_TYPES = frozenset(t for t in range(64) if lib.llk_type_supported(t))
 
 _STATUS = {          # llk_status (kernels/llk.h), by name

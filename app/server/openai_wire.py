@@ -281,7 +281,7 @@ def finish_reason(fin: Finished) -> str:
 
 def usage(fin: Finished) -> dict:
     s = fin.stats
-    cached = max(0, s.prompt_tokens - s.prompt_tokens_evaluated)
+    cached = s.prompt_tokens_reused
     return {"prompt_tokens": len(fin.prompt_ids), "completion_tokens": len(fin.ids),
             "total_tokens": len(fin.prompt_ids) + len(fin.ids),
             "prompt_tokens_details": {"cached_tokens": cached}}

@@ -8,8 +8,9 @@ Each conversation's KV state is kept (`app.engine.kvkeeper`): the worker calls `
 a reply, on a conversation switch and before closing; that takes a snapshot here and the file is
 written in the background. A conversation that comes back restores its state from memory while
 the last few fit the memory budget, else from the cache folder. `close()` waits for the writes.
-Engine events become the plain dicts the worker batches for the window. Runs only in the
-worker thread, except `cancel()`.
+The replies are the engine's own events (`app.engine.generate`: PromptProgress, TextPiece,
+ContextShifted, Finished), which the worker passes on to the window. Runs only in the worker
+thread, except `cancel()`.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ from __future__ import annotations
 import logging
 import mmap
 import threading
-import time
 import warnings
 from typing import Callable, Iterator
 
@@ -25,7 +25,7 @@ import numpy as np
 
 from app import defaults as D
 from app.engine.engine import Chat, Engine
-from app.engine.generate import ContextShifted, Finished, GenerationRequest, PromptProgress, TextPiece
+from app.engine.generate import Event, Finished, GenerationRequest, PromptProgress
 from app.engine.kvkeeper import DEFAULT_RAM_BUDGET_BYTES, StateKeeper
 from app.engine.kvstore import KVStore
 from app.engine.sampler import SamplerSettings
@@ -54,6 +54,7 @@ class RealEngine:
         self._chat_tokens: list[int] | None = None     # the cache when its reply finished
         self.kv: StateKeeper | None = None  # saved KV states: made at the first load, kept across loads
         self._kv_budget: int | None = None  # the disk budget asked for (None: KVStore's default)
+        self.reply_notes: dict = {}     # template_facts when the last reply's template gave way
 
     # -- loading -------------------------------------------------------------------------------
 
@@ -129,9 +130,12 @@ class RealEngine:
 
     # -- generation ----------------------------------------------------------------------------
 
-    def generate(self, messages: list[dict], settings: dict) -> Iterator[dict]:
+    def generate(self, messages: list[dict], settings: dict) -> Iterator[Event]:
+        """One reply to the conversation `messages`: the engine's own events (app.engine.generate),
+        starting with an estimate of the prompt (a `PromptProgress` before the first batch)."""
         if self.engine is None:
             raise RuntimeError("no model is loaded")
+        self.reply_notes = {}
         system = messages[0]["content"] if messages and messages[0]["role"] == "system" else None
         turns = [m for m in messages if m["role"] in ("user", "assistant")]
         if settings.get("continue") and turns and turns[-1]["role"] == "assistant":
@@ -144,48 +148,34 @@ class RealEngine:
                     context_policy=OVERFLOW_TO_POLICY.get(settings.get("overflow", D.OVERFLOW), D.OVERFLOW))
         chat.messages = [dict(m) for m in turns[:-1]]
         self._chat, self._chat_tokens = chat, None
-        t0 = time.perf_counter()
-        prompt_sent = False
         # What the prompt will cost, said before its first batch (which can take half a minute
         # on a big model): the tokens of the whole conversation, those already in the cache.
-        n_prompt = 0
         try:
             ids = self.engine.chat_prompt(([messages[0]] if system else []) + turns)
             if len(ids) <= chat.engine.n_ctx - min(chat.reserve, chat.engine.n_ctx // 4):  # no turn dropped
-                n_prompt = len(ids)
-                reused = min(self.engine.session.common_prefix(ids), max(0, n_prompt - 1))
-                yield {"type": "prompt_progress", "done": 0, "total": n_prompt - reused, "reused": reused}
+                reused = min(self.engine.session.common_prefix(ids), max(0, len(ids) - 1))
+                yield PromptProgress(0, len(ids) - reused, reused)
         except Exception:
             pass                # the turn itself reports what is wrong with the conversation
-        for ev in chat.send(turns[-1]["content"], sampler_settings(settings),
-                            max_tokens=int(settings.get("max_tokens", D.MAX_TOKENS))):
-            if isinstance(ev, PromptProgress):
-                reused = max(0, self.engine.session.n_past - int(ev.done))   # kept from the cache
-                n_prompt = reused + int(ev.total)
-                yield {"type": "prompt_progress", "done": int(ev.done), "total": int(ev.total),
-                       "reused": reused}
-                if ev.done >= ev.total and not prompt_sent:
-                    prompt_sent = True
-                    yield {"type": "prompt", "prompt_tokens": n_prompt,
-                           "prompt_seconds": time.perf_counter() - t0}
-            elif isinstance(ev, TextPiece):
-                if not prompt_sent:
-                    prompt_sent = True
-                    yield {"type": "prompt", "prompt_tokens": 0, "prompt_seconds": 0.0}
-                yield {"type": "token", "text": ev.text}
-            elif isinstance(ev, ContextShifted):
-                yield {"type": "context_shift", "dropped": int(ev.dropped)}
-            elif isinstance(ev, Finished):
+        events = chat.send(turns[-1]["content"], sampler_settings(settings),
+                           max_tokens=int(settings.get("max_tokens", D.MAX_TOKENS)))
+        yield from self._reply(events, template)
+
+    def _reply(self, events: Iterator[Event], template) -> Iterator[Event]:
+        """The engine's events, passed on; at the end, what the cache holds (whose state
+        `save_state` keeps) and whether the chat template gave way (`reply_notes`)."""
+        for ev in events:
+            if isinstance(ev, Finished):
                 self._chat_tokens = list(self.engine.session.tokens)
-                yield {"type": "done", "stats": {**_done_stats(ev), **self.speculation(),
-                                                 **self._template_change(template)}}
+                self.reply_notes = self._template_change(template)
+            yield ev
 
     def _template_change(self, before) -> dict:
         """template_facts when the model's template gave way to the fallback during this turn."""
         now = getattr(self.engine, "_template", None)
         return {} if now is before or now is None else template_facts(now)
 
-    def _continue(self, system: list[dict], turns: list[dict], settings: dict) -> Iterator[dict]:
+    def _continue(self, system: list[dict], turns: list[dict], settings: dict) -> Iterator[Event]:
         """Go on with the last assistant turn where it stopped (the token limit): the prompt is the
         conversation up to it with the reply so far as the start of the model's turn, so the
         cache already holds nearly all of it."""
@@ -202,21 +192,7 @@ class RealEngine:
                              "start a new chat, or raise the context length in Settings")
         req = GenerationRequest(tuple(ids), max_tokens=int(settings.get("max_tokens", 512)),
                                 sampler=sampler_settings(settings), context_policy="stop")
-        t0 = time.perf_counter()
-        for ev in self.engine.generate(req):
-            if isinstance(ev, PromptProgress):
-                reused = max(0, self.engine.session.n_past - int(ev.done))
-                yield {"type": "prompt_progress", "done": int(ev.done), "total": int(ev.total), "reused": reused}
-                if ev.done >= ev.total:
-                    yield {"type": "prompt", "prompt_tokens": len(ids), "prompt_seconds": time.perf_counter() - t0}
-            elif isinstance(ev, TextPiece):
-                yield {"type": "token", "text": ev.text}
-            elif isinstance(ev, ContextShifted):
-                yield {"type": "context_shift", "dropped": int(ev.dropped)}
-            elif isinstance(ev, Finished):
-                self._chat_tokens = list(self.engine.session.tokens)
-                yield {"type": "done", "stats": {**_done_stats(ev), **self.speculation(),
-                                                 **self._template_change(template)}}
+        yield from self._reply(self.engine.generate(req), template)
 
     # -- reading the weights in ----------------------------------------------------------------
 
@@ -287,16 +263,6 @@ def template_facts(template) -> dict:
         return {}
     return {"template_status": f"not used: {note}",
             "template_note": f"This model's chat template cannot be used: {note}."}
-
-
-def _done_stats(ev) -> dict:
-    s = ev.stats
-    return {"prompt_tokens": s.prompt_tokens, "completion_tokens": s.generated_tokens,
-            "prompt_evaluated": s.prompt_tokens_evaluated,
-            "prompt_tok_s": round(s.prompt_tok_s, 2), "gen_tok_s": round(s.generation_tok_s, 2),
-            "ttft_s": round(s.ttft_s, 4), "stop_reason": ev.stop_reason,
-            "stopped": ev.stop_reason == "cancelled", "peak_rss_bytes": s.peak_rss_bytes,
-            "threads": s.threads, "isa": s.isa}
 
 
 READ_AHEAD_CHUNK = 64 << 20     # bytes per step of the read-ahead pass (one progress report each)

@@ -16,6 +16,7 @@ from app.chats.settings import (ENGINE_DEFAULTS, OVERFLOW_POLICIES, SAMPLING_DEF
 from app.chats.recovery import open_store
 from app.chats.store import COMPLETE, ERROR, INTERRUPTED, TOKEN_KEYS, ChatStore, Conversation, Message
 from app.errors import StoreError
+from app.ui.prompt_meter import MIN_TOKENS_FOR_SPEED
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +30,26 @@ def not_saved_line(what: str, e: Exception) -> str:
     "Your message"...): why, in words, and the store's own line."""
     why = "the disk is full" if "full" in str(e).lower() else "the conversation database could not be written"
     return f"{what} could not be saved: {why} ({e})."
+
+
+def reply_timings(finished, figures: dict) -> dict:
+    """A finished reply's figures under the names the window shows and the chat store keeps
+    (`completion_tokens` and `prompt_tokens` as in the store's columns and the OpenAI API; the rest
+    go to its timings): the worker's `figures` (live counters, "stopped", "seconds"), and over
+    them the engine's own from `finished` (an app.engine.generate.Finished; None when the reply
+    ended without one). This is the one place where the engine's names become the store's."""
+    out = dict(figures)
+    if finished is not None:
+        s = finished.stats
+        out.update(prompt_tokens=s.prompt_tokens, completion_tokens=s.generated_tokens,
+                   prompt_evaluated=s.prompt_tokens_evaluated, prompt_reused=s.prompt_tokens_reused,
+                   prompt_tok_s=round(s.prompt_tok_s, 2), gen_tok_s=round(s.generation_tok_s, 2),
+                   ttft_s=round(s.ttft_s, 4), stop_reason=finished.stop_reason,
+                   peak_rss_bytes=s.peak_rss_bytes, threads=s.threads, isa=s.isa)
+        out["stopped"] = bool(out.get("stopped")) or finished.stop_reason == "cancelled"
+    if int(out.get("prompt_evaluated", MIN_TOKENS_FOR_SPEED) or 0) < MIN_TOKENS_FOR_SPEED:
+        out.pop("prompt_tok_s", None)   # a speed over a handful of new tokens means nothing
+    return out
 
 
 def title_from(text: str) -> str:

@@ -37,7 +37,7 @@ from app.ui.models_dialog import ModelsDialog
 from app.ui.panels import ConversationPanel, ModelInfoPanel
 from app.ui.serve_bar import ServeBar
 from app.ui.settings_dialog import SettingsDialog
-from app.ui.state import ChatState, not_saved_line
+from app.ui.state import ChatState, not_saved_line, reply_timings
 from app.ui.stats_bar import StatsBar, prompt_progress_text
 from app.ui.system_prompt import SystemPromptBar
 from app.ui.theme import app_icon, set_theme_choice
@@ -695,21 +695,23 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         self.progress.setValue(int(1000 * fraction))
         self.cancel_button.setEnabled(False)
 
-    def on_worker_token_generated(self, request_id: int, text: str) -> None:
+    def on_worker_token_generated(self, request_id: int, pieces: tuple) -> None:
+        """A batch of the reply's `TextPiece`s."""
         if self._closed:
             return
-        r = self.state.append_reply(request_id, text)
+        r = self.state.append_reply(request_id, "".join(p.text for p in pieces))
         if r is not None and r.conversation_id == self.state.current_id and self.chat.streaming is not None:
             self.chat.update_reply(r.text)
         self._show_save_problem()
 
-    def on_worker_context_shifted(self, request_id: int, dropped: int) -> None:
+    def on_worker_context_shifted(self, request_id: int, shift) -> None:
+        """`shift`: the engine's ContextShifted."""
         if self._closed:
             return
-        self.state.mark_shift(request_id, dropped)
+        self.state.mark_shift(request_id, shift.dropped)
         r = self.state.reply
         if r is not None and r.conversation_id == self.state.current_id:
-            self.chat.mark_context_shift(dropped)
+            self.chat.mark_context_shift(shift.dropped)
 
     def _finished(self, request_id: int, stats: dict, error: str | None) -> None:
         if self._closed:            # the reply was saved as stopped when the window closed
@@ -737,9 +739,13 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         if problem:
             self.show_notice(problem)
 
-    def on_worker_generation_finished(self, request_id: int, stats: dict) -> None:
-        stats = dict(stats)
+    def on_worker_generation_finished(self, request_id: int, finished, figures: dict) -> None:
+        """`finished`: the engine's Finished (or None); `figures`: the worker's (see
+        EngineWorker.generation_finished)."""
+        stats = reply_timings(finished, figures)
         note, status = stats.pop("template_note", None), stats.pop("template_status", None)
+        if not self._closed:
+            self.stats.on_worker_stats_updated(stats)      # the engine's final figures
         self._finished(request_id, stats, None)
         if note and not self._closed and self.model_info is not None:
             # the model's chat template failed on this conversation: the fallback took over

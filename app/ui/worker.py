@@ -8,8 +8,9 @@ to True/False on the way back and crashes the interpreter after enough replies).
 asks the engine to abort its current step.
 
 The engine is anything with the small interface `EngineLike` (the real adapter is in
-`app.ui.engine_adapter`). Tokens are batched: at most one `token_generated` every
-`TOKEN_BATCH_S` seconds, so drawing never slows generation.
+`app.ui.engine_adapter`); its events are the engine's dataclasses, and they cross to the window
+as they are (frozen, so safe to share). Text pieces are batched: at most one `token_generated`
+every `TOKEN_BATCH_S` seconds, so drawing never slows generation.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import os
 import sys
 import threading
 import time
-from typing import Callable, Iterator, Protocol
+from typing import TYPE_CHECKING, Callable, Iterator, Protocol
 
 from PySide6.QtCore import QObject, QThread, Signal, Slot
 
@@ -28,6 +29,9 @@ from app import logs
 from app.errors import LlambdaError, one_line
 from app.ui.prompt_meter import MIN_TOKENS_FOR_SPEED, PromptMeter, Ticker as _Ticker
 from app.ui.qt_fix import emit
+
+if TYPE_CHECKING:
+    from app.engine.generate import Event, Finished, TextPiece
 
 TOKEN_BATCH_S = 0.08          # one view update per 80 ms at most
 STATS_EVERY_S = 0.4           # live figures 2.5 times a second while generating
@@ -45,18 +49,14 @@ def _warn_once(key: str, what: str, e: BaseException) -> None:
 
 
 class EngineLike(Protocol):
-    """What the worker needs from an engine. Events are plain dicts:
-
-    {"type": "prompt_progress", "done": d, "total": t, "reused": r}  prompt tokens decoded so far
-    {"type": "prompt", "prompt_tokens": n, "prompt_seconds": s}   prompt processed
-    {"type": "token", "text": piece}                               a piece of the reply
-    {"type": "context_shift", "dropped": n}                        old tokens dropped
-    {"type": "done", "stats": {...}}                               last event
-    """
+    """What the worker needs from an engine. `generate` yields the engine's own events
+    (app.engine.generate): `PromptProgress` (prompt tokens decoded so far, reused from the cache),
+    `TextPiece` (a piece of the reply), `ContextShifted` (old tokens dropped), then one `Finished`
+    (stop reason and the engine's statistics)."""
 
     def load(self, path: str, n_ctx: int, n_threads: int,
              progress: Callable[[float], None]) -> dict: ...
-    def generate(self, messages: list[dict], settings: dict) -> Iterator[dict]: ...
+    def generate(self, messages: list[dict], settings: dict) -> Iterator[Event]: ...
     def cancel(self) -> None: ...
     def pool_counters(self) -> tuple[int, list[int]]: ...   # (pool size, busy ns per thread)
     def context_used(self) -> tuple[int, int]: ...          # (tokens in the cache, n_ctx)
@@ -142,10 +142,13 @@ class EngineWorker(QObject):
     # generation
     generation_started = Signal(int)           # request id
     prompt_progress = Signal(int, object)        # request id, {"done", "total", "reused", "tok_s", "eta_s"}
-    token_generated = Signal(int, str)         # request id, batched text
-    context_shifted = Signal(int, int)         # request id, tokens dropped
+    token_generated = Signal(int, object)        # request id, tuple of TextPiece (a batch)
+    context_shifted = Signal(int, object)        # request id, ContextShifted
     stats_updated = Signal(object)               # live figures
-    generation_finished = Signal(int, object)    # request id, final stats ("stopped": bool)
+    # request id, the engine's Finished (None: it ended without one: stopped before it began, or
+    # failed after Stop), the worker's figures ({"stopped", "seconds"}, live counters): the
+    # window joins them with app.ui.state.reply_timings
+    generation_finished = Signal(int, object, object)
     generation_failed = Signal(int, str)       # request id, one-line reason
     tokens_counted = Signal(int, object)         # attachment id, tokens (None: no model to count with)
 
@@ -364,11 +367,13 @@ class EngineWorker(QObject):
         if self._engine is None or self.loaded_path is None:
             emit(self.generation_failed, request_id, "no model is loaded; drop a GGUF file on the window")
             return
+        from app.engine.generate import ContextShifted, Finished, PromptProgress, TextPiece  # lazy: see PRELOAD
+
         emit(self.generation_started, request_id)
         t0 = time.monotonic()
-        stats: dict = {"prompt_tokens": 0, "completion_tokens": 0}
-        engine_final: dict = {}
-        buffer: list[str] = []
+        stats: dict = {"prompt_tokens": 0, "completion_tokens": 0}     # live, until the engine's own
+        finished: Finished | None = None
+        buffer: list[TextPiece] = []
         last_flush = last_stats = t0
         first_token_at = None
         gen_start = None
@@ -390,52 +395,44 @@ class EngineWorker(QObject):
             logs.log_text("user", str(messages[-1].get("content", "")))
         if request_id in self._cancelled_ids:       # stopped before it began
             self._cancelled_ids.discard(request_id)
-            emit(self.generation_finished, request_id, {"stopped": True, "prompt_tokens": 0,
-                                                       "completion_tokens": 0})
+            emit(self.generation_finished, request_id, None, {"stopped": True, "prompt_tokens": 0,
+                                                             "completion_tokens": 0})
             return
         prompt = PromptMeter()
         ticker = _Ticker(STATS_EVERY_S, lambda: self._tick(request_id, prompt, live))
         try:
             for ev in self._engine.generate([dict(m) for m in messages], dict(settings)):
-                kind = ev.get("type")
                 now = time.monotonic()
                 first_now = False       # the first token: prompt speed and latency are known now
-                if kind == "prompt_progress":
+                if isinstance(ev, PromptProgress):
                     def publish(figures):
                         emit(self.prompt_progress, request_id, figures)
-                        stats.update(prompt_tokens=figures["total"] + figures["reused"],
-                                     prompt_evaluated=figures["done"], prompt_reused=figures["reused"])
+                        stats.update(prompt_tokens=ev.prompt_tokens, prompt_evaluated=ev.done,
+                                     prompt_reused=ev.reused)
                         emit(self.stats_updated, {**live(), "prompt": figures})
-                    prompt.update(int(ev.get("done", 0)), int(ev.get("total", 0)),
-                                  int(ev.get("reused", 0)), publish)
+                    prompt.update(ev.done, ev.total, ev.reused, publish)
                     last_stats = now
-                    continue
-                if kind == "token":
+                    if ev.done < ev.total:
+                        continue
+                    prompt.finish()         # the prompt is read
+                    if ev.seconds > 0 and ev.done >= MIN_TOKENS_FOR_SPEED:
+                        stats["prompt_tok_s"] = ev.done / ev.seconds   # reused tokens cost nothing
+                elif isinstance(ev, TextPiece):
                     prompt.finish()
                     if first_token_at is None:
                         first_token_at = gen_start = now
                         first_now = True
                     stats["completion_tokens"] += 1
-                    buffer.append(ev.get("text", ""))
-                elif kind == "prompt":
-                    prompt.finish()
-                    stats.setdefault("prompt_tokens", 0)
-                    n = int(ev.get("prompt_tokens", 0))
-                    new = int(stats.get("prompt_evaluated", n) or 0)
-                    stats["prompt_tokens"] = max(n, int(stats["prompt_tokens"]))
-                    ps = float(ev.get("prompt_seconds", 0.0))
-                    if ps > 0 and new >= MIN_TOKENS_FOR_SPEED:
-                        stats["prompt_tok_s"] = new / ps     # tokens decoded now; reused ones cost nothing
-                elif kind == "context_shift":
+                    buffer.append(ev)
+                elif isinstance(ev, ContextShifted):
                     if buffer:
-                        emit(self.token_generated, request_id, "".join(buffer))
+                        emit(self.token_generated, request_id, tuple(buffer))
                         buffer.clear()
-                    emit(self.context_shifted, request_id, int(ev.get("dropped", 0)))
-                elif kind == "done":
-                    engine_final = {k: v for k, v in dict(ev.get("stats") or {}).items()
-                                    if isinstance(v, (int, float, str, bool)) or v is None}
+                    emit(self.context_shifted, request_id, ev)
+                elif isinstance(ev, Finished):
+                    finished = ev
                 if buffer and now - last_flush >= TOKEN_BATCH_S:
-                    emit(self.token_generated, request_id, "".join(buffer))
+                    emit(self.token_generated, request_id, tuple(buffer))
                     buffer.clear()
                     last_flush = now
                 if now - last_stats >= STATS_EVERY_S or first_now:
@@ -452,7 +449,7 @@ class EngineWorker(QObject):
         except Exception as e:
             ticker.stop()
             if buffer:
-                emit(self.token_generated, request_id, "".join(buffer))
+                emit(self.token_generated, request_id, tuple(buffer))
             if self._cancel.is_set() or request_id in self._cancelled_ids:
                 stopped = True
                 self._cancelled_ids.discard(request_id)
@@ -461,20 +458,16 @@ class EngineWorker(QObject):
                 return
         ticker.stop()
         if buffer:
-            emit(self.token_generated, request_id, "".join(buffer))
+            emit(self.token_generated, request_id, tuple(buffer))
         self._cancelled_ids.discard(request_id)
-        final = live()
-        final.update(engine_final)          # the engine's own figures win over the estimates
-        if int(final.get("prompt_evaluated", MIN_TOKENS_FOR_SPEED) or 0) < MIN_TOKENS_FOR_SPEED:
-            final.pop("prompt_tok_s", None)  # a speed over a handful of new tokens means nothing
-        if "prompt_evaluated" in final and "prompt_tokens" in final:
-            final["prompt_reused"] = max(0, int(final["prompt_tokens"]) - int(final["prompt_evaluated"]))
-        final["stopped"] = stopped or bool(final.get("stopped"))
-        final["seconds"] = time.monotonic() - t0
-        final["threads_busy"] = 0.0
-        final["prompt"] = None              # the prompt's progress line is over
-        emit(self.stats_updated, final)
-        emit(self.generation_finished, request_id, final)
+        figures = live()
+        figures["stopped"] = stopped
+        figures["seconds"] = time.monotonic() - t0
+        figures["threads_busy"] = 0.0
+        figures["prompt"] = None            # the prompt's progress line is over
+        emit(self.stats_updated, figures)
+        figures.update(getattr(self._engine, "reply_notes", None) or {})   # the template gave way
+        emit(self.generation_finished, request_id, finished, figures)
         self._save_state()
 
     def _save_state(self) -> None:

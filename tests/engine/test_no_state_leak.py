@@ -81,7 +81,7 @@ def test_a_after_switching_models_and_back(smollm2_path, tmp_path):
                 "min_p": 0.05, "repeat_penalty": 1.0}
 
     def answer(eng, messages):
-        return "".join(ev["text"] for ev in eng.generate(messages, settings) if ev["type"] == "token")
+        return "".join(ev.text for ev in eng.generate(messages, settings) if isinstance(ev, TextPiece))
 
     eng = RealEngine()
     try:

@@ -12,9 +12,10 @@ def test_adapter_reports_speculation_and_stats_bar_shows_it(qtbot, smollm2_path)
     try:
         assert eng.speculation()["spec_kind"] == "lookup"          # on by default
         msgs = [{"role": "user", "content": "Repeat: one two three, one two three, one two three."}]
-        done = [e for e in eng.generate(msgs, {"temperature": 0, "max_tokens": 24})
-                if e["type"] == "done"][0]["stats"]
-        assert done["spec_kind"] == "lookup" and "spec_tokens_per_pass" in done
+        done = list(eng.generate(msgs, {"temperature": 0, "max_tokens": 24}))[-1]
+        assert done.stats.spec is not None and done.stats.spec.kind == "lookup"
+        figures = eng.speculation()         # what the worker's live figures carry to the window
+        assert figures["spec_kind"] == "lookup" and "spec_tokens_per_pass" in figures
     finally:
         eng.close()
     bar = StatsBar()

@@ -1,13 +1,17 @@
 """A test double of the engine interface the worker expects (app.ui.worker.EngineLike).
 
 Lives only in tests: it streams a scripted reply word by word with a small delay, honours
-cancel() from another thread, can raise on load, and can announce a context shift.
+cancel() from another thread, can raise on load, and can announce a context shift. Its events
+are the engine's own dataclasses (app.engine.generate), as the real adapter's are.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+
+from app.engine.generate import ContextShifted, Finished, PromptProgress, TextPiece
+from app.engine.stats import GenerationStats
 
 REPLY = ("Here is **bold** text and code:\n\n```python\nprint('<b>hi</b>')\n```\n\n"
          "<script>alert(1)</script> stays text. " + " ".join(f"w{i}" for i in range(60)))
@@ -39,22 +43,33 @@ class FakeEngine:
         return {"n_ctx": n_ctx, "pool_size": 2}
 
     def generate(self, messages, settings):
+        """The engine's own events, as app.engine.generate makes them."""
         self._cancel.clear()
         self.calls.append((messages, settings))
         prompt_tokens = sum(len(m["content"].split()) + 4 for m in messages)
         self.used = prompt_tokens
-        yield {"type": "prompt", "prompt_tokens": prompt_tokens, "prompt_seconds": 0.01}
+        t0 = time.perf_counter()
+        yield PromptProgress(prompt_tokens, prompt_tokens, 0, 0.01)
         pieces = self.reply.replace(" ", " \x00").split("\x00")
+        ids: list[int] = []
+        t_first = None
         for i, piece in enumerate(pieces):
             if self._cancel.is_set():
                 break
             if self.shift_after is not None and i == self.shift_after:
-                yield {"type": "context_shift", "dropped": 17}
+                yield ContextShifted(17, self.used - 17)
             time.sleep(self.delay)
+            t_first = t_first or time.perf_counter()
             self.busy = [b + int(self.delay * 1e9) for b in self.busy]
             self.used += 1
-            yield {"type": "token", "text": piece}
-        yield {"type": "done", "stats": {"stopped": self._cancel.is_set()}}
+            ids.append(i)
+            yield TextPiece(piece, i)
+        stats = GenerationStats(prompt_tokens=prompt_tokens, prompt_tokens_evaluated=prompt_tokens,
+                                generated_tokens=len(ids), prompt_s=0.01,
+                                generation_s=time.perf_counter() - t_first if t_first else 0.0,
+                                ttft_s=t_first - t0 if t_first else 0.0, threads=2, n_ctx=self.n_ctx)
+        reason = "cancelled" if self._cancel.is_set() else "eog"
+        yield Finished(reason, "".join(pieces[:len(ids)]), tuple(ids), (), stats)
 
     def cancel(self):
         self._cancel.set()
@@ -67,3 +82,11 @@ class FakeEngine:
 
     def close(self):
         pass
+
+
+def finished(text: str, n_tokens: int, stop_reason: str = "eog", prompt_tokens: int = 0,
+             evaluated: int | None = None) -> Finished:
+    """A `Finished` for a scripted reply of `n_tokens` tokens (ids 0..n-1)."""
+    stats = GenerationStats(prompt_tokens=prompt_tokens, generated_tokens=n_tokens,
+                            prompt_tokens_evaluated=prompt_tokens if evaluated is None else evaluated)
+    return Finished(stop_reason, text, tuple(range(n_tokens)), (), stats)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from app.engine.generate import Finished, TextPiece
+from app.ui.state import reply_timings
 from app.ui.worker import EngineWorker
 from tests.ui.fake_engine import FakeEngine
 
@@ -23,7 +25,7 @@ def test_the_worker_saves_after_the_reply_is_finished_and_on_close(qtbot):
     worker = EngineWorker(engine_factory=lambda: engine)
     worker._engine, worker.loaded_path = engine, "model.gguf"
     order: list[str] = []
-    worker.generation_finished.connect(lambda rid, stats: order.append(f"finished {len(engine.saves)}"))
+    worker.generation_finished.connect(lambda rid, fin, figures: order.append(f"finished {len(engine.saves)}"))
     worker.on_window_generate_requested(1, [{"role": "user", "content": "hi"}], {})
     assert order == ["finished 0"] and engine.saves == ["saved"]     # saved after the window knew
     worker.on_window_closing()
@@ -44,11 +46,11 @@ def test_the_real_adapter_restores_a_saved_conversation(smollm2_path):
     history += [{"role": "assistant", "content": "Bonjour"}, {"role": "user", "content": "And in German?"}]
     again = RealEngine()
     again.load(str(smollm2_path), 256, 2, lambda f: None)
-    stats = [e for e in again.generate(history, {"temperature": 0, "max_tokens": 4})][-1]["stats"]
+    stats = [e for e in again.generate(history, {"temperature": 0, "max_tokens": 4})][-1].stats
     again.close()
-    assert done["type"] == "done"
+    assert isinstance(done, Finished)
     # the history up to the first reply's tokens came from the saved state
-    assert stats["prompt_evaluated"] < stats["prompt_tokens"] - 10
+    assert stats.prompt_tokens_evaluated < stats.prompt_tokens - 10
 
 
 SETTINGS = {"temperature": 0, "max_tokens": 6}
@@ -65,7 +67,7 @@ def _loaded(smollm2_path, n_ctx=256):
 
 def _reply(worker, request_id, history):
     got = {}
-    worker.generation_finished.connect(lambda rid, stats: got.setdefault(rid, stats))
+    worker.generation_finished.connect(lambda rid, fin, figures: got.setdefault(rid, reply_timings(fin, figures)))
     worker.on_window_generate_requested(request_id, history, dict(SETTINGS))
     return got[request_id]
 
@@ -123,7 +125,7 @@ def test_switching_conversations_restores_from_memory_while_they_fit(smollm2_pat
         store.release.set()                      # no waiting here
         replies = {}
         for name in "ab":
-            replies[name] = "".join(e.get("text", "") for e in eng.generate(first[name], SETTINGS))
+            replies[name] = "".join(e.text for e in eng.generate(first[name], SETTINGS) if isinstance(e, TextPiece))
             eng.save_state()
             if room == "one" and name == "a":   # memory for one state (b's evicts a's)
                 eng.kv.ram_budget_bytes = eng.kv.memory_bytes() * 3 // 2
@@ -132,9 +134,9 @@ def test_switching_conversations_restores_from_memory_while_they_fit(smollm2_pat
             history = first[name] + [{"role": "assistant", "content": replies[name]},
                                      {"role": "user", "content": "Why?"}]
             events = list(eng.generate(history, SETTINGS))
-            stats = events[-1]["stats"]
-            assert stats["prompt_evaluated"] < stats["prompt_tokens"] - 10, (room, name)
-            text = "".join(e.get("text", "") for e in events)
+            stats = events[-1].stats
+            assert stats.prompt_tokens_evaluated < stats.prompt_tokens - 10, (room, name)
+            text = "".join(e.text for e in events if isinstance(e, TextPiece))
             assert follow_ups.setdefault(name, (history, text)) == (history, text), (room, name)
             eng.save_state()
             assert eng.kv.flush(30)
@@ -146,8 +148,8 @@ def test_switching_conversations_restores_from_memory_while_they_fit(smollm2_pat
     for name, (history, text) in follow_ups.items():
         cold.engine.session.reset()
         events = list(cold.generate(history, SETTINGS))
-        assert events[-1]["stats"]["prompt_evaluated"] == events[-1]["stats"]["prompt_tokens"]
-        assert "".join(e.get("text", "") for e in events) == text, name
+        assert events[-1].stats.prompt_tokens_evaluated == events[-1].stats.prompt_tokens
+        assert "".join(e.text for e in events if isinstance(e, TextPiece)) == text, name
     cold.close()
 
 
@@ -253,7 +255,7 @@ def test_a_continued_reply_is_saved_under_its_own_conversation(smollm2_path):
     eng = _loaded(smollm2_path)
     other = [{"role": "user", "content": "Name a blue bird."}]
     first = [e for e in eng.generate(FIRST, SETTINGS)]
-    text = "".join(e.get("text", "") for e in first)
+    text = "".join(e.text for e in first if isinstance(e, TextPiece))
     [e for e in eng.generate(other, SETTINGS)]                # the last conversation answered
     [e for e in eng.generate(FIRST + [{"role": "assistant", "content": text}], {**SETTINGS, "continue": True})]
     assert eng.save_state() and eng.kv.flush(30)

@@ -86,7 +86,7 @@ def test_damaged_file_gives_a_dialog_and_the_window_stays_usable(qtbot, make_win
 def test_send_streams_markdown_and_keeps_text_literal(qtbot, make_window, smollm2_path):
     w, engine = loaded(qtbot, make_window, smollm2_path)
     batches = []
-    w.worker.token_generated.connect(lambda rid, t: batches.append(t))
+    w.worker.token_generated.connect(lambda rid, pieces: batches.append(pieces))
     send(qtbot, w, "Hello <b>there</b>\nsecond line")
     assert 1 < len(batches) < 70                            # batched, not one signal per token
     user, reply = w.chat.messages

@@ -43,7 +43,7 @@ def test_chat_with_smollm2(qtbot, make_window, smollm2_path):
 
     # send, and watch the reply stream in batches
     shown = []
-    w.worker.token_generated.connect(lambda rid, t: shown.append(len(w.state.reply.text) if w.state.reply else 0))
+    w.worker.token_generated.connect(lambda rid, pieces: shown.append(len(w.state.reply.text) if w.state.reply else 0))
     send(qtbot, w, "What is the capital of France?")
     reply = w.state.messages()[-1]
     assert reply.role == "assistant" and reply.status == "complete" and reply.content.strip()
@@ -193,9 +193,8 @@ def test_window_generation_speed_matches_the_engine(qtbot, make_window, smollm2_
         assert reply.completion_tokens > 128
         window_rates.append(reply.timings["gen_tok_s"])
         direct_engine.engine.session.reset()
-        done = [e for e in direct_engine.generate([{"role": "user", "content": prompt}],
-                                                  {**FAST, "max_tokens": n}) if e["type"] == "done"]
-        direct_rates.append(done[0]["stats"]["gen_tok_s"])
+        done = list(direct_engine.generate([{"role": "user", "content": prompt}], {**FAST, "max_tokens": n}))[-1]
+        direct_rates.append(round(done.stats.generation_tok_s, 2))
         depth = reply.prompt_tokens
         bench_rates.append(bench(str(smollm2_path), threads=(threads,), pp=(8,),
                                  tg=(reply.completion_tokens,), reps=1, depth=depth)[-1]["tok_s"])

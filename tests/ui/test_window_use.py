@@ -14,8 +14,9 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication
 
 from app.bundled import resource
+from app.engine.generate import PromptProgress, TextPiece
 from tests.ui.conftest import drop_file
-from tests.ui.fake_engine import FakeEngine
+from tests.ui.fake_engine import FakeEngine, finished
 
 TINY = str(resource("selftest/tiny.gguf"))   # 400 KB: imports at once; the engine double ignores it
 
@@ -51,7 +52,7 @@ class SlowPromptEngine(FakeEngine):
         self._cancel.clear()
         reused = min(self.cached, self.total - 1)
         todo = self.total - reused
-        yield {"type": "prompt_progress", "done": 0, "total": todo, "reused": reused}
+        yield PromptProgress(0, todo, reused)
         done = 0
         t0 = time.monotonic()
         while done < todo:
@@ -61,15 +62,13 @@ class SlowPromptEngine(FakeEngine):
                 self.busy = [b + 10_000_000 for b in self.busy]
             self.gate.wait(10)
             done = min(todo, done + self.batch)
-            yield {"type": "prompt_progress", "done": done, "total": todo, "reused": reused}
+            yield PromptProgress(done, todo, reused, time.monotonic() - t0)
         self.cached = self.total
         self.used = self.total
-        yield {"type": "prompt", "prompt_tokens": self.total, "prompt_seconds": time.monotonic() - t0}
-        for piece in ("Short ", "answer."):
-            yield {"type": "token", "text": piece}
+        for i, piece in enumerate(("Short ", "answer.")):
+            yield TextPiece(piece, i)
         self.used += 2
-        yield {"type": "done", "stats": {"prompt_tokens": self.total, "prompt_evaluated": todo,
-                                         "completion_tokens": 2, "stopped": False}}
+        yield finished("Short answer.", 2, prompt_tokens=self.total, evaluated=todo)
 
 
 # -- 1. a long prompt shows its progress -------------------------------------------------------
@@ -364,20 +363,20 @@ def test_real_engine_reports_prompt_progress_per_batch_and_reuse(smollm2_path):
         messages = [{"role": "user", "content": text}]
         settings = {"max_tokens": 2, "temperature": 0.0}
         events = list(eng.generate(messages, settings))
-        progress = [e for e in events if e["type"] == "prompt_progress"]
-        total = progress[0]["total"]
-        assert 128 < total <= 192 and progress[0]["done"] == 0 and progress[0]["reused"] == 0
-        assert [p["done"] for p in progress[1:]] == [64, 128, total]
-        assert all(p["total"] == total for p in progress)
-        prompt = next(e for e in events if e["type"] == "prompt")
-        assert prompt["prompt_tokens"] == total
+        progress = [e for e in events if isinstance(e, PromptProgress)]
+        total = progress[0].total
+        assert 128 < total <= 192 and progress[0].done == 0 and progress[0].reused == 0
+        assert [p.done for p in progress[1:]] == [64, 128, total]
+        assert all(p.total == total for p in progress)
+        assert progress[-1].prompt_tokens == total and progress[-1].seconds > 0
         # the same conversation again (regenerate): all but the last token come from the cache
         events = list(eng.generate(messages, settings))
-        progress = [e for e in events if e["type"] == "prompt_progress"]
-        assert progress[0] == {"type": "prompt_progress", "done": 0, "total": 1, "reused": total - 1}
-        assert progress[-1]["done"] == 1 and progress[-1]["reused"] == total - 1
-        done = next(e for e in events if e["type"] == "done")["stats"]
-        assert done["prompt_evaluated"] == 1 and done["prompt_tokens"] == total
+        progress = [e for e in events if isinstance(e, PromptProgress)]
+        assert progress[0] == PromptProgress(0, 1, total - 1)
+        assert progress[-1].done == 1 and progress[-1].reused == total - 1
+        done = events[-1].stats
+        assert done.prompt_tokens_evaluated == 1 and done.prompt_tokens == total
+        assert done.prompt_tokens_reused == total - 1
     finally:
         eng.close()
 
@@ -387,14 +386,14 @@ def test_real_engine_reports_prompt_progress_per_batch_and_reuse(smollm2_path):
 class LimitEngine(FakeEngine):
     def generate(self, messages, settings):
         self.calls.append((messages, settings))
-        yield {"type": "prompt", "prompt_tokens": 10, "prompt_seconds": 0.01}
+        yield PromptProgress(10, 10, 0, 0.01)
         if settings.get("continue"):
             assert messages[-1]["role"] == "assistant"
-            yield {"type": "token", "text": " and the end."}
-            yield {"type": "done", "stats": {"stop_reason": "eog", "completion_tokens": 4}}
+            yield TextPiece(" and the end.", 3)
+            yield finished(" and the end.", 4, "eog", prompt_tokens=10)
         else:
-            yield {"type": "token", "text": "A reply cut"}
-            yield {"type": "done", "stats": {"stop_reason": "length", "completion_tokens": 3}}
+            yield TextPiece("A reply cut", 2)
+            yield finished("A reply cut", 3, "length", prompt_tokens=10)
 
 
 def test_reply_at_the_token_limit_offers_continue(qtbot, make_window, smollm2_path):
@@ -446,15 +445,14 @@ def test_real_engine_continues_a_reply_from_the_cache(smollm2_path):
         messages = [{"role": "user", "content": "Count from one to twenty in words."}]
         greedy = {"temperature": 0.0, "max_tokens": 6}
         first = list(eng.generate(messages, greedy))
-        done = next(e for e in first if e["type"] == "done")["stats"]
-        assert done["stop_reason"] == "length"
-        text = "".join(e["text"] for e in first if e["type"] == "token")
+        assert first[-1].stop_reason == "length"
+        text = "".join(e.text for e in first if isinstance(e, TextPiece))
         more = list(eng.generate(messages + [{"role": "assistant", "content": text}], {**greedy, "continue": True}))
-        progress = [e for e in more if e["type"] == "prompt_progress"]
-        assert progress[-1]["reused"] > 20 and progress[-1]["total"] <= 3      # nearly all from the cache
+        progress = [e for e in more if isinstance(e, PromptProgress)]
+        assert progress[-1].reused > 20 and progress[-1].total <= 3      # nearly all from the cache
         whole = list(eng.generate(messages, {**greedy, "max_tokens": 12}))
-        longer = "".join(e["text"] for e in whole if e["type"] == "token")
-        continued = text + "".join(e["text"] for e in more if e["type"] == "token")
+        longer = "".join(e.text for e in whole if isinstance(e, TextPiece))
+        continued = text + "".join(e.text for e in more if isinstance(e, TextPiece))
         assert longer.startswith(text) and len(continued) > len(text)
         assert continued.split()[:5] == longer.split()[:5]
     finally:
@@ -823,9 +821,9 @@ def test_a_file_that_is_not_text_is_refused_in_one_line(qtbot, make_window, tmp_
 class NumberedEngine(FakeEngine):
     def generate(self, messages, settings):
         self.calls.append((messages, settings))
-        yield {"type": "prompt", "prompt_tokens": 5, "prompt_seconds": 0.01}
-        yield {"type": "token", "text": f"Answer {len(self.calls)}"}
-        yield {"type": "done", "stats": {"completion_tokens": 2, "stop_reason": "eog"}}
+        yield PromptProgress(5, 5, 0, 0.01)
+        yield TextPiece(f"Answer {len(self.calls)}", 0)
+        yield finished(f"Answer {len(self.calls)}", 2, "eog", prompt_tokens=5)
 
 
 def test_regenerate_keeps_versions_to_flip_between(qtbot, make_window, smollm2_path):
