@@ -322,13 +322,14 @@ def plan_draft(path: str, draft: str, n_ctx: int, kv_type: str) -> tuple[str | N
     return found, "", n_ctx, why
 
 
-def draft_choices(path: str) -> list[dict]:
-    """The library's models that can draft for `path`, smallest first, as {"name", "path"}."""
+def draft_choices(path: str) -> dict[str, str]:
+    """The library's models that can draft for `path`, smallest first, as {path: name} (a dict
+    crosses to the window as plain data, in order)."""
     try:
-        return [{"name": n, "path": p} for n, p in library_draft_choices(path)]
+        return {p: n for n, p in library_draft_choices(path)}
     except Exception as e:          # an unreadable library offers no choice, and the load goes on
         log.info("no draft choices: %s", e)
-        return []
+        return {}
 
 
 def template_facts(template) -> dict:

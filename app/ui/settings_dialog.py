@@ -48,12 +48,12 @@ SPECULATION_LABELS = {
 }
 
 
-def speculation_choices(drafts: list[dict], current: tuple[str, str]) -> list[tuple[str, str, str]]:
+def speculation_choices(drafts: dict[str, str], current: tuple[str, str]) -> list[tuple[str, str, str]]:
     """(label, mode, draft) of each choice: off, prompt lookup, an automatic draft, each
     compatible draft by name, and the saved draft when it is not among them (kept, not lost)."""
     out = [(SPECULATION_LABELS["off"], "off", ""), (SPECULATION_LABELS["lookup"], "lookup", ""),
            (SPECULATION_LABELS["auto"], "draft", "auto")]
-    out += [(f"Draft model: {d['name']}", "draft", d["path"]) for d in drafts]
+    out += [(f"Draft model: {name}", "draft", path) for path, name in drafts.items()]
     mode, draft = current
     if mode == "draft" and draft not in [c[2] for c in out]:
         out.append((f"Draft model: {os.path.basename(draft)} (not in the library's choices for this model)",
@@ -85,10 +85,10 @@ def _with_help(widget: QWidget, name: str) -> QWidget:
 
 class SettingsDialog(QDialog):
     def __init__(self, system_prompt: str, sampling: dict, engine: dict, max_threads: int, parent=None,
-                 theme: str = "system", measured: dict | None = None, drafts: list[dict] | None = None):
+                 theme: str = "system", measured: dict | None = None, drafts: dict | None = None):
         """measured: the thread counts `llambda bench --threads auto` found fastest
         (app.engine.threads.load_measured()); when given, a button offers the generation one.
-        drafts: the library's models that can draft for the open model ({"name", "path"})."""
+        drafts: the library's models that can draft for the open model ({path: name})."""
         super().__init__(parent)
         self.setWindowTitle("Settings")
         self.setObjectName("settingsDialog")
@@ -179,7 +179,7 @@ class SettingsDialog(QDialog):
         self.speculation.setAccessibleName("Speculation")
         current = (engine.get("speculation", ENGINE_DEFAULTS["speculation"]),
                    engine.get("draft", ENGINE_DEFAULTS["draft"]))
-        self.speculation_choices = speculation_choices(list(drafts or []), current)
+        self.speculation_choices = speculation_choices(dict(drafts or {}), current)
         for label, _, _ in self.speculation_choices:
             self.speculation.addItem(label)
         self.speculation.setCurrentIndex(self._speculation_index(*current))

@@ -974,7 +974,7 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         dlg = SettingsDialog(conv.system_prompt if conv else (self.state.get("system_prompt_default", "") or ""),
                              self.state.sampling(), self.state.engine_settings(), os.cpu_count() or 1, self,
                              theme=self.state.get("theme", "system") or "system",
-                             measured=load_measured(), drafts=(self.model_info or {}).get("drafts", []))
+                             measured=load_measured(), drafts=(self.model_info or {}).get("drafts", {}))
         dlg.accepted.connect(self.on_settings_accepted)
         self.settings_dialog = dlg
         dlg.open()
