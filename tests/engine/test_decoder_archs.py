@@ -129,7 +129,7 @@ def test_a_tensor_of_the_wrong_shape_is_named(tmp_path):
             CDecoder(f, cfg, 16, n_threads=1)
 
 
-@pytest.mark.parametrize("name", ["gemma3", "phi3", "llama_variant"])
+@pytest.mark.parametrize("name", ["gemma3", "phi3", "llama_variant", "llama_linear"])
 def test_kv_shift_equals_decoding_the_shorter_sequence(name, tmp_path):
     """Dropping cache positions re-rotates the later keys: a local layer's own RoPE base (gemma3),
     frequency divisors, and LongRoPE's attention factor (applied once, not again). One layer, so
@@ -147,3 +147,13 @@ def test_kv_shift_equals_decoding_the_shorter_sequence(name, tmp_path):
         with CDecoder(f, cfg, 64, kv_type="f32", n_threads=1) as d:
             fresh = d.decode(keep + [7], 0)
     assert np.abs(shifted - fresh).max() < 1e-4, np.abs(shifted - fresh).max()
+
+
+def test_a_yarn_cache_is_not_shifted(tmp_path):
+    """YaRN scales the keys' magnitude with their angles, so a second rotation would scale them
+    twice: the decoder refuses the shift and the caller decodes the moved tokens again."""
+    path = write_arch_model(tmp_path / "yarn.gguf", "qwen2_yarn", seed=4, n_layer=1)
+    with open_gguf(path) as f:
+        with CDecoder(f, config_from_gguf(f), 64, kv_type="f32", n_threads=1) as d:
+            d.decode(list(range(3, 23)), 0)
+            assert not d.kv_shift(2, 4, 20)
