@@ -1,4 +1,4 @@
-"""The one definition of Llambda's defaults: sampling, reply length, context and threads.
+"""The one definition of Llambda's defaults: sampling, reply length, context, threads and speculation.
 
 The window's settings (app/chats/settings.py), the command line's flags (app/engine/cli.py), the
 engine (SamplerSettings, Engine) and the UI's engine adapter all read these names; nothing else
@@ -29,13 +29,17 @@ KV_TYPE = "f16"               # KV cache: "f16", "q8_0" (half the memory) or "f3
 KV_TYPES = ("f16", "q8_0", "f32")
 OVERFLOW = "shift"            # when the context is full: drop the oldest turns ("shift") or "stop"
 KV_BUDGET_MB = 2048           # disk kept for saved conversation KV states (MiB); 0 = none kept
+SPECULATION = "lookup"        # guess tokens ahead: "lookup" (from the conversation), "draft" (a
+SPECULATION_MODES = ("off", "lookup", "draft")   # small model of the same vocabulary) or "off"
+DRAFT = "auto"                # the draft model: "auto" (the library's smallest compatible) or a path
+DRAFT_MAX = 8                 # most tokens guessed per pass (1..16)
 
 SAMPLING = {
     "temperature": TEMPERATURE, "top_k": TOP_K, "top_p": TOP_P, "min_p": MIN_P,
     "repeat_penalty": REPEAT_PENALTY, "seed": SEED, "max_tokens": MAX_TOKENS,
 }
 ENGINE = {"n_ctx": N_CTX, "threads": THREADS, "overflow": OVERFLOW, "kv_type": KV_TYPE,
-          "kv_budget_mb": KV_BUDGET_MB}
+          "kv_budget_mb": KV_BUDGET_MB, "speculation": SPECULATION, "draft": DRAFT, "draft_max": DRAFT_MAX}
 
 
 def seed_or_none(seed) -> int | None:
@@ -45,4 +49,5 @@ def seed_or_none(seed) -> int | None:
 
 __all__ = ["TEMPERATURE", "TOP_K", "TOP_P", "MIN_P", "REPEAT_PENALTY", "FREQUENCY_PENALTY",
            "PRESENCE_PENALTY", "PENALTY_LAST_N", "SEED", "MAX_TOKENS", "N_CTX", "THREADS",
-           "N_BATCH", "KV_TYPE", "KV_TYPES", "OVERFLOW", "KV_BUDGET_MB", "SAMPLING", "ENGINE", "seed_or_none"]
+           "N_BATCH", "KV_TYPE", "KV_TYPES", "OVERFLOW", "KV_BUDGET_MB", "SPECULATION", "SPECULATION_MODES",
+           "DRAFT", "DRAFT_MAX", "SAMPLING", "ENGINE", "seed_or_none"]

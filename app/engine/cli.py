@@ -25,12 +25,12 @@ from app.engine.engine import Chat, Engine
 from app.engine.generate import ContextShifted, Finished, GenerationRequest, TextPiece
 from app.engine.kvstore import KVStore
 from app.engine.sampler import SamplerSettings
-from app.engine.speculative import library_drafts
+from app.engine.speculative import draft_memory, resolve_draft
 from app.engine.threads import fastest, save_measured
 from app.errors import EXIT_BAD_FILE, EXIT_OK, EXIT_USAGE, LlambdaError, OutOfMemoryError, exit_code_for
 from app.gguf import open_gguf
 from app.library import resolve_model
-from app.library.preflight import fitting_context, memory_verdict, preflight
+from app.library.preflight import fitting_context, preflight
 from app.model import config_from_gguf, require_supported
 
 __all__ = ["add_generate_args", "run_generate", "add_chat_args", "run_chat", "add_bench_args",
@@ -90,13 +90,14 @@ def _draft_max(text: str) -> int:
 
 
 def _speculation_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--speculation", choices=("lookup", "off"), default="lookup",
+    p.add_argument("--speculation", choices=("lookup", "off"), default=D.SPECULATION,
                    help="prompt lookup guesses tokens from the conversation and checks several in "
                         "one pass where that pays (default); off: one token per pass")
     p.add_argument("--draft", metavar="MODEL", default=None,
                    help="a small model of the same vocabulary that guesses tokens for the main one "
                         "(auto: the smallest such model in the library)")
-    p.add_argument("--draft-max", metavar="K", type=_draft_max, default=8, help="most tokens guessed per pass (1..16, default 8)")
+    p.add_argument("--draft-max", metavar="K", type=_draft_max, default=D.DRAFT_MAX,
+                   help=f"most tokens guessed per pass (1..16, default {D.DRAFT_MAX})")
 
 
 def _sampling_args(p: argparse.ArgumentParser) -> None:
@@ -136,14 +137,10 @@ def _resolve(model: str) -> str:
 def open_engine(args, n_ctx: int | None = None, kv_store=None):
     """An Engine for the command's model, after the memory pre-flight (refuse: exit code 5)."""
     path = _resolve(args.model)
-    draft = getattr(args, "draft", None)
-    if draft == "auto":             # the smallest model of the library with the same vocabulary
-        found = library_drafts(path)
-        draft = found[0] if found else None
+    draft = resolve_draft(path, getattr(args, "draft", None))
+    if getattr(args, "draft", None) == "auto":   # the smallest model of the library with the same vocabulary
         print(f"llambda: draft model: {draft or 'none compatible in the library; prompt lookup instead'}",
               file=sys.stderr)
-    elif draft:
-        draft = _resolve(draft)
     n_ctx, why = n_ctx or args.ctx, "as asked"
     if not n_ctx:       # the training length, capped by what fits with this KV type
         with open_gguf(path) as f:
@@ -152,15 +149,13 @@ def open_engine(args, n_ctx: int | None = None, kv_store=None):
     if report.memory_verdict == "refuse":
         raise OutOfMemoryError(f"{path}: {report.summary()}")
     if draft:       # both models, each with its KV cache, at the same context
-        d = preflight(draft, report.n_ctx, args.kv_type)
-        verdict, msg = memory_verdict(report.needed_bytes + d.needed_bytes,
-                                      report.available_bytes, report.total_bytes)
+        verdict, msg = draft_memory(report, draft, args.kv_type)
         if verdict == "refuse":
             raise OutOfMemoryError(f"{path} with draft {draft}: {msg}")
     eng = Engine(path, n_ctx=n_ctx, n_threads=args.threads, kv_type=args.kv_type,
                  n_batch=args.batch, kv_store=kv_store,
-                 speculation=getattr(args, "speculation", "lookup"), draft=draft,
-                 draft_max=getattr(args, "draft_max", 8))
+                 speculation=getattr(args, "speculation", D.SPECULATION), draft=draft,
+                 draft_max=getattr(args, "draft_max", D.DRAFT_MAX))
     eng.n_ctx_reason = why
     return eng
 

@@ -44,8 +44,8 @@ DEFAULT_N_CTX = D.N_CTX    # 0: the training length, capped by what fits (fittin
 class Engine:
     def __init__(self, path, *, n_ctx: int | None = None, n_threads: int = D.THREADS,
                  kv_type: str = D.KV_TYPE, n_batch: int = D.N_BATCH, isa: str | None = None,
-                 kv_store=None, speculation: str = "lookup", draft: str | None = None,
-                 draft_max: int = 8):
+                 kv_store=None, speculation: str = D.SPECULATION, draft: str | None = None,
+                 draft_max: int = D.DRAFT_MAX):
         """n_ctx None: the training length, capped by what fits in memory with kv_type;
         kv_store: a KVStore where conversations' KV states are kept (None: not kept);
         speculation: "lookup" (prompt lookup, on by default: it switches itself off where it
@@ -85,7 +85,7 @@ class Engine:
             raise
         stagelog.log_model_load(self, map_s, decoder_s)
 
-    def set_speculation(self, mode: str = "lookup", draft: str | None = None, draft_max: int = 8,
+    def set_speculation(self, mode: str = D.SPECULATION, draft: str | None = None, draft_max: int = D.DRAFT_MAX,
                         kv_type: str = "f16") -> None:
         """Switch speculative decoding: "off", "lookup", or "draft" (opens `draft`; a draft whose
         vocabulary differs from this model's is refused with IncompatibleDraftError)."""

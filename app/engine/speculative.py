@@ -46,10 +46,12 @@ from app.engine.session import Session
 from app.engine.stats import SpecStats
 from app.errors import LlambdaError, UnsupportedModelError
 from app.gguf import open_gguf
-from app.library import ModelLibrary
+from app.library import ModelLibrary, resolve_model
+from app.library.preflight import memory_verdict, preflight
 from app.model import config_from_gguf, require_supported
 
-__all__ = ["PromptLookup", "DraftModel", "compatible_drafts", "library_drafts", "Speculator",
+__all__ = ["PromptLookup", "DraftModel", "compatible_drafts", "library_drafts", "library_draft_choices",
+           "resolve_draft", "draft_memory", "Speculator",
            "SpecStats", "verify_pass", "vocab_fingerprint", "IncompatibleDraftError", "K_MAX"]
 
 K_MAX = 16          # most guessed tokens per pass (the verify batch is K_MAX + 1)
@@ -169,9 +171,35 @@ def compatible_drafts(target_path, candidates, max_fraction: float = 0.5) -> lis
 
 def library_drafts(target_path) -> list[str]:
     """compatible_drafts over the models of the user's library (app.library)."""
-    lib = ModelLibrary()
-    paths = [e.file_path(lib.folder) for e in lib.list() if lib.status(e) == "ok"]
-    return compatible_drafts(target_path, paths)
+    return [path for _, path in library_draft_choices(target_path)]
+
+
+def library_draft_choices(target_path, library=None) -> list[tuple[str, str]]:
+    """(name, path) of the library's models that can draft for the target, smallest first (what
+    the window's settings offer)."""
+    lib = library or ModelLibrary()
+    names = {str(e.file_path(lib.folder)): e.name for e in lib.list() if lib.status(e) == "ok"}
+    return [(names[p], p) for p in compatible_drafts(target_path, list(names))]
+
+
+def resolve_draft(target_path, draft: str | None) -> str | None:
+    """The draft model's path from what was asked: "auto" is the library's smallest compatible
+    model (None when it holds none), anything else a path or a library name (resolve_model)."""
+    if not draft:
+        return None
+    if draft == "auto":
+        found = library_drafts(target_path)
+        return found[0] if found else None
+    return resolve_model(draft)
+
+
+def draft_memory(target_report, draft_path, kv_type: str) -> tuple[str, str]:
+    """The memory pre-flight of the target and its draft together, each with its KV cache at the
+    target's context: (ok|warn|refuse, the one-line message). `target_report`: the target's
+    app.library.preflight report at the context it will run."""
+    d = preflight(draft_path, target_report.n_ctx, kv_type)
+    return memory_verdict(target_report.needed_bytes + d.needed_bytes,
+                          target_report.available_bytes, target_report.total_bytes)
 
 
 class DraftModel:

@@ -29,6 +29,8 @@ from app.engine.generate import Event, Finished, GenerationRequest, PromptProgre
 from app.engine.kvkeeper import DEFAULT_RAM_BUDGET_BYTES, StateKeeper
 from app.engine.kvstore import KVStore
 from app.engine.sampler import SamplerSettings
+from app.engine.speculative import draft_memory, library_draft_choices, resolve_draft
+from app.errors import LlambdaError, one_line
 
 log = logging.getLogger(__name__)
 
@@ -59,12 +61,29 @@ class RealEngine:
     # -- loading -------------------------------------------------------------------------------
 
     def load(self, path: str, n_ctx: int, n_threads: int, progress: Callable[[float], None],
-             kv_type: str = "f16") -> dict:
+             kv_type: str = "f16", speculation: dict | None = None) -> dict:
+        """speculation: {"speculation": off|lookup|draft, "draft": "auto" or a path, "draft_max"}
+        (the window's settings; None: the defaults). A draft that cannot be used (none in the
+        library, too big for memory with the model, another vocabulary) leaves prompt lookup on,
+        and "speculation_note" says why in one line."""
         self._unload()
         progress(0.05)
+        spec = {"speculation": D.SPECULATION, "draft": D.DRAFT, "draft_max": D.DRAFT_MAX, **(speculation or {})}
+        draft, note, why = None, "", None
+        if spec["speculation"] == "draft":
+            draft, note, n_ctx, why = plan_draft(path, spec["draft"], int(n_ctx), kv_type)
+        mode = spec["speculation"] if spec["speculation"] != "draft" else "lookup"
         engine = Engine.load(path, n_ctx=int(n_ctx) or None, n_threads=int(n_threads), kv_type=kv_type,
-                             kv_store=self._keeper())
+                             kv_store=self._keeper(), speculation=mode, draft_max=int(spec["draft_max"]))
         try:
+            if why is not None:
+                engine.n_ctx_reason = why
+            if draft:
+                try:
+                    engine.set_speculation("draft", draft, int(spec["draft_max"]), kv_type)
+                except LlambdaError as e:       # another vocabulary, an unsupported file...
+                    note = f"The draft model is not used: {one_line(str(e))}"
+                    log.warning("draft %s not used: %s", draft, e)
             progress(0.9)
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
@@ -80,7 +99,9 @@ class RealEngine:
                 "pool_size": engine.n_threads, "isa": getattr(decoder, "isa", ""),
                 "kv_cache_bytes": getattr(decoder, "kv_bytes", 0),
                 "template_family": getattr(template, "family", None),
-                "template_warnings": list(self.warnings), **template_facts(template)}
+                "template_warnings": list(self.warnings), **template_facts(template),
+                "speculation_kind": self.speculation().get("spec_kind", "off"),
+                "speculation_note": note, "drafts": draft_choices(path)}
 
     def _keeper(self) -> StateKeeper:
         """The saved states' keeper, its memory budget a quarter of the memory free now (1 GiB at
@@ -252,6 +273,39 @@ class RealEngine:
         if self.engine is None:
             return 0, 0
         return self.engine.session.n_past, self.engine.n_ctx
+
+
+def plan_draft(path: str, draft: str, n_ctx: int, kv_type: str) -> tuple[str | None, str, int, str | None]:
+    """Before loading `path` with a draft model: (the draft's path or None, a one-line note when it
+    is not used, the context, why that context or None). The memory pre-flight counts both
+    models, as `llambda generate --draft` does (app.engine.speculative.draft_memory)."""
+    from app.gguf import open_gguf
+    from app.library.preflight import fitting_context, preflight
+
+    try:
+        found = resolve_draft(path, draft)
+    except (LlambdaError, OSError) as e:     # a draft that is gone, an unreadable library
+        return None, f"The draft model is not used: {one_line(str(e))}", n_ctx, None
+    if found is None:
+        return None, "No model in the library can draft for this one: prompt lookup instead.", n_ctx, None
+    why = None
+    if not n_ctx:           # the engine's own choice, made here so both models are counted at it
+        with open_gguf(path) as f:
+            n_ctx, why = fitting_context(f, kv_type)
+    verdict, msg = draft_memory(preflight(path, n_ctx, kv_type), found, kv_type)
+    if verdict == "refuse":
+        return None, f"The draft model is not used: with it, {msg}", n_ctx, why
+    return found, "", n_ctx, why
+
+
+def draft_choices(path: str) -> dict[str, str]:
+    """The library's models that can draft for `path`, smallest first, as {path: name} (a dict
+    crosses to the window as plain data, in order)."""
+    try:
+        return {p: n for n, p in library_draft_choices(path)}
+    except Exception as e:          # an unreadable library offers no choice, and the load goes on
+        log.info("no draft choices: %s", e)
+        return {}
 
 
 def template_facts(template) -> dict:

@@ -230,6 +230,8 @@ class ModelFilesMixin:
                 "which are much slower.")
         if info.get("template_note"):        # the model's own chat template is not used
             self._load_note = " ".join(x for x in (self._load_note, info["template_note"]) if x)
+        if info.get("speculation_note"):     # the draft model asked for is not used, and why
+            self._load_note = " ".join(x for x in (self._load_note, info["speculation_note"]) if x)
         self.show_notice(self._load_note)
         self._load_note = ""
         self.statusBar().showMessage(f"Ready: {info.get('name') or os.path.basename(info.get('path', ''))}", 4000)

@@ -1,6 +1,7 @@
 """The settings dialog: this conversation's system prompt and sampling, the engine's context
-length, threads (0 = automatic), context-overflow policy and the disk kept for saved
-conversation states, and the look (system, light or dark).
+length, threads (0 = automatic), context-overflow policy, the disk kept for saved
+conversation states and speculative decoding (off, prompt lookup, or a draft model: automatic or
+one of the library's compatible drafts for the open model), and the look (system, light or dark).
 Each setting has one line under it saying what it does; Reset to defaults puts the defaults
 back (the system prompt stays). It only edits plain dicts; the window saves them through
 `ChatState.save_settings` and the theme through the settings store.
@@ -8,13 +9,15 @@ back (the system prompt stays). It only edits plain dicts; the window saves them
 
 from __future__ import annotations
 
+import os
+
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
     QComboBox, QDialog, QDialogButtonBox, QDoubleSpinBox, QFormLayout, QFrame, QGroupBox, QLabel, QPlainTextEdit,
     QPushButton, QScrollArea, QSpinBox, QVBoxLayout, QWidget,
 )
 
-from app.chats.settings import MAX_KV_BUDGET_MB
+from app.chats.settings import MAX_DRAFT_MAX, MAX_KV_BUDGET_MB
 from app.ui.state import ENGINE_DEFAULTS, OVERFLOW_POLICIES, SAMPLING_DEFAULTS
 
 THEMES = (("system", "Follow the system"), ("light", "Light"), ("dark", "Dark"))
@@ -33,8 +36,29 @@ HELP = {
     "When the context is full": "Go on by forgetting the oldest messages, or stop the reply.",
     "Saved conversation states": "Disk kept so a conversation you reopen answers at once; "
                                  "the least recently used go first (off: none kept).",
+    "Speculation": "Guess tokens ahead and check several at once: the same reply, sooner (reloads the model).",
+    "Most guesses per pass": "The most tokens guessed ahead each time; more pays when guesses are often right.",
     "Theme": "Light or dark colours, or the same as the rest of your desktop.",
 }
+
+SPECULATION_LABELS = {
+    "off": "Off: one token at a time",
+    "lookup": "From the conversation (prompt lookup)",
+    "auto": "Draft model: automatic (the smallest compatible in the library)",
+}
+
+
+def speculation_choices(drafts: dict[str, str], current: tuple[str, str]) -> list[tuple[str, str, str]]:
+    """(label, mode, draft) of each choice: off, prompt lookup, an automatic draft, each
+    compatible draft by name, and the saved draft when it is not among them (kept, not lost)."""
+    out = [(SPECULATION_LABELS["off"], "off", ""), (SPECULATION_LABELS["lookup"], "lookup", ""),
+           (SPECULATION_LABELS["auto"], "draft", "auto")]
+    out += [(f"Draft model: {name}", "draft", path) for path, name in drafts.items()]
+    mode, draft = current
+    if mode == "draft" and draft not in [c[2] for c in out]:
+        out.append((f"Draft model: {os.path.basename(draft)} (not in the library's choices for this model)",
+                    "draft", draft))
+    return out
 
 OVERFLOW_LABELS = {
     "shift": "Drop the oldest messages and go on (context shift)",
@@ -61,9 +85,10 @@ def _with_help(widget: QWidget, name: str) -> QWidget:
 
 class SettingsDialog(QDialog):
     def __init__(self, system_prompt: str, sampling: dict, engine: dict, max_threads: int, parent=None,
-                 theme: str = "system", measured: dict | None = None):
+                 theme: str = "system", measured: dict | None = None, drafts: dict | None = None):
         """measured: the thread counts `llambda bench --threads auto` found fastest
-        (app.engine.threads.load_measured()); when given, a button offers the generation one."""
+        (app.engine.threads.load_measured()); when given, a button offers the generation one.
+        drafts: the library's models that can draft for the open model ({path: name})."""
         super().__init__(parent)
         self.setWindowTitle("Settings")
         self.setObjectName("settingsDialog")
@@ -150,6 +175,20 @@ class SettingsDialog(QDialog):
                                engine.get("kv_budget_mb", ENGINE_DEFAULTS["kv_budget_mb"]), "off", target=eform)
         self.kv_budget.setSuffix(" MB")
         self.kv_budget.setSingleStep(256)
+        self.speculation = QComboBox()
+        self.speculation.setAccessibleName("Speculation")
+        current = (engine.get("speculation", ENGINE_DEFAULTS["speculation"]),
+                   engine.get("draft", ENGINE_DEFAULTS["draft"]))
+        self.speculation_choices = speculation_choices(dict(drafts or {}), current)
+        for label, _, _ in self.speculation_choices:
+            self.speculation.addItem(label)
+        self.speculation.setCurrentIndex(self._speculation_index(*current))
+        eform.addRow("Speculation", _with_help(self.speculation, "Speculation"))
+        self.draft_max = ispin("Most guesses per pass", 1, MAX_DRAFT_MAX,
+                               engine.get("draft_max", ENGINE_DEFAULTS["draft_max"]), target=eform)
+        self.speculation.currentIndexChanged.connect(
+            lambda i: self.draft_max.setEnabled(self.speculation_choices[i][1] != "off"))
+        self.draft_max.setEnabled(current[0] != "off")
         lay.addWidget(eng)
 
         look = QGroupBox("Appearance")
@@ -198,7 +237,15 @@ class SettingsDialog(QDialog):
         self.threads.setValue(e["threads"])
         self.overflow.setCurrentIndex(OVERFLOW_POLICIES.index(e["overflow"]))
         self.kv_budget.setValue(e["kv_budget_mb"])
+        self.speculation.setCurrentIndex(self._speculation_index(e["speculation"], e["draft"]))
+        self.draft_max.setValue(e["draft_max"])
         self.theme.setCurrentIndex(0)
+
+    def _speculation_index(self, mode: str, draft: str) -> int:
+        for i, (_, m, d) in enumerate(self.speculation_choices):
+            if m == mode and (m != "draft" or d == draft):
+                return i
+        return 1                        # prompt lookup, the default
 
     def theme_choice(self) -> str:
         return self.theme.currentData()
@@ -213,6 +260,9 @@ class SettingsDialog(QDialog):
         engine = {"n_ctx": self.n_ctx.value(), "threads": self.threads.value(),
                   "overflow": self.overflow.currentData(), "kv_type": self.kv_type.currentData(),
                   "kv_budget_mb": self.kv_budget.value()}
+        _, mode, draft = self.speculation_choices[self.speculation.currentIndex()]
+        engine.update({"speculation": mode, "draft": draft or ENGINE_DEFAULTS["draft"],
+                       "draft_max": self.draft_max.value()})
         return self.system_prompt.toPlainText(), sampling, engine
 
 

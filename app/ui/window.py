@@ -980,7 +980,7 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         dlg = SettingsDialog(conv.system_prompt if conv else (self.state.get("system_prompt_default", "") or ""),
                              self.state.sampling(), self.state.engine_settings(), os.cpu_count() or 1, self,
                              theme=self.state.get("theme", "system") or "system",
-                             measured=load_measured())
+                             measured=load_measured(), drafts=(self.model_info or {}).get("drafts", {}))
         dlg.accepted.connect(self.on_settings_accepted)
         self.settings_dialog = dlg
         dlg.open()
@@ -997,7 +997,8 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         if self.state.current_id is None:
             self.state.put("system_prompt_default", system)
         self.state.save_settings(system, sampling, engine)
-        reload_needed = any(before.get(k) != engine.get(k) for k in ("n_ctx", "threads", "kv_type"))
+        reload_needed = any(before.get(k) != engine.get(k)
+                            for k in ("n_ctx", "threads", "kv_type", "speculation", "draft", "draft_max"))
         if before.get("kv_budget_mb") != engine.get("kv_budget_mb"):
             emit(self.kv_budget_changed, int(engine["kv_budget_mb"]))
         if reload_needed and self.model_info is not None and self.worker.loaded_path and not self.generating:

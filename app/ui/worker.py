@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Callable, Iterator, Protocol
 
 from PySide6.QtCore import QObject, QThread, Signal, Slot
 
+from app import defaults as D
 from app import logs
 from app.errors import LlambdaError, one_line
 from app.ui.prompt_meter import MIN_TOKENS_FOR_SPEED, PromptMeter, Ticker as _Ticker
@@ -310,6 +311,9 @@ class EngineWorker(QObject):
             trained = int(info.get("context_length") or 0) or 4096   # no length in the file: a usual size
             n_ctx = min(int(options.get("n_ctx") or 0), trained)    # 0: the engine picks what fits
             extra = {"kv_type": options["kv_type"]} if options.get("kv_type", "f16") != "f16" else {}
+            spec = {k: options[k] for k in ("speculation", "draft", "draft_max") if k in options}
+            if spec and spec != {k: D.ENGINE[k] for k in spec}:     # not the defaults: say so
+                extra["speculation"] = spec
             facts = engine.load(path, n_ctx, int(options.get("threads") or 0), progress, **extra)
         except Exception as e:
             self.loaded_path = None

@@ -3,7 +3,8 @@ switches and for llama.cpp goldens: QKV biases (qwen2), QK-norm (qwen3), Llama-3
 Mistral-style sliding_window key (llama), post-norms, GeGLU, soft-caps, sliding windows and
 embedding scale (gemma2; gemma without the norms, caps and windows), QK-norm + 5:1 local/global
 layers with their own rope base and head_dim != n_embd / n_head (gemma3), fused QKV and gate/up
-tensors, partial rotary dimensions and LongRoPE short/long factors (phi3). Written with
+tensors, partial rotary dimensions and LongRoPE short/long factors (phi3), linear and YaRN RoPE
+scaling (llama, qwen2). Written with
 gguf.GGUFWriter with the tiny byte-level vocabulary of tests/synth.py (so llama.cpp loads them);
 norm weights random, not ones.
 """
@@ -35,6 +36,12 @@ FEATURES = {
     "phi3": dict(fused=True, rope_dim=8, longrope=True, orig_ctx=4096),
     # ... and the long ones past it (512 > 256)
     "phi3_long": dict(arch="phi3", fused=True, rope_dim=8, longrope=True, orig_ctx=256),
+    # RoPE scaling as the files' rope.scaling.* keys say it: linear (positions divided by the
+    # factor), and YaRN the way Qwen2.5 sets it (type yarn, factor 4, the original context the
+    # training length: llama.cpp's n_ctx 512 = 4 x 128), in NeoX (qwen2) and normal (llama) order
+    "llama_linear": dict(arch="llama", rope_scaling="linear", rope_factor=4.0),
+    "qwen2_yarn": dict(arch="qwen2", biases=True, rope_scaling="yarn", rope_factor=4.0, orig_ctx=128),
+    "llama_yarn": dict(arch="llama", rope_scaling="yarn", rope_factor=4.0, orig_ctx=128),
 }
 
 
@@ -73,6 +80,11 @@ def write_arch_model(path: str | Path, name: str, seed: int = 0, n_embd: int = 6
     if f.get("longrope"):
         w.add_uint32(f"{arch}.rope.scaling.original_context_length", f["orig_ctx"])
         w.add_float32(f"{arch}.rope.scaling.attn_factor", 1.1)
+    if f.get("rope_scaling"):
+        w.add_string(f"{arch}.rope.scaling.type", f["rope_scaling"])
+        w.add_float32(f"{arch}.rope.scaling.factor", f["rope_factor"])
+        if "orig_ctx" in f:
+            w.add_uint32(f"{arch}.rope.scaling.original_context_length", f["orig_ctx"])
     w.add_file_type(0)
     if f.get("sliding_window"):
         w.add_uint32(f"{arch}.attention.sliding_window", f["sliding_window"])

@@ -6,7 +6,11 @@ GeGLU, soft-caps, alternate sliding-window layers, embedding scale; gemma: GeGLU
 scale alone; and at 27B's 46 layers, queries scaled by 1/sqrt(n_embd / n_head)), gemma3 (QK-norm, 5 local
 layers to 1 global, local RoPE base 10000, head_dim 24 != n_embd / n_head), phi3 (fused QKV and
 gate/up, 8 of 16 head dims rotated, LongRoPE short factors within the original context and long
-ones past it, attention factor 1.1). Context 512 positions, as llama.cpp ran them.
+ones past it, attention factor 1.1), RoPE scaling from the rope.scaling.* keys: linear (llama,
+factor 4) and YaRN as Qwen2.5 sets it (factor 4 over an original context of 128; qwen2 in NeoX
+order, llama in normal order). Context 512 positions, as llama.cpp ran them. (A wrong scaling is
+far outside the bounds below: no scaling on the linear model, KLD 1.7; YaRN taken as linear, 0.94;
+YaRN with the original context 512 instead of 128, 0.035.)
 
 All weights F32, KV cache f32 on both sides, so only summation order differs. Tolerances:
 - prompt logits (12 positions, one batch) vs llama.cpp: max |diff| < 2e-3 for the SiLU
@@ -21,7 +25,8 @@ All weights F32, KV cache f32 on both sides, so only summation order differs. To
   max 2.2e-6 for the 46-layer gemma2); a quantized model's noise floor is ~4e-3;
 - the same vs the numpy reference: max |diff| < 1e-3;
 - 32 greedy tokens, one decode call each as generation runs: equal to llama.cpp's, token for
-  token (llama.cpp's smallest top-two gap on these runs is 0.003, above the noise of 1e-4).
+  token (llama.cpp's smallest top-two gap on these runs is 0.0014, qwen2_yarn's; above the
+  noise of 1e-4).
 """
 from __future__ import annotations
 
@@ -129,7 +134,7 @@ def test_a_tensor_of_the_wrong_shape_is_named(tmp_path):
             CDecoder(f, cfg, 16, n_threads=1)
 
 
-@pytest.mark.parametrize("name", ["gemma3", "phi3", "llama_variant"])
+@pytest.mark.parametrize("name", ["gemma3", "phi3", "llama_variant", "llama_linear"])
 def test_kv_shift_equals_decoding_the_shorter_sequence(name, tmp_path):
     """Dropping cache positions re-rotates the later keys: a local layer's own RoPE base (gemma3),
     frequency divisors, and LongRoPE's attention factor (applied once, not again). One layer, so
@@ -147,3 +152,13 @@ def test_kv_shift_equals_decoding_the_shorter_sequence(name, tmp_path):
         with CDecoder(f, cfg, 64, kv_type="f32", n_threads=1) as d:
             fresh = d.decode(keep + [7], 0)
     assert np.abs(shifted - fresh).max() < 1e-4, np.abs(shifted - fresh).max()
+
+
+def test_a_yarn_cache_is_not_shifted(tmp_path):
+    """YaRN scales the keys' magnitude with their angles, so a second rotation would scale them
+    twice: the decoder refuses the shift and the caller decodes the moved tokens again."""
+    path = write_arch_model(tmp_path / "yarn.gguf", "qwen2_yarn", seed=4, n_layer=1)
+    with open_gguf(path) as f:
+        with CDecoder(f, config_from_gguf(f), 64, kv_type="f32", n_threads=1) as d:
+            d.decode(list(range(3, 23)), 0)
+            assert not d.kv_shift(2, 4, 20)

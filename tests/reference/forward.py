@@ -36,15 +36,31 @@ def rms_norm(x: np.ndarray, w: np.ndarray, eps: float) -> np.ndarray:
 
 
 def rope(x: np.ndarray, pos: np.ndarray, n_rot: int, base: float, neox: bool,
-         freq_factors: np.ndarray | None = None, attn_factor: float = 1.0) -> np.ndarray:
+         freq_factors: np.ndarray | None = None, attn_factor: float = 1.0,
+         scaling: str = "none", factor: float = 1.0, n_ctx_orig: int = 0) -> np.ndarray:
     """x: (T, H, D) rotated at positions pos (T,). Normal order rotates pairs (2i, 2i+1), NeoX
     order pairs (i, i + n_rot/2); dims past n_rot pass through. freq_factors (n_rot/2,): divisors
     of the pairs' frequencies (GGUF rope_freqs.weight, LongRoPE factors); attn_factor scales cos and
-    sin (LongRoPE's magnitude factor)."""
+    sin (LongRoPE's magnitude factor). scaling "linear": angles divided by `factor`; "yarn" (Peng et
+    al. 2023): pair i keeps its angle below the dimension where it turns 32 times over n_ctx_orig,
+    is divided by `factor` above the one where it turns once, a linear ramp between; cos and sin
+    scaled by 1 + 0.1 ln(factor)."""
     half = n_rot // 2
-    inv_freq = base ** (-2.0 * np.arange(half, dtype=np.float64) / n_rot)
+    i = np.arange(half, dtype=np.float64)
+    inv_freq = base ** (-2.0 * i / n_rot)
     if freq_factors is not None:
         inv_freq = inv_freq / freq_factors.astype(np.float64)
+    if scaling == "linear":
+        inv_freq = inv_freq / factor
+    elif scaling == "yarn":
+        def corr_dim(turns):
+            return n_rot * np.log(n_ctx_orig / (turns * 2 * np.pi)) / (2 * np.log(base))
+        lo, hi = max(0.0, np.floor(corr_dim(32.0))), min(n_rot - 1.0, np.ceil(corr_dim(1.0)))
+        keep = 1.0 - np.clip((i - lo) / max(0.001, hi - lo), 0.0, 1.0)   # share of the original angle
+        inv_freq = inv_freq * (keep + (1.0 - keep) / factor)
+        attn_factor = attn_factor * (1.0 + 0.1 * np.log(factor))
+    elif scaling != "none":
+        raise NotImplementedError(f"rope scaling {scaling!r}")
     theta = pos[:, None].astype(np.float64) * inv_freq[None, :]            # (T, half)
     cos = (np.cos(theta) * attn_factor)[:, None, :].astype(np.float32)
     sin = (np.sin(theta) * attn_factor)[:, None, :].astype(np.float32)
@@ -88,8 +104,8 @@ class ReferenceModel:
             if c.spec.fused_ffn:
                 up = self.w[p + "ffn_up.weight"]
                 self.w[p + "ffn_gate.weight"], self.w[p + "ffn_up.weight"] = up[:c.n_ff], up[c.n_ff:]
-        if self.cfg.spec.norm_kind != "rms" or self.cfg.rope_scaling != "none":
-            raise NotImplementedError("reference covers RMS norm without RoPE scaling only")
+        if self.cfg.spec.norm_kind != "rms" or self.cfg.rope_scaling not in ("none", "linear", "yarn"):
+            raise NotImplementedError("reference covers RMS norm with no, linear or YaRN RoPE scaling only")
 
     def _opt(self, name: str):
         return self.w.get(name)
@@ -121,8 +137,11 @@ class ReferenceModel:
             neox = spec.rope_kind == "neox"
             base = layer_rope_base(c, il) or c.rope_base
             ff = self.freq_factors
-            q = rope(q, pos, c.rope_dim, base, neox, ff, c.rope_attn_factor)
-            k = rope(k, pos, c.rope_dim, base, neox, ff, c.rope_attn_factor)
+            sc = dict(scaling=c.rope_scaling, factor=c.rope_scale, n_ctx_orig=c.rope_orig_ctx or c.n_ctx_train)
+            if layer_rope_base(c, il):          # a local layer's own base: unscaled
+                sc = {}
+            q = rope(q, pos, c.rope_dim, base, neox, ff, c.rope_attn_factor, **sc)
+            k = rope(k, pos, c.rope_dim, base, neox, ff, c.rope_attn_factor, **sc)
             if self.kv_f16:
                 k = k.astype(np.float16).astype(np.float32)
                 v = v.astype(np.float16).astype(np.float32)

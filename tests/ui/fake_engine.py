@@ -31,8 +31,10 @@ class FakeEngine:
         self.used = 0
         self.calls: list[tuple[list, dict]] = []
         self.busy = [0, 0]
+        self.load_options: dict = {}     # the keyword options of the last load (kv_type, speculation)
 
-    def load(self, path, n_ctx, n_threads, progress):
+    def load(self, path, n_ctx, n_threads, progress, **options):
+        self.load_options = dict(options)
         if self.fail_load:
             raise ValueError(self.fail_load)
         for i in range(1, 11):

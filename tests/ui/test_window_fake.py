@@ -185,8 +185,8 @@ def test_restart_finds_history_settings_and_geometry(qtbot, make_window, smollm2
     assert [m.text for m in w2.chat.messages] == ["remember me", engine.reply]
     assert w2.state.current().system_prompt == "You are terse."
     assert w2.state.sampling()["temperature"] == 0.3 and w2.state.sampling()["seed"] == 42
-    assert w2.state.engine_settings() == {"n_ctx": D.N_CTX, "threads": 1, "overflow": "stop", "kv_type": D.KV_TYPE,
-                                          "kv_budget_mb": 512}
+    assert w2.state.engine_settings() == {**D.ENGINE, "n_ctx": D.N_CTX, "threads": 1, "overflow": "stop",
+                                          "kv_type": D.KV_TYPE, "kv_budget_mb": 512}
     assert w2.load_last_used()
     qtbot.waitUntil(lambda: w2.model_info is not None, timeout=10000)
     e2 = w2.worker._engine

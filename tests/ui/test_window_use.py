@@ -529,6 +529,7 @@ def test_settings_explain_themselves_reset_and_theme(qtbot, make_window):
     helps = {l.accessibleName(): l.text() for l in dlg.findChildren(QLabel) if l.objectName() == "settingHelp"}
     for name in ("Temperature", "Top-k", "Top-p", "Min-p", "Repeat penalty", "Seed", "Max tokens",
                  "Context length", "Threads", "When the context is full", "Saved conversation states", "Theme",
+                 "Speculation", "Most guesses per pass",
                  "System prompt"):
         assert helps.get(f"{name}: help") == HELP[name] and HELP[name]
     dlg.temperature.setValue(1.7)
