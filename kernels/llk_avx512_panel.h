@@ -147,8 +147,8 @@ PANEL_INLINE void tile512_legacy(const uint8_t *P, size_t ent, int has_m, int is
                 const int tb = 2 * q + 1 < nt ? 2 * q + 1 : 2 * q;
                 const llk_block_q8_32x8 *Ga = (const llk_block_q8_32x8 *)((const uint8_t *)G + (size_t)(2 * q) * as);
                 const llk_block_q8_32x8 *Gb = (const llk_block_q8_32x8 *)((const uint8_t *)G + (size_t)tb * as);
-                const __m512i I = pair_totals(block_products(&L, is_signed, Ga->qs[j]),
-                                              block_products(&L, is_signed, Gb->qs[j]));
+                const __m512i ia = block_products(&L, is_signed, Ga->qs[j]);
+                const __m512i I = pair_totals(ia, tb == 2 * q ? ia : block_products(&L, is_signed, Gb->qs[j]));
                 const __m512 dx = _mm512_mask_blend_ps(0xaaaa, _mm512_set1_ps(Ga->d[j]), _mm512_set1_ps(Gb->d[j]));
                 acc[q] = _mm512_fmadd_ps(_mm512_mul_ps(dw, dx), _mm512_cvtepi32_ps(I), acc[q]);
             }
