@@ -2,7 +2,8 @@
  *
  * Each type has a row dequantizer (blocks -> float) and a dot product against the activation
  * format it consumes (float32, q8_32 or q8_256). Written for clarity, not speed; the SIMD files
- * must agree with these within the tolerances named in tests/kernels.
+ * must compute the same floats, bit for bit (the summation contract in llk_internal.h; held by
+ * tests/kernels/test_bitexact.py), so the float operations written here are the spec.
  * Lengths are already checked by the caller (a multiple of the type's block size).
  */
 #include "llk_internal.h"
