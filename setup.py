@@ -19,6 +19,9 @@ sys.path.insert(0, os.path.join(HERE, "kernels"))
 import build_ffi  # noqa: E402  (kernels/build_ffi.py)
 
 KERNELS = os.path.join(HERE, "kernels")
+# What a kernel file may include: headers, and the .inc fragments (kernel code compiled into more
+# than one ISA file, e.g. llk_simd256.inc into llk_avx2.c and llk_avx512.c).
+HEADERS = (".h", ".inc")
 
 
 def _is_x86() -> bool:
@@ -46,11 +49,11 @@ class BuildKernels(build_ext):
                     include_dirs=[KERNELS],
                     extra_postargs=common + flags,
                     debug=self.debug,
-                    depends=[os.path.join(KERNELS, h) for h in os.listdir(KERNELS) if h.endswith(".h")],
+                    depends=[os.path.join(KERNELS, h) for h in os.listdir(KERNELS) if h.endswith(HEADERS)],
                 )
             ext.extra_objects = list(ext.extra_objects or []) + objects
             ext.depends = list(ext.depends or []) + [
-                os.path.join(KERNELS, f) for f in os.listdir(KERNELS) if f.endswith((".c", ".h"))
+                os.path.join(KERNELS, f) for f in os.listdir(KERNELS) if f.endswith((".c",) + HEADERS)
             ]
         super().build_extension(ext)
 
@@ -70,7 +73,7 @@ class SdistWithKernels(sdist):
     """sdist that carries the kernel sources (they are not Extension sources, see above)."""
 
     def make_distribution(self):
-        for pattern in ("kernels/*.c", "kernels/*.h", "kernels/*.py", "resources/**/*"):
+        for pattern in ("kernels/*.c", "kernels/*.h", "kernels/*.inc", "kernels/*.py", "resources/**/*"):
             self.filelist.extend(sorted(f for f in glob.glob(pattern, root_dir=HERE, recursive=True)
                                         if os.path.isfile(os.path.join(HERE, f))))
         super().make_distribution()

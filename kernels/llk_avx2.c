@@ -1,5 +1,5 @@
 /* llk_avx2.c — the AVX2 + FMA + F16C level. Built with -mavx2 -mfma -mf16c; called only after
- * dispatch has seen those features. The kernels themselves are in llk_simd256.h; this file gives
+ * dispatch has seen those features. The kernels themselves are in llk_simd256.inc; this file gives
  * them their two AVX2 primitives. */
 #include "llk_internal.h"
 
@@ -23,7 +23,7 @@ static inline __m256i bits32_x16(const uint8_t qh[4]) {
     return _mm256_and_si256(v, _mm256_set1_epi8(0x10));
 }
 
-#include "llk_simd256.h"
+#include "llk_simd256.inc"
 #include "llk_avx2_panel.h"
 
 void llk_fill_avx2(llk_kernels *k) {

@@ -2,7 +2,7 @@
  * LLK_VNNI=1, exported as llk_fill_avx512vnni) and without (llk_fill_avx512). Called only after
  * dispatch has seen the features. Each kernel matches its twin in llk_ref.c.
  *
- * The table starts from llk_simd256.h's kernels, recompiled here with dot_us() as VNNI's vpdpbusd
+ * The table starts from llk_simd256.inc's kernels, recompiled here with dot_us() as VNNI's vpdpbusd
  * (u8 x s8 -> i32 in one instruction, where AVX2 needs maddubs + madd) and bits -> bytes through a
  * mask register. Then the hot dots are replaced by 512-bit ones: float types 16 lanes at a time;
  * legacy 32-blocks two blocks per zmm (dots and 1 x 4 matmul kernels); K-quants and IQ4_XS 64
@@ -38,34 +38,50 @@ static inline __m256i bits32_x16(const uint8_t qh[4]) {
     return _mm256_maskz_mov_epi8((__mmask32)b, _mm256_set1_epi8(0x10));
 }
 
-#include "llk_simd256.h"
+#include "llk_simd256.inc"
 #include "llk_avx2_panel.h"
 #include "llk_avx512_panel.h"
 
 /* --- float types: 16 lanes ------------------------------------------------------------------- */
 
 /* z0, z1 are lanes 0-15 and 16-31 of the contract's 32 (llk_ref.c); the tail and the fold are
- * the 256-bit kernels' on their halves. Plain loads in the main loop: masked loads of streamed data
- * run far below memory speed here. */
-#define FLOAT_DOT_512(NAME, LOAD16, LOAD8, W1)                                                    \
-    static float NAME(const void *w, const void *a, int64_t n) {                                  \
-        const uint8_t *p = (const uint8_t *)w; const float *x = (const float *)a;                 \
-        __m512 z0 = _mm512_setzero_ps(), z1 = z0;                                                 \
-        int64_t i = 0;                                                                            \
-        for (; i + 32 <= n; i += 32) {                                                            \
-            z0 = _mm512_fmadd_ps(LOAD16(i), _mm512_loadu_ps(x + i), z0);                          \
-            z1 = _mm512_fmadd_ps(LOAD16(i + 16), _mm512_loadu_ps(x + i + 16), z1);                \
-        }                                                                                         \
-        __m256 s0 = _mm512_castps512_ps256(z0), s1 = _mm512_extractf32x8_ps(z0, 1);               \
-        __m256 s2 = _mm512_castps512_ps256(z1), s3 = _mm512_extractf32x8_ps(z1, 1);               \
-        FLOAT_DOT_FINISH(LOAD8, W1)                                                               \
+ * the 256-bit kernels' on their halves (float_dot_finish). Plain loads in the main loop: masked
+ * loads of streamed data run far below memory speed here. */
+typedef __m512 (*float_load16_fn)(const uint8_t *p, int64_t i);
+
+static inline __m512 f32x16_at(const uint8_t *p, int64_t i) { return _mm512_loadu_ps((const float *)(p + 4 * i)); }
+static inline __m512 f16x16_at(const uint8_t *p, int64_t i) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p + 2 * i)));
+}
+static inline __m512 bf16x16_at(const uint8_t *p, int64_t i) {
+    __m512i h = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(p + 2 * i)));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(h, 16));
+}
+
+KERNEL_INLINE float float_dot_512(const void *w, const void *a, int64_t n, float_load16_fn load16,
+                                  float_load8_fn load8, float_load1_fn load1) {
+    const uint8_t *p = (const uint8_t *)w;
+    const float *x = (const float *)a;
+    __m512 z0 = _mm512_setzero_ps(), z1 = z0;
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        z0 = _mm512_fmadd_ps(load16(p, i), _mm512_loadu_ps(x + i), z0);
+        z1 = _mm512_fmadd_ps(load16(p, i + 16), _mm512_loadu_ps(x + i + 16), z1);
     }
-#define F32X16(i) _mm512_loadu_ps((const float *)(p + 4 * (i)))
-#define F16X16(i) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p + 2 * (i))))
-#define BF16X16(i) _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(p + 2 * (i)))), 16))
-FLOAT_DOT_512(dot_f32_512, F32X16, F32X8, F32_1)
-FLOAT_DOT_512(dot_f16_512, F16X16, F16X8, F16_1)
-FLOAT_DOT_512(dot_bf16_512, BF16X16, BF16X8, BF16_1)
+    __m256 s0 = _mm512_castps512_ps256(z0), s1 = _mm512_extractf32x8_ps(z0, 1);
+    __m256 s2 = _mm512_castps512_ps256(z1), s3 = _mm512_extractf32x8_ps(z1, 1);
+    return float_dot_finish(p, x, n, i, s0, s1, s2, s3, load8, load1);
+}
+
+static float dot_f32_512(const void *w, const void *a, int64_t n) {
+    return float_dot_512(w, a, n, f32x16_at, f32x8_at, f32_at);
+}
+static float dot_f16_512(const void *w, const void *a, int64_t n) {
+    return float_dot_512(w, a, n, f16x16_at, f16x8_at, f16_at);
+}
+static float dot_bf16_512(const void *w, const void *a, int64_t n) {
+    return float_dot_512(w, a, n, bf16x16_at, bf16x8_at, bf16_at);
+}
 
 static void deq_f16_512(const void *x, float *y, int64_t n) {
     const uint16_t *p = (const uint16_t *)x;
@@ -113,17 +129,37 @@ static inline __m512i hbits64(const uint8_t qa[4], const uint8_t qb[4]) {
     uint32_t ha, hb; memcpy(&ha, qa, 4); memcpy(&hb, qb, 4);
     return _mm512_maskz_mov_epi8((__mmask64)ha | ((__mmask64)hb << 32), _mm512_set1_epi8(0x10));
 }
-static inline __m512i lv2_q4_0(const blk_q4_0 *B) { return nib64(B[0].qs, B[1].qs); }
-static inline __m512i lv2_q4_1(const blk_q4_1 *B) { return nib64(B[0].qs, B[1].qs); }
-static inline __m512i lv2_q5_0(const blk_q5_0 *B) { return _mm512_or_si512(nib64(B[0].qs, B[1].qs), hbits64(B[0].qh, B[1].qh)); }
-static inline __m512i lv2_q5_1(const blk_q5_1 *B) { return _mm512_or_si512(nib64(B[0].qs, B[1].qs), hbits64(B[0].qh, B[1].qh)); }
-static inline __m512i lv2_q8_0(const blk_q8_0 *B) {
-    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)B[0].qs)),
-                              _mm256_loadu_si256((const __m256i *)B[1].qs), 1);
+/* The per-type helpers of the 512-bit legacy kernels (B: the first byte of blocks 2k, 2k + 1):
+ *   pair_levels  the two blocks' 64 levels in one zmm, in the order above
+ *   pair_dot     dpbusd512 (unsigned levels) or sdot512 (signed levels: Q8_0, IQ4_NL) */
+typedef __m512i (*pair_levels_fn)(const uint8_t *B);
+typedef __m512i (*pair_dot_fn)(__m512i levels, __m512i x);
+
+static inline __m512i pair_levels_q4_0(const uint8_t *B) {
+    const blk_q4_0 *b = (const blk_q4_0 *)B;
+    return nib64(b[0].qs, b[1].qs);
 }
-static inline __m512i lv2_iq4_nl(const blk_iq4_nl *B) {
+static inline __m512i pair_levels_q4_1(const uint8_t *B) {
+    const blk_q4_1 *b = (const blk_q4_1 *)B;
+    return nib64(b[0].qs, b[1].qs);
+}
+static inline __m512i pair_levels_q5_0(const uint8_t *B) {
+    const blk_q5_0 *b = (const blk_q5_0 *)B;
+    return _mm512_or_si512(nib64(b[0].qs, b[1].qs), hbits64(b[0].qh, b[1].qh));
+}
+static inline __m512i pair_levels_q5_1(const uint8_t *B) {
+    const blk_q5_1 *b = (const blk_q5_1 *)B;
+    return _mm512_or_si512(nib64(b[0].qs, b[1].qs), hbits64(b[0].qh, b[1].qh));
+}
+static inline __m512i pair_levels_q8_0(const uint8_t *B) {
+    const blk_q8_0 *b = (const blk_q8_0 *)B;
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)b[0].qs)),
+                              _mm256_loadu_si256((const __m256i *)b[1].qs), 1);
+}
+static inline __m512i pair_levels_iq4_nl(const uint8_t *B) {
+    const blk_iq4_nl *b = (const blk_iq4_nl *)B;
     return _mm512_shuffle_epi8(_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)llk_iq4_values)),
-                               nib64(B[0].qs, B[1].qs));
+                               nib64(b[0].qs, b[1].qs));
 }
 
 /* The 8 float16 fields `off` bytes into 8 consecutive blocks of `stride` bytes (a whole group),
@@ -150,17 +186,20 @@ static inline __m256 gather_h8_perm(const uint8_t *p, int stride, int off) {
                                      _mm512_castsi512_si128(_mm512_permutex2var_epi16(lo1, i1, hi1)));
     return _mm256_cvtph_ps(r);
 }
-#define GATHER_D8(T, B, cnt) ((cnt) == 8 ? gather_h8_perm((const uint8_t *)(B) + 0, (int)sizeof(T), (int)offsetof(T, d)) \
-                                         : gather_h8((const uint8_t *)(B) + offsetof(T, d), sizeof(T), (cnt)))
-static inline __m256 cf512_q4_1(const blk_q4_1 *B, __m256 dw, int cnt) {
-    (void)dw;
-    return cnt == 8 ? gather_h8_perm((const uint8_t *)B, (int)sizeof *B, (int)offsetof(blk_q4_1, m))
-                    : gather_h8((const uint8_t *)B + offsetof(blk_q4_1, m), sizeof *B, cnt);
+/* The 8 float16 scales d of a group's blocks (bsize bytes each, d first): the permute gather for
+ * a whole group, the register inserts for a row's partial last group. */
+KERNEL_INLINE __m256 gather_d8(const uint8_t *B, const size_t bsize, int cnt) {
+    return cnt == 8 ? gather_h8_perm(B, (int)bsize, 0) : gather_h8(B, bsize, cnt);
 }
-static inline __m256 cf512_q5_1(const blk_q5_1 *B, __m256 dw, int cnt) {
+static inline __m256 act_coef512_q4_1(const uint8_t *B, __m256 dw, int cnt) {
     (void)dw;
-    return cnt == 8 ? gather_h8_perm((const uint8_t *)B, (int)sizeof *B, (int)offsetof(blk_q5_1, m))
-                    : gather_h8((const uint8_t *)B + offsetof(blk_q5_1, m), sizeof *B, cnt);
+    return cnt == 8 ? gather_h8_perm(B, (int)sizeof(blk_q4_1), (int)offsetof(blk_q4_1, m))
+                    : gather_h8(B + offsetof(blk_q4_1, m), sizeof(blk_q4_1), cnt);
+}
+static inline __m256 act_coef512_q5_1(const uint8_t *B, __m256 dw, int cnt) {
+    (void)dw;
+    return cnt == 8 ? gather_h8_perm(B, (int)sizeof(blk_q5_1), (int)offsetof(blk_q5_1, m))
+                    : gather_h8(B + offsetof(blk_q5_1, m), sizeof(blk_q5_1), cnt);
 }
 
 /* The 8 exact block totals of a group from its four pair products d_k (block 2k in lanes 0-7,
@@ -176,91 +215,123 @@ static inline __m256i pairs_to_blocks(__m512i d0, __m512i d1, __m512i d2, __m512
         _mm512_setr_epi32(0, 8, 1, 9, 2, 10, 3, 11, 0, 0, 0, 0, 0, 0, 0, 0), g));
 }
 
-/* one pair's products: DOT2 is dpbusd512 (unsigned levels) or sdot512 (signed) */
-#define PAIR_D(LV2, DOT2, X, k) DOT2(LV2(&B[2 * (k)]), _mm512_loadu_si512((const void *)(X)->qs[2 * (k)]))
+/* pair k's products: blocks 2k, 2k + 1 of B against their 64 activation bytes in G */
+KERNEL_INLINE __m512i pair_sums(const uint8_t *B, const size_t bsize, const llk_block_q8_32x8 *G, int k,
+                                pair_levels_fn pair_levels, pair_dot_fn pair_dot) {
+    return pair_dot(pair_levels(B + (size_t)(2 * k) * bsize), _mm512_loadu_si512((const void *)G->qs[2 * k]));
+}
 
-#define LEGACY_DOT512(NAME, T, LV2, DOT2, LV1, CF)                                             \
-    static float NAME(const void *w, const void *a, int64_t n) {                                  \
-        const T *blk = (const T *)w;                                                              \
-        const llk_block_q8_32x8 *ag = (const llk_block_q8_32x8 *)a;                               \
-        const int64_t nb = n / 32;                                                                \
-        __m256 acc = _mm256_setzero_ps(), accx = acc;                                             \
-        for (int64_t g = 0; 8 * g < nb; g++) {                                                    \
-            const T *B = blk + 8 * g;                                                             \
-            const llk_block_q8_32x8 *G = ag + g;                                                  \
-            const int cnt = nb - 8 * g < 8 ? (int)(nb - 8 * g) : 8;                               \
-            PREFETCH_AHEAD(B, 8 * sizeof(T));                                                     \
-            __m256 dw = GATHER_D8(T, B, cnt);                                                     \
-            __m256 S = _mm256_mul_ps(dw, _mm256_loadu_ps(G->d));                                  \
-            accx = _mm256_fmadd_ps(CF(B, dw, cnt), _mm256_loadu_ps(G->s), accx);                 \
-            __m256i I;                                                                            \
-            if (cnt == 8)                                                                         \
-                I = pairs_to_blocks(PAIR_D(LV2, DOT2, G, 0), PAIR_D(LV2, DOT2, G, 1),             \
-                                    PAIR_D(LV2, DOT2, G, 2), PAIR_D(LV2, DOT2, G, 3));            \
-            else                                                                                  \
-                I = hsum8x8i(LEG_P(LV1, 0), LEG_P(LV1, 1), LEG_P(LV1, 2), LEG_P(LV1, 3),          \
-                             LEG_P(LV1, 4), LEG_P(LV1, 5), LEG_P(LV1, 6), LEG_P(LV1, 7));         \
-            acc = _mm256_fmadd_ps(S, _mm256_cvtepi32_ps(I), acc);                                 \
-        }                                                                                         \
-        return hsum8(_mm256_add_ps(acc, accx));                                                   \
+/* legacy_dot (llk_simd256.inc) with a whole group's products two blocks per zmm */
+KERNEL_INLINE float legacy_dot512(const void *w, const void *a, int64_t n, const size_t bsize,
+                                  pair_levels_fn pair_levels, pair_dot_fn pair_dot,
+                                  leg_block_idot_fn block_idot, leg_act_coef_fn act_coef) {
+    const uint8_t *blk = (const uint8_t *)w;
+    const llk_block_q8_32x8 *ag = (const llk_block_q8_32x8 *)a;
+    const int64_t nb = n / 32;
+    __m256 acc = _mm256_setzero_ps(), accx = acc;
+    for (int64_t g = 0; 8 * g < nb; g++) {
+        const uint8_t *B = blk + (size_t)(8 * g) * bsize;
+        const llk_block_q8_32x8 *G = ag + g;
+        const int cnt = nb - 8 * g < 8 ? (int)(nb - 8 * g) : 8;
+        prefetch_ahead(B, 8 * bsize);
+        __m256 dw = gather_d8(B, bsize, cnt);
+        __m256 S = _mm256_mul_ps(dw, _mm256_loadu_ps(G->d));
+        accx = _mm256_fmadd_ps(act_coef(B, dw, cnt), _mm256_loadu_ps(G->s), accx);
+        __m256i I;
+        if (cnt == 8)
+            I = pairs_to_blocks(pair_sums(B, bsize, G, 0, pair_levels, pair_dot), pair_sums(B, bsize, G, 1, pair_levels, pair_dot),
+                                pair_sums(B, bsize, G, 2, pair_levels, pair_dot), pair_sums(B, bsize, G, 3, pair_levels, pair_dot));
+        else
+            I = hsum8x8i(leg_block_sums(B, bsize, G, 0, cnt, block_idot), leg_block_sums(B, bsize, G, 1, cnt, block_idot),
+                         leg_block_sums(B, bsize, G, 2, cnt, block_idot), leg_block_sums(B, bsize, G, 3, cnt, block_idot),
+                         leg_block_sums(B, bsize, G, 4, cnt, block_idot), leg_block_sums(B, bsize, G, 5, cnt, block_idot),
+                         leg_block_sums(B, bsize, G, 6, cnt, block_idot), leg_block_sums(B, bsize, G, 7, cnt, block_idot));
+        acc = _mm256_fmadd_ps(S, _mm256_cvtepi32_ps(I), acc);
     }
+    return hsum8(_mm256_add_ps(acc, accx));
+}
 
-LEGACY_DOT512(dot_q4_0_512, blk_q4_0, lv2_q4_0, dpbusd512, lv_q4_0, cf_q4_0)
-LEGACY_DOT512(dot_q4_1_512, blk_q4_1, lv2_q4_1, dpbusd512, lv_q4_1, cf512_q4_1)
-LEGACY_DOT512(dot_q5_0_512, blk_q5_0, lv2_q5_0, dpbusd512, lv_q5_0, cf_q5_0)
-LEGACY_DOT512(dot_q5_1_512, blk_q5_1, lv2_q5_1, dpbusd512, lv_q5_1, cf512_q5_1)
-LEGACY_DOT512(dot_q8_0_512, blk_q8_0, lv2_q8_0, sdot512, lv_q8_0, cf_q8_0)
-LEGACY_DOT512(dot_iq4_nl_512, blk_iq4_nl, lv2_iq4_nl, sdot512, lv_iq4_nl, cf_iq4_nl)
+static float dot_q4_0_512(const void *w, const void *a, int64_t n) {
+    return legacy_dot512(w, a, n, sizeof(blk_q4_0), pair_levels_q4_0, dpbusd512, block_idot_q4_0, act_coef_q4_0);
+}
+static float dot_q4_1_512(const void *w, const void *a, int64_t n) {
+    return legacy_dot512(w, a, n, sizeof(blk_q4_1), pair_levels_q4_1, dpbusd512, block_idot_q4_1, act_coef512_q4_1);
+}
+static float dot_q5_0_512(const void *w, const void *a, int64_t n) {
+    return legacy_dot512(w, a, n, sizeof(blk_q5_0), pair_levels_q5_0, dpbusd512, block_idot_q5_0, act_coef_q5_0);
+}
+static float dot_q5_1_512(const void *w, const void *a, int64_t n) {
+    return legacy_dot512(w, a, n, sizeof(blk_q5_1), pair_levels_q5_1, dpbusd512, block_idot_q5_1, act_coef512_q5_1);
+}
+static float dot_q8_0_512(const void *w, const void *a, int64_t n) {
+    return legacy_dot512(w, a, n, sizeof(blk_q8_0), pair_levels_q8_0, sdot512, block_idot_q8_0, act_coef_none);
+}
+static float dot_iq4_nl_512(const void *w, const void *a, int64_t n) {
+    return legacy_dot512(w, a, n, sizeof(blk_iq4_nl), pair_levels_iq4_nl, sdot512, block_idot_iq4_nl, act_coef_none);
+}
 
 /* --- 1 x 4 register-blocked legacy dots, two blocks per zmm (matrix x matrix) ------------------
  * The pair of blocks is unpacked once; each of the four tokens then costs one vpdpbusd per pair
- * and, per group, one reduction to block totals and one FMA. */
+ * and, per group, one reduction to block totals and one FMA. Partial groups: legacy4_totals. */
 
-#define LEGACY_DOT4_512(NAME, T, LV2, DOT2, UNPACK, DOTX, CF)                                  \
-    static void NAME(const void *w, const void *a, size_t as, int64_t n, float *out) {            \
-        const T *blk = (const T *)w;                                                              \
-        const uint8_t *a8 = (const uint8_t *)a;                                                   \
-        const int64_t nb = n / 32;                                                                \
-        __m256 c[4], cx[4];                                                                       \
-        for (int t = 0; t < 4; t++) c[t] = cx[t] = _mm256_setzero_ps();                           \
-        for (int64_t g = 0; 8 * g < nb; g++) {                                                    \
-            const T *B = blk + 8 * g;                                                             \
-            const int cnt = nb - 8 * g < 8 ? (int)(nb - 8 * g) : 8;                               \
-            __m256 dw = GATHER_D8(T, B, cnt);                                                     \
-            const __m256 cf = CF(B, dw, cnt);                                                     \
-            const llk_block_q8_32x8 *G[4];                                                        \
-            for (int t = 0; t < 4; t++) G[t] = (const llk_block_q8_32x8 *)(a8 + t * as) + g;      \
-            __m256i I[4];                                                                         \
-            if (cnt == 8) {                                                                       \
-                __m512i d[4][4];                                                                  \
-                for (int k = 0; k < 4; k++) {                                                     \
-                    const __m512i lv = LV2(&B[2 * k]);                                            \
-                    for (int t = 0; t < 4; t++)                                                   \
-                        d[t][k] = DOT2(lv, _mm512_loadu_si512((const void *)G[t]->qs[2 * k]));    \
-                }                                                                                 \
-                for (int t = 0; t < 4; t++) I[t] = pairs_to_blocks(d[t][0], d[t][1], d[t][2], d[t][3]); \
-            } else {                                                                          \
-                LEG4_TOTALS(UNPACK, DOTX, I);                                                 \
-            }                                                                                 \
-            for (int t = 0; t < 4; t++) {                                                         \
-                c[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_loadu_ps(G[t]->d)), _mm256_cvtepi32_ps(I[t]), c[t]); \
-                cx[t] = _mm256_fmadd_ps(cf, _mm256_loadu_ps(G[t]->s), cx[t]);                     \
-            }                                                                                     \
-        }                                                                                         \
-        for (int t = 0; t < 4; t++) out[t] = hsum8(_mm256_add_ps(c[t], cx[t]));                   \
+KERNEL_INLINE void legacy_dot4_512(const void *w, const void *a, size_t as, int64_t n, float *out,
+                                   const size_t bsize, pair_levels_fn pair_levels, pair_dot_fn pair_dot,
+                                   leg_levels_fn levels, leg_bytes_dot_fn bytes_dot, leg_act_coef_fn act_coef) {
+    const uint8_t *blk = (const uint8_t *)w;
+    const uint8_t *a8 = (const uint8_t *)a;
+    const int64_t nb = n / 32;
+    __m256 c[4], cx[4];
+    for (int t = 0; t < 4; t++) c[t] = cx[t] = _mm256_setzero_ps();
+    for (int64_t g = 0; 8 * g < nb; g++) {
+        const uint8_t *B = blk + (size_t)(8 * g) * bsize;
+        const int cnt = nb - 8 * g < 8 ? (int)(nb - 8 * g) : 8;
+        __m256 dw = gather_d8(B, bsize, cnt);
+        const __m256 cf = act_coef(B, dw, cnt);
+        const llk_block_q8_32x8 *G[4];
+        for (int t = 0; t < 4; t++) G[t] = (const llk_block_q8_32x8 *)(a8 + t * as) + g;
+        __m256i I[4];
+        if (cnt == 8) {
+            __m512i d[4][4];
+            for (int k = 0; k < 4; k++) {
+                const __m512i lv = pair_levels(B + (size_t)(2 * k) * bsize);
+                for (int t = 0; t < 4; t++)
+                    d[t][k] = pair_dot(lv, _mm512_loadu_si512((const void *)G[t]->qs[2 * k]));
+            }
+            for (int t = 0; t < 4; t++) I[t] = pairs_to_blocks(d[t][0], d[t][1], d[t][2], d[t][3]);
+        } else {
+            legacy4_totals(B, bsize, G, cnt, levels, bytes_dot, I);
+        }
+        for (int t = 0; t < 4; t++) {
+            c[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_loadu_ps(G[t]->d)), _mm256_cvtepi32_ps(I[t]), c[t]);
+            cx[t] = _mm256_fmadd_ps(cf, _mm256_loadu_ps(G[t]->s), cx[t]);
+        }
     }
+    for (int t = 0; t < 4; t++) out[t] = hsum8(_mm256_add_ps(c[t], cx[t]));
+}
 
-LEGACY_DOT4_512(dot4_q4_0_512, blk_q4_0, lv2_q4_0, dpbusd512, un_q4_0, dot_us, cf_q4_0)
-LEGACY_DOT4_512(dot4_q4_1_512, blk_q4_1, lv2_q4_1, dpbusd512, un_q4_1, dot_us, cf512_q4_1)
-LEGACY_DOT4_512(dot4_q5_0_512, blk_q5_0, lv2_q5_0, dpbusd512, un_q5_0, dot_us, cf_q5_0)
-LEGACY_DOT4_512(dot4_q5_1_512, blk_q5_1, lv2_q5_1, dpbusd512, un_q5_1, dot_us, cf512_q5_1)
-LEGACY_DOT4_512(dot4_q8_0_512, blk_q8_0, lv2_q8_0, sdot512, un_q8_0, dot_ss, cf_q8_0)
-LEGACY_DOT4_512(dot4_iq4_nl_512, blk_iq4_nl, lv2_iq4_nl, sdot512, un_iq4_nl, dot_ss, cf_iq4_nl)
+static void dot4_q4_0_512(const void *w, const void *a, size_t as, int64_t n, float *out) {
+    legacy_dot4_512(w, a, as, n, out, sizeof(blk_q4_0), pair_levels_q4_0, dpbusd512, levels_q4_0, dot_us, act_coef_q4_0);
+}
+static void dot4_q4_1_512(const void *w, const void *a, size_t as, int64_t n, float *out) {
+    legacy_dot4_512(w, a, as, n, out, sizeof(blk_q4_1), pair_levels_q4_1, dpbusd512, levels_q4_1, dot_us, act_coef512_q4_1);
+}
+static void dot4_q5_0_512(const void *w, const void *a, size_t as, int64_t n, float *out) {
+    legacy_dot4_512(w, a, as, n, out, sizeof(blk_q5_0), pair_levels_q5_0, dpbusd512, levels_q5_0, dot_us, act_coef_q5_0);
+}
+static void dot4_q5_1_512(const void *w, const void *a, size_t as, int64_t n, float *out) {
+    legacy_dot4_512(w, a, as, n, out, sizeof(blk_q5_1), pair_levels_q5_1, dpbusd512, levels_q5_1, dot_us, act_coef512_q5_1);
+}
+static void dot4_q8_0_512(const void *w, const void *a, size_t as, int64_t n, float *out) {
+    legacy_dot4_512(w, a, as, n, out, sizeof(blk_q8_0), pair_levels_q8_0, sdot512, levels_q8_0, dot_ss, act_coef_none);
+}
+static void dot4_iq4_nl_512(const void *w, const void *a, size_t as, int64_t n, float *out) {
+    legacy_dot4_512(w, a, as, n, out, sizeof(blk_iq4_nl), pair_levels_iq4_nl, sdot512, levels_iq4_nl, dot_ss, act_coef_none);
+}
 
-#include "llk_avx512_k.h"
+#include "llk_avx512_k.inc"
 
 /* --- attention at 512 bits ----------------------------------------------------------------------
- * The grouped kernels of llk_simd256.h, 16 head values per step: a K row is converted once per
+ * The grouped kernels of llk_simd256.inc, 16 head values per step: a K row is converted once per
  * 16 values for the group, the G sums are folded to 256 bits and leave through hsum4x8; V rows
  * feed G x 4 zmm sums (64 head values at a time). Head sizes that are not multiples of 16 take the
  * 256-bit kernels. */
@@ -280,7 +351,7 @@ static inline __m256 fold512(__m512 a) {
     return _mm256_add_ps(_mm512_castps512_ps256(a), _mm512_extractf32x8_ps(a, 1));
 }
 
-ATTN_INLINE void kdots512_grp(const float *q, const int G, const uint8_t *k, size_t rb, int64_t n,
+KERNEL_INLINE void kdots512_grp(const float *q, const int G, const uint8_t *k, size_t rb, int64_t n,
                                 int hd, float scale, float *out, int64_t ld, float *mx, const int kind) {
     const __m128 sc = _mm_set1_ps(scale);
     __m128 vmx = _mm_set1_ps(-INFINITY);
@@ -304,7 +375,7 @@ ATTN_INLINE void kdots512_grp(const float *q, const int G, const uint8_t *k, siz
 }
 
 /* W zmm (16 values each) of each of G heads, from head value i on, over all n rows */
-ATTN_INLINE void vacc512_pass(const float *p, int64_t ld, const int G, const int W, const uint8_t *v,
+KERNEL_INLINE void vacc512_pass(const float *p, int64_t ld, const int G, const int W, const uint8_t *v,
                                 size_t rb, int64_t n, int i, float *out, int64_t os, const int kind) {
     __m512 c[4][4];
     const size_t pf = attn_prefetch_bytes(rb);
@@ -324,7 +395,7 @@ ATTN_INLINE void vacc512_pass(const float *p, int64_t ld, const int G, const int
     for (int a = 0; a < G; a++)
         for (int w = 0; w < W; w++) _mm512_storeu_ps(out + a * os + i + 16 * w, c[a][w]);
 }
-ATTN_INLINE void vacc512_grp(const float *p, int64_t ld, const int G, const uint8_t *v, size_t rb,
+KERNEL_INLINE void vacc512_grp(const float *p, int64_t ld, const int G, const uint8_t *v, size_t rb,
                                int64_t n, int hd, float *out, int64_t os, const int kind) {
     int i = 0;
     for (; i + 64 <= hd; i += 64) vacc512_pass(p, ld, G, 4, v, rb, n, i, out, os, kind);
@@ -336,39 +407,55 @@ ATTN_INLINE void vacc512_grp(const float *p, int64_t ld, const int G, const uint
     }
 }
 
+/* kdots_any_g / vacc_any_g (llk_simd256.inc) at 512 bits: one specialisation per group size */
+KERNEL_INLINE void kdots512_any_g(const float *q, int g, const void *k, size_t rb, int64_t n, int hd, float scale,
+                                  float *o, int64_t ld, float *mx, const int kind) {
+    const uint8_t *k8 = (const uint8_t *)k;
+    switch (g) {
+    case 1: kdots512_grp(q, 1, k8, rb, n, hd, scale, o, ld, mx, kind); break;
+    case 2: kdots512_grp(q, 2, k8, rb, n, hd, scale, o, ld, mx, kind); break;
+    case 3: kdots512_grp(q, 3, k8, rb, n, hd, scale, o, ld, mx, kind); break;
+    default: kdots512_grp(q, 4, k8, rb, n, hd, scale, o, ld, mx, kind); break;
+    }
+}
+KERNEL_INLINE void vacc512_any_g(const float *p, int64_t ld, int g, const void *v, size_t rb, int64_t n, int hd,
+                                 float *o, int64_t os, const int kind) {
+    const uint8_t *v8 = (const uint8_t *)v;
+    switch (g) {
+    case 1: vacc512_grp(p, ld, 1, v8, rb, n, hd, o, os, kind); break;
+    case 2: vacc512_grp(p, ld, 2, v8, rb, n, hd, o, os, kind); break;
+    case 3: vacc512_grp(p, ld, 3, v8, rb, n, hd, o, os, kind); break;
+    default: vacc512_grp(p, ld, 4, v8, rb, n, hd, o, os, kind); break;
+    }
+}
+/* Head sizes that are not multiples of 16 take the 256-bit kernels. */
 static void kdots512_f32(const float *q, int g, const void *k, size_t rb, int64_t n, int hd, float scale,
                          float *o, int64_t ld, float *mx) {
     if (hd & 15) { kdots_f32(q, g, k, rb, n, hd, scale, o, ld, mx); return; }
-#define KD512_32(G) kdots512_grp(q, G, (const uint8_t *)k, rb, n, hd, scale, o, ld, mx, 0)
-    ATTN_BY_G(KD512_32)
+    kdots512_any_g(q, g, k, rb, n, hd, scale, o, ld, mx, LLK_KV_F32);
 }
 static void kdots512_f16(const float *q, int g, const void *k, size_t rb, int64_t n, int hd, float scale,
                          float *o, int64_t ld, float *mx) {
     if (hd & 15) { kdots_f16(q, g, k, rb, n, hd, scale, o, ld, mx); return; }
-#define KD512_16(G) kdots512_grp(q, G, (const uint8_t *)k, rb, n, hd, scale, o, ld, mx, 1)
-    ATTN_BY_G(KD512_16)
+    kdots512_any_g(q, g, k, rb, n, hd, scale, o, ld, mx, LLK_KV_F16);
 }
 static void kdots512_q8(const float *q, int g, const void *k, size_t rb, int64_t n, int hd, float scale,
                         float *o, int64_t ld, float *mx) {   /* head_dim % 32 == 0 for a Q8_0 cache */
-#define KD512_Q8(G) kdots512_grp(q, G, (const uint8_t *)k, rb, n, hd, scale, o, ld, mx, LLK_KV_Q8_0)
-    ATTN_BY_G(KD512_Q8)
+    kdots512_any_g(q, g, k, rb, n, hd, scale, o, ld, mx, LLK_KV_Q8_0);
 }
 static void vacc512_q8(const float *p, int64_t ld, int g, const void *v, size_t rb, int64_t n, int hd,
                        float *o, int64_t os) {
-#define VA512_Q8(G) vacc512_grp(p, ld, G, (const uint8_t *)v, rb, n, hd, o, os, LLK_KV_Q8_0)
-    ATTN_BY_G(VA512_Q8)
+    vacc512_any_g(p, ld, g, v, rb, n, hd, o, os, LLK_KV_Q8_0);
 }
 static void vacc512_f32(const float *p, int64_t ld, int g, const void *v, size_t rb, int64_t n, int hd,
                         float *o, int64_t os) {
     if (hd & 15) { vacc_f32(p, ld, g, v, rb, n, hd, o, os); return; }
-#define VA512_32(G) vacc512_grp(p, ld, G, (const uint8_t *)v, rb, n, hd, o, os, 0)
-    ATTN_BY_G(VA512_32)
+    vacc512_any_g(p, ld, g, v, rb, n, hd, o, os, LLK_KV_F32);
 }
 static void vacc512_f16(const float *p, int64_t ld, int g, const void *v, size_t rb, int64_t n, int hd,
                         float *o, int64_t os) {
     if (hd & 15) { vacc_f16(p, ld, g, v, rb, n, hd, o, os); return; }
-#define VA512_16(G) vacc512_grp(p, ld, G, (const uint8_t *)v, rb, n, hd, o, os, 1)
-    ATTN_BY_G(VA512_16)
+    vacc512_any_g(p, ld, g, v, rb, n, hd, o, os, LLK_KV_F16);
 }
 
 void LLK_FILL(llk_kernels *k) {

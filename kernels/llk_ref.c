@@ -2,7 +2,8 @@
  *
  * Each type has a row dequantizer (blocks -> float) and a dot product against the activation
  * format it consumes (float32, q8_32 or q8_256). Written for clarity, not speed; the SIMD files
- * must agree with these within the tolerances named in tests/kernels.
+ * must compute the same floats, bit for bit (the summation contract in llk_internal.h; held by
+ * tests/kernels/test_bitexact.py), so the float operations written here are the spec.
  * Lengths are already checked by the caller (a multiple of the type's block size).
  */
 #include "llk_internal.h"
@@ -94,8 +95,6 @@ static float dot_bf16(const void *w, const void *a, int64_t n) { return float_do
 static inline int nib(const uint8_t *qs, int i) { return i < 16 ? (qs[i] & 15) : (qs[i - 16] >> 4); }
 static inline int hbit(const uint8_t qh[4], int i) { return (qh[i >> 3] >> (i & 7)) & 1; }
 
-#define BLOCKS(T, x) const T *blk = (const T *)(x); const int64_t nb = n / LLK_QK
-
 static int u_q4_0(const void *b, int i) { return nib(((const blk_q4_0 *)b)->qs, i); }
 static int u_q4_1(const void *b, int i) { return nib(((const blk_q4_1 *)b)->qs, i); }
 static int u_q5_0(const void *b, int i) { const blk_q5_0 *B = (const blk_q5_0 *)b; return nib(B->qs, i) | hbit(B->qh, i) << 4; }
@@ -148,21 +147,24 @@ static float dot_q8_0(const void *w, const void *a, int64_t n) { return legacy_d
 static float dot_iq4_nl(const void *w, const void *a, int64_t n) { return legacy_dot(&T_IQ4_NL, w, a, n); }
 
 static void deq_q4_0(const void *x, float *y, int64_t n) {
-    BLOCKS(blk_q4_0, x);
+    const blk_q4_0 *blk = (const blk_q4_0 *)x;
+    const int64_t nb = n / LLK_QK;
     for (int64_t b = 0; b < nb; b++) {
         float d = llk_h2f(blk[b].d);
         for (int i = 0; i < 32; i++) y[32 * b + i] = d * (float)(nib(blk[b].qs, i) - 8);
     }
 }
 static void deq_q4_1(const void *x, float *y, int64_t n) {
-    BLOCKS(blk_q4_1, x);
+    const blk_q4_1 *blk = (const blk_q4_1 *)x;
+    const int64_t nb = n / LLK_QK;
     for (int64_t b = 0; b < nb; b++) {
         float d = llk_h2f(blk[b].d), m = llk_h2f(blk[b].m);
         for (int i = 0; i < 32; i++) y[32 * b + i] = d * (float)nib(blk[b].qs, i) + m;
     }
 }
 static void deq_q5_0(const void *x, float *y, int64_t n) {
-    BLOCKS(blk_q5_0, x);
+    const blk_q5_0 *blk = (const blk_q5_0 *)x;
+    const int64_t nb = n / LLK_QK;
     for (int64_t b = 0; b < nb; b++) {
         float d = llk_h2f(blk[b].d);
         for (int i = 0; i < 32; i++)
@@ -170,7 +172,8 @@ static void deq_q5_0(const void *x, float *y, int64_t n) {
     }
 }
 static void deq_q5_1(const void *x, float *y, int64_t n) {
-    BLOCKS(blk_q5_1, x);
+    const blk_q5_1 *blk = (const blk_q5_1 *)x;
+    const int64_t nb = n / LLK_QK;
     for (int64_t b = 0; b < nb; b++) {
         float d = llk_h2f(blk[b].d), m = llk_h2f(blk[b].m);
         for (int i = 0; i < 32; i++)
@@ -178,14 +181,16 @@ static void deq_q5_1(const void *x, float *y, int64_t n) {
     }
 }
 static void deq_q8_0(const void *x, float *y, int64_t n) {
-    BLOCKS(blk_q8_0, x);
+    const blk_q8_0 *blk = (const blk_q8_0 *)x;
+    const int64_t nb = n / LLK_QK;
     for (int64_t b = 0; b < nb; b++) {
         float d = llk_h2f(blk[b].d);
         for (int i = 0; i < 32; i++) y[32 * b + i] = d * (float)blk[b].qs[i];
     }
 }
 static void deq_iq4_nl(const void *x, float *y, int64_t n) {
-    BLOCKS(blk_iq4_nl, x);
+    const blk_iq4_nl *blk = (const blk_iq4_nl *)x;
+    const int64_t nb = n / LLK_QK;
     for (int64_t b = 0; b < nb; b++) {
         float d = llk_h2f(blk[b].d);
         for (int i = 0; i < 32; i++) y[32 * b + i] = d * (float)llk_iq4_values[nib(blk[b].qs, i)];
@@ -206,8 +211,6 @@ static void deq_iq4_nl(const void *x, float *y, int64_t n) {
  *  3. s accumulates the contributions one super-block after another, from 0.0f, and is returned.
  * The 1 x 4 matmul kernels give each token exactly the float of its single dot. */
 
-#define KBLOCKS(T, x) const T *blk = (const T *)(x); const int64_t nb = n / LLK_QKK
-#define KABLOCKS(a) const llk_block_q8_256 *ab = (const llk_block_q8_256 *)(a)
 
 
 /* Q3_K signed scale of group g (0..15). */
@@ -251,7 +254,8 @@ static inline int iq4xs_level(const blk_iq4_xs *b, int i) {
 }
 
 static void deq_q2_K(const void *x, float *y, int64_t n) {
-    KBLOCKS(blk_q2_K, x);
+    const blk_q2_K *blk = (const blk_q2_K *)x;
+    const int64_t nb = n / LLK_QKK;
     for (int64_t b = 0; b < nb; b++) {
         float d = llk_h2f(blk[b].d), dm = llk_h2f(blk[b].dmin);
         for (int i = 0; i < 256; i++) {
@@ -261,7 +265,9 @@ static void deq_q2_K(const void *x, float *y, int64_t n) {
     }
 }
 static float dot_q2_K(const void *w, const void *a, int64_t n) {
-    KBLOCKS(blk_q2_K, w); KABLOCKS(a);
+    const blk_q2_K *blk = (const blk_q2_K *)w;
+    const int64_t nb = n / LLK_QKK;
+    const llk_block_q8_256 *ab = (const llk_block_q8_256 *)a;
     float s = 0.0f;
     for (int64_t b = 0; b < nb; b++) {
         int acc = 0, accm = 0;
@@ -277,7 +283,8 @@ static float dot_q2_K(const void *w, const void *a, int64_t n) {
 }
 
 static void deq_q3_K(const void *x, float *y, int64_t n) {
-    KBLOCKS(blk_q3_K, x);
+    const blk_q3_K *blk = (const blk_q3_K *)x;
+    const int64_t nb = n / LLK_QKK;
     for (int64_t b = 0; b < nb; b++) {
         float d = llk_h2f(blk[b].d);
         for (int i = 0; i < 256; i++)
@@ -285,7 +292,9 @@ static void deq_q3_K(const void *x, float *y, int64_t n) {
     }
 }
 static float dot_q3_K(const void *w, const void *a, int64_t n) {
-    KBLOCKS(blk_q3_K, w); KABLOCKS(a);
+    const blk_q3_K *blk = (const blk_q3_K *)w;
+    const int64_t nb = n / LLK_QKK;
+    const llk_block_q8_256 *ab = (const llk_block_q8_256 *)a;
     float s = 0.0f;
     for (int64_t b = 0; b < nb; b++) {
         int acc = 0;
@@ -300,7 +309,8 @@ static float dot_q3_K(const void *w, const void *a, int64_t n) {
 }
 
 static void deq_q4_K(const void *x, float *y, int64_t n) {
-    KBLOCKS(blk_q4_K, x);
+    const blk_q4_K *blk = (const blk_q4_K *)x;
+    const int64_t nb = n / LLK_QKK;
     for (int64_t b = 0; b < nb; b++) {
         float d = llk_h2f(blk[b].d), dm = llk_h2f(blk[b].dmin);
         for (int g = 0; g < 8; g++) {
@@ -311,7 +321,9 @@ static void deq_q4_K(const void *x, float *y, int64_t n) {
     }
 }
 static float dot_q4_K(const void *w, const void *a, int64_t n) {
-    KBLOCKS(blk_q4_K, w); KABLOCKS(a);
+    const blk_q4_K *blk = (const blk_q4_K *)w;
+    const int64_t nb = n / LLK_QKK;
+    const llk_block_q8_256 *ab = (const llk_block_q8_256 *)a;
     float s = 0.0f;
     for (int64_t b = 0; b < nb; b++) {
         int acc = 0, accm = 0;
@@ -327,7 +339,8 @@ static float dot_q4_K(const void *w, const void *a, int64_t n) {
 }
 
 static void deq_q5_K(const void *x, float *y, int64_t n) {
-    KBLOCKS(blk_q5_K, x);
+    const blk_q5_K *blk = (const blk_q5_K *)x;
+    const int64_t nb = n / LLK_QKK;
     for (int64_t b = 0; b < nb; b++) {
         float d = llk_h2f(blk[b].d), dm = llk_h2f(blk[b].dmin);
         for (int g = 0; g < 8; g++) {
@@ -338,7 +351,9 @@ static void deq_q5_K(const void *x, float *y, int64_t n) {
     }
 }
 static float dot_q5_K(const void *w, const void *a, int64_t n) {
-    KBLOCKS(blk_q5_K, w); KABLOCKS(a);
+    const blk_q5_K *blk = (const blk_q5_K *)w;
+    const int64_t nb = n / LLK_QKK;
+    const llk_block_q8_256 *ab = (const llk_block_q8_256 *)a;
     float s = 0.0f;
     for (int64_t b = 0; b < nb; b++) {
         int acc = 0, accm = 0;
@@ -354,7 +369,8 @@ static float dot_q5_K(const void *w, const void *a, int64_t n) {
 }
 
 static void deq_q6_K(const void *x, float *y, int64_t n) {
-    KBLOCKS(blk_q6_K, x);
+    const blk_q6_K *blk = (const blk_q6_K *)x;
+    const int64_t nb = n / LLK_QKK;
     for (int64_t b = 0; b < nb; b++) {
         float d = llk_h2f(blk[b].d);
         for (int i = 0; i < 256; i++)
@@ -362,7 +378,9 @@ static void deq_q6_K(const void *x, float *y, int64_t n) {
     }
 }
 static float dot_q6_K(const void *w, const void *a, int64_t n) {
-    KBLOCKS(blk_q6_K, w); KABLOCKS(a);
+    const blk_q6_K *blk = (const blk_q6_K *)w;
+    const int64_t nb = n / LLK_QKK;
+    const llk_block_q8_256 *ab = (const llk_block_q8_256 *)a;
     float s = 0.0f;
     for (int64_t b = 0; b < nb; b++) {
         int acc = 0;
@@ -377,7 +395,8 @@ static float dot_q6_K(const void *w, const void *a, int64_t n) {
 }
 
 static void deq_iq4_xs(const void *x, float *y, int64_t n) {
-    KBLOCKS(blk_iq4_xs, x);
+    const blk_iq4_xs *blk = (const blk_iq4_xs *)x;
+    const int64_t nb = n / LLK_QKK;
     for (int64_t b = 0; b < nb; b++) {
         float d = llk_h2f(blk[b].d);
         for (int i = 0; i < 256; i++)
@@ -385,7 +404,9 @@ static void deq_iq4_xs(const void *x, float *y, int64_t n) {
     }
 }
 static float dot_iq4_xs(const void *w, const void *a, int64_t n) {
-    KBLOCKS(blk_iq4_xs, w); KABLOCKS(a);
+    const blk_iq4_xs *blk = (const blk_iq4_xs *)w;
+    const int64_t nb = n / LLK_QKK;
+    const llk_block_q8_256 *ab = (const llk_block_q8_256 *)a;
     float s = 0.0f;
     for (int64_t b = 0; b < nb; b++) {
         int acc = 0;

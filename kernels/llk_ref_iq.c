@@ -56,7 +56,7 @@ static inline void scale32(sblock *u, int s, int sc, float dq) {
     u->dq[2 * s] = u->dq[2 * s + 1] = dq;
 }
 
-static void un_iq2_xxs(const void *p, sblock *u) {
+static void unpack_iq2_xxs(const void *p, sblock *u) {
     const blk_iq2_xxs *b = (const blk_iq2_xxs *)p;
     const float d = llk_h2f(b->d);
     for (int s = 0; s < 8; s++) {
@@ -69,7 +69,7 @@ static void un_iq2_xxs(const void *p, sblock *u) {
     u->d = d * 0.125f; u->lvmul = 1.0f;
 }
 
-static void un_iq2_xs(const void *p, sblock *u) {
+static void unpack_iq2_xs(const void *p, sblock *u) {
     const blk_iq2_xs *b = (const blk_iq2_xs *)p;
     const float d = llk_h2f(b->d);
     for (int k = 0; k < 32; k++) {
@@ -84,7 +84,7 @@ static void un_iq2_xs(const void *p, sblock *u) {
     u->d = d * 0.125f; u->lvmul = 1.0f;
 }
 
-static void un_iq2_s(const void *p, sblock *u) {
+static void unpack_iq2_s(const void *p, sblock *u) {
     const blk_iq2_s *b = (const blk_iq2_s *)p;
     const float d = llk_h2f(b->d);
     for (int k = 0; k < 32; k++) {
@@ -99,7 +99,7 @@ static void un_iq2_s(const void *p, sblock *u) {
     u->d = d * 0.125f; u->lvmul = 1.0f;
 }
 
-static void un_iq3_xxs(const void *p, sblock *u) {
+static void unpack_iq3_xxs(const void *p, sblock *u) {
     const blk_iq3_xxs *b = (const blk_iq3_xxs *)p;
     const float d = llk_h2f(b->d);
     for (int s = 0; s < 8; s++) {
@@ -116,7 +116,7 @@ static void un_iq3_xxs(const void *p, sblock *u) {
     u->d = d * 0.25f; u->lvmul = 1.0f;
 }
 
-static void un_iq3_s(const void *p, sblock *u) {
+static void unpack_iq3_s(const void *p, sblock *u) {
     const blk_iq3_s *b = (const blk_iq3_s *)p;
     const float d = llk_h2f(b->d);
     for (int k = 0; k < 64; k++) {
@@ -130,7 +130,7 @@ static void un_iq3_s(const void *p, sblock *u) {
     u->d = d; u->lvmul = 1.0f;
 }
 
-static void un_iq1_s(const void *p, sblock *u) {
+static void unpack_iq1_s(const void *p, sblock *u) {
     const blk_iq1_s *b = (const blk_iq1_s *)p;
     const float d = llk_h2f(b->d);
     for (int s = 0; s < 8; s++) {
@@ -147,7 +147,7 @@ static void un_iq1_s(const void *p, sblock *u) {
     u->d = d * 0.125f; u->lvmul = 0.125f;
 }
 
-static void un_iq1_m(const void *p, sblock *u) {
+static void unpack_iq1_m(const void *p, sblock *u) {
     const blk_iq1_m *b = (const blk_iq1_m *)p;
     uint16_t sw[4];
     llk_half dh = 0;
@@ -177,7 +177,7 @@ static inline int8_t tq1_digit(uint8_t q, int j) {
     return (int8_t)(((v * 3) >> 8) - 1);
 }
 
-static void un_tq1_0(const void *p, sblock *u) {
+static void unpack_tq1_0(const void *p, sblock *u) {
     const blk_tq1_0 *b = (const blk_tq1_0 *)p;
     const float d = llk_h2f(b->d);
     for (int j = 0; j < 5; j++) {
@@ -190,7 +190,7 @@ static void un_tq1_0(const void *p, sblock *u) {
     u->d = d; u->lvmul = 1.0f;
 }
 
-static void un_tq2_0(const void *p, sblock *u) {
+static void unpack_tq2_0(const void *p, sblock *u) {
     const blk_tq2_0 *b = (const blk_tq2_0 *)p;
     const float d = llk_h2f(b->d);
     for (int c = 0; c < 2; c++)
@@ -205,21 +205,21 @@ static void un_tq2_0(const void *p, sblock *u) {
 
 typedef void (*unpack_fn)(const void *p, sblock *u);
 
-static inline void deq_sb(unpack_fn un, size_t bytes, const void *x, float *y, int64_t n) {
+static inline void deq_sb(unpack_fn unpack, size_t bytes, const void *x, float *y, int64_t n) {
     const uint8_t *p = (const uint8_t *)x;
     sblock u;
     for (int64_t b = 0; b < n / LLK_QKK; b++, p += bytes, y += LLK_QKK) {
-        un(p, &u);
+        unpack(p, &u);
         for (int i = 0; i < LLK_QKK; i++) y[i] = u.dq[i >> 4] * ((float)u.lv[i] * u.lvmul);
     }
 }
-static inline float dot_sb(unpack_fn un, size_t bytes, const void *w, const void *a, int64_t n) {
+static inline float dot_sb(unpack_fn unpack, size_t bytes, const void *w, const void *a, int64_t n) {
     const uint8_t *p = (const uint8_t *)w;
     const llk_block_q8_256 *ab = (const llk_block_q8_256 *)a;
     float s = 0.0f;
     sblock u;
     for (int64_t b = 0; b < n / LLK_QKK; b++, p += bytes) {
-        un(p, &u);
+        unpack(p, &u);
         int64_t acc = 0;
         for (int g = 0; g < 16; g++) {
             int t = 0;
@@ -231,19 +231,61 @@ static inline float dot_sb(unpack_fn un, size_t bytes, const void *w, const void
     return s;
 }
 
-#define SB_KERNELS(T, BLK)                                                                        \
-    static void deq_##T(const void *x, float *y, int64_t n) { deq_sb(un_##T, sizeof(BLK), x, y, n); } \
-    static float dot_##T(const void *w, const void *a, int64_t n) { return dot_sb(un_##T, sizeof(BLK), w, a, n); }
-
-SB_KERNELS(iq2_xxs, blk_iq2_xxs)
-SB_KERNELS(iq2_xs, blk_iq2_xs)
-SB_KERNELS(iq2_s, blk_iq2_s)
-SB_KERNELS(iq3_xxs, blk_iq3_xxs)
-SB_KERNELS(iq3_s, blk_iq3_s)
-SB_KERNELS(iq1_s, blk_iq1_s)
-SB_KERNELS(iq1_m, blk_iq1_m)
-SB_KERNELS(tq1_0, blk_tq1_0)
-SB_KERNELS(tq2_0, blk_tq2_0)
+/* Each type's two kernels: the shared bodies with its unpacker and super-block size. */
+static void deq_iq2_xxs(const void *x, float *y, int64_t n) {
+    deq_sb(unpack_iq2_xxs, sizeof(blk_iq2_xxs), x, y, n);
+}
+static float dot_iq2_xxs(const void *w, const void *a, int64_t n) {
+    return dot_sb(unpack_iq2_xxs, sizeof(blk_iq2_xxs), w, a, n);
+}
+static void deq_iq2_xs(const void *x, float *y, int64_t n) {
+    deq_sb(unpack_iq2_xs, sizeof(blk_iq2_xs), x, y, n);
+}
+static float dot_iq2_xs(const void *w, const void *a, int64_t n) {
+    return dot_sb(unpack_iq2_xs, sizeof(blk_iq2_xs), w, a, n);
+}
+static void deq_iq2_s(const void *x, float *y, int64_t n) {
+    deq_sb(unpack_iq2_s, sizeof(blk_iq2_s), x, y, n);
+}
+static float dot_iq2_s(const void *w, const void *a, int64_t n) {
+    return dot_sb(unpack_iq2_s, sizeof(blk_iq2_s), w, a, n);
+}
+static void deq_iq3_xxs(const void *x, float *y, int64_t n) {
+    deq_sb(unpack_iq3_xxs, sizeof(blk_iq3_xxs), x, y, n);
+}
+static float dot_iq3_xxs(const void *w, const void *a, int64_t n) {
+    return dot_sb(unpack_iq3_xxs, sizeof(blk_iq3_xxs), w, a, n);
+}
+static void deq_iq3_s(const void *x, float *y, int64_t n) {
+    deq_sb(unpack_iq3_s, sizeof(blk_iq3_s), x, y, n);
+}
+static float dot_iq3_s(const void *w, const void *a, int64_t n) {
+    return dot_sb(unpack_iq3_s, sizeof(blk_iq3_s), w, a, n);
+}
+static void deq_iq1_s(const void *x, float *y, int64_t n) {
+    deq_sb(unpack_iq1_s, sizeof(blk_iq1_s), x, y, n);
+}
+static float dot_iq1_s(const void *w, const void *a, int64_t n) {
+    return dot_sb(unpack_iq1_s, sizeof(blk_iq1_s), w, a, n);
+}
+static void deq_iq1_m(const void *x, float *y, int64_t n) {
+    deq_sb(unpack_iq1_m, sizeof(blk_iq1_m), x, y, n);
+}
+static float dot_iq1_m(const void *w, const void *a, int64_t n) {
+    return dot_sb(unpack_iq1_m, sizeof(blk_iq1_m), w, a, n);
+}
+static void deq_tq1_0(const void *x, float *y, int64_t n) {
+    deq_sb(unpack_tq1_0, sizeof(blk_tq1_0), x, y, n);
+}
+static float dot_tq1_0(const void *w, const void *a, int64_t n) {
+    return dot_sb(unpack_tq1_0, sizeof(blk_tq1_0), w, a, n);
+}
+static void deq_tq2_0(const void *x, float *y, int64_t n) {
+    deq_sb(unpack_tq2_0, sizeof(blk_tq2_0), x, y, n);
+}
+static float dot_tq2_0(const void *w, const void *a, int64_t n) {
+    return dot_sb(unpack_tq2_0, sizeof(blk_tq2_0), w, a, n);
+}
 
 /* --- MXFP4: 32-blocks against q8_32 activations ------------------------------------------------- */
 
