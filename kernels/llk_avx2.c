@@ -24,7 +24,7 @@ static inline __m256i bits32_x16(const uint8_t qh[4]) {
 }
 
 #include "llk_simd256.inc"
-#include "llk_avx2_panel.h"
+#include "llk_avx2_panel.inc"
 
 void llk_fill_avx2(llk_kernels *k) {
     llk_fill_256(k);

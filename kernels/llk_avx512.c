@@ -39,8 +39,8 @@ static inline __m256i bits32_x16(const uint8_t qh[4]) {
 }
 
 #include "llk_simd256.inc"
-#include "llk_avx2_panel.h"
-#include "llk_avx512_panel.h"
+#include "llk_avx2_panel.inc"
+#include "llk_avx512_panel.inc"
 
 /* --- float types: 16 lanes ------------------------------------------------------------------- */
 
