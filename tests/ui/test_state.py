@@ -65,7 +65,7 @@ def test_titles_and_settings(tmp_path):
     s2 = make_state(tmp_path)
     s2.select(s2.conversations()[0].id)
     assert s2.current().system_prompt == "sys" and s2.sampling()["top_k"] == 7
-    assert s2.engine_settings() == {"n_ctx": 1024, "threads": 2, "overflow": "stop", "kv_type": "f16",
-                                    "kv_budget_mb": ENGINE_DEFAULTS["kv_budget_mb"]}
+    assert s2.engine_settings() == {**ENGINE_DEFAULTS, "n_ctx": 1024, "threads": 2, "overflow": "stop",
+                                    "kv_type": "f16"}
     s2.new_conversation()
     assert s2.sampling()["top_k"] == 7                       # the last settings become the defaults

@@ -46,7 +46,9 @@ def test_drop_imports_then_loads_then_ready(qtbot, make_window, smollm2_path):
     w.worker.model_loaded.connect(lambda f: stages.append("ready"))
     assert drop_file(w.chat.viewport(), smollm2_path, seen)
     assert seen["overlay"] and not w.drop_overlay.isVisible()
-    qtbot.waitUntil(lambda: w.model_info is not None, timeout=20000)
+    # each queued connection is its own event: the window's slot can set model_info before the
+    # test's own slot of the same signal has run
+    qtbot.waitUntil(lambda: w.model_info is not None and stages[-1:] == ["ready"], timeout=20000)
     assert stages == ["preflight", "import", "load", "ready"]
     assert w.preflight_label.text().startswith(("OK", "WARN"))
     assert "llama" in w.preflight_label.text()
