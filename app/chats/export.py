@@ -11,6 +11,7 @@ import json
 import re
 import time
 from pathlib import Path
+from typing import Any
 
 from app.chats.store import ROLES, ChatStore
 from app.errors import LlambdaError
@@ -44,7 +45,7 @@ def conversation_to_dict(store: ChatStore, conv_id: int) -> dict:
 def conversation_to_markdown(store: ChatStore, conv_id: int) -> str:
     d = conversation_to_dict(store, conv_id)
     lines = [f"# {d['title'] or 'Untitled conversation'}", ""]
-    facts = [f"model: {d['model']}" if d["model"] else None, d["created"] and f"started {d['created']}"]
+    facts: list[Any] = [f"model: {d['model']}" if d["model"] else None, d["created"] and f"started {d['created']}"]
     facts = [f for f in facts if f]
     if facts:
         lines += ["*" + " · ".join(facts) + "*", ""]

@@ -158,6 +158,7 @@ class ChatStore:
         self._pending: dict[int, tuple[str, float, bool]] = {}   # msg id -> (text, last write, dirty)
         if not in_memory:
             ensure_dir(self.path.parent)
+        self._conn: sqlite3.Connection | None     # None once closed
         try:
             self._conn = sqlite3.connect(":memory:" if in_memory else self.path, isolation_level=None,
                                          check_same_thread=False, timeout=10.0)
@@ -261,11 +262,11 @@ class ChatStore:
                 "INSERT INTO conversations (title, model, system_prompt, sampling, created, updated) "
                 "VALUES (?, ?, ?, ?, ?, ?)",
                 (title, model, system_prompt, json.dumps(dict(sampling or {}), sort_keys=True), now, now))
-            return int(cur.lastrowid)
+            return int(cur.lastrowid)  # type: ignore[arg-type]  # set by the INSERT just made
 
     def _conversation_from_row(self, row: tuple) -> Conversation:
         r = _Lenient()
-        d = dict(id=int(row[0]), title=r.text(row[1]), model=r.opt_text(row[2]),
+        d: dict[str, Any] = dict(id=int(row[0]), title=r.text(row[1]), model=r.opt_text(row[2]),
                  system_prompt=r.text(row[3]), sampling=r.json_dict(row[4]),
                  created=r.number(row[5]), updated=r.number(row[6]),
                  deleted=None if row[7] is None else r.number(row[7]),
@@ -367,14 +368,14 @@ class ChatStore:
             if role == "user":   # an untitled conversation is named after its first question
                 c.execute("UPDATE conversations SET title = ? WHERE id = ? AND title = ''",
                           (auto_title(content), conv_id))
-            return int(cur.lastrowid)
+            return int(cur.lastrowid)  # type: ignore[arg-type]  # set by the INSERT just made
 
     def _message_from_row(self, row: tuple) -> Message:
         r = _Lenient()
         role = r.text(row[2], "user")
         if role not in ROLES:
             r.damaged = True
-        m = dict(id=int(row[0]), conversation_id=int(row[1]), role=role, content=r.text(row[3]),
+        m: dict[str, Any] = dict(id=int(row[0]), conversation_id=int(row[1]), role=role, content=r.text(row[3]),
                  status=r.text(row[4], COMPLETE), prompt_tokens=r.opt_int(row[5]),
                  completion_tokens=r.opt_int(row[6]), timings=r.json_dict(row[7]),
                  model=r.opt_text(row[8]), created=r.number(row[9]),
@@ -425,7 +426,7 @@ class ChatStore:
             except sqlite3.IntegrityError:
                 raise StoreError(f"no conversation {conv_id}") from None
             self._touch(c, conv_id, now)
-            msg_id = int(cur.lastrowid)
+            msg_id = int(cur.lastrowid)  # type: ignore[arg-type]  # set by the INSERT just made
         with self._lock:
             self._pending[msg_id] = ("", time.monotonic(), False)
         return msg_id

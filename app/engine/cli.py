@@ -193,7 +193,7 @@ def run_generate(args: argparse.Namespace) -> int:
             ids = eng.chat_prompt(msgs)
         req = GenerationRequest(tuple(ids), max_tokens=args.max_tokens, sampler=sampler,
                                 stop_strings=tuple(args.stop))
-        fin = None
+        fin: Finished | None = None
         with _sigint_cancels(eng):
             for ev in eng.generate(req):
                 if isinstance(ev, TextPiece) and not args.json:
@@ -201,6 +201,7 @@ def run_generate(args: argparse.Namespace) -> int:
                     sys.stdout.flush()
                 elif isinstance(ev, Finished):
                     fin = ev
+        assert fin is not None      # generate() always ends with one Finished
         if args.json:
             print(json.dumps({"prompt_ids": list(fin.prompt_ids), "ids": list(fin.ids),
                               "text": fin.text, "stop_reason": fin.stop_reason,
@@ -459,7 +460,7 @@ class _Progress:
 
 
 def run_perplexity(args: argparse.Namespace) -> int:
-    def fail(e: Exception, code: int) -> int:
+    def fail(e: Exception | str, code: int) -> int:
         print(f"llambda perplexity: error: {e}", file=sys.stderr)
         return code
 
@@ -540,6 +541,7 @@ def run_perplexity(args: argparse.Namespace) -> int:
         print(f"perplexity ratio: {summary.ppl_ratio:.4f} ± {summary.ppl_ratio_se:.4f}")
         print(f"KLD: mean {summary.kld_mean:.6f} ± {summary.kld_se:.6f}, median {summary.kld_median:.6f}, "
               f"p99 {summary.kld_p99:.6f}, max {summary.kld_max:.6f}")
+        assert summary.top1 is not None and summary.top1_se is not None     # set with a base
         print(f"top-1 agreement: {100 * summary.top1:.2f}% ± {100 * summary.top1_se:.2f}%")
     if args.save_logits:
         print(f"base saved: {args.save_logits}")

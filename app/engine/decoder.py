@@ -48,6 +48,9 @@ class Decoder(Protocol):
 
     def clear_abort(self) -> None: ...
 
+    def kv_write(self, image, n: int) -> None:
+        """Put a saved image of cache positions [0, n) back (Session.restore; app.engine.kvstore)."""
+
 
 def layer_window(cfg: DecoderConfig, il: int) -> int:
     """The sliding window of layer il (0 = attends to the whole context)."""
@@ -189,7 +192,8 @@ class CDecoder:
         got = (info.n_rows, info.dims[0])
         if len(info.dims) != 2 or (want is not None and got != want):
             raise ModelFormatError(f"{self._file.path}: tensor {name} is {list(info.dims)}, "
-                                   f"the hyper-parameters need [{want[1]}, {want[0]}]")
+                                   f"the hyper-parameters need "
+                                   f"{f'[{want[1]}, {want[0]}]' if want else 'two dimensions'}")
         if info.type.id not in kernels.SUPPORTED_TYPES:
             raise UnsupportedModelError(
                 f"{self._file.path}: tensor {name} has type {info.type.name}, which the engine cannot run")
@@ -382,7 +386,7 @@ class CDecoder:
             self._ptr = None
         if getattr(self, "_own_pool", False) and getattr(self, "pool", None) is not None:
             self.pool.close()
-            self.pool = None
+            self.pool = None    # type: ignore[assignment]  # closed: the decoder is not used after close()
         self._keep = []
 
     def __enter__(self) -> "CDecoder":

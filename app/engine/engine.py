@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from app import defaults as D
 from app.engine import stagelog
@@ -33,6 +33,9 @@ from app.gguf import open_gguf
 from app.errors import LlambdaError, TemplateError
 from app.library.preflight import fitting_context
 from app.model import config_from_gguf, require_supported
+
+if TYPE_CHECKING:
+    from app.text.chat import ChatTemplate     # only imported lazily at run time: jinja2 (see __init__)
 
 __all__ = ["Engine", "Chat", "DEFAULT_N_CTX", "conversation_key"]
 
@@ -73,11 +76,11 @@ class Engine:
             self.file.close()
             raise
         self.session = Session(self.decoder, n_batch=n_batch)
-        self._template = None
+        self._template: ChatTemplate | None = None
         self.kv_store = kv_store          # a KVStore, or None: states are not kept on disk
         self._model_id: str | None = None
         self.last_tokenize_s: float | None = None     # of the last raw_prompt / chat_prompt
-        self.speculator = None
+        self.speculator: Speculator | None = None
         try:
             self.set_speculation("draft" if draft else speculation, draft, draft_max, kv_type)
         except BaseException:
@@ -122,7 +125,7 @@ class Engine:
         return self.decoder.n_threads
 
     @property
-    def chat_template(self):
+    def chat_template(self) -> ChatTemplate:
         if self._template is None:
             from app.text import load_chat_template   # lazy: jinja2 (see __init__)
 

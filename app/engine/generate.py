@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Iterator, Union
+from typing import Generator, Iterator, Union
 
 from app.engine.sampler import GREEDY, Sampler, SamplerSettings
 from app.engine.session import ContextFullError, GenerationCancelled, Session
@@ -137,12 +137,13 @@ class _Generation:
         self.ids: list[int] = []                # the reply's tokens
         self.stream = TextStream(tokenizer, request.stop_strings, stop_on_eog=request.stop_on_eog)
         self.stop_ids = getattr(tokenizer, "eog_ids", ()) if request.stop_on_eog else ()
-        self.reason, self.stop_string = "length", None
+        self.reason = "length"
+        self.stop_string: str | None = None
         self.spec: SpecStats | None = None
 
     # -- 1. the prompt ---------------------------------------------------------------------------
 
-    def prefill(self) -> Iterator[Event]:
+    def prefill(self) -> Generator[Event, None, object]:
         """Decode the part of the prompt the cache does not hold yet (shifting a prompt that fills
         the context when the policy allows). Returns the logits after it, or None when not even
         one token fits (the reason is then "context_full")."""
@@ -203,6 +204,7 @@ class _Generation:
             cancelled = cancelled or stop_pressed
             if taken < len(toks):   # the cache keeps the reply's tokens but its last, as ever
                 session.rollback(len(toks) - taken)
+            assert self.t_first is not None     # set by the first run, which every round follows
             stats.generation_s = time.perf_counter() - self.t_first
             if cancelled:
                 raise GenerationCancelled("generation cancelled")
@@ -216,6 +218,7 @@ class _Generation:
         """One verify pass over the speculator's guess after `pending`: the tokens it accepts plus
         the one sampled after them, or None when it has no guess."""
         session, spec, speculator = self.session, self.spec, self.speculator
+        assert spec is not None             # only called with a speculator
         t_pass = time.perf_counter()
         room = min(self.request.max_tokens - len(self.ids) - 1, session.n_ctx - session.n_past - 1)
         guess, bucket = speculator.propose(session.tokens + [pending], room)
@@ -234,7 +237,7 @@ class _Generation:
         spec.pass_s += t_end - t_pass
         return toks
 
-    def _shift_context(self, pending: int) -> Iterator[Event]:
+    def _shift_context(self, pending: int) -> Generator[Event, None, object]:
         """The cache is full (policy "shift"): drop half of what follows the first n_keep tokens,
         then decode `pending`. Returns the logits after it."""
         session = self.session
@@ -265,7 +268,7 @@ class _Generation:
                 self.spec.plain_s += took
         return toks, cancelled
 
-    def _take(self, toks: list[int]) -> Iterator[Event]:
+    def _take(self, toks: list[int]) -> Generator[Event, None, tuple[int, bool]]:
         """Push the tokens of a run through the text stream, up to a stop or a Stop press (looked
         at between tokens, as the run's text is shown). Returns (how many became the reply's,
         whether Stop cut the run)."""

@@ -134,7 +134,7 @@ class KVStore:
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
             self._write_atomic(path, [_PRE.pack(MAGIC, FORMAT_VERSION, len(header)), header,
-                                      toks.tobytes(), memoryview(img)])
+                                      toks.tobytes(), memoryview(img)])  # type: ignore[arg-type]  # numpy: __buffer__ only for 3.12+
         except OSError as e:
             log.warning("KV state not saved to %s: %s", path, e)
             return None
@@ -291,13 +291,13 @@ def _read(path: Path, model_id: str, signature: dict, n_ctx: int, whole: bool):
         if not whole:
             return tokens.astype(np.int64).tolist(), None
         image = np.empty(image_bytes, np.uint8)
-        if f.readinto(memoryview(image)) != image_bytes:
+        if f.readinto(memoryview(image)) != image_bytes:  # type: ignore[arg-type]  # numpy: __buffer__ 3.12+
             raise ValueError("truncated in the cache image")
         digest = f.read(_DIGEST)
     h = hashlib.sha256(pre)
     h.update(raw)
     h.update(tok_raw)
-    h.update(memoryview(image))
+    h.update(memoryview(image))  # type: ignore[arg-type]  # numpy: __buffer__ only for 3.12+
     if digest != h.digest():
         raise ValueError("checksum mismatch (the file is damaged)")
     return tokens.astype(np.int64).tolist(), image

@@ -322,6 +322,7 @@ def summarize(target_logprob: np.ndarray, base_target_logprob: np.ndarray | None
     ratio = math.exp(float(d.mean()))
     ratio_se = ratio * float(d.std(ddof=1) / math.sqrt(n)) if n > 1 else 0.0
     kld = np.asarray(kld, np.float64)
+    assert same_top1 is not None        # given with a base, as kld is
     agree = float(np.mean(same_top1))
     return Summary(n, ppl, ppl_se, base_ppl, ratio, ratio_se,
                    kld_mean=float(kld.mean()),

@@ -6,7 +6,7 @@ is on, and penalties touch only the tokens of the window. Same seed and settings
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -71,8 +71,8 @@ class Sampler:
             temperature=s.temperature, top_k=max(-1, min(s.top_k, 2**31 - 1)), top_p=s.top_p,
             min_p=s.min_p, repeat_penalty=s.repeat_penalty,
             frequency_penalty=s.frequency_penalty, presence_penalty=s.presence_penalty))
-        self._scratch = None
-        self._before = None     # the generator's state before the last uniforms()
+        self._scratch: np.ndarray | None = None
+        self._before: Mapping[str, Any] | None = None     # the generator's state before the last uniforms()
 
     def _window(self, context: Sequence[int]) -> np.ndarray:
         if not self.settings.penalized or len(context) == 0:

@@ -90,6 +90,7 @@ class Session:
         len(ids) > n_ctx, GenerationCancelled on cancel()."""
         for _ in self.feed_iter(ids):
             pass
+        assert self.logits is not None      # feed_iter decodes at least the last token
         return self.logits
 
     def feed_iter(self, ids: Sequence[int]) -> Iterator[tuple[int, int]]:
@@ -211,8 +212,8 @@ class Session:
         n_drop = max(0, min(n_drop, self.n_past - p0))
         if n_drop == 0:
             return
-        if self.shift_in_place and getattr(self.decoder, "kv_shift", None) and \
-                self.decoder.kv_shift(p0, n_drop, self.n_past):
+        kv_shift = getattr(self.decoder, "kv_shift", None)     # not every decoder can (Decoder)
+        if self.shift_in_place and kv_shift and kv_shift(p0, n_drop, self.n_past):
             del self.tokens[p0:p0 + n_drop]
         else:
             del self.tokens[p0:]

@@ -177,6 +177,7 @@ def load_chat_template(gguf_file, tokenizer=None, name: str | None = None) -> Ch
             return ChatTemplate(source, name or "default", detect_family(source), False, bos, eos)
         except TemplateError as e:
             problem = str(e)
+    assert problem is not None      # every way here without a usable template names its problem
     return fallback_template(md, tokenizer, problem, name)
 
 

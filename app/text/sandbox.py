@@ -60,7 +60,7 @@ class _Timeout(BaseException):      # not swallowed by an `except Exception` on 
     pass
 
 
-def short_reason(text: str, limit: int = 300) -> str:
+def short_reason(text: object, limit: int = 300) -> str:
     text = " ".join(str(text).split())
     return text if len(text) <= limit else text[:limit - 1] + "…"
 
