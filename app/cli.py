@@ -11,7 +11,7 @@ import json
 import os
 import socket
 import sys
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from app import logs
 from app.errors import EXIT_OK, EXIT_UNSUPPORTED, EXIT_USAGE, LlambdaError, exit_code_for
@@ -299,7 +299,7 @@ def _fetch_starter_with_progress():
     from app.library import ModelLibrary   # lazy: only --starter needs these
     from app.starter import fetch_starter
 
-    shown = {"stage": None, "pct": -1}
+    shown: dict[str, Any] = {"stage": None, "pct": -1}
 
     def progress(stage: str, done: int, total: int) -> None:
         pct = done * 100 // total if total else 0

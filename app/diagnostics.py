@@ -151,8 +151,8 @@ def _kernel_flags() -> str:
         return "flags not recorded in this build"
     try:
         loader = importlib.util.spec_from_file_location("_llambda_build_ffi", spec)
-        mod = importlib.util.module_from_spec(loader)
-        loader.loader.exec_module(mod)
+        mod = importlib.util.module_from_spec(loader)  # type: ignore[arg-type]  # None: caught below
+        loader.loader.exec_module(mod)  # type: ignore[union-attr]  # None: caught below
         return ("common " + " ".join(mod.GCC_COMMON) + "; per level: avx2 " + " ".join(mod._GCC_AVX2)
                 + ", avx512 " + " ".join(mod._GCC_AVX512) + " (from kernels/build_ffi.py)")
     except Exception as e:

@@ -60,8 +60,8 @@ def fetch_starter(progress: Progress | None = None) -> str:
             return e.name
     work = Path(cache_dir())
     work.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="starter-", dir=work) as tmp:
-        tmp = Path(tmp)
+    with tempfile.TemporaryDirectory(prefix="starter-", dir=work) as tmp_name:
+        tmp = Path(tmp_name)
         try:
             with urllib.request.urlopen(INDEX_URL, timeout=30) as r:
                 url, wheel_sha = _wheel_link(r.read().decode("utf-8", "replace"))

@@ -545,14 +545,14 @@ class GGUFFile:
                 m.close()
             except BufferError:
                 pass  # numpy views still use it; it is released when they are
-            self._mmap = None
+            self._mmap = None    # type: ignore[assignment]  # closed: no use after close()
         self._close_fd()
 
     def _close_fd(self) -> None:
         """The descriptor kept for check_unchanged, closed once (close() or the collector)."""
         fd = getattr(self, "_fd", None)
         if fd is not None:
-            self._fd = None
+            self._fd = None    # type: ignore[assignment]  # closed once
             try:
                 os.close(fd)
             except OSError:

@@ -11,9 +11,13 @@ import argparse
 import json
 import sys
 import time
+from typing import TYPE_CHECKING, Any
 
 from app.errors import LlambdaError, exit_code_for
 from app.units import format_bytes
+
+if TYPE_CHECKING:
+    from app.hub.verdict import RemoteVerdict     # imported lazily at run time (start-up time)
 
 COMMANDS = ("search", "files", "download", "token")
 
@@ -65,7 +69,7 @@ def _files(ns, out, err) -> int:
 
     client = HubClient()
     repo = client.repo_files(ns.repo)
-    verdicts = {}
+    verdicts: dict[str, RemoteVerdict | LlambdaError] = {}
     if not ns.no_verdict:
         for f in repo.files:
             try:
@@ -76,7 +80,7 @@ def _files(ns, out, err) -> int:
         files = []
         for f in repo.files:
             d = f.to_json()
-            v = verdicts.get(f.name)
+            v: Any = verdicts.get(f.name)     # a RemoteVerdict, an error, or None
             d["verdict"] = v.to_json() if hasattr(v, "to_json") else ({"error": str(v)} if v else None)
             files.append(d)
         json.dump({"repo_id": repo.repo_id, "revision": repo.revision, "licence": repo.licence,
@@ -126,7 +130,7 @@ def _download(ns, out, err) -> int:
     job = job_for(repo, hub_file)
     resuming = job.have() > 0
     show = err.isatty() and not ns.json
-    shown = {"t": 0.0, "stage": None}
+    shown: dict[str, Any] = {"t": 0.0, "stage": None}
 
     def on_event(e: dict) -> None:
         if e["event"] != "progress":

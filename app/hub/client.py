@@ -46,7 +46,7 @@ class _ToOurLog(logging.Handler):
         return True
 
 
-_READY = []
+_READY: list[bool] = []
 
 
 def hf():
@@ -236,7 +236,8 @@ class HubClient:
         h = dict(headers)
         h["Range"] = f"bytes={start}-{end - 1}"
         try:
-            http_get(location, sink, headers=h, expected_size=end - start, tqdm_class=_Silent)
+            http_get(location, sink, headers=h,  # type: ignore[arg-type]  # a raw binary sink
+                     expected_size=end - start, tqdm_class=_Silent)
         except Exception as e:
             raise translate(e, what) from None
         return bytes(sink.buf)

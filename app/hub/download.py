@@ -128,7 +128,7 @@ def job_for(repo: RepoFiles, hub_file: HubFile) -> DownloadJob:
 def pending_jobs() -> list[DownloadJob]:
     """Jobs left on disk (paused, failed or interrupted by a restart), oldest first."""
     folder = downloads_dir()
-    jobs = []
+    jobs: list[DownloadJob] = []
     if not folder.is_dir():
         return jobs
     for path in sorted(folder.glob("*.json")):
@@ -469,7 +469,8 @@ class DownloadQueue:
             try:
                 run_job(job, client=self.client_factory(),
                         library=self.library_factory() if self.library_factory else None,
-                        on_event=self.on_event, should_stop=lambda k=job.key: self._stop.get(k))
+                        on_event=self.on_event,
+                        should_stop=lambda k=job.key: self._stop.get(k))  # type: ignore[misc]  # default arg
             except DownloadStopped:
                 pass
             except LlambdaError:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import struct
 from pathlib import Path
-from typing import Callable
+from typing import BinaryIO, Callable
 
 from app.errors import ModelFormatError
 from app.gguf import ValueType, open_gguf
@@ -71,7 +71,7 @@ def join_split(parts: list[Path], out: Path, progress: Callable[[int, int], None
         done = 0
         with open(out, "wb") as dst:
             dst.write(header + b"\0" * (-len(header) % align))
-            handles = {}
+            handles: dict[str, BinaryIO] = {}
             try:
                 for f, t in tensors:
                     src = handles.get(f.path) or handles.setdefault(f.path, open(f.path, "rb"))

@@ -172,8 +172,8 @@ def bench_matmul(threads: Sequence[int] = (1, 2), types: Iterable[int] | None = 
                                 n_rows=n_rows, n_cols=n_cols, seconds=best, gflops=flop / best / 1e9,
                                 packed_gflops=None if packed is None else flop / packed / 1e9))
     finally:
-        for p in pools.values():
-            p.close()
+        for tp in pools.values():
+            tp.close()
     return out
 
 
@@ -182,12 +182,12 @@ def bench_in_cache(types: Iterable[int] | None = None, levels: Iterable[int | st
     """The dot kernels' own speed, weights in cache (one thread, a C loop, no Python per call):
     weight bytes/s per type and ISA level. Shows how much faster than memory a kernel can go."""
     types = [t for t in (BENCH_TYPES if types is None else types) if t in SUPPORTED_TYPES]
-    levels = [_isa(v) for v in (range(1, best_isa_level() + 1) if levels is None else levels)]
+    isa_levels = [_isa(v) for v in (range(1, best_isa_level() + 1) if levels is None else levels)]
     x = np.random.default_rng(3).standard_normal(n_cols, dtype=np.float32)
     out = []
     for t in types:
         w = random_weights(t, n_rows, n_cols, seed=t)
-        for lv in levels:
+        for lv in isa_levels:
             a = quantize_activations(t, x, isa=lv)
             sec = lib.llk_bench_vec_dot(lv, t, ffi.from_buffer(w), w.strides[0], n_rows, n_cols,
                                         ffi.from_buffer(a), inner, reps)

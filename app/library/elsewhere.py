@@ -9,6 +9,7 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Mapping
 
 MAX_DEPTH = 8              # folders below an app's models folder that are searched
 MAX_FILES = 500
@@ -21,7 +22,7 @@ class FoundModel:
     size: int
 
 
-def other_app_folders(home: Path | None = None, env: dict | None = None) -> list[tuple[str, Path]]:
+def other_app_folders(home: Path | None = None, env: Mapping[str, str] | None = None) -> list[tuple[str, Path]]:
     """(app, folder) for each known models folder that exists on this machine."""
     home = Path(home) if home is not None else Path.home()
     env = os.environ if env is None else env

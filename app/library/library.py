@@ -10,6 +10,7 @@ the same filesystem, otherwise records a reference checked for size and mtime be
 
 from __future__ import annotations
 
+import builtins
 import errno
 import hashlib
 import os
@@ -70,7 +71,7 @@ def describe_model(path: str | os.PathLike) -> ModelInfo:
         file_type = md.get("general.file_type")
         quant = FILE_TYPES.get(file_type) if isinstance(file_type, int) else None
         if quant is None:
-            by_bytes = Counter()
+            by_bytes: Counter[str] = Counter()
             for t in f.tensors.values():
                 if len(t.shape) >= 2:
                     by_bytes[t.type.name] += t.n_bytes
@@ -229,7 +230,7 @@ class ModelLibrary:
         return "ok" if (st.st_size, st.st_mtime_ns) == (entry.size, entry.mtime_ns) else "changed"
 
     @staticmethod
-    def _find(entries: list[ModelEntry], key: str) -> ModelEntry:
+    def _find(entries: builtins.list[ModelEntry], key: str) -> ModelEntry:
         for e in entries:
             if e.name == key:
                 return e
@@ -319,7 +320,7 @@ class ModelLibrary:
 
     # -- import --------------------------------------------------------------------------------
 
-    def _duplicate(self, entries: list[ModelEntry], digest: str, src: Path) -> ModelEntry | None:
+    def _duplicate(self, entries: builtins.list[ModelEntry], digest: str, src: Path) -> ModelEntry | None:
         """Raise DuplicateModelError when these bytes are already here and healthy; return the
         entry of a copy that went missing or changed, which the new import replaces."""
         for e in entries:
@@ -358,6 +359,7 @@ class ModelLibrary:
             digest = _hash_file(src, meter)
             self._duplicate(entries, digest, src)
         if keep_in_place:
+            assert digest is not None       # keep_in_place implies prehash
             entry = self._keep_in_place(src, before, digest, info, name)
         else:
             entry = self._copy_in(src, before, digest, info, name, meter)

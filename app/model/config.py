@@ -156,14 +156,14 @@ class DecoderConfig:
         if not (0 <= self.rope_base_swa < 1e12):
             raise ModelFormatError(
                 f"{self.arch}.rope.freq_base_swa is {self.rope_base_swa}, not a positive finite number")
-        for name, value in (("rope.freq_base", self.rope_base), ("rope.scaling.factor", self.rope_scale),
-                            ("rope.scaling.attn_factor", self.rope_attn_factor)):
-            if not (0 < value < 1e12):  # also refuses NaN
-                raise ModelFormatError(f"{self.arch}.{name} is {value}, not a positive finite number")
-        for name, value in (("attn_logit_softcapping", self.attn_softcap),
-                            ("final_logit_softcapping", self.final_softcap)):
-            if not (0 <= value < 1e12):
-                raise ModelFormatError(f"{self.arch}.{name} is {value}, not a non-negative finite number")
+        for name, number in (("rope.freq_base", self.rope_base), ("rope.scaling.factor", self.rope_scale),
+                             ("rope.scaling.attn_factor", self.rope_attn_factor)):
+            if not (0 < number < 1e12):  # also refuses NaN
+                raise ModelFormatError(f"{self.arch}.{name} is {number}, not a positive finite number")
+        for name, number in (("attn_logit_softcapping", self.attn_softcap),
+                             ("final_logit_softcapping", self.final_softcap)):
+            if not (0 <= number < 1e12):
+                raise ModelFormatError(f"{self.arch}.{name} is {number}, not a non-negative finite number")
         if not (self.norm_eps > 0 and self.norm_eps < 1):
             raise ModelFormatError(f"{self.arch}.attention.layer_norm_rms_epsilon is {self.norm_eps}, not in (0, 1)")
 

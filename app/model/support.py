@@ -46,7 +46,7 @@ def check_tokenizer_metadata(f: GGUFFile) -> None:
     tokens = md.array_info("tokenizer.ggml.tokens")
     if tokens is None or tokens.elem_type != ValueType.STRING:
         md.string_array("tokenizer.ggml.tokens")  # raises a typed message (or "missing")
-    n = tokens.count
+    n = tokens.count  # type: ignore[union-attr]  # not None: string_array raised above
     emb = f.tensors.get("token_embd.weight")
     if emb is not None and len(emb.dims) == 2 and emb.dims[1] != n:
         raise ModelFormatError(f"{f.path}: tokenizer.ggml.tokens has {n} entries but token_embd.weight "

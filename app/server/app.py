@@ -20,6 +20,7 @@ import json
 import logging
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -27,11 +28,12 @@ from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
+from starlette.types import ASGIApp
 
 from app.engine.generate import Finished, GenerationRequest, TextPiece
 from app.errors import TemplateError
 from app.server import openai_wire as wire
-from app.server.owner import Job, JobFailed, JobQueue, RequestRejected
+from app.server.owner import EngineOwner, ForwardingOwner, Job, JobFailed, RequestRejected
 
 log = logging.getLogger(__name__)
 
@@ -174,7 +176,7 @@ class BearerGuard:
 # -- the API ----------------------------------------------------------------------------------------
 
 class Api:
-    def __init__(self, owner: JobQueue, model_id: str, options: ServerOptions,
+    def __init__(self, owner: EngineOwner | ForwardingOwner, model_id: str, options: ServerOptions,
                  created: int | None = None):
         self.owner = owner
         self.model_id = model_id        # may change (the window loads another model)
@@ -352,7 +354,7 @@ class Api:
         """The chunk with the finish reason (and timings), then usage if the client asked."""
         self._done(state, fin)
         build = wire.chat_chunk if chat else wire.completion_chunk
-        first = {} if chat else ""
+        first: Any = {} if chat else ""
         out = [_sse(build(rid, self.model_id, created, first, wire.finish_reason(fin),
                           extra={"timings": wire.timings(fin)}))]
         if spec.include_usage:
@@ -421,14 +423,15 @@ class SSEResponse(Response):
 
 # -- the application ------------------------------------------------------------------------------
 
-def create_app(owner: JobQueue, model_id: str, options: ServerOptions | None = None,
+def create_app(owner: EngineOwner | ForwardingOwner, model_id: str, options: ServerOptions | None = None,
                created: int | None = None):
     """The ASGI app (with its guards) serving `owner`'s engine as `model_id`; its `.api` is the
     Api object (model_id, requests_served)."""
     options = options or ServerOptions()
     api = Api(owner, model_id, options, created)
 
-    async def not_found(request: Request, exc: HTTPException) -> Response:
+    async def not_found(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, HTTPException)     # registered for HTTPException only
         if exc.status_code == 405:
             return _error(405, f"{request.method} is not allowed on {request.url.path}")
         if exc.status_code == 404:
@@ -445,11 +448,11 @@ def create_app(owner: JobQueue, model_id: str, options: ServerOptions | None = N
               Route("/v1/completions", api.completions, methods=["POST"])]
     app = Starlette(routes=routes, exception_handlers={HTTPException: not_found, Exception: internal})
     app.state.api = api
-    inner = BearerGuard(app, options.api_key)
+    inner: ASGIApp = BearerGuard(app, options.api_key)
     if options.cors_origin:
         inner = CORSMiddleware(inner, allow_origins=[options.cors_origin],
                                allow_methods=["GET", "POST"],
                                allow_headers=["Authorization", "Content-Type"])
     guarded = RequestLog(HostGuard(inner, options))
-    guarded.api = api
+    guarded.api = api  # type: ignore[attr-defined]  # for tests and the CLI to reach the API
     return guarded

@@ -61,7 +61,7 @@ class StopMatcher:
         first, which = -1, None
         for s in self.stop_strings:
             i = buf.find(s)
-            if i >= 0 and (first < 0 or i < first or (i == first and len(s) > len(which))):
+            if i >= 0 and (first < 0 or i < first or (i == first and len(s) > len(which))):  # type: ignore[arg-type]  # first >= 0: set
                 first, which = i, s
         if which is not None:
             self.matched = which

@@ -191,7 +191,7 @@ class Tokenizer:
         fragments = self._partition(text, parse_special, plain_spans or ())
         out: list[int] = []
         if add_special and v.add_bos:
-            out.append(v.ids["bos"])
+            out.append(v.ids["bos"])  # type: ignore[arg-type]  # set: the Vocab checks add_bos
         if self.kind == "spm":
             prev_special = True
             for frag in fragments:
@@ -210,7 +210,7 @@ class Tokenizer:
                 else:
                     out.extend(self._backend.encode(frag))
         if add_special and v.add_eos:
-            out.append(v.ids["eos"])
+            out.append(v.ids["eos"])  # type: ignore[arg-type]  # set: the Vocab checks add_eos
         return out
 
     def _partition(self, text: str, parse_special: bool, plain_spans=()) -> list[str | int]:

@@ -205,21 +205,21 @@ def _read_vocab(md, where: str) -> Vocab:
     def force_control(i: int) -> None:
         attrs[i] |= ATTR_CONTROL
 
-    if ids["eot"] is None and (i := find(EOT_TEXTS)) is not None:
-        ids["eot"] = i
-        force_control(i)
-    if ids["eom"] is None and (i := find(EOM_TEXTS)) is not None:
-        ids["eom"] = i
-        force_control(i)
-    for name, texts in FIM_TEXTS.items():
-        if ids[name] is None and (i := find(texts)) is not None:
-            ids[name] = i
-            force_control(i)
-    for i in np.flatnonzero(attrs & ATTR_CONTROL):
-        if "unused" in tokens[i]:
-            attrs[i] |= ATTR_UNUSED
+    if ids["eot"] is None and (found := find(EOT_TEXTS)) is not None:
+        ids["eot"] = found
+        force_control(found)
+    if ids["eom"] is None and (found := find(EOM_TEXTS)) is not None:
+        ids["eom"] = found
+        force_control(found)
+    for name, fim_texts in FIM_TEXTS.items():
+        if ids[name] is None and (found := find(fim_texts)) is not None:
+            ids[name] = found
+            force_control(found)
+    for c in np.flatnonzero(attrs & ATTR_CONTROL):
+        if "unused" in tokens[c]:
+            attrs[c] |= ATTR_UNUSED
 
-    eog = {ids[k] for k in ("fim_pad", "fim_rep", "fim_sep") if ids[k] is not None}
+    eog: set[int] = {v for k in ("fim_pad", "fim_rep", "fim_sep") if (v := ids[k]) is not None}
     for t in EOG_TEXTS:
         if t in token_to_id:
             eog.add(token_to_id[t])
@@ -228,8 +228,8 @@ def _read_vocab(md, where: str) -> Vocab:
         if t in token_to_id:
             attrs[token_to_id[t]] = ATTR_USER_DEFINED
     for k in ("eos", "eot", "eom"):
-        if ids[k] is not None:
-            eog.add(ids[k])
+        if (v := ids[k]) is not None:
+            eog.add(v)
     texts = {tokens[i] for i in eog}
     if "<|end|>" in texts and (("<|return|>" in texts and "<|call|>" in texts)
                                or ("<|calls|>" in texts and "<|flush|>" in texts)):
@@ -244,8 +244,8 @@ def _read_vocab(md, where: str) -> Vocab:
     # Per-model attributes that the file does not carry.
     name = md.string("general.name", "").lower()
     if "phi-3" in name or "phi3" in name:
-        for i in np.flatnonzero(attrs & (ATTR_CONTROL | ATTR_USER_DEFINED | ATTR_UNKNOWN)):
-            attrs[i] |= ATTR_RSTRIP
+        for c in np.flatnonzero(attrs & (ATTR_CONTROL | ATTR_USER_DEFINED | ATTR_UNKNOWN)):
+            attrs[c] |= ATTR_RSTRIP
         for t, on in (("</s>", True), ("<unk>", False), ("<s>", False), ("<|endoftext|>", False)):
             if t in token_to_id:
                 i = token_to_id[t]
