@@ -42,7 +42,7 @@ ENGINE = {"n_ctx": N_CTX, "threads": THREADS, "overflow": OVERFLOW, "kv_type": K
           "kv_budget_mb": KV_BUDGET_MB, "speculation": SPECULATION, "draft": DRAFT, "draft_max": DRAFT_MAX}
 
 
-def seed_or_none(seed) -> int | None:
+def seed_or_none(seed: int | float | str | None) -> int | None:
     """The engine's seed from a stored one: None (random) for -1 or anything negative."""
     return None if seed is None or int(seed) < 0 else int(seed)
 

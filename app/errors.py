@@ -20,7 +20,7 @@ def one_line(message: str) -> str:
 class LlambdaError(Exception):
     """Root of every error Llambda raises on purpose. Its message is always one printable line."""
 
-    def __init__(self, *args):
+    def __init__(self, *args: object) -> None:
         if len(args) == 1 and isinstance(args[0], str):
             args = (one_line(args[0]),)
         super().__init__(*args)

@@ -9,12 +9,23 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_ruff_finds_nothing():
     out = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", "."], cwd=ROOT,
                          capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_mypy_finds_nothing():
+    """`python -m mypy` is clean: the files (app/) and the strictness per module are in
+    pyproject.toml ([tool.mypy]); .ci/run also runs it before the tests."""
+    pytest.importorskip("mypy", reason="mypy is in the test extra: pip install -e '.[test]'")
+    out = subprocess.run([sys.executable, "-m", "mypy"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stdout + out.stderr
 
 

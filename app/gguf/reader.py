@@ -24,7 +24,7 @@ import os
 import stat
 import struct
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any, Iterator, KeysView
 
 import numpy as np
 
@@ -91,7 +91,7 @@ class TensorInfo:
 class _Cursor:
     """Reads little-endian values from a buffer, refusing to step past its end."""
 
-    def __init__(self, buf, size: int, where: str):
+    def __init__(self, buf: mmap.mmap, size: int, where: str) -> None:
         self.buf = buf
         self.size = size
         self.pos = 0
@@ -144,7 +144,7 @@ def _value_type(code: int, cur: _Cursor, what: str) -> ValueType:
 class Metadata:
     """The key/value pairs of a GGUF file, with typed accessors that name the key on failure."""
 
-    def __init__(self, buf, where: str):
+    def __init__(self, buf: mmap.mmap, where: str) -> None:
         self._buf = buf
         self._where = where
         self._types: dict[str, ValueType] = {}
@@ -168,7 +168,7 @@ class Metadata:
     def __len__(self) -> int:
         return len(self._types)
 
-    def keys(self):
+    def keys(self) -> KeysView[str]:
         return self._types.keys()
 
     def type_of(self, key: str) -> ValueType:
@@ -194,7 +194,7 @@ class Metadata:
             raise KeyError(key)
         return self.get(key)
 
-    def _decode_array(self, a: ArrayValue):
+    def _decode_array(self, a: ArrayValue) -> list[str] | np.ndarray:
         if a.elem_type == ValueType.STRING:
             buf, pos, out = self._buf, a.start, []
             unpack = _U64.unpack_from
@@ -558,13 +558,13 @@ class GGUFFile:
             except OSError:
                 pass
 
-    def __del__(self):
+    def __del__(self) -> None:
         self._close_fd()
 
     def __enter__(self) -> "GGUFFile":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 

@@ -176,7 +176,7 @@ class DecoderConfig:
         return 2 * self.n_layer * n_ctx * self.n_head_kv * self.head_dim * kv_bytes_per_value
 
 
-def _int(md: Metadata, key: str, default=Metadata._MISSING) -> int:
+def _int(md: Metadata, key: str, default: object = Metadata._MISSING) -> int:
     return md.integer(key, default)
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from app.errors import ModelFormatError, UnsupportedModelError
 from app.gguf.constants import ValueType
 from app.gguf.reader import GGUFFile
-from app.model.config import ARCHITECTURES, config_from_gguf, layer_tensor_names
+from app.model.config import ARCHITECTURES, DecoderConfig, config_from_gguf, layer_tensor_names
 
 TOKENIZER_MODELS = {"gpt2": "byte-level BPE", "llama": "SentencePiece"}
 SPECIAL_ID_KEYS = ("bos", "eos", "eot", "eom", "unknown", "padding", "sep", "cls", "mask")
@@ -74,7 +74,7 @@ def check_tokenizer_metadata(f: GGUFFile) -> None:
                 raise ModelFormatError(f"{f.path}: metadata {key} is {tid}, outside the vocabulary of {n}")
 
 
-def missing_tensors(f: GGUFFile, cfg) -> list[str]:
+def missing_tensors(f: GGUFFile, cfg: DecoderConfig) -> list[str]:
     """Names of the tensors the decoder needs for cfg's architecture that the file lacks."""
     need = ["token_embd.weight", "output_norm.weight"]
     for i in range(cfg.n_layer):
@@ -89,7 +89,7 @@ BIASES = ("attn_norm.bias", "attn_q.bias", "attn_k.bias", "attn_v.bias", "attn_o
           "ffn_norm.bias")
 
 
-def unused_tensors(f: GGUFFile, cfg) -> dict[str, list[str]]:
+def unused_tensors(f: GGUFFile, cfg: DecoderConfig) -> dict[str, list[str]]:
     """Tensors in the file that the decoder would not apply, by name pattern ("blk.*.ffn_up.bias"):
     a model that needs them would run, and be wrong."""
     per_layer = {"blk.*." + t for t in BIASES}
