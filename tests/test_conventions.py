@@ -1,5 +1,6 @@
 """Conventions the code keeps, checked rather than remembered: the linter's rules (configured in
-pyproject.toml, so a `noqa` names a rule that is checked) and Qt signals emitted through
+pyproject.toml, so a `noqa` names a rule that is checked), the formatter on the files listed in
+pyproject.toml, mypy's types, and Qt signals emitted through
 `app.ui.qt_fix.emit` (the binding leaks a reference on a bare `.emit(`)."""
 
 from __future__ import annotations
@@ -17,6 +18,24 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_ruff_finds_nothing():
     out = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", "."], cwd=ROOT,
                          capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def ruff_format_files() -> list[str]:
+    """The files `ruff format --check` holds: `[tool.llambda] ruff-format-files` in pyproject.toml."""
+    try:
+        import tomllib
+    except ModuleNotFoundError:     # Python 3.10: pytest's own dependency
+        import tomli as tomllib
+    with open(ROOT / "pyproject.toml", "rb") as f:
+        return tomllib.load(f)["tool"]["llambda"]["ruff-format-files"]
+
+
+def test_listed_files_are_ruff_formatted():
+    files = ruff_format_files()
+    assert files and all((ROOT / f).is_file() for f in files), "a listed file is missing"
+    out = subprocess.run([sys.executable, "-m", "ruff", "format", "--check", "--diff", "--no-cache", *files],
+                         cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stdout + out.stderr
 
 
