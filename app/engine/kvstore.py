@@ -134,7 +134,7 @@ class KVStore:
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
             self._write_atomic(path, [_PRE.pack(MAGIC, FORMAT_VERSION, len(header)), header,
-                                      toks.tobytes(), memoryview(img)])  # type: ignore[arg-type]  # numpy: __buffer__ only for 3.12+
+                                      toks.tobytes(), memoryview(img)])  # type: ignore[arg-type]  # numpy: 3.12+
         except OSError as e:
             log.warning("KV state not saved to %s: %s", path, e)
             return None

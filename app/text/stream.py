@@ -61,7 +61,8 @@ class StopMatcher:
         first, which = -1, None
         for s in self.stop_strings:
             i = buf.find(s)
-            if i >= 0 and (first < 0 or i < first or (i == first and len(s) > len(which))):  # type: ignore[arg-type]  # first >= 0: set
+            # which is set whenever first >= 0
+            if i >= 0 and (first < 0 or i < first or (i == first and len(s) > len(which))):  # type: ignore[arg-type]
                 first, which = i, s
         if which is not None:
             self.matched = which
