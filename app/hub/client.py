@@ -237,14 +237,14 @@ class HubClient:
         h["Range"] = f"bytes={start}-{end - 1}"
         try:
             http_get(location, sink, headers=h,  # type: ignore[arg-type]  # a raw binary sink
-                     expected_size=end - start, tqdm_class=_Silent)
+                     expected_size=end - start, tqdm_class=SilentBar)
         except Exception as e:
             raise translate(e, what) from None
         return bytes(sink.buf)
 
 
-class _Silent:
-    """A progress bar that shows nothing (http_get wants one)."""
+class SilentBar:
+    """A progress bar that shows nothing (http_get wants one); download.py's meter extends it."""
 
     def __init__(self, *args, **kwargs):
         pass

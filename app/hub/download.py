@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Callable
 
 from app.errors import LlambdaError
-from app.hub.client import HubClient, HubError, hf, translate
+from app.hub.client import HubClient, HubError, SilentBar, hf, translate
 from app.hub.files import HubFile, RepoFiles
 from app.paths import atomic_write_text, cache_dir, ensure_dir
 
@@ -171,21 +171,9 @@ class _Stop(Exception):
 def _meter(on_bytes: Callable[[int], None]):
     """A class that http_get takes for its progress bar; it reports bytes and may stop the transfer."""
 
-    class Meter:
-        def __init__(self, *args, **kwargs):
-            pass
-
+    class Meter(SilentBar):
         def update(self, n: int = 1) -> None:
             on_bytes(int(n))
-
-        def close(self) -> None:
-            pass
-
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *exc) -> None:
-            pass
 
     return Meter
 
