@@ -99,6 +99,12 @@ static inline void llk_k4_scale_min(const uint8_t *s, int j, int *sc, int *mn) {
     }
 }
 
+/* IQ4_XS: the signed scale (minus 32) of group g (0..7) from scales_l and scales_h. */
+static inline int llk_iq4xs_scale(const blk_iq4_xs *b, int g) {
+    const int lo = (b->scales_l[g >> 1] >> (4 * (g & 1))) & 15, hi = (b->scales_h >> (2 * g)) & 3;
+    return (lo | hi << 4) - 32;
+}
+
 /* Panels: 8 rows of a weight matrix interleaved block by block, the layout of the matrix x matrix
  * kernels (llk_panel.c). Entry (j, g) of a panel holds block b = 8g + j of its 8 rows; entries are
  * stored lane-major (j = 0 .. 7, then g ascending), the order the summation contract accumulates

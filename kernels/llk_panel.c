@@ -109,8 +109,7 @@ static void put_iq4_xs(uint8_t *e8, int r, const uint8_t *B8) {
     const blk_iq4_xs *B = (const blk_iq4_xs *)B8;
     e->d[r] = B->d;
     for (int g = 0; g < 8; g++) {
-        const int lo = (B->scales_l[g >> 1] >> (4 * (g & 1))) & 15, hi = (B->scales_h >> (2 * g)) & 3;
-        e->ls[g][r] = (int8_t)((lo | hi << 4) - 32);
+        e->ls[g][r] = (int8_t)llk_iq4xs_scale(B, g);
         for (int k = 0; k < 4; k++) memcpy(e->qs + 128 * g + 32 * k + 4 * r, B->qs + 16 * g + 4 * k, 4);
     }
 }

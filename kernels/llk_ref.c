@@ -242,11 +242,6 @@ static inline int q6k_level(const blk_q6_K *b, int i) {
     int hi = (b->qh[32 * h + l] >> (2 * s)) & 3;
     return (lo | hi << 4) - 32;
 }
-static inline int iq4xs_scale(const blk_iq4_xs *b, int g) {
-    int lo = (b->scales_l[g >> 1] >> (4 * (g & 1))) & 15;
-    int hi = (b->scales_h >> (2 * g)) & 3;
-    return (lo | hi << 4) - 32;
-}
 static inline int iq4xs_level(const blk_iq4_xs *b, int i) {
     int g = i >> 5, l = i & 31;
     int q = l < 16 ? (b->qs[16 * g + l] & 15) : (b->qs[16 * g + l - 16] >> 4);
@@ -400,7 +395,7 @@ static void deq_iq4_xs(const void *x, float *y, int64_t n) {
     for (int64_t b = 0; b < nb; b++) {
         float d = llk_h2f(blk[b].d);
         for (int i = 0; i < 256; i++)
-            y[256 * b + i] = d * (float)iq4xs_scale(&blk[b], i >> 5) * (float)iq4xs_level(&blk[b], i);
+            y[256 * b + i] = d * (float)llk_iq4xs_scale(&blk[b], i >> 5) * (float)iq4xs_level(&blk[b], i);
     }
 }
 static float dot_iq4_xs(const void *w, const void *a, int64_t n) {
@@ -413,7 +408,7 @@ static float dot_iq4_xs(const void *w, const void *a, int64_t n) {
         for (int g = 0; g < 8; g++) {
             int t = 0;
             for (int i = 32 * g; i < 32 * g + 32; i++) t += iq4xs_level(&blk[b], i) * ab[b].qs[i];
-            acc += iq4xs_scale(&blk[b], g) * t;
+            acc += llk_iq4xs_scale(&blk[b], g) * t;
         }
         s += ab[b].d * llk_h2f(blk[b].d) * (float)acc;
     }
