@@ -131,20 +131,17 @@ static void pack_super(void (*put)(uint8_t *, int, const uint8_t *), size_t blk,
  * chunks interleaved (chunk c of row r at 32c + 4r). Both types keep the row's bytes as they are. */
 void llk_panel_pack_range(int type, const uint8_t *w, size_t row_stride, int64_t n_cols,
                           int64_t p0, int64_t p1, uint8_t *out) {
-    if (type == LLK_TYPE_Q4_K) {
-        pack_super(put_q4_K, sizeof(blk_q4_K), sizeof(blk_q4_Kx8), w, row_stride, n_cols, p0, p1, out);
-        return;
+    void (*put)(uint8_t *, int, const uint8_t *) = NULL;   /* the super-block types' entries */
+    size_t blk = 0, ent = 0;
+    switch (type) {
+    case LLK_TYPE_Q4_K: put = put_q4_K; blk = sizeof(blk_q4_K); ent = sizeof(blk_q4_Kx8); break;
+    case LLK_TYPE_Q5_K: put = put_q5_K; blk = sizeof(blk_q5_K); ent = sizeof(blk_q5_Kx8); break;
+    case LLK_TYPE_Q6_K: put = put_q6_K; blk = sizeof(blk_q6_K); ent = sizeof(blk_q6_Kx8); break;
+    case LLK_TYPE_IQ4_XS: put = put_iq4_xs; blk = sizeof(blk_iq4_xs); ent = sizeof(blk_iq4_xsx8); break;
+    default: break;
     }
-    if (type == LLK_TYPE_Q5_K) {
-        pack_super(put_q5_K, sizeof(blk_q5_K), sizeof(blk_q5_Kx8), w, row_stride, n_cols, p0, p1, out);
-        return;
-    }
-    if (type == LLK_TYPE_IQ4_XS) {
-        pack_super(put_iq4_xs, sizeof(blk_iq4_xs), sizeof(blk_iq4_xsx8), w, row_stride, n_cols, p0, p1, out);
-        return;
-    }
-    if (type == LLK_TYPE_Q6_K) {
-        pack_super(put_q6_K, sizeof(blk_q6_K), sizeof(blk_q6_Kx8), w, row_stride, n_cols, p0, p1, out);
+    if (put) {
+        pack_super(put, blk, ent, w, row_stride, n_cols, p0, p1, out);
         return;
     }
     const legacy_panel *L = legacy_of(type);
