@@ -4,6 +4,7 @@ Metadata lives in pyproject.toml; this file only wires kernels/build_ffi.py in t
 `cffi_modules` and compiles each C file of kernels/ with its own flags (the instruction-set files
 with theirs, the reference and shared files with none), warnings on.
 """
+
 import glob
 import os
 import platform
@@ -40,7 +41,7 @@ class BuildKernels(build_ext):
             for i, (src, macros, gcc_flags, msvc_flags) in enumerate(build_ffi.SOURCES):
                 flags = msvc_flags if msvc else gcc_flags
                 if not _is_x86():
-                    flags = []   # the ISA files compile to stubs: reference path only
+                    flags = []  # the ISA files compile to stubs: reference path only
                 out_dir = os.path.join(self.build_temp, "llk", str(i))
                 objects += self.compiler.compile(
                     [os.path.join(KERNELS, src)],
@@ -74,8 +75,13 @@ class SdistWithKernels(sdist):
 
     def make_distribution(self):
         for pattern in ("kernels/*.c", "kernels/*.h", "kernels/*.inc", "kernels/*.py", "resources/**/*"):
-            self.filelist.extend(sorted(f for f in glob.glob(pattern, root_dir=HERE, recursive=True)
-                                        if os.path.isfile(os.path.join(HERE, f))))
+            self.filelist.extend(
+                sorted(
+                    f
+                    for f in glob.glob(pattern, root_dir=HERE, recursive=True)
+                    if os.path.isfile(os.path.join(HERE, f))
+                )
+            )
         super().make_distribution()
 
 

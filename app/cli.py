@@ -23,29 +23,34 @@ SUBCOMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Cal
 
 def subcommand(name: str, help: str):
     """Register `func(args) -> exit code` with an `add_arguments(parser)` companion."""
+
     def wrap(add_arguments):
         def bind(run):
             SUBCOMMANDS[name] = (help, add_arguments, run)
             return run
+
         return bind
+
     return wrap
 
 
 # --- inspect -----------------------------------------------------------------------------------
 
+
 def _inspect_args(p: argparse.ArgumentParser) -> None:
-    from app.engine.cli import positive_int   # lazy: start-up (see SUBCOMMANDS)
+    from app.engine.cli import positive_int  # lazy: start-up (see SUBCOMMANDS)
 
     p.add_argument("model", help="path of a GGUF file")
     p.add_argument("--ctx", type=positive_int, default=None, help="context length for the memory estimate")
-    p.add_argument("--kv-type", choices=("f16", "f32", "q8_0"), default="f16",
-                   help="KV cache precision for the memory estimate")
+    p.add_argument(
+        "--kv-type", choices=("f16", "f32", "q8_0"), default="f16", help="KV cache precision for the memory estimate"
+    )
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
 
 @subcommand("inspect", "header, metadata, tensor types, support verdict, memory estimate")(_inspect_args)
 def run_inspect(args: argparse.Namespace) -> int:
-    from app.library.inspect import describe, format_description   # lazy: start-up (see SUBCOMMANDS)
+    from app.library.inspect import describe, format_description  # lazy: start-up (see SUBCOMMANDS)
 
     info = describe(args.model, n_ctx=args.ctx, kv_type=args.kv_type)
     if args.json:
@@ -57,6 +62,7 @@ def run_inspect(args: argparse.Namespace) -> int:
 
 # --- tokenize ----------------------------------------------------------------------------------
 
+
 def _tokenize_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", help="a GGUF file, or the name of a model in the library")
     p.add_argument("text", nargs="?", help="text to tokenize; without it, one JSON string per stdin line")
@@ -67,12 +73,13 @@ def _tokenize_args(p: argparse.ArgumentParser) -> None:
 
 @subcommand("tokenize", "token ids of TEXT (or of each JSON-string line on stdin)")(_tokenize_args)
 def run_tokenize(args: argparse.Namespace) -> int:
-    from app.library import resolve_model   # lazy: start-up (see SUBCOMMANDS)
-    from app.text import cli_tokenize   # lazy: jinja2 and the tokenizers
+    from app.library import resolve_model  # lazy: start-up (see SUBCOMMANDS)
+    from app.text import cli_tokenize  # lazy: jinja2 and the tokenizers
 
     try:
-        return cli_tokenize(resolve_model(args.model), args.text, as_json=args.json,
-                            special=args.special, add_special=not args.no_bos)
+        return cli_tokenize(
+            resolve_model(args.model), args.text, as_json=args.json, special=args.special, add_special=not args.no_bos
+        )
     except ValueError as e:
         if isinstance(e, LlambdaError):
             raise
@@ -82,19 +89,22 @@ def run_tokenize(args: argparse.Namespace) -> int:
 
 # --- generate, chat, perplexity, bench (app/engine/cli.py) --------------------------------------------------
 
+
 def _engine_args(name: str):
     def add(p: argparse.ArgumentParser) -> None:
-        from app.engine import cli as engine_cli   # lazy: start-up (see SUBCOMMANDS)
+        from app.engine import cli as engine_cli  # lazy: start-up (see SUBCOMMANDS)
 
         getattr(engine_cli, f"add_{name}_args")(p)
+
     return add
 
 
 def _engine_run(name: str):
     def run(args: argparse.Namespace) -> int:
-        from app.engine import cli as engine_cli   # lazy: start-up (see SUBCOMMANDS)
+        from app.engine import cli as engine_cli  # lazy: start-up (see SUBCOMMANDS)
 
         return getattr(engine_cli, f"run_{name}")(args)
+
     return run
 
 
@@ -103,30 +113,34 @@ subcommand("chat", "interactive chat in the terminal")(_engine_args("chat"))(_en
 
 
 subcommand("perplexity", "perplexity of a text; --kl-divergence: how far from a base (another quantization)")(
-    _engine_args("perplexity"))(_engine_run("perplexity"))
+    _engine_args("perplexity")
+)(_engine_run("perplexity"))
 subcommand("bench", "prompt-processing and generation speed, like llama-bench; --kernels: per type")(
-    _engine_args("bench"))(_engine_run("bench"))
+    _engine_args("bench")
+)(_engine_run("bench"))
 
 
 # --- serve (app/server/cli.py) -------------------------------------------------------------------
 
+
 def _serve_args(p: argparse.ArgumentParser) -> None:
-    from app.server.cli import add_serve_args   # lazy: start-up (see SUBCOMMANDS)
+    from app.server.cli import add_serve_args  # lazy: start-up (see SUBCOMMANDS)
 
     add_serve_args(p)
 
 
 @subcommand("serve", "an OpenAI-compatible API for other programs, on localhost")(_serve_args)
 def run_serve(args: argparse.Namespace) -> int:
-    from app.server.cli import run_serve as run   # lazy: start-up (see SUBCOMMANDS)
+    from app.server.cli import run_serve as run  # lazy: start-up (see SUBCOMMANDS)
 
     return run(args)
 
 
 # --- models ------------------------------------------------------------------------------------
 
+
 def _models_args(p: argparse.ArgumentParser) -> None:
-    from app.hub import cli as hub_cli   # lazy: start-up (see SUBCOMMANDS)
+    from app.hub import cli as hub_cli  # lazy: start-up (see SUBCOMMANDS)
     from app.library.cli import configure_parser
 
     configure_parser(p, hub_cli.add_commands, hub_cli.COMMANDS)
@@ -134,7 +148,7 @@ def _models_args(p: argparse.ArgumentParser) -> None:
 
 @subcommand("models", "list, import or remove models in the library; search and download from the Hub")(_models_args)
 def run_models(args: argparse.Namespace) -> int:
-    from app.hub import cli as hub_cli   # lazy: start-up (see SUBCOMMANDS)
+    from app.hub import cli as hub_cli  # lazy: start-up (see SUBCOMMANDS)
 
     if args.models_command in hub_cli.COMMANDS:
         return hub_cli.run(args)
@@ -145,20 +159,22 @@ def run_models(args: argparse.Namespace) -> int:
 
 # --- chats -------------------------------------------------------------------------------------
 
+
 def _chats_args(p: argparse.ArgumentParser) -> None:
-    from app.chats.cli import configure_parser   # lazy: start-up (see SUBCOMMANDS)
+    from app.chats.cli import configure_parser  # lazy: start-up (see SUBCOMMANDS)
 
     configure_parser(p)
 
 
 @subcommand("chats", "list, export (Markdown, JSON) or import conversations")(_chats_args)
 def run_chats(args: argparse.Namespace) -> int:
-    from app.chats.cli import run_chats as run   # lazy: start-up (see SUBCOMMANDS)
+    from app.chats.cli import run_chats as run  # lazy: start-up (see SUBCOMMANDS)
 
     return run(args)
 
 
 # --- doctor ------------------------------------------------------------------------------------
+
 
 def _doctor_args(p: argparse.ArgumentParser) -> None:
     pass
@@ -166,7 +182,7 @@ def _doctor_args(p: argparse.ArgumentParser) -> None:
 
 @subcommand("doctor", "check folders, the conversation database and the kernels; print versions")(_doctor_args)
 def run_doctor(args: argparse.Namespace) -> int:
-    from app.diagnostics import run_doctor as doctor   # lazy: start-up (see SUBCOMMANDS)
+    from app.diagnostics import run_doctor as doctor  # lazy: start-up (see SUBCOMMANDS)
 
     return doctor(verbose=bool(getattr(args, "verbose", 0)))
 
@@ -182,12 +198,17 @@ def _verbosity(argv: Sequence[str]) -> int:
 
 
 def _add_verbose(p: argparse.ArgumentParser, default=0) -> None:
-    p.add_argument("-v", "--verbose", action="count", default=default,
-                   help="say more on stderr (-vv: debug); LLAMBDA_LOG=debug does too")
+    p.add_argument(
+        "-v",
+        "--verbose",
+        action="count",
+        default=default,
+        help="say more on stderr (-vv: debug); LLAMBDA_LOG=debug does too",
+    )
 
 
 def _print_version(verbose: int) -> int:
-    from app.diagnostics import version_line, version_report   # lazy: only --version needs it
+    from app.diagnostics import version_line, version_report  # lazy: only --version needs it
 
     print(version_report() if verbose else version_line())
     return EXIT_OK
@@ -197,7 +218,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="llambda",
         description="Chat with GGUF language models on your own CPU. "
-                    "With no command, opens the window (optionally on FILE).")
+        "With no command, opens the window (optionally on FILE).",
+    )
     p.add_argument("--version", action="store_true", help="print the version (with -v: of every component)")
     _add_verbose(p)
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
@@ -229,14 +251,16 @@ def display_problem() -> str | None:
         return None
     platform = os.environ.get("QT_QPA_PLATFORM", "")
     if platform and not platform.startswith(("xcb", "wayland")):
-        return None            # offscreen, vnc, eglfs...: Qt needs no display server
+        return None  # offscreen, vnc, eglfs...: Qt needs no display server
     hint = "use the command line instead: llambda chat MODEL, or llambda --help"
     if os.environ.get("WAYLAND_DISPLAY"):
         return None
     display = os.environ.get("DISPLAY", "")
     if not display:
-        return (f"llambda: error: the window cannot open: no display (DISPLAY and WAYLAND_DISPLAY are "
-                f"unset, e.g. over SSH); {hint}")
+        return (
+            f"llambda: error: the window cannot open: no display (DISPLAY and WAYLAND_DISPLAY are "
+            f"unset, e.g. over SSH); {hint}"
+        )
     host, _, number = display.rpartition(":")
     number = number.split(".")[0]
     if host in ("", "unix") and number.isdigit() and not _x_socket_answers(int(number)):
@@ -262,22 +286,27 @@ def _x_socket_answers(number: int) -> bool:
 def _open_window(argv: Sequence[str], verbose: int = 0) -> int:
     word = unknown_word(argv)
     if word is not None:
-        print(f"llambda: error: no such command or file: {word}\ncommands:\n{command_list()}",
-              file=sys.stderr)
+        print(f"llambda: error: no such command or file: {word}\ncommands:\n{command_list()}", file=sys.stderr)
         return EXIT_USAGE
     p = argparse.ArgumentParser(prog="llambda", description="Open the Llambda window.")
     p.add_argument("--version", action="store_true", help="print the version (with -v: of every component)")
     _add_verbose(p)
     p.add_argument("file", nargs="?", help="a GGUF model to open")
-    p.add_argument("--starter", action="store_true",
-                   help="fetch the small SmolLM2-135M-Instruct model into the library and open it")
-    p.add_argument("--self-test", action="store_true",
-                   help="check the engine and the window on a tiny built-in model, print one line, exit")
+    p.add_argument(
+        "--starter",
+        action="store_true",
+        help="fetch the small SmolLM2-135M-Instruct model into the library and open it",
+    )
+    p.add_argument(
+        "--self-test",
+        action="store_true",
+        help="check the engine and the window on a tiny built-in model, print one line, exit",
+    )
     args = p.parse_args(argv)
     if args.version:
         return _print_version(max(verbose, args.verbose))
     if args.self_test:
-        from app.selftest import run as self_test   # lazy: the engine and Qt
+        from app.selftest import run as self_test  # lazy: the engine and Qt
 
         return self_test()
     problem = display_problem()
@@ -287,16 +316,19 @@ def _open_window(argv: Sequence[str], verbose: int = 0) -> int:
     if args.starter and not args.file:
         args.file = str(_fetch_starter_with_progress())
     try:
-        from app.ui.main import run_window   # lazy: PySide6; also absent from a build without the window
+        from app.ui.main import run_window  # lazy: PySide6; also absent from a build without the window
     except ImportError as e:
-        print(f"llambda: error: the window cannot start: {e} (reinstall Llambda; the command-line "
-              "tools still work: llambda --help)", file=sys.stderr)
+        print(
+            f"llambda: error: the window cannot start: {e} (reinstall Llambda; the command-line "
+            "tools still work: llambda --help)",
+            file=sys.stderr,
+        )
         return 1
     return run_window(args)
 
 
 def _fetch_starter_with_progress():
-    from app.library import ModelLibrary   # lazy: only --starter needs these
+    from app.library import ModelLibrary  # lazy: only --starter needs these
     from app.starter import fetch_starter
 
     shown: dict[str, Any] = {"stage": None, "pct": -1}
@@ -314,11 +346,11 @@ def _fetch_starter_with_progress():
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     verbose = _verbosity(argv)
-    argv = [a for a in argv if a not in VERBOSE_FLAGS]     # anywhere, even after `models list`
+    argv = [a for a in argv if a not in VERBOSE_FLAGS]  # anywhere, even after `models list`
     command = next((a for a in argv if not a.startswith("-")), None)
     helping = any(a in ("-h", "--help") for a in argv)
     window = not (command in SUBCOMMANDS or (command is None and helping))
-    if "--self-test" not in argv:       # the self-test touches no user folder, logs included
+    if "--self-test" not in argv:  # the self-test touches no user folder, logs included
         logs.setup("window" if window and "--version" not in argv else "cli", verbose)
     log = logs.get("cli")
     try:

@@ -29,13 +29,13 @@ from app.logs import TEXT_LOGGER, log_path, native_crash_reports
 from app.paths import chats_db_path, data_dir, log_dir, models_dir
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-BUILD_INFO = Path(__file__).resolve().parent / "_build_info.json"   # written by build.spec
+BUILD_INFO = Path(__file__).resolve().parent / "_build_info.json"  # written by build.spec
 LOG_TAIL = 200
-ISA_CPU_FLAGS = {"avx2": ("avx2", "fma", "f16c"),
-                 "avx512": ("avx512f", "avx512bw", "avx512vl", "avx512dq")}
+ISA_CPU_FLAGS = {"avx2": ("avx2", "fma", "f16c"), "avx512": ("avx512f", "avx512bw", "avx512vl", "avx512dq")}
 
 
 # -- versions -------------------------------------------------------------------------------------
+
 
 @functools.lru_cache(maxsize=1)
 def git_revision() -> str:
@@ -46,12 +46,19 @@ def git_revision() -> str:
         return f"{rec} (recorded at build time)"
     if (REPO_ROOT / ".git").exists():
         try:
-            rev = subprocess.run(["git", "-C", str(REPO_ROOT), "rev-parse", "--short=12", "HEAD"],
-                                 capture_output=True, text=True, timeout=5)
+            rev = subprocess.run(
+                ["git", "-C", str(REPO_ROOT), "rev-parse", "--short=12", "HEAD"],
+                capture_output=True,
+                text=True,
+                timeout=5,
+            )
             if rev.returncode == 0 and rev.stdout.strip():
-                dirty = subprocess.run(["git", "-C", str(REPO_ROOT), "status", "--porcelain",
-                                        "--untracked-files=no"], capture_output=True, text=True,
-                                       timeout=5)
+                dirty = subprocess.run(
+                    ["git", "-C", str(REPO_ROOT), "status", "--porcelain", "--untracked-files=no"],
+                    capture_output=True,
+                    text=True,
+                    timeout=5,
+                )
                 note = ", with local changes" if dirty.returncode == 0 and dirty.stdout.strip() else ""
                 return f"{rev.stdout.strip()} (read from the git checkout{note})"
         except (OSError, subprocess.SubprocessError):
@@ -70,7 +77,7 @@ def _build_info() -> dict:
 
 def _module_version(name: str) -> str:
     try:
-        from importlib.metadata import version   # lazy: ~50 ms; `llambda --version` loads this module
+        from importlib.metadata import version  # lazy: ~50 ms; `llambda --version` loads this module
 
         dist = {"PySide6": "PySide6-Essentials"}.get(name, name)
         try:
@@ -108,17 +115,20 @@ def cpu_model() -> str:
 def isa_reason() -> str:
     """Which kernel level runs and why: forced by LLAMBDA_ISA, or the best the CPU's flags allow."""
     try:
-        from app.kernels import ISA_NAMES, best_isa_level, isa_level, isa_name   # lazy: a broken install has none
+        from app.kernels import ISA_NAMES, best_isa_level, isa_level, isa_name  # lazy: a broken install has none
     except ImportError as e:
         return f"kernel library not built ({e})"
     flags = cpu_flags()
     seen = " ".join(f for names in ISA_CPU_FLAGS.values() for f in names if f in flags)
     missing = [f for names in ISA_CPU_FLAGS.values() for f in names if f not in flags]
     best = ISA_NAMES[best_isa_level()] if best_isa_level() < len(ISA_NAMES) else str(best_isa_level())
-    why = f"CPU flags: {seen or 'none of avx2/avx512'}" + (f"; missing {' '.join(missing)}" if missing and flags else "")
+    why = f"CPU flags: {seen or 'none of avx2/avx512'}" + (
+        f"; missing {' '.join(missing)}" if missing and flags else ""
+    )
     if isa_level() != best_isa_level():
-        return f"{isa_name()} (forced by LLAMBDA_ISA={os.environ.get('LLAMBDA_ISA', '?')}; " \
-               f"the CPU allows {best}; {why})"
+        return (
+            f"{isa_name()} (forced by LLAMBDA_ISA={os.environ.get('LLAMBDA_ISA', '?')}; the CPU allows {best}; {why})"
+        )
     return f"{isa_name()} (the best this CPU allows; {why})"
 
 
@@ -126,7 +136,7 @@ def isa_reason() -> str:
 def kernel_library() -> str:
     """Library version, the compiler that built it and the flags it was built with."""
     try:
-        from app import _llk, kernels   # lazy: a broken install has none
+        from app import _llk, kernels  # lazy: a broken install has none
     except ImportError as e:
         return f"not built ({e})"
     so = Path(_llk.__file__)
@@ -137,8 +147,7 @@ def kernel_library() -> str:
             compiler = m.group(0).decode("ascii", "replace")
     except OSError:
         pass
-    return f"{kernels.version()}, {so.name} ({so.stat().st_size / 2**20:.1f} MiB), {compiler}; " \
-           f"{_kernel_flags()}"
+    return f"{kernels.version()}, {so.name} ({so.stat().st_size / 2**20:.1f} MiB), {compiler}; {_kernel_flags()}"
 
 
 def _kernel_flags() -> str:
@@ -153,15 +162,22 @@ def _kernel_flags() -> str:
         loader = importlib.util.spec_from_file_location("_llambda_build_ffi", spec)
         mod = importlib.util.module_from_spec(loader)  # type: ignore[arg-type]  # None: caught below
         loader.loader.exec_module(mod)  # type: ignore[union-attr]  # None: caught below
-        return ("common " + " ".join(mod.GCC_COMMON) + "; per level: avx2 " + " ".join(mod._GCC_AVX2)
-                + ", avx512 " + " ".join(mod._GCC_AVX512) + " (from kernels/build_ffi.py)")
+        return (
+            "common "
+            + " ".join(mod.GCC_COMMON)
+            + "; per level: avx2 "
+            + " ".join(mod._GCC_AVX2)
+            + ", avx512 "
+            + " ".join(mod._GCC_AVX512)
+            + " (from kernels/build_ffi.py)"
+        )
     except Exception as e:
         return f"flags unknown ({type(e).__name__}: {e})"
 
 
 def qt_version() -> str:
     try:
-        import PySide6   # lazy: heavy, and no Qt below app.ui
+        import PySide6  # lazy: heavy, and no Qt below app.ui
         from PySide6.QtCore import qVersion
 
         return f"PySide6 {PySide6.__version__}, Qt {qVersion()}"
@@ -197,7 +213,7 @@ def versions() -> list[tuple[str, str]]:
 def kernels_description() -> str:
     """`app.kernels.isa_description()`, or what to do when the kernel library is not built."""
     try:
-        from app.kernels import isa_description   # lazy: numpy and the compiled library; a broken install has none
+        from app.kernels import isa_description  # lazy: numpy and the compiled library; a broken install has none
     except ImportError:
         return "not built (reinstall Llambda)"
     return isa_description()
@@ -216,6 +232,7 @@ def version_report() -> str:
 
 
 # -- machine and folders --------------------------------------------------------------------------
+
 
 def _free_space(path: Path) -> str:
     p = path
@@ -245,13 +262,13 @@ def _folder_size(path: Path) -> tuple[int, int]:
 def machine() -> list[tuple[str, str]]:
     rows = [("CPU", cpu_model())]
     try:
-        from app.kernels import cpu_count_allowed, cpu_count_physical   # lazy: a broken install has none
+        from app.kernels import cpu_count_allowed, cpu_count_physical  # lazy: a broken install has none
 
         rows.append(("cores", f"{cpu_count_physical()} physical, {cpu_count_allowed()} usable CPUs"))
     except ImportError:
         rows.append(("cores", f"{os.cpu_count()} CPUs"))
     try:
-        import psutil   # lazy: slow to import; `llambda --version` loads this module
+        import psutil  # lazy: slow to import; `llambda --version` loads this module
 
         vm = psutil.virtual_memory()
         rows.append(("memory", f"{vm.total / 2**30:.1f} GiB, {vm.available / 2**30:.1f} GiB available"))
@@ -261,8 +278,7 @@ def machine() -> list[tuple[str, str]]:
 
 
 def folders() -> list[tuple[str, Path]]:
-    return [("models", models_dir()), ("data", data_dir()), ("logs", log_dir()),
-            ("database", chats_db_path())]
+    return [("models", models_dir()), ("data", data_dir()), ("logs", log_dir()), ("database", chats_db_path())]
 
 
 def paths_report() -> list[tuple[str, str]]:
@@ -326,6 +342,7 @@ def crash_reports() -> list[Path]:
 def diagnostics_text(tail: int = LOG_TAIL) -> str:
     """The whole report for a bug report: versions, machine, folders, crash reports, the log's
     last lines; redacted."""
+
     def table(title, rows):
         width = max((len(k) for k, _ in rows), default=0)
         return [f"## {title}"] + [f"{k:<{width}}  {v}" for k, v in rows] + [""]
@@ -343,11 +360,12 @@ def diagnostics_text(tail: int = LOG_TAIL) -> str:
 
 # -- doctor ---------------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Check:
     name: str
     ok: bool
-    message: str        # one plain line: what was found (a problem says what is wrong)
+    message: str  # one plain line: what was found (a problem says what is wrong)
 
 
 def check_writable(name: str, folder: Path) -> Check:
@@ -358,8 +376,7 @@ def check_writable(name: str, folder: Path) -> Check:
         probe.write_bytes(b"ok")
         probe.unlink()
     except OSError as e:
-        return Check(f"{name} folder", False,
-                     f"the {name} folder {folder} cannot be written: {e.strerror or e}")
+        return Check(f"{name} folder", False, f"the {name} folder {folder} cannot be written: {e.strerror or e}")
     return Check(f"{name} folder", True, f"{folder} is writable")
 
 
@@ -374,15 +391,23 @@ def check_database(path: Path) -> Check:
         finally:
             conn.close()
     except sqlite3.DatabaseError as e:
-        return Check("database", False, f"the conversation database {path} is damaged or not a "
-                     f"database ({e}); the window keeps it unchanged under a dated name beside it "
-                     "and starts a new one the next time it opens")
+        return Check(
+            "database",
+            False,
+            f"the conversation database {path} is damaged or not a "
+            f"database ({e}); the window keeps it unchanged under a dated name beside it "
+            "and starts a new one the next time it opens",
+        )
     except sqlite3.Error as e:
         return Check("database", False, f"the conversation database {path} cannot be read: {e}")
     bad = [r for r in rows if r != "ok"]
     if bad:
-        return Check("database", False, f"the conversation database {path} is damaged: {bad[0]}"
-                     + (f" (and {len(bad) - 1} more problems)" if len(bad) > 1 else ""))
+        return Check(
+            "database",
+            False,
+            f"the conversation database {path} is damaged: {bad[0]}"
+            + (f" (and {len(bad) - 1} more problems)" if len(bad) > 1 else ""),
+        )
     return Check("database", True, f"{path}: quick_check ok")
 
 
@@ -390,7 +415,7 @@ def check_kernels(n_cols: int = 256, n_rows: int = 16) -> Check:
     """Every tensor type's matrix kernels at the level in use against the reference level, on
     random weights and activations: the two must agree bit for bit (single token and batch)."""
     try:
-        import numpy as np   # lazy: with the kernels; a broken install has none
+        import numpy as np  # lazy: with the kernels; a broken install has none
 
         from app import kernels as K
     except ImportError as e:
@@ -401,25 +426,36 @@ def check_kernels(n_cols: int = 256, n_rows: int = 16) -> Check:
         try:
             w = K.random_weights(t, n_rows, n_cols, seed=t)
             x = np.random.default_rng(1000 + t).standard_normal((3, n_cols), dtype=np.float32)
-            same = np.array_equal(K.matmul(None, t, w, n_cols, x, isa="ref"),
-                                  K.matmul(None, t, w, n_cols, x, isa=level), equal_nan=True) and \
-                np.array_equal(K.matvec(None, t, w, n_cols, x[0], isa="ref"),
-                               K.matvec(None, t, w, n_cols, x[0], isa=level), equal_nan=True)
+            same = np.array_equal(
+                K.matmul(None, t, w, n_cols, x, isa="ref"), K.matmul(None, t, w, n_cols, x, isa=level), equal_nan=True
+            ) and np.array_equal(
+                K.matvec(None, t, w, n_cols, x[0], isa="ref"),
+                K.matvec(None, t, w, n_cols, x[0], isa=level),
+                equal_nan=True,
+            )
         except Exception as e:
             bad.append(f"{K.TYPE_NAMES.get(t, t)} ({e})")
             continue
         if not same:
             bad.append(K.TYPE_NAMES.get(t, str(t)))
     if bad:
-        return Check("kernels", False, f"the {K.isa_name()} kernels disagree with the reference for "
-                     f"{', '.join(bad)}: replies may be wrong; try LLAMBDA_ISA=ref and report this")
-    return Check("kernels", True, f"{K.isa_name()} matches the reference on {len(K.SUPPORTED_TYPES)} "
-                 "tensor types")
+        return Check(
+            "kernels",
+            False,
+            f"the {K.isa_name()} kernels disagree with the reference for "
+            f"{', '.join(bad)}: replies may be wrong; try LLAMBDA_ISA=ref and report this",
+        )
+    return Check("kernels", True, f"{K.isa_name()} matches the reference on {len(K.SUPPORTED_TYPES)} tensor types")
 
 
 def doctor_checks() -> list[Check]:
-    return [check_writable("data", data_dir()), check_writable("models", models_dir()),
-            check_writable("logs", log_dir()), check_database(chats_db_path()), check_kernels()]
+    return [
+        check_writable("data", data_dir()),
+        check_writable("models", models_dir()),
+        check_writable("logs", log_dir()),
+        check_database(chats_db_path()),
+        check_kernels(),
+    ]
 
 
 def run_doctor(out=None, err=None, verbose: bool = False) -> int:
@@ -448,6 +484,22 @@ def run_doctor(out=None, err=None, verbose: bool = False) -> int:
     return 0
 
 
-__all__ = ["versions", "version_report", "git_revision", "isa_reason", "kernel_library", "machine",
-           "paths_report", "redact", "log_tail", "crash_reports", "diagnostics_text", "Check",
-           "doctor_checks", "run_doctor", "check_writable", "check_database", "check_kernels"]
+__all__ = [
+    "versions",
+    "version_report",
+    "git_revision",
+    "isa_reason",
+    "kernel_library",
+    "machine",
+    "paths_report",
+    "redact",
+    "log_tail",
+    "crash_reports",
+    "diagnostics_text",
+    "Check",
+    "doctor_checks",
+    "run_doctor",
+    "check_writable",
+    "check_database",
+    "check_kernels",
+]

@@ -4,7 +4,6 @@ Every error that reaches a user is one line that says what is wrong and where. T
 line maps these classes to exit codes (see `EXIT_CODES`).
 """
 
-
 MAX_MESSAGE = 600
 
 
@@ -14,7 +13,7 @@ def one_line(message: str) -> str:
     Messages quote bytes from untrusted files (keys, tensor names); this keeps each on one line.
     """
     out = "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
-    return out if len(out) <= MAX_MESSAGE else out[:MAX_MESSAGE - 1] + "…"
+    return out if len(out) <= MAX_MESSAGE else out[: MAX_MESSAGE - 1] + "…"
 
 
 class LlambdaError(Exception):

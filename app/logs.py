@@ -31,16 +31,22 @@ LOG_FILE = "llambda.log"
 MAX_BYTES = 1 << 20
 BACKUP_COUNT = 3
 FAULT_PREFIX = "faulthandler-"
-ROOT = "llambda"                    # every logger of the app is "llambda.<part>" ...
-ROOTS = (ROOT, "app")               # ... or a module's own (`logging.getLogger(__name__)`)
-TEXT_LOGGER = "llambda.text"        # conversation text, only when log prompts is on
-LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING,
-          "error": logging.ERROR}
+ROOT = "llambda"  # every logger of the app is "llambda.<part>" ...
+ROOTS = (ROOT, "app")  # ... or a module's own (`logging.getLogger(__name__)`)
+TEXT_LOGGER = "llambda.text"  # conversation text, only when log prompts is on
+LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
 FORMAT = "%(asctime)s.%(msecs)03d %(levelname)-7s %(name)s: %(message)s"
 DATE_FORMAT = "%Y-%m-%d %H:%M:%S"
 
-_state: dict = {"done": False, "file": None, "stderr": None, "fault_file": None,
-                "fault_path": None, "log_prompts": None, "problem": None}
+_state: dict = {
+    "done": False,
+    "file": None,
+    "stderr": None,
+    "fault_file": None,
+    "fault_path": None,
+    "log_prompts": None,
+    "problem": None,
+}
 
 
 def get(name: str) -> logging.Logger:
@@ -89,8 +95,12 @@ class _File(logging.handlers.RotatingFileHandler):
         if not self.failing:
             self.failing = True
             e = sys.exc_info()[1]
-            _to_stderr(logging.WARNING, "log lines dropped: the log file %s cannot be written (%s)",
-                       self.baseFilename, getattr(e, "strerror", None) or e)
+            _to_stderr(
+                logging.WARNING,
+                "log lines dropped: the log file %s cannot be written (%s)",
+                self.baseFilename,
+                getattr(e, "strerror", None) or e,
+            )
 
     _failed_now = False
 
@@ -137,8 +147,8 @@ def setup(kind: str = "cli", verbose: int = 0, *, force: bool = False) -> Path |
     path = None
     try:
         path = log_path()
-        why = write_problem(path.parent)     # creates it; a log file there may still be writable,
-        if why is not None:                  # but rotating it (renames) would fail at every line
+        why = write_problem(path.parent)  # creates it; a log file there may still be writable,
+        if why is not None:  # but rotating it (renames) would fail at every line
             raise OSError(why)
         fh = _File(path, maxBytes=MAX_BYTES, backupCount=BACKUP_COUNT, encoding="utf-8", delay=False)
         fh.setFormatter(fmt)
@@ -150,13 +160,20 @@ def setup(kind: str = "cli", verbose: int = 0, *, force: bool = False) -> Path |
         folder = path.parent if path is not None else "(unknown)"
         path = None
         root.warning("no log file: the logs folder cannot be written (%s)", e)
-        _state["problem"] = (f"No log file and no crash reports: the logs folder {folder} "
-                             f"cannot be written ({e.strerror or e}).")
+        _state["problem"] = (
+            f"No log file and no crash reports: the logs folder {folder} cannot be written ({e.strerror or e})."
+        )
     if path is not None:
         _enable_faulthandler(path.parent)
     _state["done"] = True
-    get("app").info("start: %s pid %d, python %s, %s", kind, os.getpid(), sys.version.split()[0],
-                    sys.platform, extra={"file_only": True})
+    get("app").info(
+        "start: %s pid %d, python %s, %s",
+        kind,
+        os.getpid(),
+        sys.version.split()[0],
+        sys.platform,
+        extra={"file_only": True},
+    )
     return path
 
 
@@ -202,11 +219,11 @@ def _enable_faulthandler(folder: Path) -> None:
 def _alive(fault_file: Path) -> bool:
     """Is the process that owns this faulthandler file still running? (Its file must stay.)"""
     try:
-        pid = int(fault_file.stem[len(FAULT_PREFIX):])
+        pid = int(fault_file.stem[len(FAULT_PREFIX) :])
     except ValueError:
         return False
     try:
-        import psutil   # lazy: slow to import; only an empty old fault file needs it
+        import psutil  # lazy: slow to import; only an empty old fault file needs it
 
         return psutil.pid_exists(pid)
     except ImportError:
@@ -221,8 +238,8 @@ def _close_faulthandler() -> None:
     try:
         faulthandler.disable()
         if _state.get("fault_before") and sys.__stderr__ is not None:
-            faulthandler.enable(file=sys.__stderr__, all_threads=True)   # as it was (pytest's)
-    except Exception:   # interpreter shutting down
+            faulthandler.enable(file=sys.__stderr__, all_threads=True)  # as it was (pytest's)
+    except Exception:  # interpreter shutting down
         pass
     try:
         f.close()
@@ -267,6 +284,7 @@ def shutdown() -> None:
 
 # -- conversation text --------------------------------------------------------------------------
 
+
 def set_log_prompts(on: bool | None) -> None:
     """Turn logging of conversation text on or off (None: back to LLAMBDA_LOG_PROMPTS)."""
     _state["log_prompts"] = on
@@ -286,5 +304,18 @@ def log_text(what: str, text: str) -> None:
         logging.getLogger(TEXT_LOGGER).info("%s: %r", what, text)
 
 
-__all__ = ["setup", "shutdown", "get", "problem", "set_verbosity", "log_path", "native_crash_reports",
-           "set_log_prompts", "log_prompts", "log_text", "LOG_FILE", "TEXT_LOGGER", "ROOT"]
+__all__ = [
+    "setup",
+    "shutdown",
+    "get",
+    "problem",
+    "set_verbosity",
+    "log_path",
+    "native_crash_reports",
+    "set_log_prompts",
+    "log_prompts",
+    "log_text",
+    "LOG_FILE",
+    "TEXT_LOGGER",
+    "ROOT",
+]

@@ -47,7 +47,7 @@ def cache_dir() -> Path:
     home = home_dir()
     if home is not None:
         return home / "cache"
-    import platformdirs   # lazy: ~15 ms, and not needed when a LLAMBDA_* variable names the folder
+    import platformdirs  # lazy: ~15 ms, and not needed when a LLAMBDA_* variable names the folder
 
     return Path(platformdirs.user_cache_dir(APP_NAME, appauthor=False))
 
@@ -66,7 +66,7 @@ def data_dir() -> Path:
     home = home_dir()
     if home is not None:
         return home / "data"
-    import platformdirs   # lazy: ~15 ms, and not needed when a LLAMBDA_* variable names the folder
+    import platformdirs  # lazy: ~15 ms, and not needed when a LLAMBDA_* variable names the folder
 
     return Path(platformdirs.user_data_dir(APP_NAME, appauthor=False))
 
@@ -79,7 +79,7 @@ def log_dir() -> Path:
     home = home_dir()
     if home is not None:
         return home / "logs"
-    import platformdirs   # lazy: ~15 ms, and not needed when a LLAMBDA_* variable names the folder
+    import platformdirs  # lazy: ~15 ms, and not needed when a LLAMBDA_* variable names the folder
 
     return Path(platformdirs.user_log_dir(APP_NAME, appauthor=False))
 
@@ -87,7 +87,6 @@ def log_dir() -> Path:
 def chats_db_path() -> Path:
     """The SQLite file of conversations (in the data folder, never the cache)."""
     return data_dir() / CHATS_DB_NAME
-
 
 
 def ensure_dir(path: str | os.PathLike) -> Path:
@@ -161,6 +160,16 @@ def atomic_write_text(path: str | os.PathLike, text: str, mode: int = 0o644) -> 
 
 
 __all__ = [
-    "APP_NAME", "home_dir", "cache_dir", "models_dir", "data_dir", "log_dir", "chats_db_path",
-    "ensure_dir", "write_problem", "fsync_dir", "atomic_write_bytes", "atomic_write_text",
+    "APP_NAME",
+    "home_dir",
+    "cache_dir",
+    "models_dir",
+    "data_dir",
+    "log_dir",
+    "chats_db_path",
+    "ensure_dir",
+    "write_problem",
+    "fsync_dir",
+    "atomic_write_bytes",
+    "atomic_write_text",
 ]

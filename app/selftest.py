@@ -31,11 +31,11 @@ from app.bundled import resource
 from app.errors import one_line
 
 MODEL_NAME = "tiny.gguf"
-SPM_VOCAB_NAME = "tiny-spm.gguf"      # vocabulary only: runs the sentencepiece library
-LOGIT_TOLERANCE = 0.01      # max |ours - oracle| / max |oracle| for the logits after the prompt
+SPM_VOCAB_NAME = "tiny-spm.gguf"  # vocabulary only: runs the sentencepiece library
+LOGIT_TOLERANCE = 0.01  # max |ours - oracle| / max |oracle| for the logits after the prompt
 MAX_ANSWER_TOKENS = 12
 N_THREADS = 2
-WINDOW_TIMEOUT_S = 60       # to load the model, and again to answer, in the window
+WINDOW_TIMEOUT_S = 60  # to load the model, and again to answer, in the window
 _MOVED_VARS = ("LLAMBDA_CACHE_DIR", "LLAMBDA_MODELS_DIR", "LLAMBDA_DATA_DIR", "LLAMBDA_LOG_DIR")
 
 
@@ -50,6 +50,7 @@ def model_path() -> Path:
 
 # ---- isolation -------------------------------------------------------------------------------
 
+
 @contextlib.contextmanager
 def isolated(offscreen: bool = True):
     """A temporary LLAMBDA_HOME (and XDG folders), offscreen Qt and no network, all undone after."""
@@ -59,8 +60,12 @@ def isolated(offscreen: bool = True):
         os.environ["LLAMBDA_HOME"] = str(home)
         for var in _MOVED_VARS:
             os.environ.pop(var, None)
-        for var, sub in (("XDG_CACHE_HOME", "xdg-cache"), ("XDG_CONFIG_HOME", "xdg-config"),
-                         ("XDG_DATA_HOME", "xdg-data"), ("XDG_STATE_HOME", "xdg-state")):
+        for var, sub in (
+            ("XDG_CACHE_HOME", "xdg-cache"),
+            ("XDG_CONFIG_HOME", "xdg-config"),
+            ("XDG_DATA_HOME", "xdg-data"),
+            ("XDG_STATE_HOME", "xdg-state"),
+        ):
             os.environ[var] = str(home / sub)
         if offscreen:
             os.environ["QT_QPA_PLATFORM"] = "offscreen"
@@ -89,6 +94,7 @@ def _no_network():
 
 # ---- the steps -------------------------------------------------------------------------------
 
+
 def _oracle(md) -> dict:
     return {
         "question": md.string("llambda.selftest.question"),
@@ -101,8 +107,11 @@ def _oracle(md) -> dict:
 
 def check_model(path: Path) -> dict:
     """Open the file, ask for the support verdict, read the oracle; the facts found."""
-    from app.gguf import open_gguf   # lazy: a module missing from the build fails this step, in one line
-    from app.model import config_from_gguf, support_verdict   # lazy: a module missing from the build fails this step, in one line
+    from app.gguf import open_gguf  # lazy: a module missing from the build fails this step, in one line
+    from app.model import (
+        config_from_gguf,
+        support_verdict,
+    )  # lazy: a module missing from the build fails this step, in one line
 
     with open_gguf(path) as f:
         verdict = support_verdict(f)
@@ -114,8 +123,8 @@ def check_model(path: Path) -> dict:
 def check_sentencepiece(path: Path) -> str:
     """Tokenize and detokenize with a SentencePiece-style vocabulary (the native sentencepiece
     library: merges by score, byte fallback) against ids written by construction."""
-    from app.gguf import open_gguf   # lazy: a module missing from the build fails this step, in one line
-    from app.text import load_tokenizer   # lazy: a module missing from the build fails this step, in one line
+    from app.gguf import open_gguf  # lazy: a module missing from the build fails this step, in one line
+    from app.text import load_tokenizer  # lazy: a module missing from the build fails this step, in one line
 
     with open_gguf(path) as f:
         tokenizer = load_tokenizer(f)
@@ -126,7 +135,7 @@ def check_sentencepiece(path: Path) -> str:
     got = tokenizer.encode(text)
     if got != want:
         raise SelfTestFailure(f"sentencepiece: {text!r} became {got}, expected {want}")
-    back = tokenizer.decode(got[1:])   # without BOS, whose piece is empty
+    back = tokenizer.decode(got[1:])  # without BOS, whose piece is empty
     if back != text:
         raise SelfTestFailure(f"sentencepiece: {want} decoded to {back!r}, expected {text!r}")
     return f"sentencepiece {len(got)} tokens"
@@ -141,20 +150,23 @@ def _relative_error(ours: np.ndarray, oracle: np.ndarray) -> float:
 def check_engine(path: Path, facts: dict) -> str:
     """The engine as the window drives it: chat prompt through the model's template, logits after
     it held to the oracle, then a greedy `Engine.generate` that must answer the oracle's text."""
-    from app.engine.engine import Engine   # lazy: a module missing from the build fails this step, in one line
+    from app.engine.engine import Engine  # lazy: a module missing from the build fails this step, in one line
     from app.engine.generate import Finished, GenerationRequest, TextPiece
 
     oracle = facts["oracle"]
     with Engine.load(path, n_ctx=128, n_threads=N_THREADS) as engine:
         prompt = engine.chat_prompt([{"role": "user", "content": oracle["question"]}])
         if list(prompt) != oracle["prompt_tokens"]:
-            raise SelfTestFailure(f"engine: chat prompt tokens {list(prompt)} differ from the oracle's "
-                                  f"{oracle['prompt_tokens']}")
+            raise SelfTestFailure(
+                f"engine: chat prompt tokens {list(prompt)} differ from the oracle's {oracle['prompt_tokens']}"
+            )
         facts["template"] = f"template {engine.chat_template.family or engine.chat_template.name}"
         err = _relative_error(engine.session.feed(prompt), oracle["logits"])
         if not err <= LOGIT_TOLERANCE:
-            raise SelfTestFailure(f"engine: logits off the oracle by {err:.4f} of their range "
-                                  f"(tolerance {LOGIT_TOLERANCE}) on {engine.decoder.isa}")
+            raise SelfTestFailure(
+                f"engine: logits off the oracle by {err:.4f} of their range "
+                f"(tolerance {LOGIT_TOLERANCE}) on {engine.decoder.isa}"
+            )
         pieces: list[str] = []
         done = None
         for event in engine.generate(GenerationRequest(tuple(prompt), max_tokens=MAX_ANSWER_TOKENS)):
@@ -165,20 +177,28 @@ def check_engine(path: Path, facts: dict) -> str:
     if done is None:
         raise SelfTestFailure("engine: generation ended without a Finished event")
     text = "".join(pieces)
-    if (done.stop_reason != "eog" or list(done.ids) != oracle["answer_tokens"] or text != oracle["answer"]
-            or done.text != oracle["answer"]):
-        raise SelfTestFailure(f"engine: greedy answer {text!r} {list(done.ids)} ({done.stop_reason}), "
-                              f"expected {oracle['answer']!r} {oracle['answer_tokens']} (eog)")
+    if (
+        done.stop_reason != "eog"
+        or list(done.ids) != oracle["answer_tokens"]
+        or text != oracle["answer"]
+        or done.text != oracle["answer"]
+    ):
+        raise SelfTestFailure(
+            f"engine: greedy answer {text!r} {list(done.ids)} ({done.stop_reason}), "
+            f"expected {oracle['answer']!r} {oracle['answer_tokens']} (eog)"
+        )
     st = done.stats
-    return (f"{st.generated_tokens} tokens {text!r} on {st.isa} ({st.threads} threads, "
-            f"{st.generation_tok_s:.0f} tok/s), logits within {err:.1e} of the oracle")
+    return (
+        f"{st.generated_tokens} tokens {text!r} on {st.isa} ({st.threads} threads, "
+        f"{st.generation_tok_s:.0f} tok/s), logits within {err:.1e} of the oracle"
+    )
 
 
 def check_window(path: Path, oracle: dict) -> str:
     """Open the main window on the current Qt platform and let it paint; where the window has its
     engine, open the model in it (pre-flight, import into the temporary library, load in the
     worker thread), ask the oracle's question and wait for the answer; close it."""
-    from PySide6.QtWidgets import QApplication   # lazy: a module missing from the build fails this step, in one line
+    from PySide6.QtWidgets import QApplication  # lazy: a module missing from the build fails this step, in one line
 
     from app.ui.main import make_app
     from app.ui.window import MainWindow
@@ -205,7 +225,7 @@ def check_window(path: Path, oracle: dict) -> str:
 @contextlib.contextmanager
 def _quiet_qt():
     """Keep Qt's own warnings (the offscreen plug-in has a few) off the one-line output."""
-    from PySide6.QtCore import qInstallMessageHandler   # lazy: Qt only for the window step
+    from PySide6.QtCore import qInstallMessageHandler  # lazy: Qt only for the window step
 
     previous = qInstallMessageHandler(lambda *_args: None)
     try:
@@ -216,7 +236,7 @@ def _quiet_qt():
 
 def _pump(seconds: float, until=lambda: False) -> bool:
     """Run the Qt event loop for up to `seconds`, or until `until()` is true (returned)."""
-    from PySide6.QtCore import QCoreApplication, QEventLoop   # lazy: Qt only for the window step
+    from PySide6.QtCore import QCoreApplication, QEventLoop  # lazy: Qt only for the window step
 
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
@@ -268,6 +288,7 @@ def _converse(window, path: Path, oracle: dict) -> str:
 
 # ---- entry point ----------------------------------------------------------------------------
 
+
 def run() -> int:
     """The whole self-test; prints one line on stdout (ok) or stderr (failed); returns 0 or 1."""
     t0 = time.perf_counter()
@@ -292,8 +313,11 @@ def run() -> int:
     except Exception as e:  # the one line promised, never a traceback
         print(f"llambda self-test: FAILED at {step}: {type(e).__name__}: {one_line(str(e))}", file=sys.stderr)
         return 1
-    print(f"llambda self-test: ok: {path.name} {facts['config'].arch}, {facts['template']}; {engine}; "
-          f"{spm}; {window}; {time.perf_counter() - t0:.1f} s", flush=True)
+    print(
+        f"llambda self-test: ok: {path.name} {facts['config'].arch}, {facts['template']}; {engine}; "
+        f"{spm}; {window}; {time.perf_counter() - t0:.1f} s",
+        flush=True,
+    )
     return 0
 
 

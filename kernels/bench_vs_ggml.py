@@ -12,6 +12,7 @@ multiply the very same integers. Speed: weight GB/s of one thread, the row in L2
 each, <10% of a call at the default n for the grid types). Types whose ggml dot wants another
 activation format (legacy 32-blocks, MXFP4) print ours only.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,13 +28,26 @@ import app.kernels as K  # noqa: E402
 
 DEFAULT_LIB = "/work/llvenv/lib/python3.11/site-packages/llama_cpp/lib"
 GGML_TYPE_Q8_K = 15
-VEC_DOT = ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.POINTER(ctypes.c_float), ctypes.c_size_t,
-                           ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+VEC_DOT = ctypes.CFUNCTYPE(
+    None,
+    ctypes.c_int,
+    ctypes.POINTER(ctypes.c_float),
+    ctypes.c_size_t,
+    ctypes.c_void_p,
+    ctypes.c_size_t,
+    ctypes.c_void_p,
+    ctypes.c_size_t,
+    ctypes.c_int,
+)
 
 
-class _TraitsCPU(ctypes.Structure):   # struct ggml_type_traits_cpu (ggml-cpu.h)
-    _fields_ = [("from_float", ctypes.c_void_p), ("vec_dot", VEC_DOT), ("vec_dot_type", ctypes.c_int),
-                ("nrows", ctypes.c_int64)]
+class _TraitsCPU(ctypes.Structure):  # struct ggml_type_traits_cpu (ggml-cpu.h)
+    _fields_ = [
+        ("from_float", ctypes.c_void_p),
+        ("vec_dot", VEC_DOT),
+        ("vec_dot_type", ctypes.c_int),
+        ("nrows", ctypes.c_int64),
+    ]
 
 
 def load_ggml(lib_dir: str):
@@ -81,7 +95,9 @@ def main(argv: list[str] | None = None) -> int:
             gs, og = w.nbytes / best_ggml / 1e9, w.nbytes / best_ours / 1e9
             print(f"{K.TYPE_NAMES[t]:<8} {ours:>14.6e} {g:>14.6e} {rel:>9.1e} {og:>9.1f} {gs:>9.1f} {og / gs:>6.2f}")
         else:
-            print(f"{K.TYPE_NAMES[t]:<8} {ours:>14.6e} {'-':>14} {'-':>9} {w.nbytes / best_ours / 1e9:>9.1f} {'-':>9} {'-':>6}")
+            print(
+                f"{K.TYPE_NAMES[t]:<8} {ours:>14.6e} {'-':>14} {'-':>9} {w.nbytes / best_ours / 1e9:>9.1f} {'-':>9} {'-':>6}"
+            )
     return 0
 
 

@@ -4,6 +4,7 @@ cffi compiles only the generated glue here; the C sources themselves are compile
 build_ext, each instruction-set file with its own flags (see `SOURCES`), so that no file built
 for AVX-512 can leak such instructions into code that runs before dispatch.
 """
+
 from __future__ import annotations
 
 import os
@@ -36,8 +37,7 @@ SOURCES = [
 # -ffp-contract=off (MSVC: /fp:precise, which fuses nothing since Visual Studio 2022 17.0): no
 # a * b + c silently fused. Every ISA level must compute the same floats bit for bit
 # (tests/kernels/test_bitexact.py), so each FMA is written where it is meant.
-GCC_COMMON = ["-std=c11", "-O3", "-Wall", "-Wextra", "-fno-strict-aliasing", "-D_GNU_SOURCE",
-              "-ffp-contract=off"]
+GCC_COMMON = ["-std=c11", "-O3", "-Wall", "-Wextra", "-fno-strict-aliasing", "-D_GNU_SOURCE", "-ffp-contract=off"]
 MSVC_COMMON = ["/O2", "/W3", "/experimental:c11atomics", "/std:c11", "/fp:precise"]
 
 

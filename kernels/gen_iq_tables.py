@@ -6,6 +6,7 @@ and the test oracle read the same numbers. Run `python kernels/gen_iq_tables.py 
 upgrading gguf (tests/kernels/test_types.py checks that the committed header is current). The
 header is committed and included by llk_ref_iq.c only; llk_internal.h declares the arrays.
 """
+
 from __future__ import annotations
 
 import os
@@ -39,7 +40,7 @@ def _pack(rows: np.ndarray) -> list[int]:
 def _array(ctype: str, name: str, values: list[int], width: int, per_line: int, comment: str) -> str:
     lines = [f"/* {comment} */", f"const {ctype} {name}[{len(values)}] = {{"]
     for i in range(0, len(values), per_line):
-        chunk = values[i:i + per_line]
+        chunk = values[i : i + per_line]
         if width:
             cells = [f"0x{v:0{width}x}" for v in chunk]
         else:
@@ -62,24 +63,54 @@ def render() -> str:
         " * do not edit. Lookup data of the IQ1/IQ2/IQ3 and MXFP4 GGUF types (facts of the format).\n"
         " * Grid words hold one entry each: byte i (little-endian) is the entry's element i.\n"
         " * Included by llk_ref_iq.c only; llk_internal.h declares the arrays. */\n",
-        _array("uint64_t", "llk_iq2xxs_grid", _pack(_grid(Q.IQ2_XXS)), 16, 4,
-               "IQ2_XXS: 256 entries of 8 magnitudes (8, 25, 43)"),
-        _array("uint64_t", "llk_iq2xs_grid", _pack(_grid(Q.IQ2_XS)), 16, 4,
-               "IQ2_XS: 512 entries of 8 magnitudes (8, 25, 43)"),
-        _array("uint64_t", "llk_iq2s_grid", _pack(_grid(Q.IQ2_S)), 16, 4,
-               "IQ2_S: 1024 entries of 8 magnitudes (8, 25, 43)"),
-        _array("uint32_t", "llk_iq3xxs_grid", _pack(_grid(Q.IQ3_XXS)), 8, 8,
-               "IQ3_XXS: 256 entries of 4 magnitudes (4 .. 62)"),
-        _array("uint32_t", "llk_iq3s_grid", _pack(_grid(Q.IQ3_S)), 8, 8,
-               "IQ3_S: 512 entries of 4 magnitudes (1 .. 15)"),
-        _array("uint64_t", "llk_iq1s_grid", _pack(_grid(Q.IQ1_S)), 16, 4,
-               "IQ1_S / IQ1_M: 2048 entries of 8 signed levels (-1, 0, 1 as int8)"),
-        _array("uint8_t", "llk_ksigns", [int(v) for v in ksigns], 2, 16,
-               "IQ2_XXS / IQ2_XS / IQ3_XXS: 7-bit sign index -> 8 sign bits (bit i set: element i < 0)"),
-        _array("uint64_t", "llk_ksigns64", signs64, 16, 4,
-               "the same signs as 8 int8 bytes of +1 / -1"),
-        _array("int8_t", "llk_mxfp4_values", mx, 0, 16,
-               "MXFP4: the 16 e2m1 values, doubled (x = 2^(e-128) * value)"),
+        _array(
+            "uint64_t",
+            "llk_iq2xxs_grid",
+            _pack(_grid(Q.IQ2_XXS)),
+            16,
+            4,
+            "IQ2_XXS: 256 entries of 8 magnitudes (8, 25, 43)",
+        ),
+        _array(
+            "uint64_t",
+            "llk_iq2xs_grid",
+            _pack(_grid(Q.IQ2_XS)),
+            16,
+            4,
+            "IQ2_XS: 512 entries of 8 magnitudes (8, 25, 43)",
+        ),
+        _array(
+            "uint64_t", "llk_iq2s_grid", _pack(_grid(Q.IQ2_S)), 16, 4, "IQ2_S: 1024 entries of 8 magnitudes (8, 25, 43)"
+        ),
+        _array(
+            "uint32_t",
+            "llk_iq3xxs_grid",
+            _pack(_grid(Q.IQ3_XXS)),
+            8,
+            8,
+            "IQ3_XXS: 256 entries of 4 magnitudes (4 .. 62)",
+        ),
+        _array(
+            "uint32_t", "llk_iq3s_grid", _pack(_grid(Q.IQ3_S)), 8, 8, "IQ3_S: 512 entries of 4 magnitudes (1 .. 15)"
+        ),
+        _array(
+            "uint64_t",
+            "llk_iq1s_grid",
+            _pack(_grid(Q.IQ1_S)),
+            16,
+            4,
+            "IQ1_S / IQ1_M: 2048 entries of 8 signed levels (-1, 0, 1 as int8)",
+        ),
+        _array(
+            "uint8_t",
+            "llk_ksigns",
+            [int(v) for v in ksigns],
+            2,
+            16,
+            "IQ2_XXS / IQ2_XS / IQ3_XXS: 7-bit sign index -> 8 sign bits (bit i set: element i < 0)",
+        ),
+        _array("uint64_t", "llk_ksigns64", signs64, 16, 4, "the same signs as 8 int8 bytes of +1 / -1"),
+        _array("int8_t", "llk_mxfp4_values", mx, 0, 16, "MXFP4: the 16 e2m1 values, doubled (x = 2^(e-128) * value)"),
     ]
     return "\n".join(parts)
 

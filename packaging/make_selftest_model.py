@@ -26,20 +26,21 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from app.text.tokenizer import byte_to_unicode  # noqa: E402
+
 DEFAULT_OUT = ROOT / "resources" / "selftest" / "tiny.gguf"
 
 SEED = 20261129
 N_EMBD, N_LAYER, N_HEAD, N_HEAD_KV, N_FF, N_CTX = 128, 2, 4, 2, 256, 256
 HEAD_DIM = N_EMBD // N_HEAD
 ROPE_BASE, EPS = 10000.0, 1e-5
-BLOCK_SCALE = 0.05     # std of the attention/FFN weights: layers move logits, do not drown the chain
-CHAIN_GAIN = 2.5       # length of an output row that carries the answer chain
-MIN_MARGIN = 2.0       # top-1 minus top-2 logit, at every answer step, or the script refuses
+BLOCK_SCALE = 0.05  # std of the attention/FFN weights: layers move logits, do not drown the chain
+CHAIN_GAIN = 2.5  # length of an output row that carries the answer chain
+MIN_MARGIN = 2.0  # top-1 minus top-2 logit, at every answer step, or the script refuses
 
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 WORDS = ["Hello", " from", " Llambda"]
 QUESTION = "ping"
-ANSWER = ["Hello", " from", " Llambda", "!"]          # then <|im_end|>
+ANSWER = ["Hello", " from", " Llambda", "!"]  # then <|im_end|>
 CHATML = (
     "{% for message in messages %}"
     "{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}"
@@ -79,11 +80,18 @@ def token_ids(tokens: list[str], text: str) -> list[int]:
 
 def prompt_ids(tokens: list[str]) -> list[int]:
     im_start, im_end = tokens.index("<|im_start|>"), tokens.index("<|im_end|>")
-    return ([im_start] + token_ids(tokens, "user\n" + QUESTION) + [im_end] + token_ids(tokens, "\n")
-            + [im_start] + token_ids(tokens, "assistant\n"))
+    return (
+        [im_start]
+        + token_ids(tokens, "user\n" + QUESTION)
+        + [im_end]
+        + token_ids(tokens, "\n")
+        + [im_start]
+        + token_ids(tokens, "assistant\n")
+    )
 
 
 # ---- the float64 numpy oracle ------------------------------------------------------------------
+
 
 def rms_norm(x: np.ndarray, w: np.ndarray) -> np.ndarray:
     return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + EPS) * w
@@ -91,8 +99,8 @@ def rms_norm(x: np.ndarray, w: np.ndarray) -> np.ndarray:
 
 def rope(x: np.ndarray, positions: np.ndarray) -> np.ndarray:
     """Normal (GPT-J style) rotation of pairs (2i, 2i+1); x: (n_tok, n_heads, head_dim)."""
-    inv = ROPE_BASE ** (-np.arange(0, HEAD_DIM, 2, dtype=np.float64) / HEAD_DIM)   # (head_dim/2,)
-    ang = positions[:, None].astype(np.float64) * inv[None, :]                      # (n_tok, hd/2)
+    inv = ROPE_BASE ** (-np.arange(0, HEAD_DIM, 2, dtype=np.float64) / HEAD_DIM)  # (head_dim/2,)
+    ang = positions[:, None].astype(np.float64) * inv[None, :]  # (n_tok, hd/2)
     cos, sin = np.cos(ang)[:, None, :], np.sin(ang)[:, None, :]
     x0, x1 = x[..., 0::2], x[..., 1::2]
     out = np.empty_like(x)
@@ -105,7 +113,7 @@ def forward(W: dict[str, np.ndarray], ids: list[int]) -> np.ndarray:
     """Logits (n_tok, n_vocab) of a whole sequence, causal attention with GQA."""
     n = len(ids)
     pos = np.arange(n)
-    x = W["token_embd.weight"][ids]                                                  # (n, n_embd)
+    x = W["token_embd.weight"][ids]  # (n, n_embd)
     mask = np.triu(np.full((n, n), -np.inf), 1)
     group = N_HEAD // N_HEAD_KV
     for il in range(N_LAYER):
@@ -146,6 +154,7 @@ def greedy(W: dict[str, np.ndarray], prompt: list[int], stop: int, limit: int = 
 
 # ---- writing ---------------------------------------------------------------------------------
 
+
 def build_weights(tokens: list[str]) -> dict[str, np.ndarray]:
     """float32 weights; the output matrix carries the answer chain (see the module docstring)."""
     rng = np.random.default_rng(SEED)
@@ -169,8 +178,11 @@ def build_weights(tokens: list[str]) -> dict[str, np.ndarray]:
     W["output_norm.weight"] = np.ones(N_EMBD, np.float32)
     out = normal(n_vocab, N_EMBD, scale=0.02)
     # the chain: the row of each answer token points along the embedding of the token before it
-    chain = [token_ids(tokens, "\n")[0]] + [tokens.index(spell(w)) if len(w) > 1 else token_ids(tokens, w)[0]
-                                            for w in ANSWER] + [tokens.index("<|im_end|>")]
+    chain = (
+        [token_ids(tokens, "\n")[0]]
+        + [tokens.index(spell(w)) if len(w) > 1 else token_ids(tokens, w)[0] for w in ANSWER]
+        + [tokens.index("<|im_end|>")]
+    )
     for prev, nxt in zip(chain, chain[1:]):
         e = W["token_embd.weight"][prev].astype(np.float64)
         out[nxt] = (CHAIN_GAIN * e / np.linalg.norm(e)).astype(np.float32)
@@ -186,8 +198,8 @@ def make(path: str | Path = DEFAULT_OUT) -> dict:
     Q8 = gguf.GGMLQuantizationType.Q8_0
     tokens, types, merges = vocabulary()
     W = build_weights(tokens)
-    stored: dict[str, np.ndarray] = {}      # what the file holds: Q8_0 bytes or float32
-    ref: dict[str, np.ndarray] = {}         # what the oracle multiplies with: float64
+    stored: dict[str, np.ndarray] = {}  # what the file holds: Q8_0 bytes or float32
+    ref: dict[str, np.ndarray] = {}  # what the oracle multiplies with: float64
     for name, arr in W.items():
         if arr.ndim == 2:
             stored[name] = quantize(arr, Q8)
@@ -209,8 +221,10 @@ def make(path: str | Path = DEFAULT_OUT) -> dict:
     path.parent.mkdir(parents=True, exist_ok=True)
     w = gguf.GGUFWriter(str(path), "llama")
     w.add_name("llambda-selftest")
-    w.add_description("Seeded random-weight model for Llambda's --self-test; answers 'ping' with "
-                      "'Hello from Llambda!'. Made by packaging/make_selftest_model.py.")
+    w.add_description(
+        "Seeded random-weight model for Llambda's --self-test; answers 'ping' with "
+        "'Hello from Llambda!'. Made by packaging/make_selftest_model.py."
+    )
     w.add_context_length(N_CTX)
     w.add_embedding_length(N_EMBD)
     w.add_block_count(N_LAYER)
@@ -274,8 +288,9 @@ def spm_vocabulary() -> tuple[list[str], list[float], list[int]]:
 def spm_expected_ids(tokens: list[str]) -> list[int]:
     """SPM_TEXT by construction: BOS, the three words, "!", then "▁" and "ping" as byte fallback."""
     index = {t: i for i, t in enumerate(tokens)}
-    return ([1] + [index[w] for w in SPM_WORDS] + [index["!"], index["\u2581"]]
-            + [index[f"<0x{b:02X}>"] for b in b"ping"])
+    return (
+        [1] + [index[w] for w in SPM_WORDS] + [index["!"], index["\u2581"]] + [index[f"<0x{b:02X}>"] for b in b"ping"]
+    )
 
 
 def make_spm(path: str | Path = SPM_DEFAULT_OUT) -> list[int]:
@@ -310,8 +325,7 @@ def make_spm(path: str | Path = SPM_DEFAULT_OUT) -> list[int]:
 def main(argv: list[str]) -> int:
     out = Path(argv[0]) if argv else DEFAULT_OUT
     info = make(out)
-    print(f"{out}: {out.stat().st_size} bytes, answer {info['answer_tokens']}, "
-          f"smallest margin {info['margin']:.2f}")
+    print(f"{out}: {out.stat().st_size} bytes, answer {info['answer_tokens']}, smallest margin {info['margin']:.2f}")
     spm_out = out.with_name("tiny-spm.gguf")
     ids = make_spm(spm_out)
     print(f"{spm_out}: {spm_out.stat().st_size} bytes, {SPM_TEXT!r} -> {ids}")

@@ -8,6 +8,7 @@ The conversation is synthetic (numbered sentences as user and assistant turns) u
 --tokens tokens; the same process runs both, each on a freshly loaded engine, so the file cache is
 warm for the state file (as it is when a conversation is switched back to within a session).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -21,7 +22,8 @@ def conversation(eng, n_tokens: int) -> list[dict]:
     turns, i = [], 0
     while True:
         q = f"Question {i}: what is said in paragraph {i}? " + " ".join(
-            f"Sentence {i}.{k} tells about river number {k * 7 + i} and its bridges." for k in range(6))
+            f"Sentence {i}.{k} tells about river number {k * 7 + i} and its bridges." for k in range(6)
+        )
         a = f"Answer {i}: paragraph {i} lists rivers " + ", ".join(str(k * 7 + i) for k in range(6)) + "."
         turns += [{"role": "user", "content": q}, {"role": "assistant", "content": a}]
         if len(eng.chat_prompt(turns)) >= n_tokens:
@@ -37,8 +39,7 @@ def ttft(eng, history, text) -> tuple[float, int, int]:
     chat = Chat(eng)
     chat.messages = [dict(m) for m in history]
     t0 = time.perf_counter()
-    fin = [e for e in chat.send(text, SamplerSettings(temperature=0.0), max_tokens=1)
-           if isinstance(e, Finished)][-1]
+    fin = [e for e in chat.send(text, SamplerSettings(temperature=0.0), max_tokens=1) if isinstance(e, Finished)][-1]
     return time.perf_counter() - t0, fin.stats.prompt_tokens, fin.stats.prompt_tokens_evaluated
 
 
@@ -62,11 +63,19 @@ def run(path: str, n_tokens: int, kv_type: str, threads: int) -> dict:
         cold_s, n_prompt, cold_eval = ttft(eng, history, new)
     with Engine(path, n_ctx=n_ctx, n_threads=threads, kv_type=kv_type, kv_store=store) as eng:
         warm_s, _, warm_eval = ttft(eng, history, new)
-    return {"model": os.path.basename(path), "kv_type": kv_type, "threads": threads,
-            "prompt_tokens": n_prompt, "cold_ttft_s": round(cold_s, 3), "cold_decoded": cold_eval,
-            "warm_ttft_s": round(warm_s, 3), "warm_decoded": warm_eval,
-            "warm_over_cold": round(warm_s / cold_s, 4), "save_s": round(save_s, 3),
-            "state_file_bytes": size}
+    return {
+        "model": os.path.basename(path),
+        "kv_type": kv_type,
+        "threads": threads,
+        "prompt_tokens": n_prompt,
+        "cold_ttft_s": round(cold_s, 3),
+        "cold_decoded": cold_eval,
+        "warm_ttft_s": round(warm_s, 3),
+        "warm_decoded": warm_eval,
+        "warm_over_cold": round(warm_s / cold_s, 4),
+        "save_s": round(save_s, 3),
+        "state_file_bytes": size,
+    }
 
 
 def main() -> None:

@@ -9,6 +9,7 @@ The cache holds --tokens positions that were never decoded (their bytes are what
 starts with): only the size matters to a save. Each save goes to a new folder of a temporary
 directory, so none is skipped as unchanged.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -65,11 +66,21 @@ def main(argv=None) -> int:
         during = step_s()
         keeper.close()
         image = eng.decoder.kv_image_bytes(n)
-    print(json.dumps({"model": Path(args.model).name, "tokens": n, "image_bytes": image,
-                      "threads": args.threads, "sync_save_s": round(statistics.median(sync), 4),
-                      "snapshot_s": round(statistics.median(handed), 4),
-                      "background_written_s": round(statistics.median(written), 4),
-                      "decode_step_idle_s": round(idle, 5), "decode_step_during_write_s": round(during, 5)}))
+    print(
+        json.dumps(
+            {
+                "model": Path(args.model).name,
+                "tokens": n,
+                "image_bytes": image,
+                "threads": args.threads,
+                "sync_save_s": round(statistics.median(sync), 4),
+                "snapshot_s": round(statistics.median(handed), 4),
+                "background_written_s": round(statistics.median(written), 4),
+                "decode_step_idle_s": round(idle, 5),
+                "decode_step_during_write_s": round(during, 5),
+            }
+        )
+    )
     return 0
 
 

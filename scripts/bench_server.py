@@ -9,6 +9,7 @@ request through the official `openai` client, streamed over loopback. Reports pe
 generation tokens/s the engine measured, for the server also what the client saw (tokens over the
 time from its first to its last piece), and the ratios.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,9 +34,12 @@ def main(argv=None) -> int:
     p.add_argument("--tokens", type=int, default=128)
     p.add_argument("--reps", type=int, default=5)
     p.add_argument("--threads", type=int, default=0)
-    p.add_argument("--no-stream", dest="stream", action="store_false",
-                   help="one answer per request instead of a stream (the client's 'saw' rate "
-                        "then includes the prompt)")
+    p.add_argument(
+        "--no-stream",
+        dest="stream",
+        action="store_false",
+        help="one answer per request instead of a stream (the client's 'saw' rate then includes the prompt)",
+    )
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
 
@@ -46,21 +50,40 @@ def main(argv=None) -> int:
     from app.engine.sampler import SamplerSettings
 
     eng = Engine(args.model, n_ctx=1024, n_threads=args.threads)
-    server = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", args.model, "--port", "0",
-                               "--ctx", "1024", "--threads", str(args.threads)],
-                              stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "app.cli",
+            "serve",
+            args.model,
+            "--port",
+            "0",
+            "--ctx",
+            "1024",
+            "--threads",
+            str(args.threads),
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
     line = server.stderr.readline()
     if "http://" not in line:
         server.kill()
         raise SystemExit(f"the server did not start: {line.strip()}")
     base = line.split("http://", 1)[1].split()[0]
-    threading.Thread(target=server.stderr.read, daemon=True).start()     # keep its pipe drained
+    threading.Thread(target=server.stderr.read, daemon=True).start()  # keep its pipe drained
     client = openai.OpenAI(base_url="http://" + base, api_key="x", max_retries=0)
     messages = [{"role": "user", "content": PROMPT}]
 
     def direct(seed: int) -> float:
-        req = GenerationRequest(tuple(eng.chat_prompt(messages)), max_tokens=args.tokens,
-                                sampler=SamplerSettings(seed=seed), stop_on_eog=False)
+        req = GenerationRequest(
+            tuple(eng.chat_prompt(messages)),
+            max_tokens=args.tokens,
+            sampler=SamplerSettings(seed=seed),
+            stop_on_eog=False,
+        )
         fin = [ev for ev in eng.generate(req) if isinstance(ev, Finished)][0]
         assert len(fin.ids) == args.tokens
         return fin.stats.generation_tok_s
@@ -68,8 +91,8 @@ def main(argv=None) -> int:
     def served_whole(seed: int) -> tuple[float, float]:
         t0 = time.perf_counter()
         r = client.chat.completions.create(
-            model="bench", messages=messages, max_tokens=args.tokens, seed=seed,
-            extra_body={"ignore_eos": True})
+            model="bench", messages=messages, max_tokens=args.tokens, seed=seed, extra_body={"ignore_eos": True}
+        )
         assert r.usage.completion_tokens == args.tokens
         return r.model_extra["timings"]["generation_tok_s"], args.tokens / (time.perf_counter() - t0)
 
@@ -77,8 +100,14 @@ def main(argv=None) -> int:
         if not args.stream:
             return served_whole(seed)
         stream = client.chat.completions.create(
-            model="bench", messages=messages, max_tokens=args.tokens, seed=seed, stream=True,
-            stream_options={"include_usage": True}, extra_body={"ignore_eos": True})
+            model="bench",
+            messages=messages,
+            max_tokens=args.tokens,
+            seed=seed,
+            stream=True,
+            stream_options={"include_usage": True},
+            extra_body={"ignore_eos": True},
+        )
         first = last = None
         engine_rate = n = 0
         for chunk in stream:
@@ -93,9 +122,9 @@ def main(argv=None) -> int:
         assert n == args.tokens
         return engine_rate, (n - 1) / (last - first)
 
-    direct(0), served(0)                      # warm-up: pages, caches, connections
+    direct(0), served(0)  # warm-up: pages, caches, connections
     d, s_engine, s_client = [], [], []
-    for r in range(args.reps):               # alternate so that both see the same machine load
+    for r in range(args.reps):  # alternate so that both see the same machine load
         d.append(direct(r + 1))
         e, c = served(r + 1)
         s_engine.append(e)
@@ -104,23 +133,34 @@ def main(argv=None) -> int:
     server.wait(30)
     eng.close()
     med = statistics.median
-    out = {"stream": args.stream, "tokens": args.tokens, "reps": args.reps, "threads": eng.n_threads,
-           "direct_tok_s": round(med(d), 2), "server_engine_tok_s": round(med(s_engine), 2),
-           "server_client_tok_s": round(med(s_client), 2),
-           "ratio_engine": round(med(s_engine) / med(d), 4),
-           "ratio_client": round(med(s_client) / med(d), 4),
-           "direct_runs": [round(x, 2) for x in d], "server_engine_runs": [round(x, 2) for x in s_engine],
-           "server_client_runs": [round(x, 2) for x in s_client],
-           "median_pairwise_ratio_engine": round(med([b / a for a, b in zip(d, s_engine)]), 4)}
+    out = {
+        "stream": args.stream,
+        "tokens": args.tokens,
+        "reps": args.reps,
+        "threads": eng.n_threads,
+        "direct_tok_s": round(med(d), 2),
+        "server_engine_tok_s": round(med(s_engine), 2),
+        "server_client_tok_s": round(med(s_client), 2),
+        "ratio_engine": round(med(s_engine) / med(d), 4),
+        "ratio_client": round(med(s_client) / med(d), 4),
+        "direct_runs": [round(x, 2) for x in d],
+        "server_engine_runs": [round(x, 2) for x in s_engine],
+        "server_client_runs": [round(x, 2) for x in s_client],
+        "median_pairwise_ratio_engine": round(med([b / a for a, b in zip(d, s_engine)]), 4),
+    }
     if args.json:
         print(json.dumps(out))
     else:
-        print(f"generation{'' if args.stream else ' (no stream)'}, {args.tokens} tokens, {eng.n_threads} threads, median of {args.reps}:")
+        print(
+            f"generation{'' if args.stream else ' (no stream)'}, {args.tokens} tokens, {eng.n_threads} threads, median of {args.reps}:"
+        )
         print(f"  direct (llambda generate's loop) {out['direct_tok_s']:8.2f} tok/s")
-        print(f"  through the server, engine       {out['server_engine_tok_s']:8.2f} tok/s "
-              f"({out['ratio_engine']:.3f}x)")
-        print(f"  through the server, client saw   {out['server_client_tok_s']:8.2f} tok/s "
-              f"({out['ratio_client']:.3f}x)")
+        print(
+            f"  through the server, engine       {out['server_engine_tok_s']:8.2f} tok/s ({out['ratio_engine']:.3f}x)"
+        )
+        print(
+            f"  through the server, client saw   {out['server_client_tok_s']:8.2f} tok/s ({out['ratio_client']:.3f}x)"
+        )
     return 0
 
 

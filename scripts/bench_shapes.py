@@ -25,6 +25,7 @@ rounds, so that both engines see the same machine load. Columns:
 A model that fails (missing file or build, a crash, bad output) is one line in the table saying
 why; the run goes on.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -40,11 +41,19 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from scripts.make_bench_models import (DEFAULT_SHAPES, LLAMACPP_VERSION, SHAPES, TYPES,  # noqa: E402
-                                       bench_cache, model_path)
+from scripts.make_bench_models import (
+    DEFAULT_SHAPES,
+    LLAMACPP_VERSION,
+    SHAPES,
+    TYPES,  # noqa: E402
+    bench_cache,
+    model_path,
+)
 
-FLOPS_NOTE = ("pp GFLOP/s = 2 x (weights every prompt token is multiplied by: the layers' matrices) "
-              "x tokens/s; the output matrix (last token only) and attention are not counted")
+FLOPS_NOTE = (
+    "pp GFLOP/s = 2 x (weights every prompt token is multiplied by: the layers' matrices) "
+    "x tokens/s; the output matrix (last token only) and attention are not counted"
+)
 ISA_LEVELS = ("avx2", "avx512")
 LLAMACPP_BUILD = {"avx2": "avx2", "avx512": "native"}
 DEFAULT_TYPES = ("Q4_0", "Q4_K_M", "Q8_0")
@@ -56,27 +65,45 @@ def _csv(text: str) -> list[str]:
 
 def parse_args(argv=None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--models", type=_csv, default=list(DEFAULT_SHAPES),
-                    help=f"shapes, comma-separated (default {','.join(DEFAULT_SHAPES)}); "
-                         "a path to a .gguf file is taken as is")
-    ap.add_argument("--types", type=_csv, default=list(DEFAULT_TYPES),
-                    help=f"comma-separated, of {','.join(TYPES)} (default {','.join(DEFAULT_TYPES)})")
-    ap.add_argument("--isa", type=_csv, default=None,
-                    help="levels to compare, of avx2,avx512 (default: every level this CPU has)")
+    ap.add_argument(
+        "--models",
+        type=_csv,
+        default=list(DEFAULT_SHAPES),
+        help=f"shapes, comma-separated (default {','.join(DEFAULT_SHAPES)}); a path to a .gguf file is taken as is",
+    )
+    ap.add_argument(
+        "--types",
+        type=_csv,
+        default=list(DEFAULT_TYPES),
+        help=f"comma-separated, of {','.join(TYPES)} (default {','.join(DEFAULT_TYPES)})",
+    )
+    ap.add_argument(
+        "--isa", type=_csv, default=None, help="levels to compare, of avx2,avx512 (default: every level this CPU has)"
+    )
     ap.add_argument("--threads", type=int, default=2, help="threads for both engines (default 2)")
     ap.add_argument("--rounds", type=int, default=3, help="alternating rounds per engine (median)")
     ap.add_argument("--pp", type=int, default=512)
     ap.add_argument("--tg", type=int, default=128)
     ap.add_argument("--depth", type=int, default=0, help="also pp at this depth (llama-bench -d)")
-    ap.add_argument("--ours-root", type=Path, default=ROOT,
-                    help="the Llambda checkout to run (its app/_llk must be built); default this one")
+    ap.add_argument(
+        "--ours-root",
+        type=Path,
+        default=ROOT,
+        help="the Llambda checkout to run (its app/_llk must be built); default this one",
+    )
     ap.add_argument("--python", default=sys.executable, help="interpreter for --ours-root")
-    ap.add_argument("--llamacpp-dir", type=Path, default=None,
-                    help=f"folder with the native/ and avx2/ builds "
-                         f"(default $LLAMBDA_BENCH_CACHE/llama.cpp/{LLAMACPP_VERSION})")
-    ap.add_argument("--llama-python", default=None,
-                    help="instead of llama-bench: run llama.cpp through llama-cpp-python in this "
-                         "interpreter (pip's build of it: native), driven like llama-bench")
+    ap.add_argument(
+        "--llamacpp-dir",
+        type=Path,
+        default=None,
+        help=f"folder with the native/ and avx2/ builds (default $LLAMBDA_BENCH_CACHE/llama.cpp/{LLAMACPP_VERSION})",
+    )
+    ap.add_argument(
+        "--llama-python",
+        default=None,
+        help="instead of llama-bench: run llama.cpp through llama-cpp-python in this "
+        "interpreter (pip's build of it: native), driven like llama-bench",
+    )
     ap.add_argument("--no-load", action="store_true", help="skip the load time and RSS columns")
     ap.add_argument("--timeout", type=float, default=1800, help="seconds before a run counts as failed")
     ap.add_argument("--out", type=Path, default=None, help="also write the markdown table here")
@@ -123,6 +150,7 @@ def cpu_name() -> str:
     except OSError:
         pass
     import platform
+
     return platform.processor() or "unknown CPU"
 
 
@@ -169,8 +197,22 @@ def ours_env(isa: str) -> dict:
 
 def run_ours(a, model: Path, isa: str, depth: int) -> dict[str, float]:
     """{"pp": tok/s, "tg": tok/s} of one `llambda bench` run (one warm-up, one timed)."""
-    cmd = [a.python, "-m", "app.engine.cli", "bench", str(model), "--threads", str(a.threads),
-           "--pp", str(a.pp), "--tg", str(a.tg), "--reps", "1", "--json"]
+    cmd = [
+        a.python,
+        "-m",
+        "app.engine.cli",
+        "bench",
+        str(model),
+        "--threads",
+        str(a.threads),
+        "--pp",
+        str(a.pp),
+        "--tg",
+        str(a.tg),
+        "--reps",
+        "1",
+        "--json",
+    ]
     if depth:
         cmd += ["--depth", str(depth)]
     rows = _last_json(_run(cmd, cwd=a.ours_root, env=ours_env(isa), timeout=a.timeout))
@@ -183,8 +225,21 @@ def run_ours(a, model: Path, isa: str, depth: int) -> dict[str, float]:
 
 
 def run_llamacpp(a, binary: Path, model: Path, depth: int) -> dict[str, float]:
-    cmd = [str(binary), "-m", str(model), "-t", str(a.threads), "-p", str(a.pp),
-           "-n", "0" if depth else str(a.tg), "-r", "1", "-o", "json"]
+    cmd = [
+        str(binary),
+        "-m",
+        str(model),
+        "-t",
+        str(a.threads),
+        "-p",
+        str(a.pp),
+        "-n",
+        "0" if depth else str(a.tg),
+        "-r",
+        "1",
+        "-o",
+        "json",
+    ]
     if depth:
         cmd += ["-d", str(depth)]
     rows = _last_json_array(_run(cmd, timeout=a.timeout))
@@ -198,8 +253,12 @@ def run_llamacpp(a, binary: Path, model: Path, depth: int) -> dict[str, float]:
 def run_llamacpp_py(a, model: Path, depth: int) -> dict[str, float]:
     from scripts.bench_vs_llamacpp import LLAMA_BENCH
 
-    rows = _last_json(_run([a.llama_python, "-c", LLAMA_BENCH, str(model), str(a.threads), str(a.pp),
-                            str(a.tg), "1", str(depth)], timeout=a.timeout))
+    rows = _last_json(
+        _run(
+            [a.llama_python, "-c", LLAMA_BENCH, str(model), str(a.threads), str(a.pp), str(a.tg), "1", str(depth)],
+            timeout=a.timeout,
+        )
+    )
     return {r["test"][:2]: float(r["tok_s"]) for r in rows}
 
 
@@ -213,7 +272,7 @@ def _last_json_array(out: str):
         raise Failed("llama-bench printed bad JSON") from None
 
 
-PROBE = r'''
+PROBE = r"""
 import json, sys
 from app import kernels
 from app.gguf import open_gguf
@@ -231,9 +290,9 @@ with kernels.ThreadPool(nt) as pool:
     bw = kernels.read_bandwidth(pool)
 print(json.dumps({"bytes_per_token": per_token, "layer_params": layer_params, "bandwidth": bw,
                   "weights_bytes": size}))
-'''
+"""
 
-LOAD = r'''
+LOAD = r"""
 import json, sys, time
 from app.engine.engine import Engine
 from app.engine.generate import Finished, GenerationRequest
@@ -245,12 +304,13 @@ with Engine(path, n_ctx=256, n_threads=nt) as eng:
         if isinstance(ev, Finished):
             break
     print(json.dumps({"load_s": time.perf_counter() - t}))
-'''
+"""
 
 
 def probe(a, model: Path, isa: str) -> dict:
-    return _last_json(_run([a.python, "-c", PROBE, str(model), str(a.threads)], cwd=a.ours_root,
-                           env=ours_env(isa), timeout=a.timeout))
+    return _last_json(
+        _run([a.python, "-c", PROBE, str(model), str(a.threads)], cwd=a.ours_root, env=ours_env(isa), timeout=a.timeout)
+    )
 
 
 def page_in(model: Path) -> None:
@@ -262,13 +322,43 @@ def page_in(model: Path) -> None:
 def load_and_rss(a, model: Path, isa: str) -> tuple[float, float]:
     """(seconds to the first token with the file cached, peak RSS bytes of `llambda generate`)."""
     page_in(model)
-    loads = [_last_json(_run([a.python, "-c", LOAD, str(model), str(a.threads)], cwd=a.ours_root,
-                             env=ours_env(isa), timeout=a.timeout))["load_s"] for _ in range(2)]
-    gen = _last_json(_run([a.python, "-m", "app.engine.cli", "generate", str(model), "--raw",
-                           "--prompt", "The quick brown fox jumps over the lazy dog.",
-                           "--max-tokens", "16", "--temperature", "0", "--ctx", "512",
-                           "--threads", str(a.threads), "--json"],
-                          cwd=a.ours_root, env=ours_env(isa), timeout=a.timeout))
+    loads = [
+        _last_json(
+            _run(
+                [a.python, "-c", LOAD, str(model), str(a.threads)],
+                cwd=a.ours_root,
+                env=ours_env(isa),
+                timeout=a.timeout,
+            )
+        )["load_s"]
+        for _ in range(2)
+    ]
+    gen = _last_json(
+        _run(
+            [
+                a.python,
+                "-m",
+                "app.engine.cli",
+                "generate",
+                str(model),
+                "--raw",
+                "--prompt",
+                "The quick brown fox jumps over the lazy dog.",
+                "--max-tokens",
+                "16",
+                "--temperature",
+                "0",
+                "--ctx",
+                "512",
+                "--threads",
+                str(a.threads),
+                "--json",
+            ],
+            cwd=a.ours_root,
+            env=ours_env(isa),
+            timeout=a.timeout,
+        )
+    )
     return min(loads), float(gen["stats"]["peak_rss_bytes"])
 
 
@@ -278,8 +368,7 @@ def model_file(name: str, qtype: str) -> Path:
 
 def bench_one(a, name: str, qtype: str, isa: str, llama_bench: Path) -> dict:
     model = model_file(name, qtype)
-    row = {"model": name if not name.endswith(".gguf") else model.name, "type": qtype, "isa": isa,
-           "threads": a.threads}
+    row = {"model": name if not name.endswith(".gguf") else model.name, "type": qtype, "isa": isa, "threads": a.threads}
     try:
         if not model.exists():
             raise Failed(f"{model} missing (scripts/make_bench_models.py)")
@@ -348,26 +437,36 @@ def table(rows: list[dict], a) -> str:
             cells = [r["model"], r["type"], r["isa"], size, f"failed: {r['error']}"]
             cells += [""] * (len(head) - len(cells))
         else:
-            cells = [r["model"], r["type"], r["isa"], size,
-                     f"{r['pp_ours']:.1f} / {r['pp_llamacpp']:.1f} = {r['pp_ratio']:.2f}×",
-                     f"{r['tg_ours']:.1f} / {r['tg_llamacpp']:.1f} = {r['tg_ratio']:.2f}×"]
+            cells = [
+                r["model"],
+                r["type"],
+                r["isa"],
+                size,
+                f"{r['pp_ours']:.1f} / {r['pp_llamacpp']:.1f} = {r['pp_ratio']:.2f}×",
+                f"{r['tg_ours']:.1f} / {r['tg_llamacpp']:.1f} = {r['tg_ratio']:.2f}×",
+            ]
             if depth:
                 cells.append(f"{r['ppd_ours']:.1f} / {r['ppd_llamacpp']:.1f} = {r['ppd_ratio']:.2f}×")
-            cells += [f"{100 * r['tg_of_roofline']:.0f}% ({100 * r['llamacpp_tg_of_roofline']:.0f}%) "
-                      f"of {r['roofline_tok_s']:.1f}",
-                      f"{r['pp_gflops']:.0f} ({r['llamacpp_pp_gflops']:.0f})",
-                      f"{r['load_s']:.2f} s" if "load_s" in r else "—",
-                      f"{r['peak_rss'] / 2**20:.0f} MiB" if "peak_rss" in r else "—"]
+            cells += [
+                f"{100 * r['tg_of_roofline']:.0f}% ({100 * r['llamacpp_tg_of_roofline']:.0f}%) "
+                f"of {r['roofline_tok_s']:.1f}",
+                f"{r['pp_gflops']:.0f} ({r['llamacpp_pp_gflops']:.0f})",
+                f"{r['load_s']:.2f} s" if "load_s" in r else "—",
+                f"{r['peak_rss'] / 2**20:.0f} MiB" if "peak_rss" in r else "—",
+            ]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
 def header(a, started: str, load: tuple[float, float, float] | None) -> str:
     bw = [r["bandwidth"] for r in a._rows if "bandwidth" in r]
-    parts = [f"{started}, {cpu_name()}, {os.cpu_count()} logical CPUs, {a.threads} threads for both, "
-             f"median of {a.rounds} alternating rounds; llama.cpp {LLAMACPP_VERSION} (llama-cpp-python's vendored copy"
-             + (", through llama-cpp-python, pip's native build" if a.llama_python else ", llama-bench") + "); "
-             f"ours from {a.ours_root} ({_git_head(a.ours_root)})"]
+    parts = [
+        f"{started}, {cpu_name()}, {os.cpu_count()} logical CPUs, {a.threads} threads for both, "
+        f"median of {a.rounds} alternating rounds; llama.cpp {LLAMACPP_VERSION} (llama-cpp-python's vendored copy"
+        + (", through llama-cpp-python, pip's native build" if a.llama_python else ", llama-bench")
+        + "); "
+        f"ours from {a.ours_root} ({_git_head(a.ours_root)})"
+    ]
     if bw:
         parts.append(f"read bandwidth {min(bw) / 1e9:.1f}–{max(bw) / 1e9:.1f} GB/s ({a.threads} threads)")
     if load:
@@ -377,8 +476,9 @@ def header(a, started: str, load: tuple[float, float, float] | None) -> str:
 
 def _git_head(root: Path) -> str:
     try:
-        r = subprocess.run(["git", "-C", str(root), "log", "-1", "--format=%h %s"], capture_output=True,
-                           text=True, timeout=10)
+        r = subprocess.run(
+            ["git", "-C", str(root), "log", "-1", "--format=%h %s"], capture_output=True, text=True, timeout=10
+        )
         return r.stdout.strip()[:80] or "not a git checkout"
     except (OSError, subprocess.TimeoutExpired):
         return "unknown commit"
@@ -399,16 +499,19 @@ def main(argv=None) -> int:
         for qtype in a.types:
             for isa in levels:
                 if isa not in have:
-                    rows.append({"model": name, "type": qtype, "isa": isa,
-                                 "error": f"this CPU has no {isa}"})
+                    rows.append({"model": name, "type": qtype, "isa": isa, "error": f"this CPU has no {isa}"})
                     continue
                 binary = builds / LLAMACPP_BUILD[isa] / "bin" / "llama-bench"
                 t0 = time.monotonic()
                 row = bench_one(a, name, qtype, isa, binary)
                 rows.append(row)
-                print(f"{name} {qtype} {isa}: " + (row["error"] if "error" in row else
-                      f"pp {row['pp_ratio']:.2f}×, tg {row['tg_ratio']:.2f}×") +
-                      f" ({time.monotonic() - t0:.0f} s)", file=sys.stderr, flush=True)
+                print(
+                    f"{name} {qtype} {isa}: "
+                    + (row["error"] if "error" in row else f"pp {row['pp_ratio']:.2f}×, tg {row['tg_ratio']:.2f}×")
+                    + f" ({time.monotonic() - t0:.0f} s)",
+                    file=sys.stderr,
+                    flush=True,
+                )
     if a.json:
         print(json.dumps(rows))
     text = header(a, started, load) + "\n\n" + table(rows, a) + "\n"

@@ -14,6 +14,7 @@
 
 Both print one JSON line per row after a human-readable table on stderr.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,7 +33,8 @@ PROMPTS = {
         "that the extra money should go to childrens books, while others wanted to repair the roof, "
         "which has been leaking for severel years. After a long debate, the chairman sugested a "
         "compromise: half of the money for books and half for the roof. The proposal was acepted by "
-        "a large majority, and the meeting ended shortly after nine oclock."),
+        "a large majority, and the meeting ended shortly after nine oclock."
+    ),
     "edit-code": (
         "Rename the variable `lst` to `prices` in this Python function and return the whole "
         "function:\n\n"
@@ -43,8 +45,9 @@ PROMPTS = {
         "    for item in lst:\n"
         "        total += item\n"
         "    mean = total / len(lst)\n"
-        "    print(\"average of\", len(lst), \"prices:\", mean)\n"
-        "    return mean\n"),
+        '    print("average of", len(lst), "prices:", mean)\n'
+        "    return mean\n"
+    ),
     "summarise-quote": (
         "Summarise this passage in two sentences, quoting its most important sentence word for "
         "word:\n\n"
@@ -52,7 +55,8 @@ PROMPTS = {
         "repairs from the first of March until the end of June. During the closure, buses will "
         "replace the trains between the station and the harbour every fifteen minutes. The council "
         "said that the repairs are necessary because inspectors found cracks in two of the steel "
-        "beams last autumn. Residents are asked to plan their journeys in advance."),
+        "beams last autumn. Residents are asked to plan their journeys in advance."
+    ),
     "chat-poem": "Write a short poem about autumn leaves.",
     "chat-tips": "Give me three tips for learning a new language.",
 }
@@ -66,7 +70,7 @@ def verify_costs(path: str, threads: int, reps: int, depth: int = 256, cpu: bool
     from app.model import config_from_gguf
 
     rows = []
-    clock = time.process_time if cpu else time.perf_counter   # CPU time: the work, whatever the load
+    clock = time.process_time if cpu else time.perf_counter  # CPU time: the work, whatever the load
     with open_gguf(path) as f:
         cfg = config_from_gguf(f)
         with CDecoder(f, cfg, depth + 32, n_threads=threads) as d:
@@ -74,24 +78,36 @@ def verify_costs(path: str, threads: int, reps: int, depth: int = 256, cpu: bool
             d.decode([int(t) for t in rng.integers(0, cfg.n_vocab, depth)], 0)
             sizes = [1, 2, 3, 4, 5, 7, 9, 13, 17]
             best = {n: float("inf") for n in sizes}
-            for _ in range(reps):                    # sizes interleaved: the load hits all alike
+            for _ in range(reps):  # sizes interleaved: the load hits all alike
                 for n in sizes:
                     ids = [int(t) for t in rng.integers(0, cfg.n_vocab, n)]
                     t = clock()
                     d.decode(ids, depth, all_logits=True)
                     best[n] = min(best[n], clock() - t)
             for n in sizes:
-                rows.append({"model": Path(path).name, "threads": d.n_threads, "isa": d.isa,
-                             "tokens": n, "k": n - 1, "ms": round(best[n] * 1000, 2),
-                             "clock": "cpu" if cpu else "wall",
-                             "x_one": round(best[n] / best[1], 3)})
+                rows.append(
+                    {
+                        "model": Path(path).name,
+                        "threads": d.n_threads,
+                        "isa": d.isa,
+                        "tokens": n,
+                        "k": n - 1,
+                        "ms": round(best[n] * 1000, 2),
+                        "clock": "cpu" if cpu else "wall",
+                        "x_one": round(best[n] / best[1], 3),
+                    }
+                )
     return rows
 
 
 # Llama 3.1 8B: one layer's matrices (Q4_K_M keeps most in Q4_K) and the output matrix (Q6_K),
 # (rows, columns, count); the output matrix is timed on 16384 of its 128256 rows and scaled.
-SHAPE_8B = {"layer": [(4096, 4096, 2), (1024, 4096, 2), (14336, 4096, 2), (4096, 14336, 1)],
-            "n_layer": 32, "output": (128256, 4096), "output_rows_timed": 16384}
+SHAPE_8B = {
+    "layer": [(4096, 4096, 2), (1024, 4096, 2), (14336, 4096, 2), (4096, 14336, 1)],
+    "n_layer": 32,
+    "output": (128256, 4096),
+    "output_rows_timed": 16384,
+}
 
 
 def verify_costs_8b(threads: int, reps: int, cpu: bool = False) -> list[dict]:
@@ -132,10 +148,17 @@ def verify_costs_8b(threads: int, reps: int, cpu: bool = False) -> list[dict]:
     one = best[1][0] * SHAPE_8B["n_layer"] + best[1][1] * scale
     for n in sizes:
         total = best[n][0] * SHAPE_8B["n_layer"] + best[n][1] * scale
-        rows.append({"model": "llama-3-8b shape (Q4_K layers, Q6_K output)", "threads": nth,
-                     "clock": "cpu" if cpu else "wall",
-                     "tokens": n, "k": n - 1, "ms": round(total * 1000, 1),
-                     "x_one": round(total / one, 3)})
+        rows.append(
+            {
+                "model": "llama-3-8b shape (Q4_K layers, Q6_K output)",
+                "threads": nth,
+                "clock": "cpu" if cpu else "wall",
+                "tokens": n,
+                "k": n - 1,
+                "ms": round(total * 1000, 1),
+                "x_one": round(total / one, 3),
+            }
+        )
     return rows
 
 
@@ -148,20 +171,21 @@ def project(verify_rows: list[dict], acceptance: float, gamma: float) -> dict:
         k = r["k"]
         if k < 1:
             continue
-        e = sum(acceptance ** i for i in range(k + 1))
+        e = sum(acceptance**i for i in range(k + 1))
         best = max(best, (e / (r["x_one"] + gamma * k), k))
     return {"acceptance": acceptance, "gamma": gamma, "speedup": round(best[0], 2), "k": best[1]}
 
 
-def gen(path: str, draft: str | None, reps: int, max_tokens: int, threads: int,
-        prompts: list[str]) -> list[dict]:
+def gen(path: str, draft: str | None, reps: int, max_tokens: int, threads: int, prompts: list[str]) -> list[dict]:
     from app.engine.engine import Engine
     from app.engine.generate import Finished, GenerationRequest
     from app.engine.sampler import GREEDY
 
     modes = ["off", "lookup"] + (["draft"] if draft else [])
-    engines = {m: Engine(path, n_ctx=2048, n_threads=threads, speculation=m,
-                         draft=draft if m == "draft" else None) for m in modes}
+    engines = {
+        m: Engine(path, n_ctx=2048, n_threads=threads, speculation=m, draft=draft if m == "draft" else None)
+        for m in modes
+    }
     rows = []
     try:
         for name in prompts:
@@ -169,7 +193,7 @@ def gen(path: str, draft: str | None, reps: int, max_tokens: int, threads: int,
             req = GenerationRequest(tuple(ids), max_tokens=max_tokens, sampler=GREEDY)
             speeds = {m: [] for m in modes}
             outs, specs = {}, {}
-            for _ in range(reps + 1):               # the first round warms up
+            for _ in range(reps + 1):  # the first round warms up
                 for m in modes:
                     eng = engines[m]
                     eng.session.reset()
@@ -179,14 +203,19 @@ def gen(path: str, draft: str | None, reps: int, max_tokens: int, threads: int,
                     speeds[m].append(fin.stats.generation_tok_s)
             for m in modes:
                 s = specs[m]
-                rows.append({"prompt": name, "mode": m, "tokens": len(outs[m]),
-                             "tok_s": round(statistics.median(speeds[m][1:]), 2),
-                             "speedup": round(statistics.median(speeds[m][1:]) /
-                                              statistics.median(speeds["off"][1:]), 3),
-                             "same": outs[m] == outs["off"],
-                             "acceptance": round(s.acceptance, 3) if s else None,
-                             "tokens_per_pass": round(s.tokens_per_pass, 2) if s else None,
-                             "passes": s.passes if s else None})
+                rows.append(
+                    {
+                        "prompt": name,
+                        "mode": m,
+                        "tokens": len(outs[m]),
+                        "tok_s": round(statistics.median(speeds[m][1:]), 2),
+                        "speedup": round(statistics.median(speeds[m][1:]) / statistics.median(speeds["off"][1:]), 3),
+                        "same": outs[m] == outs["off"],
+                        "acceptance": round(s.acceptance, 3) if s else None,
+                        "tokens_per_pass": round(s.tokens_per_pass, 2) if s else None,
+                        "passes": s.passes if s else None,
+                    }
+                )
     finally:
         for e in engines.values():
             e.close()
@@ -206,21 +235,26 @@ def main() -> int:
     p.add_argument("--max-tokens", type=int, default=200)
     p.add_argument("--prompts", default=",".join(PROMPTS))
     a = p.parse_args()
-    if a.what == "project":          # MODEL: a JSON-lines file written by verify / verify8b
+    if a.what == "project":  # MODEL: a JSON-lines file written by verify / verify8b
         rows = [project([json.loads(x) for x in open(a.model)], a.acceptance, a.gamma)]
         print(rows[0], file=sys.stderr)
     elif a.what in ("verify", "verify8b"):
-        rows = verify_costs(a.model, a.threads, a.reps, cpu=a.cpu) if a.what == "verify" else \
-            verify_costs_8b(a.threads, a.reps, cpu=a.cpu)
+        rows = (
+            verify_costs(a.model, a.threads, a.reps, cpu=a.cpu)
+            if a.what == "verify"
+            else verify_costs_8b(a.threads, a.reps, cpu=a.cpu)
+        )
         for r in rows:
-            print(f"k={r['k']:2d} ({r['tokens']:2d} tokens) {r['ms']:8.2f} ms  x{r['x_one']:.2f}",
-                  file=sys.stderr)
+            print(f"k={r['k']:2d} ({r['tokens']:2d} tokens) {r['ms']:8.2f} ms  x{r['x_one']:.2f}", file=sys.stderr)
     else:
         rows = gen(a.model, a.draft, a.reps, a.max_tokens, a.threads, a.prompts.split(","))
         for r in rows:
-            print(f"{r['prompt']:16s} {r['mode']:7s} {r['tokens']:4d} tok {r['tok_s']:7.2f} tok/s "
-                  f"x{r['speedup']:.2f} same={r['same']} acc={r['acceptance']} "
-                  f"tok/pass={r['tokens_per_pass']}", file=sys.stderr)
+            print(
+                f"{r['prompt']:16s} {r['mode']:7s} {r['tokens']:4d} tok {r['tok_s']:7.2f} tok/s "
+                f"x{r['speedup']:.2f} same={r['same']} acc={r['acceptance']} "
+                f"tok/pass={r['tokens_per_pass']}",
+                file=sys.stderr,
+            )
     for r in rows:
         print(json.dumps(r))
     return 0

@@ -12,6 +12,7 @@ the mean of `reps` runs. The two alternate per thread count so that
 both see the same machine load. Also prints the generation ceiling: weight bytes read per token
 over the machine's read bandwidth.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -22,7 +23,7 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-LLAMA_BENCH = r'''
+LLAMA_BENCH = r"""
 import json, statistics, sys, time, random
 import llama_cpp
 from llama_cpp import Llama
@@ -54,12 +55,28 @@ for kind, n in (("pp", pp), ("tg", tg)):
                  "stdev": round(statistics.stdev(runs), 2) if len(runs) > 1 else 0.0,
                  "tok_per_cpu_s": round(statistics.mean(cpu_runs), 2)})
 print(json.dumps(rows))
-'''
+"""
 
 
 def ours(model: str, nt: int, pp: int, tg: int, reps: int, depth: int) -> list[dict]:
-    cmd = [sys.executable, "-m", "app.engine.cli", "bench", model, "--threads", str(nt),
-           "--pp", str(pp), "--tg", str(tg), "--reps", str(reps), "--depth", str(depth), "--json"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "app.engine.cli",
+        "bench",
+        model,
+        "--threads",
+        str(nt),
+        "--pp",
+        str(pp),
+        "--tg",
+        str(tg),
+        "--reps",
+        str(reps),
+        "--depth",
+        str(depth),
+        "--json",
+    ]
     out = subprocess.run(cmd, cwd=ROOT, check=True, capture_output=True, text=True).stdout
     return json.loads(out.strip().splitlines()[-1])
 
@@ -96,6 +113,7 @@ def cpu_name() -> str:
     except OSError:
         pass
     import platform
+
     return platform.processor() or "unknown CPU"
 
 
@@ -106,8 +124,9 @@ def main() -> int:
     ap.add_argument("--pp", type=int, default=512)
     ap.add_argument("--tg", type=int, default=128)
     ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument("--depth", type=int, default=0,
-                    help="tokens in the cache before each test, both engines (llama-bench's -d)")
+    ap.add_argument(
+        "--depth", type=int, default=0, help="tokens in the cache before each test, both engines (llama-bench's -d)"
+    )
     ap.add_argument("--llama-python", default="/work/llvenv/bin/python")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
@@ -119,11 +138,19 @@ def main() -> int:
         per_token, bw = ceiling(a.model, nt)
         for test in mine:
             m, t = mine[test], theirs[test]
-            row = {"threads": nt, "test": test + (f"@d{a.depth}" if a.depth else ""), "llambda_tok_s": m["tok_s"], "llambda_stdev": m["stdev"],
-                   "llamacpp_tok_s": t["tok_s"], "llamacpp_stdev": t["stdev"],
-                   "ratio": round(m["tok_s"] / t["tok_s"], 3),
-                   "llambda_tok_per_cpu_s": m["tok_per_cpu_s"], "llamacpp_tok_per_cpu_s": t["tok_per_cpu_s"],
-                   "cpu_ratio": round(m["tok_per_cpu_s"] / t["tok_per_cpu_s"], 3), "isa": m.get("isa", "")}
+            row = {
+                "threads": nt,
+                "test": test + (f"@d{a.depth}" if a.depth else ""),
+                "llambda_tok_s": m["tok_s"],
+                "llambda_stdev": m["stdev"],
+                "llamacpp_tok_s": t["tok_s"],
+                "llamacpp_stdev": t["stdev"],
+                "ratio": round(m["tok_s"] / t["tok_s"], 3),
+                "llambda_tok_per_cpu_s": m["tok_per_cpu_s"],
+                "llamacpp_tok_per_cpu_s": t["tok_per_cpu_s"],
+                "cpu_ratio": round(m["tok_per_cpu_s"] / t["tok_per_cpu_s"], 3),
+                "isa": m.get("isa", ""),
+            }
             if test.startswith("tg") and not a.depth:
                 row["ceiling_tok_s"] = round(bw / per_token, 1)
                 row["llambda_of_ceiling"] = round(m["tok_s"] / (bw / per_token), 3)
@@ -131,20 +158,30 @@ def main() -> int:
     if a.json:
         print(json.dumps(results))
         return 0
-    print(f"model: {a.model} ({os.path.getsize(a.model) / 2**20:.1f} MiB); CPU: {cpu_name()}; "
-          f"{os.cpu_count()} logical CPUs")
+    print(
+        f"model: {a.model} ({os.path.getsize(a.model) / 2**20:.1f} MiB); CPU: {cpu_name()}; "
+        f"{os.cpu_count()} logical CPUs"
+    )
     try:
         load = " load average %.2f %.2f %.2f" % os.getloadavg()
     except OSError:
         load = ""
     print(f"tok/s = wall clock; tok/cpu-s = per second of process CPU time (robust to other load);{load}")
-    print(f"{'threads':>7} {'test':>11} {'llambda':>10} {'llama.cpp':>10} {'ratio':>6} "
-          f"{'tok/cpu-s':>10} {'llama.cpp':>10} {'ratio':>6} {'ceiling':>8} {'of ceil':>8}  isa")
+    print(
+        f"{'threads':>7} {'test':>11} {'llambda':>10} {'llama.cpp':>10} {'ratio':>6} "
+        f"{'tok/cpu-s':>10} {'llama.cpp':>10} {'ratio':>6} {'ceiling':>8} {'of ceil':>8}  isa"
+    )
     for r in results:
-        ceil_s = f"{r['ceiling_tok_s']:>8.1f} {100 * r['llambda_of_ceiling']:>7.0f}%" if "ceiling_tok_s" in r else f"{'':>8} {'':>8}"
-        print(f"{r['threads']:>7} {r['test']:>11} {r['llambda_tok_s']:>10.2f} {r['llamacpp_tok_s']:>10.2f} "
-              f"{r['ratio']:>6.2f} {r['llambda_tok_per_cpu_s']:>10.2f} {r['llamacpp_tok_per_cpu_s']:>10.2f} "
-              f"{r['cpu_ratio']:>6.2f} {ceil_s}  {r['isa']}")
+        ceil_s = (
+            f"{r['ceiling_tok_s']:>8.1f} {100 * r['llambda_of_ceiling']:>7.0f}%"
+            if "ceiling_tok_s" in r
+            else f"{'':>8} {'':>8}"
+        )
+        print(
+            f"{r['threads']:>7} {r['test']:>11} {r['llambda_tok_s']:>10.2f} {r['llamacpp_tok_s']:>10.2f} "
+            f"{r['ratio']:>6.2f} {r['llambda_tok_per_cpu_s']:>10.2f} {r['llamacpp_tok_per_cpu_s']:>10.2f} "
+            f"{r['cpu_ratio']:>6.2f} {ceil_s}  {r['isa']}"
+        )
     return 0
 
 

@@ -11,6 +11,7 @@ Exit status 1 when a divergence happens where llama.cpp's gap is >= the toleranc
 is not 0.1: llama.cpp's own batch and one-by-one decoding disagree at gaps up to ~0.3 and the
 largest gap is a heavy-tailed statistic; see tests/engine/test_decoder_smollm2.py).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -22,7 +23,7 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-ORACLE = r'''
+ORACLE = r"""
 import json, sys
 import numpy as np
 sys.path.insert(0, sys.argv[1])
@@ -49,7 +50,7 @@ for text in args["prompts"]:
     r["llamacpp_batch_divergence"] = _self_divergence(llm, r)
     out.append(r)
 print(json.dumps(out))
-'''
+"""
 
 
 def main() -> int:
@@ -63,8 +64,7 @@ def main() -> int:
     ap.add_argument("--llama-python", default="/work/llvenv/bin/python")
     a = ap.parse_args()
     payload = json.dumps({"model": a.model, "prompts": a.prompts, "chat": a.chat, "n": a.n})
-    res = subprocess.run([a.llama_python, "-c", ORACLE, ROOT, payload], capture_output=True,
-                         text=True, check=True)
+    res = subprocess.run([a.llama_python, "-c", ORACLE, ROOT, payload], capture_output=True, text=True, check=True)
     cases = json.loads(res.stdout.strip().splitlines()[-1])
 
     from app.engine.decoder import CDecoder
@@ -89,11 +89,15 @@ def main() -> int:
                 bad += bool(worst)
                 status = "OK " if not worst else "BAD"
                 own = [(i, round(g, 3)) for i, g in c["llamacpp_batch_divergence"]]
-                print(f"{status} {c['text'][:50]!r}: ours {len(misses)} divergences "
-                      f"{[(i, round(g, 3)) for i, g in misses]}; llama.cpp batch vs itself {len(own)} "
-                      f"{own} -> {c['completion'][:60]!r}")
-    print(f"{len(cases) - bad}/{len(cases)} prompts agree (divergences only where llama.cpp's "
-          f"gap < {a.tolerance}); isa {d.isa}")
+                print(
+                    f"{status} {c['text'][:50]!r}: ours {len(misses)} divergences "
+                    f"{[(i, round(g, 3)) for i, g in misses]}; llama.cpp batch vs itself {len(own)} "
+                    f"{own} -> {c['completion'][:60]!r}"
+                )
+    print(
+        f"{len(cases) - bad}/{len(cases)} prompts agree (divergences only where llama.cpp's "
+        f"gap < {a.tolerance}); isa {d.isa}"
+    )
     return 1 if bad else 0
 
 

@@ -9,6 +9,7 @@ mean and p99 KL divergence, top-1 agreement. Prints one JSON line per engine.
 llama.cpp quantizes its V cache only with flash attention on, so its q8_0 run uses it (and its
 f16 run does too, so that the comparison changes the cache type alone).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -21,7 +22,7 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-LLAMA = r'''
+LLAMA = r"""
 import json, sys
 import numpy as np
 from llama_cpp import Llama
@@ -37,18 +38,28 @@ for name, t in (("f16", 1), ("q8_0", 8)):
         rows.append(np.array(llm.scores[len(ids) // 2:len(ids) - 1], np.float32))
     out[name] = np.concatenate(rows)
 np.savez(a["out"], **out)
-'''
+"""
 
 
 def kld_stats(p_logits: np.ndarray, q_logits: np.ndarray) -> dict:
     def logsm(x):
         x = x.astype(np.float64) - x.max(1, keepdims=True)
         return x - np.log(np.exp(x).sum(1, keepdims=True))
-    kld = np.concatenate([(np.exp(lp) * (lp - lq)).sum(1) for lp, lq in
-                          ((logsm(p_logits[i:i + 32]), logsm(q_logits[i:i + 32]))
-                           for i in range(0, len(p_logits), 32))])
-    return {"tokens": int(kld.size), "kld_mean": float(kld.mean()), "kld_p99": float(np.percentile(kld, 99)),
-            "top1_agree": float((p_logits.argmax(1) == q_logits.argmax(1)).mean())}
+
+    kld = np.concatenate(
+        [
+            (np.exp(lp) * (lp - lq)).sum(1)
+            for lp, lq in (
+                (logsm(p_logits[i : i + 32]), logsm(q_logits[i : i + 32])) for i in range(0, len(p_logits), 32)
+            )
+        ]
+    )
+    return {
+        "tokens": int(kld.size),
+        "kld_mean": float(kld.mean()),
+        "kld_p99": float(np.percentile(kld, 99)),
+        "top1_agree": float((p_logits.argmax(1) == q_logits.argmax(1)).mean()),
+    }
 
 
 def main() -> None:
@@ -68,27 +79,43 @@ def main() -> None:
         ids = eng.tokenizer.encode(text, add_special=False, parse_special=False)
         head = [eng.tokenizer.bos_id] if eng.tokenizer.bos_id is not None else []
         n = a.chunk - len(head)
-        chunks = [head + ids[i * n:(i + 1) * n] for i in range(min(a.chunks, len(ids) // n))]
+        chunks = [head + ids[i * n : (i + 1) * n] for i in range(min(a.chunks, len(ids) // n))]
     for kv in ("f16", "q8_0"):
         with Engine(a.model, n_ctx=a.chunk, n_threads=2, kv_type=kv) as eng:
-            out[kv] = np.concatenate([eng.decoder.decode(c, 0, all_logits=True)[len(c) // 2:len(c) - 1]
-                                      for c in chunks])
-    print(json.dumps({"engine": "llambda", "model": os.path.basename(a.model),
-                      **kld_stats(out["f16"], out["q8_0"])}), flush=True)
-    ok = os.path.exists(a.llama_python) and subprocess.run(
-        [a.llama_python, "-c", "import llama_cpp"], capture_output=True).returncode == 0
+            out[kv] = np.concatenate(
+                [eng.decoder.decode(c, 0, all_logits=True)[len(c) // 2 : len(c) - 1] for c in chunks]
+            )
+    print(
+        json.dumps({"engine": "llambda", "model": os.path.basename(a.model), **kld_stats(out["f16"], out["q8_0"])}),
+        flush=True,
+    )
+    ok = (
+        os.path.exists(a.llama_python)
+        and subprocess.run([a.llama_python, "-c", "import llama_cpp"], capture_output=True).returncode == 0
+    )
     if not ok:
         print(f"(llama.cpp not available at {a.llama_python}: its figures are skipped)", file=sys.stderr)
     else:
         import tempfile
+
         with tempfile.TemporaryDirectory() as d:
             npz = os.path.join(d, "l.npz")
-            subprocess.run([a.llama_python, "-c", LLAMA, json.dumps(
-                {"model": os.path.abspath(a.model), "chunk": a.chunk, "chunks": chunks, "out": npz})],
-                check=True)
+            subprocess.run(
+                [
+                    a.llama_python,
+                    "-c",
+                    LLAMA,
+                    json.dumps({"model": os.path.abspath(a.model), "chunk": a.chunk, "chunks": chunks, "out": npz}),
+                ],
+                check=True,
+            )
             z = np.load(npz)
-            print(json.dumps({"engine": "llama.cpp", "model": os.path.basename(a.model),
-                              **kld_stats(z["f16"], z["q8_0"])}), flush=True)
+            print(
+                json.dumps(
+                    {"engine": "llama.cpp", "model": os.path.basename(a.model), **kld_stats(z["f16"], z["q8_0"])}
+                ),
+                flush=True,
+            )
             print(json.dumps({"engine": "llambda f16 vs llama.cpp f16", **kld_stats(z["f16"], out["f16"])}))
 
 

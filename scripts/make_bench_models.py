@@ -30,6 +30,7 @@ large share of the bytes read per generated token.
 Files go to $LLAMBDA_BENCH_CACHE/models (default ~/.cache/llambda-bench/models), named
 <shape>.<TYPE>.gguf. Existing files are kept (delete them to remake).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -47,13 +48,13 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 TYPES = ("Q4_0", "Q4_K_M", "Q5_K_M", "Q6_K", "Q8_0", "IQ4_XS")
 LLAMACPP_VERSION = "0.3.36"
-TYPE_UNUSED = 5          # GGUF tokenizer.ggml.token_type
+TYPE_UNUSED = 5  # GGUF tokenizer.ggml.token_type
 
 
 @dataclass(frozen=True)
 class Shape:
     name: str
-    arch: str             # "llama" or "qwen2"
+    arch: str  # "llama" or "qwen2"
     n_embd: int
     n_layer: int
     n_head: int
@@ -75,17 +76,74 @@ class Shape:
 
 
 SHAPES = {
-    s.name: s for s in (
-        Shape("llama3.2-1b", "llama", 2048, 16, 32, 8, 8192, 128256, 500000.0, 1e-5, 131072, tied=True,
-              llama3_rope=(32.0, 1.0, 4.0, 8192), title="Llama 3.2 1B"),
-        Shape("qwen2.5-1.5b", "qwen2", 1536, 28, 12, 2, 8960, 151936, 1000000.0, 1e-6, 32768, tied=True,
-              qkv_bias=True, title="Qwen2.5 1.5B"),
-        Shape("llama3.1-8b", "llama", 4096, 32, 32, 8, 14336, 128256, 500000.0, 1e-5, 131072, tied=False,
-              llama3_rope=(8.0, 1.0, 4.0, 8192), title="Llama 3.1 8B"),
+    s.name: s
+    for s in (
+        Shape(
+            "llama3.2-1b",
+            "llama",
+            2048,
+            16,
+            32,
+            8,
+            8192,
+            128256,
+            500000.0,
+            1e-5,
+            131072,
+            tied=True,
+            llama3_rope=(32.0, 1.0, 4.0, 8192),
+            title="Llama 3.2 1B",
+        ),
+        Shape(
+            "qwen2.5-1.5b",
+            "qwen2",
+            1536,
+            28,
+            12,
+            2,
+            8960,
+            151936,
+            1000000.0,
+            1e-6,
+            32768,
+            tied=True,
+            qkv_bias=True,
+            title="Qwen2.5 1.5B",
+        ),
+        Shape(
+            "llama3.1-8b",
+            "llama",
+            4096,
+            32,
+            32,
+            8,
+            14336,
+            128256,
+            500000.0,
+            1e-5,
+            131072,
+            tied=False,
+            llama3_rope=(8.0, 1.0, 4.0, 8192),
+            title="Llama 3.1 8B",
+        ),
         # for tests: a few MB, the SmolLM2 vocabulary unpadded
         Shape("tiny", "llama", 128, 2, 4, 2, 256, 49152, 10000.0, 1e-5, 2048, tied=True, title="tiny"),
-        Shape("tiny-qwen2", "qwen2", 128, 2, 4, 2, 256, 49152, 1000000.0, 1e-6, 2048, tied=False,
-              qkv_bias=True, title="tiny qwen2"),
+        Shape(
+            "tiny-qwen2",
+            "qwen2",
+            128,
+            2,
+            4,
+            2,
+            256,
+            49152,
+            1000000.0,
+            1e-6,
+            2048,
+            tied=False,
+            qkv_bias=True,
+            title="tiny qwen2",
+        ),
     )
 }
 DEFAULT_SHAPES = ("llama3.2-1b", "qwen2.5-1.5b", "llama3.1-8b")
@@ -177,18 +235,25 @@ def tensor_plan(s: Shape) -> list[tuple[str, tuple[int, ...], str]]:
         plan.append(("rope_freqs.weight", (hd // 2,), "rope"))
     for i in range(s.n_layer):
         b = f"blk.{i}."
-        plan += [(b + "attn_norm.weight", (s.n_embd,), "norm"),
-                 (b + "attn_q.weight", (q, s.n_embd), "matrix"),
-                 (b + "attn_k.weight", (kv, s.n_embd), "matrix"),
-                 (b + "attn_v.weight", (kv, s.n_embd), "matrix")]
+        plan += [
+            (b + "attn_norm.weight", (s.n_embd,), "norm"),
+            (b + "attn_q.weight", (q, s.n_embd), "matrix"),
+            (b + "attn_k.weight", (kv, s.n_embd), "matrix"),
+            (b + "attn_v.weight", (kv, s.n_embd), "matrix"),
+        ]
         if s.qkv_bias:
-            plan += [(b + "attn_q.bias", (q,), "bias"), (b + "attn_k.bias", (kv,), "bias"),
-                     (b + "attn_v.bias", (kv,), "bias")]
-        plan += [(b + "attn_output.weight", (s.n_embd, q), "matrix"),
-                 (b + "ffn_norm.weight", (s.n_embd,), "norm"),
-                 (b + "ffn_gate.weight", (s.n_ff, s.n_embd), "matrix"),
-                 (b + "ffn_up.weight", (s.n_ff, s.n_embd), "matrix"),
-                 (b + "ffn_down.weight", (s.n_embd, s.n_ff), "matrix")]
+            plan += [
+                (b + "attn_q.bias", (q,), "bias"),
+                (b + "attn_k.bias", (kv,), "bias"),
+                (b + "attn_v.bias", (kv,), "bias"),
+            ]
+        plan += [
+            (b + "attn_output.weight", (s.n_embd, q), "matrix"),
+            (b + "ffn_norm.weight", (s.n_embd,), "norm"),
+            (b + "ffn_gate.weight", (s.n_ff, s.n_embd), "matrix"),
+            (b + "ffn_up.weight", (s.n_ff, s.n_embd), "matrix"),
+            (b + "ffn_down.weight", (s.n_embd, s.n_ff), "matrix"),
+        ]
     plan.append(("output_norm.weight", (s.n_embd,), "norm"))
     if not s.tied:
         plan.append(("output.weight", (s.n_vocab, s.n_embd), "matrix"))
@@ -207,7 +272,7 @@ class _Pool:
         while left:
             off = int(self.rng.integers(0, len(self.values)))
             k = min(left, len(self.values) - off)
-            parts.append(self.values[off:off + k])
+            parts.append(self.values[off : off + k])
             left -= k
         return parts[0].copy() if len(parts) == 1 else np.concatenate(parts)
 
@@ -245,8 +310,12 @@ def write_f16(s: Shape, path: Path, tok: dict, seed: int = 0, log=print) -> Path
     w.add_token_types(types)
     if tok["merges"]:
         w.add_token_merges(tok["merges"])
-    for key, fn in (("bos", w.add_bos_token_id), ("eos", w.add_eos_token_id),
-                    ("unk", w.add_unk_token_id), ("pad", w.add_pad_token_id)):
+    for key, fn in (
+        ("bos", w.add_bos_token_id),
+        ("eos", w.add_eos_token_id),
+        ("unk", w.add_unk_token_id),
+        ("pad", w.add_pad_token_id),
+    ):
         if tok[key] is not None:
             fn(int(tok[key]))
     if tok["add_bos"] is not None:
@@ -282,22 +351,26 @@ def write_f16(s: Shape, path: Path, tok: dict, seed: int = 0, log=print) -> Path
 
 # llama.cpp's quantizer through llama-cpp-python (the same code as llama-quantize), for a machine
 # that has llama-cpp-python but no llama-quantize binary: --quantize python:/path/to/python
-PY_QUANTIZE = r'''
+PY_QUANTIZE = r"""
 import sys, llama_cpp
 src, dst, qtype, nt = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 params = llama_cpp.llama_model_quantize_default_params()
 params.ftype = getattr(llama_cpp, "LLAMA_FTYPE_MOSTLY_" + qtype)
 params.nthread = nt
 sys.exit(1 if llama_cpp.llama_model_quantize(src.encode(), dst.encode(), params) != 0 else 0)
-'''
+"""
 
 
 def quantize(quantizer: Path | str, src: Path, dst: Path, qtype: str, threads: int, log=print) -> Path:
     tmp = dst.with_name(dst.name + ".part")
     t0 = time.monotonic()
     q = str(quantizer)
-    cmd = ([q[len("python:"):], "-c", PY_QUANTIZE] if q.startswith("python:") else [q]) + \
-        [str(src), str(tmp), qtype, str(threads)]
+    cmd = ([q[len("python:") :], "-c", PY_QUANTIZE] if q.startswith("python:") else [q]) + [
+        str(src),
+        str(tmp),
+        qtype,
+        str(threads),
+    ]
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
         tmp.unlink(missing_ok=True)
@@ -308,8 +381,16 @@ def quantize(quantizer: Path | str, src: Path, dst: Path, qtype: str, threads: i
     return dst
 
 
-def make_shape(shape: str, types: list[str], folder: Path, quantizer: Path | None, tok: dict,
-               keep_f16: bool = False, threads: int = 2, log=print) -> list[Path]:
+def make_shape(
+    shape: str,
+    types: list[str],
+    folder: Path,
+    quantizer: Path | None,
+    tok: dict,
+    keep_f16: bool = False,
+    threads: int = 2,
+    log=print,
+) -> list[Path]:
     """The quantized files of one shape (made if missing); F16 only when types is ["F16"]."""
     s = SHAPES[shape]
     f16 = model_path(shape, "F16", folder)
@@ -334,16 +415,31 @@ def _csv(text: str) -> list[str]:
 
 def parse_args(argv=None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--shapes", type=_csv, default=list(DEFAULT_SHAPES),
-                    help=f"comma-separated, of: {', '.join(SHAPES)} (default: {','.join(DEFAULT_SHAPES)})")
-    ap.add_argument("--types", type=_csv, default=list(TYPES),
-                    help=f"comma-separated llama-quantize types, or F16 (default: {','.join(TYPES)})")
+    ap.add_argument(
+        "--shapes",
+        type=_csv,
+        default=list(DEFAULT_SHAPES),
+        help=f"comma-separated, of: {', '.join(SHAPES)} (default: {','.join(DEFAULT_SHAPES)})",
+    )
+    ap.add_argument(
+        "--types",
+        type=_csv,
+        default=list(TYPES),
+        help=f"comma-separated llama-quantize types, or F16 (default: {','.join(TYPES)})",
+    )
     ap.add_argument("--out", type=Path, default=None, help="folder (default: $LLAMBDA_BENCH_CACHE/models)")
-    ap.add_argument("--quantize", default=None,
-                    help="llama-quantize binary (default: the bench cache's avx2 or native build), or "
-                         "python:INTERPRETER to use llama-cpp-python's llama_model_quantize")
-    ap.add_argument("--tokenizer-from", type=Path, default=None,
-                    help="GGUF whose tokenizer and template to copy (default: the SmolLM2 test model)")
+    ap.add_argument(
+        "--quantize",
+        default=None,
+        help="llama-quantize binary (default: the bench cache's avx2 or native build), or "
+        "python:INTERPRETER to use llama-cpp-python's llama_model_quantize",
+    )
+    ap.add_argument(
+        "--tokenizer-from",
+        type=Path,
+        default=None,
+        help="GGUF whose tokenizer and template to copy (default: the SmolLM2 test model)",
+    )
     ap.add_argument("--threads", type=int, default=2, help="llama-quantize threads")
     ap.add_argument("--keep-f16", action="store_true", help="keep the F16 file after quantizing")
     a = ap.parse_args(argv)
@@ -366,8 +462,9 @@ def main(argv=None) -> int:
     tok = read_tokenizer(src)
     quantizer = a.quantize or default_quantizer()
     folder = a.out or models_dir()
-    free = shutil.disk_usage(folder if folder.exists() else folder.parent if folder.parent.exists()
-                             else Path.home()).free
+    free = shutil.disk_usage(
+        folder if folder.exists() else folder.parent if folder.parent.exists() else Path.home()
+    ).free
     print(f"writing to {folder} ({free / 1e9:.0f} GB free); quantizer: {quantizer}", file=sys.stderr)
     log = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
     try:

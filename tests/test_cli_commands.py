@@ -14,8 +14,9 @@ from app.text import load_tokenizer
 
 
 def run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "app", *args], input=stdin, capture_output=True,
-                          text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "app", *args], input=stdin, capture_output=True, text=True, timeout=300
+    )
 
 
 def test_tokenize_text_and_json_lines(smollm2_path):
@@ -44,8 +45,18 @@ def test_unknown_model_name_exit_3():
 
 
 def test_generate_json_greedy(smollm2_path):
-    r = run("generate", str(smollm2_path), "--prompt", "The capital of France is", "--raw",
-            "--temperature", "0", "--max-tokens", "8", "--json")
+    r = run(
+        "generate",
+        str(smollm2_path),
+        "--prompt",
+        "The capital of France is",
+        "--raw",
+        "--temperature",
+        "0",
+        "--max-tokens",
+        "8",
+        "--json",
+    )
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     assert len(out["ids"]) == 8 and out["stop_reason"] == "length"

@@ -68,8 +68,11 @@ def test_inspect_refuses_hostile_file(tmp_path, name):
 
 
 def test_inspect_absurd_context_is_refused(tmp_path):
-    p = write_tiny_model(tmp_path / "m.gguf", TinySpec(n_layer=1, n_embd=32, n_ff=64),
-                         extra_metadata={"llama.context_length": (10**12, gguf.GGUFValueType.UINT64)})
+    p = write_tiny_model(
+        tmp_path / "m.gguf",
+        TinySpec(n_layer=1, n_embd=32, n_ff=64),
+        extra_metadata={"llama.context_length": (10**12, gguf.GGUFValueType.UINT64)},
+    )
     rc, _, err, _ = llambda("inspect", str(p))
     assert rc == 3 and "KV cache alone would need" in err
 

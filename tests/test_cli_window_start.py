@@ -9,13 +9,11 @@ import sys
 
 
 def run(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "app", *args], capture_output=True, text=True,
-                          timeout=120, env=env)
+    return subprocess.run([sys.executable, "-m", "app", *args], capture_output=True, text=True, timeout=120, env=env)
 
 
 def no_display_env() -> dict:
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM")}
+    env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM")}
     return env
 
 
@@ -38,7 +36,7 @@ def test_no_display_is_one_line_and_exit_2(tmp_path):
 
 
 def test_display_without_a_server_is_one_line_and_exit_2():
-    env = {**no_display_env(), "DISPLAY": ":93"}      # no X server on :93 here
+    env = {**no_display_env(), "DISPLAY": ":93"}  # no X server on :93 here
     r = run(env=env)
     assert r.returncode == 2, r.stderr
     assert r.stderr.count("\n") == 1 and "DISPLAY=:93" in r.stderr

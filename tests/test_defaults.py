@@ -24,10 +24,16 @@ def _parser_defaults(name: str) -> dict:
 
 
 SAMPLING_FLAGS = {
-    "temperature": D.TEMPERATURE, "top_k": D.TOP_K, "top_p": D.TOP_P, "min_p": D.MIN_P,
-    "repeat_penalty": D.REPEAT_PENALTY, "frequency_penalty": D.FREQUENCY_PENALTY,
-    "presence_penalty": D.PRESENCE_PENALTY, "penalty_last_n": D.PENALTY_LAST_N,
-    "seed": D.seed_or_none(D.SEED), "max_tokens": D.MAX_TOKENS,
+    "temperature": D.TEMPERATURE,
+    "top_k": D.TOP_K,
+    "top_p": D.TOP_P,
+    "min_p": D.MIN_P,
+    "repeat_penalty": D.REPEAT_PENALTY,
+    "frequency_penalty": D.FREQUENCY_PENALTY,
+    "presence_penalty": D.PRESENCE_PENALTY,
+    "penalty_last_n": D.PENALTY_LAST_N,
+    "seed": D.seed_or_none(D.SEED),
+    "max_tokens": D.MAX_TOKENS,
 }
 
 
@@ -39,7 +45,7 @@ def test_cli_flags_default_to_the_one_definition(command):
     assert got["threads"] == D.THREADS
     assert got["batch"] == D.N_BATCH
     assert got["kv_type"] == D.KV_TYPE
-    assert got["ctx"] is None          # None: the engine's default (checked below)
+    assert got["ctx"] is None  # None: the engine's default (checked below)
     if command == "chat":
         assert got["context_policy"] == D.OVERFLOW
     assert got["speculation"] == D.SPECULATION and got["draft_max"] == D.DRAFT_MAX
@@ -50,7 +56,7 @@ def test_serve_flags_default_to_the_one_definition():
     assert got["threads"] == D.THREADS
     assert got["batch"] == D.N_BATCH
     assert got["kv_type"] == D.KV_TYPE
-    assert got["ctx"] is None          # None: the engine's default (checked below)
+    assert got["ctx"] is None  # None: the engine's default (checked below)
 
 
 @pytest.mark.parametrize("command", ["generate", "chat", "serve"])

@@ -25,6 +25,7 @@ def _log_text() -> str:
 
 # -- the log itself -------------------------------------------------------------------------------
 
+
 def test_cli_log_file_rotates_and_stderr_shows_warnings_only(isolated_home, capsys, monkeypatch):
     monkeypatch.delenv("LLAMBDA_LOG", raising=False)
     path = logs.setup("cli", force=True)
@@ -33,20 +34,22 @@ def test_cli_log_file_rotates_and_stderr_shows_warnings_only(isolated_home, caps
     log.info("an info line")
     log.debug("a debug line")
     log.warning("a warning line")
-    logging.getLogger("app.text.vocab").warning("a module's own logger")   # `__name__` loggers too
+    logging.getLogger("app.text.vocab").warning("a module's own logger")  # `__name__` loggers too
     err = capsys.readouterr().err
     assert "a warning line" in err and "an info line" not in err
     text = _log_text()
     assert "INFO    llambda.test: an info line" in text and "a warning line" in text
     assert "app.text.vocab: a module's own logger" in text
     assert "a debug line" not in text
-    fh = next(h for h in logging.getLogger("llambda").handlers
-              if isinstance(h, logging.handlers.RotatingFileHandler))
+    fh = next(h for h in logging.getLogger("llambda").handlers if isinstance(h, logging.handlers.RotatingFileHandler))
     assert fh.maxBytes == logs.MAX_BYTES and fh.backupCount == logs.BACKUP_COUNT
     # configured once: a second setup keeps the same handlers
     logs.setup("cli", verbose=1)
-    ours = [h for h in logging.getLogger("llambda").handlers
-            if isinstance(h, logging.handlers.RotatingFileHandler) or type(h).__name__ == "_Stderr"]
+    ours = [
+        h
+        for h in logging.getLogger("llambda").handlers
+        if isinstance(h, logging.handlers.RotatingFileHandler) or type(h).__name__ == "_Stderr"
+    ]
     assert len(ours) == 2
     log.info("now said")
     assert "now said" in capsys.readouterr().err
@@ -74,19 +77,29 @@ def test_unwritable_logs_folder_means_no_file_and_one_warning(tmp_path, monkeypa
 
 def test_native_crash_leaves_a_faulthandler_report_and_a_clean_exit_none(tmp_path):
     env = {**os.environ, "LLAMBDA_HOME": str(tmp_path), "PYTHONPATH": str(ROOT)}
-    clean = subprocess.run([sys.executable, "-c", "from app import logs; logs.setup('cli')"],
-                           env=env, capture_output=True, text=True, timeout=60)
+    clean = subprocess.run(
+        [sys.executable, "-c", "from app import logs; logs.setup('cli')"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert clean.returncode == 0, clean.stderr
     assert list((tmp_path / "logs").glob("faulthandler-*.log")) == []
-    crash = subprocess.run([sys.executable, "-c", "from app import logs; logs.setup('cli'); "
-                            "import faulthandler; faulthandler._sigsegv()"],
-                           env=env, capture_output=True, text=True, timeout=60)
+    crash = subprocess.run(
+        [sys.executable, "-c", "from app import logs; logs.setup('cli'); import faulthandler; faulthandler._sigsegv()"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert crash.returncode != 0
     reports = logs.native_crash_reports(tmp_path / "logs")
     assert len(reports) == 1 and "Fatal Python error" in reports[0].read_text()
 
 
 # -- stage lines ----------------------------------------------------------------------------------
+
 
 def test_engine_logs_one_line_per_stage_without_the_text(smollm2_path):
     from app.engine.engine import Engine
@@ -101,13 +114,31 @@ def test_engine_logs_one_line_per_stage_without_the_text(smollm2_path):
     load = [ln for ln in text.splitlines() if "model loaded:" in ln]
     gen = [ln for ln in text.splitlines() if "generation:" in ln]
     assert len(load) == 1 and len(gen) == 1
-    for field in ("file=SmolLM2-135M-Instruct.Q4_1.gguf", f"sha256={SMOLLM2_SHA256[:12]}", "gguf=v3",
-                  "arch=llama", "types=[Q4_1 ×", "map=", "decoder=", "rss=", "size=93.8MiB"):
+    for field in (
+        "file=SmolLM2-135M-Instruct.Q4_1.gguf",
+        f"sha256={SMOLLM2_SHA256[:12]}",
+        "gguf=v3",
+        "arch=llama",
+        "types=[Q4_1 ×",
+        "map=",
+        "decoder=",
+        "rss=",
+        "size=93.8MiB",
+    ):
         assert field in load[0], field
     fin = events[-1]
-    for field in ("tokenize=", f"prompt_tokens={len(ids)}", "prefill=",
-                  f"generated={fin.stats.generated_tokens}", "decode=", "sampling=", "peak_rss=",
-                  f"threads={fin.stats.threads}", f"isa={fin.stats.isa}", f"stop={fin.stop_reason}"):
+    for field in (
+        "tokenize=",
+        f"prompt_tokens={len(ids)}",
+        "prefill=",
+        f"generated={fin.stats.generated_tokens}",
+        "decode=",
+        "sampling=",
+        "peak_rss=",
+        f"threads={fin.stats.threads}",
+        f"isa={fin.stats.isa}",
+        f"stop={fin.stop_reason}",
+    ):
         assert field in gen[0], field
     assert secret not in text and fin.text.strip() and fin.text not in text
 
@@ -125,11 +156,23 @@ def test_conversation_text_only_when_log_prompts_is_on_and_never_in_diagnostics(
 
 # -- versions and the report ----------------------------------------------------------------------
 
+
 def test_version_verbose_names_every_component(capsys):
     assert main(["--version", "--verbose"]) == 0
     out = capsys.readouterr().out
-    for name in ("Llambda", "git revision", "kernel library", "kernels in use", "Python", "Qt",
-                 "numpy", "tokenizers", "sentencepiece", "jinja2", "OS"):
+    for name in (
+        "Llambda",
+        "git revision",
+        "kernel library",
+        "kernels in use",
+        "Python",
+        "Qt",
+        "numpy",
+        "tokenizers",
+        "sentencepiece",
+        "jinja2",
+        "OS",
+    ):
         assert any(line.startswith(name + " ") for line in out.splitlines()), name
     assert "read from the git checkout" in out or "recorded at build time" in out
     assert "-O3" in out and "CPU flags" in out
@@ -142,14 +185,24 @@ def test_diagnostics_report_has_the_facts_and_hides_the_home_folder(isolated_hom
     monkeypatch.setenv("HOME", home)
     logs.get("test").info("opened %s/models/x.gguf", home)
     report = diagnostics.diagnostics_text()
-    for part in ("## versions", "## machine", "## folders", "## crash reports", "log's last",
-                 "GiB free", "library", "CPU", "memory"):
+    for part in (
+        "## versions",
+        "## machine",
+        "## folders",
+        "## crash reports",
+        "log's last",
+        "GiB free",
+        "library",
+        "CPU",
+        "memory",
+    ):
         assert part in report, part
     assert "opened ~/models/x.gguf" in report and home not in report
     assert len(diagnostics.log_tail(3)) == 3 or len(diagnostics.log_tail()) < 3
 
 
 # -- doctor ---------------------------------------------------------------------------------------
+
 
 def test_doctor_all_clear_on_a_fresh_install(capsys):
     assert main(["doctor"]) == 0
@@ -170,7 +223,7 @@ def test_doctor_names_a_corrupted_database(isolated_home, capsys):
     from app.chats import ChatStore
     from app.paths import chats_db_path
 
-    with ChatStore() as s:                      # a real database, then damaged pages
+    with ChatStore() as s:  # a real database, then damaged pages
         conv = s.create_conversation("t")
         for i in range(40):
             s.add_message(conv, "user", f"message number {i} " * 60)
@@ -179,8 +232,8 @@ def test_doctor_names_a_corrupted_database(isolated_home, capsys):
     capsys.readouterr()
     data = bytearray(db.read_bytes())
     page = 4096
-    for p in range(2, len(data) // page):       # garble every page header but the first's
-        data[p * page:p * page + 8] = b"\xff" * 8
+    for p in range(2, len(data) // page):  # garble every page header but the first's
+        data[p * page : p * page + 8] = b"\xff" * 8
     db.write_bytes(bytes(data))
     assert main(["doctor"]) == 1
     err = capsys.readouterr().err.strip().splitlines()

@@ -44,11 +44,11 @@ def _imports(name: str, path: Path):
                 yield alias.name, node.lineno
         elif isinstance(node, ast.ImportFrom):
             if node.level:
-                base = package.split(".")[:len(package.split(".")) - (node.level - 1)]
+                base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
                 module = ".".join(base + ([node.module] if node.module else []))
             else:
                 module = node.module or ""
-            for alias in node.names:       # `from app import logs` imports the module app.logs
+            for alias in node.names:  # `from app import logs` imports the module app.logs
                 sub = f"{module}.{alias.name}"
                 yield (sub if sub in MODULES else module), node.lineno
 
@@ -91,7 +91,7 @@ def package_graph() -> dict[str, dict[str, str]]:
 
 def find_cycle(graph: dict[str, dict[str, str]]) -> list[str] | None:
     """One cycle as [a, b, ..., a], or None (depth-first search, in sorted order)."""
-    state: dict[str, int] = {}          # 1: on the current path, 2: done
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
     path: list[str] = []
 
     def visit(node: str) -> list[str] | None:
@@ -99,7 +99,7 @@ def find_cycle(graph: dict[str, dict[str, str]]) -> list[str] | None:
         path.append(node)
         for nxt in sorted(graph.get(node, ())):
             if state.get(nxt) == 1:
-                return path[path.index(nxt):] + [nxt]
+                return path[path.index(nxt) :] + [nxt]
             if nxt not in state:
                 found = visit(nxt)
                 if found:
@@ -117,15 +117,19 @@ def find_cycle(graph: dict[str, dict[str, str]]) -> list[str] | None:
 
 
 def describe_cycle(cycle: list[str], graph: dict[str, dict[str, str]]) -> str:
-    return "import cycle: " + " -> ".join(cycle) + "\n" + "\n".join(
-        f"  {a} -> {b} at {graph[a][b]}" for a, b in zip(cycle, cycle[1:]))
+    return (
+        "import cycle: "
+        + " -> ".join(cycle)
+        + "\n"
+        + "\n".join(f"  {a} -> {b} at {graph[a][b]}" for a, b in zip(cycle, cycle[1:]))
+    )
 
 
 def test_the_scan_sees_the_imports():
     graph = package_graph()
-    assert "app.model" in graph["app.engine"]        # from app.model import config_from_gguf
+    assert "app.model" in graph["app.engine"]  # from app.model import config_from_gguf
     assert "app.gguf" in graph["app.model"]
-    assert "app.ui" in graph["app.cli"]              # lazy, inside _open_window: counted too
+    assert "app.ui" in graph["app.cli"]  # lazy, inside _open_window: counted too
     assert find_cycle({"a": {"b": ""}, "b": {"c": ""}, "c": {"a": ""}}) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b": ""}, "b": {}}) is None
 
@@ -139,9 +143,14 @@ def test_no_cycle_between_packages():
 def test_no_cycle_between_modules():
     """Also module by module (app.model.config <-> app.model.memory would be one); a package's
     __init__ importing its own submodules to present them is not counted."""
-    graph = {src: {dst: where for dst, where in targets.items()
-                   if not (MODULES[src].name == "__init__.py" and dst.startswith(src + "."))}
-             for src, targets in module_graph().items()}
+    graph = {
+        src: {
+            dst: where
+            for dst, where in targets.items()
+            if not (MODULES[src].name == "__init__.py" and dst.startswith(src + "."))
+        }
+        for src, targets in module_graph().items()
+    }
     cycle = find_cycle(graph)
     assert cycle is None, describe_cycle(cycle, graph)
 
@@ -156,7 +165,11 @@ def test_lower_layers_do_not_import_the_faces(lower):
 @pytest.mark.parametrize("lower", LOWER)
 def test_lower_layers_do_not_import_qt(lower):
     """No Qt below app.ui (the engine, library and store run headless: CLI, server)."""
-    found = [f"{path.relative_to(APP.parent)}:{line}"
-             for name, path in MODULES.items() if _unit(name) == lower
-             for target, line in _imports(name, path) if target.split(".")[0] == "PySide6"]
+    found = [
+        f"{path.relative_to(APP.parent)}:{line}"
+        for name, path in MODULES.items()
+        if _unit(name) == lower
+        for target, line in _imports(name, path)
+        if target.split(".")[0] == "PySide6"
+    ]
     assert not found, f"{lower} imports PySide6 at " + ", ".join(found)

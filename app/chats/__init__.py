@@ -9,6 +9,17 @@ from app.chats.export import conversation_to_dict, conversation_to_markdown, exp
 from app.chats.settings import ENGINE_DEFAULTS, SAMPLING_DEFAULTS, engine_settings, sampling_defaults
 from app.chats.store import ChatStore, Conversation, Message, SearchHit
 
-__all__ = ["ChatStore", "Conversation", "Message", "SearchHit", "conversation_to_dict",
-           "conversation_to_markdown", "export_json", "export_markdown", "ENGINE_DEFAULTS",
-           "SAMPLING_DEFAULTS", "engine_settings", "sampling_defaults"]
+__all__ = [
+    "ChatStore",
+    "Conversation",
+    "Message",
+    "SearchHit",
+    "conversation_to_dict",
+    "conversation_to_markdown",
+    "export_json",
+    "export_markdown",
+    "ENGINE_DEFAULTS",
+    "SAMPLING_DEFAULTS",
+    "engine_settings",
+    "sampling_defaults",
+]

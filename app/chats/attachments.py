@@ -13,13 +13,15 @@ from pathlib import Path
 
 from app.errors import LlambdaError
 
-MAX_BYTES = 20 << 20          # bigger files are refused before reading: no context holds them
-TEXT_SUFFIXES = frozenset("""
+MAX_BYTES = 20 << 20  # bigger files are refused before reading: no context holds them
+TEXT_SUFFIXES = frozenset(
+    """
     txt text md markdown rst org tex csv tsv json jsonl yaml yml toml ini cfg conf log xml html htm css
     py pyi c h cc cpp hpp cxx hxx cs java kt kts scala go rs rb php pl pm lua r jl swift m mm js mjs cjs
     ts tsx jsx vue svelte sh bash zsh fish ps1 bat sql graphql proto gradle cmake mk make dockerfile
     diff patch srt vtt
-""".split())
+""".split()
+)
 ATTACH_SUFFIXES = TEXT_SUFFIXES | {"pdf"}
 
 
@@ -31,7 +33,7 @@ class AttachmentError(LlambdaError, ValueError):
 class Attachment:
     name: str
     text: str
-    kind: str                 # "text" or "pdf"
+    kind: str  # "text" or "pdf"
     pages: int = 0
 
 
@@ -50,8 +52,10 @@ def read_attachment(path: str | Path) -> Attachment:
     if not p.is_file():
         raise AttachmentError(f"{p}: not a file")
     if size > MAX_BYTES:
-        raise AttachmentError(f"{p.name}: {size / 2**20:.0f} MB is too large to attach (at most "
-                              f"{MAX_BYTES >> 20} MB; a model's context holds far less)")
+        raise AttachmentError(
+            f"{p.name}: {size / 2**20:.0f} MB is too large to attach (at most "
+            f"{MAX_BYTES >> 20} MB; a model's context holds far less)"
+        )
     if p.suffix.lower() == ".pdf":
         return _read_pdf(p)
     data = p.read_bytes()
@@ -60,13 +64,13 @@ def read_attachment(path: str | Path) -> Attachment:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
-        text = data.decode("latin-1")          # old single-byte text files: readable, never fails
+        text = data.decode("latin-1")  # old single-byte text files: readable, never fails
     return Attachment(p.name, text.replace("\r\n", "\n"), "text")
 
 
 def _read_pdf(p: Path) -> Attachment:
     try:
-        from pypdf import PdfReader   # lazy: only PDF attachments need pypdf (slow to import, may be missing)
+        from pypdf import PdfReader  # lazy: only PDF attachments need pypdf (slow to import, may be missing)
         from pypdf.errors import PdfReadError
     except ImportError:
         raise AttachmentError("reading PDF files needs the pypdf package (reinstall Llambda)") from None
@@ -106,5 +110,12 @@ def share_that_fits(n_tokens: int, free_tokens: int) -> float:
     return 0.0 if n_tokens <= 0 else max(0.0, min(1.0, free_tokens / n_tokens))
 
 
-__all__ = ["Attachment", "AttachmentError", "read_attachment", "can_attach", "message_with_attachments",
-           "share_that_fits", "ATTACH_SUFFIXES"]
+__all__ = [
+    "Attachment",
+    "AttachmentError",
+    "read_attachment",
+    "can_attach",
+    "message_with_attachments",
+    "share_that_fits",
+    "ATTACH_SUFFIXES",
+]

@@ -15,8 +15,14 @@ import json
 import sys
 from pathlib import Path
 
-from app.chats.export import (ExportError, conversation_to_dict, conversation_to_markdown, export_conversation,
-                              export_file_name, import_json)
+from app.chats.export import (
+    ExportError,
+    conversation_to_dict,
+    conversation_to_markdown,
+    export_conversation,
+    export_file_name,
+    import_json,
+)
 from app.chats.store import ChatStore
 from app.errors import EXIT_OK, EXIT_USAGE
 
@@ -30,8 +36,11 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
     s.add_argument("id", nargs="?", type=int, help="the conversation's id (llambda chats list)")
     s.add_argument("--all", action="store_true", help="every conversation, one file each")
     s.add_argument("--format", choices=("md", "json"), default="md", help="Markdown (default) or JSON")
-    s.add_argument("-o", "--output", help="the file (one conversation) or folder (--all); "
-                                          "one conversation without it goes to stdout")
+    s.add_argument(
+        "-o",
+        "--output",
+        help="the file (one conversation) or folder (--all); one conversation without it goes to stdout",
+    )
     s = sub.add_parser("import", help="add a conversation from a JSON export")
     s.add_argument("file", help="a file written by llambda chats export --format json")
 
@@ -53,8 +62,7 @@ def run_chats(args: argparse.Namespace) -> int:
 
 def _list(store, as_json: bool) -> int:
     convs = store.list_conversations()
-    rows = [{"id": c.id, "title": c.title, "model": c.model, "messages": len(store.messages(c.id))}
-            for c in convs]
+    rows = [{"id": c.id, "title": c.title, "model": c.model, "messages": len(store.messages(c.id))} for c in convs]
     if as_json:
         print(json.dumps(rows, ensure_ascii=False, indent=2))
     else:
@@ -71,13 +79,13 @@ def _export(store, args) -> int:
     if args.all:
         folder = Path(args.output or ".")
         if folder.exists() and not folder.is_dir():
-            print(f"llambda: error: {folder} is not a folder (--all writes one file per conversation)",
-                  file=sys.stderr)
+            print(f"llambda: error: {folder} is not a folder (--all writes one file per conversation)", file=sys.stderr)
             return EXIT_USAGE
         folder.mkdir(parents=True, exist_ok=True)
         for conv_id in sorted(known):
-            out = export_conversation(store, conv_id, folder / export_file_name(store, conv_id, args.format),
-                                      args.format)
+            out = export_conversation(
+                store, conv_id, folder / export_file_name(store, conv_id, args.format), args.format
+            )
             print(out)
         return EXIT_OK
     if args.id not in known:

@@ -30,13 +30,26 @@ def _iso(t: float | None) -> str | None:
 def conversation_to_dict(store: ChatStore, conv_id: int) -> dict:
     c = store.get_conversation(conv_id)
     return {
-        "format": EXPORT_FORMAT, "version": EXPORT_VERSION,
-        "id": c.id, "title": c.title, "model": c.model, "system_prompt": c.system_prompt,
-        "sampling": c.sampling, "created": _iso(c.created), "updated": _iso(c.updated),
+        "format": EXPORT_FORMAT,
+        "version": EXPORT_VERSION,
+        "id": c.id,
+        "title": c.title,
+        "model": c.model,
+        "system_prompt": c.system_prompt,
+        "sampling": c.sampling,
+        "created": _iso(c.created),
+        "updated": _iso(c.updated),
         "messages": [
-            {"role": m.role, "content": m.content, "status": m.status, "model": m.model,
-             "prompt_tokens": m.prompt_tokens, "completion_tokens": m.completion_tokens,
-             "timings": m.timings, "created": _iso(m.created)}
+            {
+                "role": m.role,
+                "content": m.content,
+                "status": m.status,
+                "model": m.model,
+                "prompt_tokens": m.prompt_tokens,
+                "completion_tokens": m.completion_tokens,
+                "timings": m.timings,
+                "created": _iso(m.created),
+            }
             for m in store.messages(conv_id)
         ],
     }
@@ -102,8 +115,9 @@ def import_json(store: ChatStore, path: str | Path) -> int:
     if not isinstance(d, dict) or d.get("format") != EXPORT_FORMAT:
         raise ExportError(f"{path}: not a Llambda conversation export (format is not {EXPORT_FORMAT!r})")
     if d.get("version") != EXPORT_VERSION:
-        raise ExportError(f"{path}: export version {d.get('version')!r} is not one this Llambda reads "
-                          f"({EXPORT_VERSION})")
+        raise ExportError(
+            f"{path}: export version {d.get('version')!r} is not one this Llambda reads ({EXPORT_VERSION})"
+        )
     messages = d.get("messages")
     if not isinstance(messages, list):
         raise ExportError(f"{path}: the export has no message list")
@@ -117,24 +131,49 @@ def import_json(store: ChatStore, path: str | Path) -> int:
     def count(v):
         return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else None
 
-    conv_id = store.create_conversation(text(d.get("title")), model=d.get("model") if isinstance(d.get("model"), str) else None,
-                                        system_prompt=text(d.get("system_prompt")),
-                                        sampling=d.get("sampling") if isinstance(d.get("sampling"), dict) else {})
+    conv_id = store.create_conversation(
+        text(d.get("title")),
+        model=d.get("model") if isinstance(d.get("model"), str) else None,
+        system_prompt=text(d.get("system_prompt")),
+        sampling=d.get("sampling") if isinstance(d.get("sampling"), dict) else {},
+    )
     for m in messages:
         timings = m.get("timings") if isinstance(m.get("timings"), dict) else {}
         model = m.get("model") if isinstance(m.get("model"), str) else None
         status = m.get("status")
         if status in ("interrupted", "error"):
             msg_id = store.begin_reply(conv_id, model=model, role=m["role"])
-            store.finish_reply(msg_id, {"prompt_tokens": count(m.get("prompt_tokens")),
-                                        "completion_tokens": count(m.get("completion_tokens")), **timings},
-                               text=m["content"], status=status)
+            store.finish_reply(
+                msg_id,
+                {
+                    "prompt_tokens": count(m.get("prompt_tokens")),
+                    "completion_tokens": count(m.get("completion_tokens")),
+                    **timings,
+                },
+                text=m["content"],
+                status=status,
+            )
         else:
-            store.add_message(conv_id, m["role"], m["content"], model=model,
-                              prompt_tokens=count(m.get("prompt_tokens")),
-                              completion_tokens=count(m.get("completion_tokens")), timings=timings)
+            store.add_message(
+                conv_id,
+                m["role"],
+                m["content"],
+                model=model,
+                prompt_tokens=count(m.get("prompt_tokens")),
+                completion_tokens=count(m.get("completion_tokens")),
+                timings=timings,
+            )
     return conv_id
 
 
-__all__ = ["conversation_to_dict", "conversation_to_markdown", "export_json", "export_markdown",
-           "export_conversation", "export_file_name", "import_json", "ExportError", "FORMATS"]
+__all__ = [
+    "conversation_to_dict",
+    "conversation_to_markdown",
+    "export_json",
+    "export_markdown",
+    "export_conversation",
+    "export_file_name",
+    "import_json",
+    "ExportError",
+    "FORMATS",
+]

@@ -47,7 +47,7 @@ from app.paths import chats_db_path, fsync_dir, write_problem
 SQLITE_HEADER = b"SQLite format 3\x00"
 SIDECARS = ("-wal", "-shm", "-journal")
 OK, MISSING, DAMAGED, NEWER, UNREADABLE = "ok", "missing", "damaged", "newer", "unreadable"
-_DAMAGE_CODES = (11, 26)        # SQLITE_CORRUPT, SQLITE_NOTADB (primary result codes)
+_DAMAGE_CODES = (11, 26)  # SQLITE_CORRUPT, SQLITE_NOTADB (primary result codes)
 
 
 def _log():
@@ -58,8 +58,8 @@ def _log():
 
 @dataclass(frozen=True)
 class Verdict:
-    state: str              # OK, MISSING, DAMAGED, NEWER or UNREADABLE
-    detail: str = ""        # what was found, a few words
+    state: str  # OK, MISSING, DAMAGED, NEWER or UNREADABLE
+    detail: str = ""  # what was found, a few words
     version: int | None = None
 
 
@@ -67,8 +67,7 @@ def _is_damage(e: sqlite3.Error) -> bool:
     code = getattr(e, "sqlite_errorcode", None)
     if code is not None:
         return (code & 0xFF) in _DAMAGE_CODES
-    return isinstance(e, sqlite3.DatabaseError) and any(
-        s in str(e) for s in ("malformed", "not a database"))
+    return isinstance(e, sqlite3.DatabaseError) and any(s in str(e) for s in ("malformed", "not a database"))
 
 
 def connect_read_only(path: Path) -> sqlite3.Connection:
@@ -99,7 +98,7 @@ def check(path: str | os.PathLike) -> Verdict:
     except OSError as e:
         return Verdict(UNREADABLE, e.strerror or str(e))
     if not head:
-        return Verdict(OK, "empty")               # SQLite's own empty database: nothing to keep
+        return Verdict(OK, "empty")  # SQLite's own empty database: nothing to keep
     if head != SQLITE_HEADER:
         return Verdict(DAMAGED, "not an SQLite database")
     try:
@@ -133,10 +132,10 @@ def _aside_name(path: Path, label: str) -> Path:
 def _move(src: Path, dst: Path) -> None:
     """Rename `src` to `dst`, never replacing a file already at `dst`."""
     try:
-        os.link(src, dst)               # fails if dst exists: no window for an overwrite
+        os.link(src, dst)  # fails if dst exists: no window for an overwrite
     except FileExistsError:
         raise
-    except OSError:                     # no hard links here (FAT, some network shares)
+    except OSError:  # no hard links here (FAT, some network shares)
         if os.path.lexists(dst):
             raise FileExistsError(f"{dst} already exists") from None
         os.rename(src, dst)
@@ -163,13 +162,35 @@ def set_aside(path: str | os.PathLike, label: str) -> Path:
 
 # -- salvage --------------------------------------------------------------------------------------
 
-_CONV = {"id": None, "title": "", "model": None, "system_prompt": "", "sampling": "{}",
-         "created": 0.0, "updated": None, "deleted": None, "model_sha256": None,
-         "model_quant": None, "app_version": None}
-_MSG = {"id": None, "conversation_id": None, "role": "user", "content": "", "status": "complete",
-        "prompt_tokens": None, "completion_tokens": None, "timings": "{}", "model": None,
-        "created": 0.0, "updated": None, "model_sha256": None, "model_quant": None,
-        "app_version": None}
+_CONV = {
+    "id": None,
+    "title": "",
+    "model": None,
+    "system_prompt": "",
+    "sampling": "{}",
+    "created": 0.0,
+    "updated": None,
+    "deleted": None,
+    "model_sha256": None,
+    "model_quant": None,
+    "app_version": None,
+}
+_MSG = {
+    "id": None,
+    "conversation_id": None,
+    "role": "user",
+    "content": "",
+    "status": "complete",
+    "prompt_tokens": None,
+    "completion_tokens": None,
+    "timings": "{}",
+    "model": None,
+    "created": 0.0,
+    "updated": None,
+    "model_sha256": None,
+    "model_quant": None,
+    "app_version": None,
+}
 
 
 def _ids(conn: sqlite3.Connection, table: str) -> list[int]:
@@ -210,8 +231,7 @@ def _row(conn: sqlite3.Connection, table: str, cols: list[str], rid: int, defaul
 
 def _insert(c: sqlite3.Connection, table: str, row: dict) -> None:
     cols = list(row)
-    c.execute(f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
-              [row[k] for k in cols])
+    c.execute(f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})", [row[k] for k in cols])
 
 
 def salvage(source: str | os.PathLike, store: ChatStore) -> tuple[int, int]:
@@ -251,12 +271,19 @@ def salvage(source: str | os.PathLike, store: ChatStore) -> tuple[int, int]:
     finally:
         src.close()
     known = {r["id"] for r in conv_rows}
-    for m in msg_rows:                      # messages whose conversation row was lost
+    for m in msg_rows:  # messages whose conversation row was lost
         cid = m["conversation_id"]
         if cid not in known:
             known.add(cid)
-            conv_rows.append({**_CONV, "id": cid, "title": f"Recovered conversation {cid}",
-                              "created": m["created"], "updated": m["updated"]})
+            conv_rows.append(
+                {
+                    **_CONV,
+                    "id": cid,
+                    "title": f"Recovered conversation {cid}",
+                    "created": m["created"],
+                    "updated": m["updated"],
+                }
+            )
     with store._tx() as c:
         for table, rows in (("conversations", conv_rows), ("messages", msg_rows)):
             for r in rows:
@@ -275,6 +302,7 @@ def salvage(source: str | os.PathLike, store: ChatStore) -> tuple[int, int]:
 
 # -- opening --------------------------------------------------------------------------------------
 
+
 def _session_only(path: Path, reason: str, kw: dict, seed: bool = True) -> ChatStore:
     """A store in memory: nothing is written to disk. Starts from a read-only copy of `path`
     when `seed` and it can be read."""
@@ -291,8 +319,11 @@ def _session_only(path: Path, reason: str, kw: dict, seed: bool = True) -> ChatS
             store = None
     if store is None:
         store = ChatStore(path, in_memory=True, **kw)
-    then = ("Your conversations are shown, but changes are lost when Llambda closes." if shown
-            else "Nothing you write is kept after Llambda closes.")
+    then = (
+        "Your conversations are shown, but changes are lost when Llambda closes."
+        if shown
+        else "Nothing you write is kept after Llambda closes."
+    )
     store.notice = one_line(f"Chats are not being saved: {reason}. {then}")
     return store
 
@@ -309,10 +340,9 @@ def open_store(path: str | os.PathLike | None = None, **kw) -> ChatStore:
     path = Path(path) if path is not None else chats_db_path()
     try:
         return _tell(_open(path, kw))
-    except Exception as e:                  # the last resort: still a window, still honest
+    except Exception as e:  # the last resort: still a window, still honest
         _log().error("opening the conversation store failed", exc_info=True)
-        return _tell(_session_only(path, f"{path} could not be opened ({type(e).__name__}: {e})",
-                                   kw, seed=False))
+        return _tell(_session_only(path, f"{path} could not be opened ({type(e).__name__}: {e})", kw, seed=False))
 
 
 def _open(path: Path, kw: dict) -> ChatStore:
@@ -325,28 +355,36 @@ def _open(path: Path, kw: dict) -> ChatStore:
         try:
             aside = set_aside(path, verdict.state)
         except OSError as e:
-            return _session_only(path, f"the conversation database {path} is {verdict.state} "
-                                       f"({verdict.detail}) and could not be moved aside "
-                                       f"({e.strerror or e})", kw, seed=False)
+            return _session_only(
+                path,
+                f"the conversation database {path} is {verdict.state} "
+                f"({verdict.detail}) and could not be moved aside "
+                f"({e.strerror or e})",
+                kw,
+                seed=False,
+            )
         store = ChatStore(path, **kw)
         store.set_aside = aside
         if verdict.state == NEWER:
             store.notice = one_line(
                 f"Your conversations were written by a newer Llambda (database schema version "
                 f"{verdict.version}; this one reads up to {SCHEMA_VERSION}): they are kept "
-                f"unchanged as {aside}, and this version started a new, empty history.")
+                f"unchanged as {aside}, and this version started a new, empty history."
+            )
         else:
             saved = 0
             if verdict.detail != "not an SQLite database":
                 try:
                     saved, _ = salvage(aside, store)
-                except Exception:           # the fresh store stands; the copy aside has it all
+                except Exception:  # the fresh store stands; the copy aside has it all
                     _log().error("salvaging %s failed", aside, exc_info=True)
-            kept = (f" with the {saved} conversation{'s' if saved != 1 else ''} that could still "
-                    "be read") if saved else ""
+            kept = (
+                (f" with the {saved} conversation{'s' if saved != 1 else ''} that could still be read") if saved else ""
+            )
             store.notice = one_line(
                 f"The conversation database was damaged ({verdict.detail}): it is kept unchanged "
-                f"as {aside}, and a new one was started{kept}.")
+                f"as {aside}, and a new one was started{kept}."
+            )
         return store
     try:
         return ChatStore(path, **kw)
@@ -354,5 +392,16 @@ def _open(path: Path, kw: dict) -> ChatStore:
         return _session_only(path, str(e), kw)
 
 
-__all__ = ["open_store", "check", "set_aside", "salvage", "connect_read_only", "Verdict",
-           "OK", "MISSING", "DAMAGED", "NEWER", "UNREADABLE"]
+__all__ = [
+    "open_store",
+    "check",
+    "set_aside",
+    "salvage",
+    "connect_read_only",
+    "Verdict",
+    "OK",
+    "MISSING",
+    "DAMAGED",
+    "NEWER",
+    "UNREADABLE",
+]

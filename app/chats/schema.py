@@ -114,8 +114,10 @@ def migrate(conn: sqlite3.Connection, db_path: Path | None, target: int = SCHEMA
     """
     version = user_version(conn)
     if version > SCHEMA_VERSION:
-        raise StoreError(f"{db_path}: made by a newer Llambda (schema version {version}; this "
-                         f"version knows up to {SCHEMA_VERSION}); it was left untouched")
+        raise StoreError(
+            f"{db_path}: made by a newer Llambda (schema version {version}; this "
+            f"version knows up to {SCHEMA_VERSION}); it was left untouched"
+        )
     if version >= target:
         return None
     saved = None
@@ -123,16 +125,21 @@ def migrate(conn: sqlite3.Connection, db_path: Path | None, target: int = SCHEMA
         try:
             saved = backup(conn, Path(db_path), version)
         except (sqlite3.Error, OSError) as e:
-            raise StoreError(f"{db_path}: could not back up before upgrading the schema "
-                             f"(from version {version}): {e}; nothing was changed") from None
+            raise StoreError(
+                f"{db_path}: could not back up before upgrading the schema "
+                f"(from version {version}): {e}; nothing was changed"
+            ) from None
     for k in range(version, target):
         try:
             conn.executescript(f"BEGIN IMMEDIATE;\n{MIGRATIONS[k]}\nPRAGMA user_version = {k + 1};\nCOMMIT;")
         except sqlite3.Error as e:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
-            raise StoreError(f"{db_path}: schema upgrade from version {k} to {k + 1} failed: {e}; "
-                             "the database was left at version " f"{k}") from None
+            raise StoreError(
+                f"{db_path}: schema upgrade from version {k} to {k + 1} failed: {e}; "
+                "the database was left at version "
+                f"{k}"
+            ) from None
     return saved
 
 

@@ -15,13 +15,13 @@ from typing import Any, Callable
 from app import defaults
 
 SAMPLING_DEFAULTS = dict(defaults.SAMPLING)
-ENGINE_DEFAULTS = dict(defaults.ENGINE)          # threads 0 = automatic
+ENGINE_DEFAULTS = dict(defaults.ENGINE)  # threads 0 = automatic
 KV_TYPES = defaults.KV_TYPES
 OVERFLOW_POLICIES = ("shift", "stop")
 MAX_N_CTX = 1 << 20
-MAX_KV_BUDGET_MB = 1 << 24           # 16 TiB: any disk
+MAX_KV_BUDGET_MB = 1 << 24  # 16 TiB: any disk
 SPECULATION_MODES = defaults.SPECULATION_MODES
-MAX_DRAFT_MAX = 16                   # app.engine.speculative.K_MAX
+MAX_DRAFT_MAX = 16  # app.engine.speculative.K_MAX
 
 
 def _num(v: Any) -> bool:
@@ -46,7 +46,7 @@ VALID: dict[str, Callable[[Any], bool]] = {
     "overflow": lambda v: v in OVERFLOW_POLICIES,
     "kv_budget_mb": lambda v: _int(v) and 0 <= v <= MAX_KV_BUDGET_MB,
     "speculation": lambda v: v in SPECULATION_MODES,
-    "draft": lambda v: isinstance(v, str) and 0 < len(v) <= 4096,     # "auto" or a model's path
+    "draft": lambda v: isinstance(v, str) and 0 < len(v) <= 4096,  # "auto" or a model's path
     "draft_max": lambda v: _int(v) and 1 <= v <= MAX_DRAFT_MAX,
 }
 

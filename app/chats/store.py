@@ -41,8 +41,8 @@ class Conversation:
     created: float
     updated: float
     deleted: float | None = None
-    damaged: bool = False              # some field could not be read; shown with placeholders
-    model_sha256: str | None = None    # the model of the latest reply (schema v3)
+    damaged: bool = False  # some field could not be read; shown with placeholders
+    model_sha256: str | None = None  # the model of the latest reply (schema v3)
     model_quant: str | None = None
     app_version: str | None = None
 
@@ -61,7 +61,7 @@ class Message:
     created: float
     updated: float
     damaged: bool = False
-    model_sha256: str | None = None    # which file answered (schema v3), and with which Llambda
+    model_sha256: str | None = None  # which file answered (schema v3), and with which Llambda
     model_quant: str | None = None
     app_version: str | None = None
 
@@ -145,23 +145,30 @@ class ChatStore:
     written, shown but not saved).
     """
 
-    def __init__(self, path: str | Path | None = None, *, reply_flush_interval: float = 1.0,
-                 stale_stream_after: float = 10.0, in_memory: bool = False,
-                 seed: sqlite3.Connection | None = None):
+    def __init__(
+        self,
+        path: str | Path | None = None,
+        *,
+        reply_flush_interval: float = 1.0,
+        stale_stream_after: float = 10.0,
+        in_memory: bool = False,
+        seed: sqlite3.Connection | None = None,
+    ):
         self.path = Path(path) if path is not None else chats_db_path()
         self.reply_flush_interval = reply_flush_interval
         self.backup_path: Path | None = None
         self.saving = not in_memory
-        self.notice: str | None = None          # one line for the user (set by open_store)
-        self.set_aside: Path | None = None      # where a damaged or newer file was moved (open_store)
+        self.notice: str | None = None  # one line for the user (set by open_store)
+        self.set_aside: Path | None = None  # where a damaged or newer file was moved (open_store)
         self._lock = threading.RLock()
-        self._pending: dict[int, tuple[str, float, bool]] = {}   # msg id -> (text, last write, dirty)
+        self._pending: dict[int, tuple[str, float, bool]] = {}  # msg id -> (text, last write, dirty)
         if not in_memory:
             ensure_dir(self.path.parent)
-        self._conn: sqlite3.Connection | None     # None once closed
+        self._conn: sqlite3.Connection | None  # None once closed
         try:
-            self._conn = sqlite3.connect(":memory:" if in_memory else self.path, isolation_level=None,
-                                         check_same_thread=False, timeout=10.0)
+            self._conn = sqlite3.connect(
+                ":memory:" if in_memory else self.path, isolation_level=None, check_same_thread=False, timeout=10.0
+            )
         except sqlite3.Error as e:
             raise StoreError(f"{self.path}: cannot open the conversation database: {e}") from None
         try:
@@ -180,8 +187,9 @@ class ChatStore:
             self._recover_streaming(stale_stream_after)
         except sqlite3.DatabaseError as e:
             self._conn.close()
-            raise StoreError(f"{self.path}: the conversation database cannot be read ({e}); "
-                             "it was left untouched") from None
+            raise StoreError(
+                f"{self.path}: the conversation database cannot be read ({e}); it was left untouched"
+            ) from None
         except BaseException:
             self._conn.close()
             raise
@@ -233,8 +241,10 @@ class ChatStore:
 
     def _recover_streaming(self, stale_after: float) -> None:
         with self._tx() as c:
-            c.execute("UPDATE messages SET status = ? WHERE status = ? AND (updated IS NULL OR updated < ?)",
-                      (INTERRUPTED, STREAMING, time.time() - stale_after))
+            c.execute(
+                "UPDATE messages SET status = ? WHERE status = ? AND (updated IS NULL OR updated < ?)",
+                (INTERRUPTED, STREAMING, time.time() - stale_after),
+            )
 
     @property
     def schema_version(self) -> int:
@@ -254,32 +264,50 @@ class ChatStore:
 
     # -- conversations -------------------------------------------------------------------------
 
-    def create_conversation(self, title: str = "", model: str | None = None, system_prompt: str = "",
-                            sampling: Mapping | None = None) -> int:
+    def create_conversation(
+        self, title: str = "", model: str | None = None, system_prompt: str = "", sampling: Mapping | None = None
+    ) -> int:
         now = time.time()
         with self._tx() as c:
             cur = c.execute(
                 "INSERT INTO conversations (title, model, system_prompt, sampling, created, updated) "
                 "VALUES (?, ?, ?, ?, ?, ?)",
-                (title, model, system_prompt, json.dumps(dict(sampling or {}), sort_keys=True), now, now))
+                (title, model, system_prompt, json.dumps(dict(sampling or {}), sort_keys=True), now, now),
+            )
             return int(cur.lastrowid)  # type: ignore[arg-type]  # set by the INSERT just made
 
     def _conversation_from_row(self, row: tuple) -> Conversation:
         r = _Lenient()
-        d: dict[str, Any] = dict(id=int(row[0]), title=r.text(row[1]), model=r.opt_text(row[2]),
-                 system_prompt=r.text(row[3]), sampling=r.json_dict(row[4]),
-                 created=r.number(row[5]), updated=r.number(row[6]),
-                 deleted=None if row[7] is None else r.number(row[7]),
-                 model_sha256=r.opt_text(row[8]), model_quant=r.opt_text(row[9]),
-                 app_version=r.opt_text(row[10]))
+        d: dict[str, Any] = dict(
+            id=int(row[0]),
+            title=r.text(row[1]),
+            model=r.opt_text(row[2]),
+            system_prompt=r.text(row[3]),
+            sampling=r.json_dict(row[4]),
+            created=r.number(row[5]),
+            updated=r.number(row[6]),
+            deleted=None if row[7] is None else r.number(row[7]),
+            model_sha256=r.opt_text(row[8]),
+            model_quant=r.opt_text(row[9]),
+            app_version=r.opt_text(row[10]),
+        )
         return Conversation(**d, damaged=r.damaged)
 
-    _CONV_COLUMNS = ("id, title, model, system_prompt, sampling, created, updated, deleted, "
-                     "model_sha256, model_quant, app_version")
+    _CONV_COLUMNS = (
+        "id, title, model, system_prompt, sampling, created, updated, deleted, model_sha256, model_quant, app_version"
+    )
 
     def _damaged_conversation(self, conv_id: int) -> Conversation:
-        return Conversation(id=conv_id, title=f"(damaged conversation {conv_id})", model=None,
-                            system_prompt="", sampling={}, created=0.0, updated=0.0, damaged=True)
+        return Conversation(
+            id=conv_id,
+            title=f"(damaged conversation {conv_id})",
+            model=None,
+            system_prompt="",
+            sampling={},
+            created=0.0,
+            updated=0.0,
+            damaged=True,
+        )
 
     def get_conversation(self, conv_id: int) -> Conversation:
         try:
@@ -294,8 +322,9 @@ class ChatStore:
         """Conversations, most recently updated first. A row that cannot be read is listed as
         damaged rather than hiding the others."""
         where = "deleted IS NOT NULL" if deleted_only else ("1" if include_deleted else "deleted IS NULL")
-        ids = [int(r[0]) for r in self._read(
-            f"SELECT id FROM conversations WHERE {where} ORDER BY updated DESC, id DESC")]
+        ids = [
+            int(r[0]) for r in self._read(f"SELECT id FROM conversations WHERE {where} ORDER BY updated DESC, id DESC")
+        ]
         out = []
         for conv_id in ids:
             try:
@@ -307,8 +336,15 @@ class ChatStore:
     def _touch(self, c: sqlite3.Connection, conv_id: int, now: float | None = None) -> None:
         c.execute("UPDATE conversations SET updated = ? WHERE id = ?", (now or time.time(), conv_id))
 
-    def update_conversation(self, conv_id: int, *, title: str | None = None, model: str | None = None,
-                            system_prompt: str | None = None, sampling: Mapping | None = None) -> None:
+    def update_conversation(
+        self,
+        conv_id: int,
+        *,
+        title: str | None = None,
+        model: str | None = None,
+        system_prompt: str | None = None,
+        sampling: Mapping | None = None,
+    ) -> None:
         sets, args = [], []
         for col, val in (("title", title), ("model", model), ("system_prompt", system_prompt)):
             if val is not None:
@@ -320,8 +356,9 @@ class ChatStore:
         if not sets:
             return
         with self._tx() as c:
-            cur = c.execute(f"UPDATE conversations SET {', '.join(sets)}, updated = ? WHERE id = ?",
-                            (*args, time.time(), conv_id))
+            cur = c.execute(
+                f"UPDATE conversations SET {', '.join(sets)}, updated = ? WHERE id = ?", (*args, time.time(), conv_id)
+            )
             if cur.rowcount == 0:
                 raise StoreError(f"no conversation {conv_id}")
 
@@ -342,14 +379,23 @@ class ChatStore:
     def purge_deleted(self, older_than: float = 0.0) -> int:
         """Remove for good conversations deleted more than `older_than` seconds ago."""
         with self._tx() as c:
-            return c.execute("DELETE FROM conversations WHERE deleted IS NOT NULL AND deleted <= ?",
-                             (time.time() - older_than,)).rowcount
+            return c.execute(
+                "DELETE FROM conversations WHERE deleted IS NOT NULL AND deleted <= ?", (time.time() - older_than,)
+            ).rowcount
 
     # -- messages ------------------------------------------------------------------------------
 
-    def add_message(self, conv_id: int, role: str, content: str, *, model: str | None = None,
-                    prompt_tokens: int | None = None, completion_tokens: int | None = None,
-                    timings: Mapping | None = None) -> int:
+    def add_message(
+        self,
+        conv_id: int,
+        role: str,
+        content: str,
+        *,
+        model: str | None = None,
+        prompt_tokens: int | None = None,
+        completion_tokens: int | None = None,
+        timings: Mapping | None = None,
+    ) -> int:
         """Append a complete message, committed before this returns. The first user message of
         an untitled conversation gives it its title (`auto_title`)."""
         if role not in ROLES:
@@ -360,14 +406,26 @@ class ChatStore:
                 cur = c.execute(
                     "INSERT INTO messages (conversation_id, role, content, status, prompt_tokens, "
                     "completion_tokens, timings, model, created, updated) VALUES (?,?,?,?,?,?,?,?,?,?)",
-                    (conv_id, role, content, COMPLETE, prompt_tokens, completion_tokens,
-                     json.dumps(dict(timings or {}), sort_keys=True), model, now, now))
+                    (
+                        conv_id,
+                        role,
+                        content,
+                        COMPLETE,
+                        prompt_tokens,
+                        completion_tokens,
+                        json.dumps(dict(timings or {}), sort_keys=True),
+                        model,
+                        now,
+                        now,
+                    ),
+                )
             except sqlite3.IntegrityError:
                 raise StoreError(f"no conversation {conv_id}") from None
             self._touch(c, conv_id, now)
-            if role == "user":   # an untitled conversation is named after its first question
-                c.execute("UPDATE conversations SET title = ? WHERE id = ? AND title = ''",
-                          (auto_title(content), conv_id))
+            if role == "user":  # an untitled conversation is named after its first question
+                c.execute(
+                    "UPDATE conversations SET title = ? WHERE id = ? AND title = ''", (auto_title(content), conv_id)
+                )
             return int(cur.lastrowid)  # type: ignore[arg-type]  # set by the INSERT just made
 
     def _message_from_row(self, row: tuple) -> Message:
@@ -375,22 +433,34 @@ class ChatStore:
         role = r.text(row[2], "user")
         if role not in ROLES:
             r.damaged = True
-        m: dict[str, Any] = dict(id=int(row[0]), conversation_id=int(row[1]), role=role, content=r.text(row[3]),
-                 status=r.text(row[4], COMPLETE), prompt_tokens=r.opt_int(row[5]),
-                 completion_tokens=r.opt_int(row[6]), timings=r.json_dict(row[7]),
-                 model=r.opt_text(row[8]), created=r.number(row[9]),
-                 updated=r.number(row[10] if row[10] is not None else row[9]),
-                 model_sha256=r.opt_text(row[11]), model_quant=r.opt_text(row[12]),
-                 app_version=r.opt_text(row[13]))
+        m: dict[str, Any] = dict(
+            id=int(row[0]),
+            conversation_id=int(row[1]),
+            role=role,
+            content=r.text(row[3]),
+            status=r.text(row[4], COMPLETE),
+            prompt_tokens=r.opt_int(row[5]),
+            completion_tokens=r.opt_int(row[6]),
+            timings=r.json_dict(row[7]),
+            model=r.opt_text(row[8]),
+            created=r.number(row[9]),
+            updated=r.number(row[10] if row[10] is not None else row[9]),
+            model_sha256=r.opt_text(row[11]),
+            model_quant=r.opt_text(row[12]),
+            app_version=r.opt_text(row[13]),
+        )
         return Message(**m, damaged=r.damaged)
 
-    _MSG_COLUMNS = ("id, conversation_id, role, content, status, prompt_tokens, completion_tokens, "
-                    "timings, model, created, updated, model_sha256, model_quant, app_version")
+    _MSG_COLUMNS = (
+        "id, conversation_id, role, content, status, prompt_tokens, completion_tokens, "
+        "timings, model, created, updated, model_sha256, model_quant, app_version"
+    )
 
     def messages(self, conv_id: int) -> list[Message]:
         """The messages of a conversation in order; unreadable rows come back marked damaged."""
-        ids = [int(r[0]) for r in self._read(
-            "SELECT id FROM messages WHERE conversation_id = ? ORDER BY id", (conv_id,))]
+        ids = [
+            int(r[0]) for r in self._read("SELECT id FROM messages WHERE conversation_id = ? ORDER BY id", (conv_id,))
+        ]
         out = []
         for mid in ids:
             try:
@@ -398,8 +468,22 @@ class ChatStore:
                 if rows:
                     out.append(self._message_from_row(rows[0]))
             except StoreError:
-                out.append(Message(mid, conv_id, "assistant", "(this message could not be read)",
-                                   ERROR, None, None, {}, None, 0.0, 0.0, damaged=True))
+                out.append(
+                    Message(
+                        mid,
+                        conv_id,
+                        "assistant",
+                        "(this message could not be read)",
+                        ERROR,
+                        None,
+                        None,
+                        {},
+                        None,
+                        0.0,
+                        0.0,
+                        damaged=True,
+                    )
+                )
         return out
 
     def get_message(self, msg_id: int) -> Message:
@@ -422,7 +506,9 @@ class ChatStore:
             try:
                 cur = c.execute(
                     "INSERT INTO messages (conversation_id, role, content, status, model, created, updated) "
-                    "VALUES (?, ?, '', ?, ?, ?, ?)", (conv_id, role, STREAMING, model, now, now))
+                    "VALUES (?, ?, '', ?, ?, ?, ?)",
+                    (conv_id, role, STREAMING, model, now, now),
+                )
             except sqlite3.IntegrityError:
                 raise StoreError(f"no conversation {conv_id}") from None
             self._touch(c, conv_id, now)
@@ -444,7 +530,7 @@ class ChatStore:
             if force or now - last >= self.reply_flush_interval:
                 try:
                     self._write_reply(msg_id, text)
-                except StoreError:      # (a full disk) tried again after the interval, or at the end
+                except StoreError:  # (a full disk) tried again after the interval, or at the end
                     self._pending[msg_id] = (text, now, True)
                     raise
                 self._pending[msg_id] = (text, now, False)
@@ -460,8 +546,9 @@ class ChatStore:
                     self._write_reply(msg_id, text)
                     self._pending[msg_id] = (text, time.monotonic(), False)
 
-    def finish_reply(self, msg_id: int, stats: Mapping | None = None, text: str | None = None,
-                     status: str = COMPLETE) -> None:
+    def finish_reply(
+        self, msg_id: int, stats: Mapping | None = None, text: str | None = None, status: str = COMPLETE
+    ) -> None:
         """Final text (default: the last given to update_reply), token counts and timings.
 
         `stats` may carry prompt_tokens and completion_tokens; every other key goes to timings.
@@ -477,8 +564,13 @@ class ChatStore:
                 text = pending[0]
             with self._tx() as c:
                 sets = "status = ?, prompt_tokens = ?, completion_tokens = ?, timings = ?, updated = ?"
-                args = [status, tokens["prompt_tokens"], tokens["completion_tokens"],
-                        json.dumps(stats, sort_keys=True), time.time()]
+                args = [
+                    status,
+                    tokens["prompt_tokens"],
+                    tokens["completion_tokens"],
+                    json.dumps(stats, sort_keys=True),
+                    time.time(),
+                ]
                 if text is not None:
                     sets += ", content = ?"
                     args.append(text)
@@ -487,20 +579,36 @@ class ChatStore:
                 row = c.execute("SELECT conversation_id FROM messages WHERE id = ?", (msg_id,)).fetchone()
                 self._touch(c, row[0])
 
-    def record_model(self, msg_id: int, *, name: str | None, sha256: str | None,
-                     quantization: str | None, app_version: str | None = None) -> None:
+    def record_model(
+        self,
+        msg_id: int,
+        *,
+        name: str | None,
+        sha256: str | None,
+        quantization: str | None,
+        app_version: str | None = None,
+    ) -> None:
         """Which model file answered this reply (and with which Llambda); the reply's
         conversation takes the same as its latest model."""
         if app_version is None:
             app_version = __version__
         ident = (name, sha256, quantization, app_version)
         with self._tx() as c:
-            if c.execute("UPDATE messages SET model = coalesce(?, model), model_sha256 = ?, "
-                         "model_quant = ?, app_version = ? WHERE id = ?", (*ident, msg_id)).rowcount == 0:
+            if (
+                c.execute(
+                    "UPDATE messages SET model = coalesce(?, model), model_sha256 = ?, "
+                    "model_quant = ?, app_version = ? WHERE id = ?",
+                    (*ident, msg_id),
+                ).rowcount
+                == 0
+            ):
                 raise StoreError(f"no message {msg_id}")
-            c.execute("UPDATE conversations SET model = coalesce(?, model), model_sha256 = ?, "
-                      "model_quant = ?, app_version = ? WHERE id = "
-                      "(SELECT conversation_id FROM messages WHERE id = ?)", (*ident, msg_id))
+            c.execute(
+                "UPDATE conversations SET model = coalesce(?, model), model_sha256 = ?, "
+                "model_quant = ?, app_version = ? WHERE id = "
+                "(SELECT conversation_id FROM messages WHERE id = ?)",
+                (*ident, msg_id),
+            )
 
     # -- search --------------------------------------------------------------------------------
 
@@ -524,7 +632,9 @@ class ChatStore:
             "snippet(messages_fts, 0, '[', ']', '…', 12) "
             "FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid "
             "JOIN conversations c ON c.id = m.conversation_id "
-            "WHERE messages_fts MATCH ? AND c.deleted IS NULL ORDER BY rank LIMIT ?", (q, limit))
+            "WHERE messages_fts MATCH ? AND c.deleted IS NULL ORDER BY rank LIMIT ?",
+            (q, limit),
+        )
         r = _Lenient()
         return [SearchHit(int(a), int(b), r.text(t), r.text(role), r.text(s)) for a, b, t, role, s in rows]
 
@@ -541,9 +651,21 @@ class ChatStore:
 
     def set_setting(self, key: str, value: Any) -> None:
         with self._tx() as c:
-            c.execute("INSERT INTO settings (key, value) VALUES (?, ?) "
-                      "ON CONFLICT(key) DO UPDATE SET value = excluded.value", (key, json.dumps(value)))
+            c.execute(
+                "INSERT INTO settings (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                (key, json.dumps(value)),
+            )
 
 
-__all__ = ["ChatStore", "Conversation", "Message", "SearchHit", "ROLES", "SCHEMA_VERSION",
-           "STREAMING", "COMPLETE", "INTERRUPTED", "ERROR"]
+__all__ = [
+    "ChatStore",
+    "Conversation",
+    "Message",
+    "SearchHit",
+    "ROLES",
+    "SCHEMA_VERSION",
+    "STREAMING",
+    "COMPLETE",
+    "INTERRUPTED",
+    "ERROR",
+]

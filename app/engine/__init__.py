@@ -8,14 +8,31 @@ generation as a generator of events. No Qt here; the UI worker and the CLI drive
             ...   # PromptProgress, TextPiece, ContextShifted, then one Finished (stats inside)
     # from another thread: eng.cancel()  -> Finished.stop_reason == "cancelled"
 """
+
 from app.engine.decoder import CDecoder, DecodeCancelled, Decoder
 from app.engine.engine import Chat, Engine
-from app.engine.generate import (ContextShifted, Finished, GenerationRequest, PromptProgress,
-                                 TextPiece, generate)
+from app.engine.generate import ContextShifted, Finished, GenerationRequest, PromptProgress, TextPiece, generate
 from app.engine.sampler import GREEDY, Sampler, SamplerSettings
 from app.engine.session import ContextFullError, GenerationCancelled, Session
 from app.engine.stats import GenerationStats
 
-__all__ = ["CDecoder", "DecodeCancelled", "Decoder", "Chat", "Engine", "ContextShifted", "Finished",
-           "GenerationRequest", "PromptProgress", "TextPiece", "generate", "GREEDY", "Sampler",
-           "SamplerSettings", "ContextFullError", "GenerationCancelled", "Session", "GenerationStats"]
+__all__ = [
+    "CDecoder",
+    "DecodeCancelled",
+    "Decoder",
+    "Chat",
+    "Engine",
+    "ContextShifted",
+    "Finished",
+    "GenerationRequest",
+    "PromptProgress",
+    "TextPiece",
+    "generate",
+    "GREEDY",
+    "Sampler",
+    "SamplerSettings",
+    "ContextFullError",
+    "GenerationCancelled",
+    "Session",
+    "GenerationStats",
+]

@@ -4,6 +4,7 @@ Each command is a pair: `add_<name>_args(parser)` declares its flags, `run_<name
 runs it and returns the exit code (errors are raised as LlambdaError; app/cli.py prints them).
 Text goes to stdout; statistics and notices go to stderr, so stdout stays the answer alone.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,8 +34,18 @@ from app.library import resolve_model
 from app.library.preflight import fitting_context, preflight
 from app.model import config_from_gguf, require_supported
 
-__all__ = ["add_generate_args", "run_generate", "add_chat_args", "run_chat", "add_bench_args",
-           "run_bench", "bench", "add_perplexity_args", "run_perplexity", "PERPLEXITY_HELP"]
+__all__ = [
+    "add_generate_args",
+    "run_generate",
+    "add_chat_args",
+    "run_chat",
+    "add_bench_args",
+    "run_bench",
+    "bench",
+    "add_perplexity_args",
+    "run_perplexity",
+    "PERPLEXITY_HELP",
+]
 
 
 def _whole_number(text: str, least: int, complaint: str) -> int:
@@ -75,10 +86,15 @@ def _threads_list(text: str):
 def _common_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", help="a GGUF file, or the name of a model in the library")
     p.add_argument("--threads", type=int, default=D.THREADS, help="worker threads (default: physical cores)")
-    p.add_argument("--ctx", type=positive_int, default=None,
-                   help="context length in tokens (default: the training length, capped by what fits in memory)")
-    p.add_argument("--kv-type", choices=D.KV_TYPES, default=D.KV_TYPE,
-                   help="KV cache precision (q8_0: half the memory of f16)")
+    p.add_argument(
+        "--ctx",
+        type=positive_int,
+        default=None,
+        help="context length in tokens (default: the training length, capped by what fits in memory)",
+    )
+    p.add_argument(
+        "--kv-type", choices=D.KV_TYPES, default=D.KV_TYPE, help="KV cache precision (q8_0: half the memory of f16)"
+    )
     p.add_argument("--batch", type=positive_int, default=D.N_BATCH, help="prompt tokens per decoder call")
 
 
@@ -90,14 +106,27 @@ def _draft_max(text: str) -> int:
 
 
 def _speculation_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--speculation", choices=("lookup", "off"), default=D.SPECULATION,
-                   help="prompt lookup guesses tokens from the conversation and checks several in "
-                        "one pass where that pays (default); off: one token per pass")
-    p.add_argument("--draft", metavar="MODEL", default=None,
-                   help="a small model of the same vocabulary that guesses tokens for the main one "
-                        "(auto: the smallest such model in the library)")
-    p.add_argument("--draft-max", metavar="K", type=_draft_max, default=D.DRAFT_MAX,
-                   help=f"most tokens guessed per pass (1..16, default {D.DRAFT_MAX})")
+    p.add_argument(
+        "--speculation",
+        choices=("lookup", "off"),
+        default=D.SPECULATION,
+        help="prompt lookup guesses tokens from the conversation and checks several in "
+        "one pass where that pays (default); off: one token per pass",
+    )
+    p.add_argument(
+        "--draft",
+        metavar="MODEL",
+        default=None,
+        help="a small model of the same vocabulary that guesses tokens for the main one "
+        "(auto: the smallest such model in the library)",
+    )
+    p.add_argument(
+        "--draft-max",
+        metavar="K",
+        type=_draft_max,
+        default=D.DRAFT_MAX,
+        help=f"most tokens guessed per pass (1..16, default {D.DRAFT_MAX})",
+    )
 
 
 def _sampling_args(p: argparse.ArgumentParser) -> None:
@@ -111,17 +140,24 @@ def _sampling_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--frequency-penalty", type=float, default=D.FREQUENCY_PENALTY)
     p.add_argument("--presence-penalty", type=float, default=D.PRESENCE_PENALTY)
     p.add_argument("--penalty-last-n", type=int, default=D.PENALTY_LAST_N, help="window of the penalties")
-    p.add_argument("--seed", type=int, default=D.seed_or_none(D.SEED),
-                   help="same seed and settings, same text (default: random)")
+    p.add_argument(
+        "--seed", type=int, default=D.seed_or_none(D.SEED), help="same seed and settings, same text (default: random)"
+    )
 
 
 def _sampler(args):
     try:
-        return SamplerSettings(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
-                               min_p=args.min_p, repeat_penalty=args.repeat_penalty,
-                               frequency_penalty=args.frequency_penalty,
-                               presence_penalty=args.presence_penalty,
-                               penalty_last_n=args.penalty_last_n, seed=args.seed)
+        return SamplerSettings(
+            temperature=args.temperature,
+            top_k=args.top_k,
+            top_p=args.top_p,
+            min_p=args.min_p,
+            repeat_penalty=args.repeat_penalty,
+            frequency_penalty=args.frequency_penalty,
+            presence_penalty=args.presence_penalty,
+            penalty_last_n=args.penalty_last_n,
+            seed=args.seed,
+        )
     except ValueError as e:
         raise _Usage(str(e)) from None
 
@@ -138,29 +174,38 @@ def open_engine(args, n_ctx: int | None = None, kv_store=None):
     """An Engine for the command's model, after the memory pre-flight (refuse: exit code 5)."""
     path = _resolve(args.model)
     draft = resolve_draft(path, getattr(args, "draft", None))
-    if getattr(args, "draft", None) == "auto":   # the smallest model of the library with the same vocabulary
-        print(f"llambda: draft model: {draft or 'none compatible in the library; prompt lookup instead'}",
-              file=sys.stderr)
+    if getattr(args, "draft", None) == "auto":  # the smallest model of the library with the same vocabulary
+        print(
+            f"llambda: draft model: {draft or 'none compatible in the library; prompt lookup instead'}", file=sys.stderr
+        )
     n_ctx, why = n_ctx or args.ctx, "as asked"
-    if not n_ctx:       # the training length, capped by what fits with this KV type
+    if not n_ctx:  # the training length, capped by what fits with this KV type
         with open_gguf(path) as f:
             n_ctx, why = fitting_context(f, args.kv_type)
     report = preflight(path, n_ctx, args.kv_type)
     if report.memory_verdict == "refuse":
         raise OutOfMemoryError(f"{path}: {report.summary()}")
-    if draft:       # both models, each with its KV cache, at the same context
+    if draft:  # both models, each with its KV cache, at the same context
         verdict, msg = draft_memory(report, draft, args.kv_type)
         if verdict == "refuse":
             raise OutOfMemoryError(f"{path} with draft {draft}: {msg}")
-    eng = Engine(path, n_ctx=n_ctx, n_threads=args.threads, kv_type=args.kv_type,
-                 n_batch=args.batch, kv_store=kv_store,
-                 speculation=getattr(args, "speculation", D.SPECULATION), draft=draft,
-                 draft_max=getattr(args, "draft_max", D.DRAFT_MAX))
+    eng = Engine(
+        path,
+        n_ctx=n_ctx,
+        n_threads=args.threads,
+        kv_type=args.kv_type,
+        n_batch=args.batch,
+        kv_store=kv_store,
+        speculation=getattr(args, "speculation", D.SPECULATION),
+        draft=draft,
+        draft_max=getattr(args, "draft_max", D.DRAFT_MAX),
+    )
     eng.n_ctx_reason = why
     return eng
 
 
 # --- generate -----------------------------------------------------------------------------------
+
 
 def add_generate_args(p: argparse.ArgumentParser) -> None:
     _common_model_args(p)
@@ -170,8 +215,9 @@ def add_generate_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--stop", action="append", default=[], help="stop string (repeatable)")
     _sampling_args(p)
     _speculation_args(p)
-    p.add_argument("--json", action="store_true",
-                   help="print one JSON object: prompt_ids, ids, text, stop_reason, stats")
+    p.add_argument(
+        "--json", action="store_true", help="print one JSON object: prompt_ids, ids, text, stop_reason, stats"
+    )
 
 
 def run_generate(args: argparse.Namespace) -> int:
@@ -188,11 +234,11 @@ def run_generate(args: argparse.Namespace) -> int:
         if args.raw:
             ids = eng.raw_prompt(args.prompt)
         else:
-            msgs = ([{"role": "system", "content": args.system}] if args.system else []) + \
-                   [{"role": "user", "content": args.prompt}]
+            msgs = ([{"role": "system", "content": args.system}] if args.system else []) + [
+                {"role": "user", "content": args.prompt}
+            ]
             ids = eng.chat_prompt(msgs)
-        req = GenerationRequest(tuple(ids), max_tokens=args.max_tokens, sampler=sampler,
-                                stop_strings=tuple(args.stop))
+        req = GenerationRequest(tuple(ids), max_tokens=args.max_tokens, sampler=sampler, stop_strings=tuple(args.stop))
         fin: Finished | None = None
         with _sigint_cancels(eng):
             for ev in eng.generate(req):
@@ -201,11 +247,20 @@ def run_generate(args: argparse.Namespace) -> int:
                     sys.stdout.flush()
                 elif isinstance(ev, Finished):
                     fin = ev
-        assert fin is not None      # generate() always ends with one Finished
+        assert fin is not None  # generate() always ends with one Finished
         if args.json:
-            print(json.dumps({"prompt_ids": list(fin.prompt_ids), "ids": list(fin.ids),
-                              "text": fin.text, "stop_reason": fin.stop_reason,
-                              "stats": fin.stats.as_dict()}, ensure_ascii=False))
+            print(
+                json.dumps(
+                    {
+                        "prompt_ids": list(fin.prompt_ids),
+                        "ids": list(fin.ids),
+                        "text": fin.text,
+                        "stop_reason": fin.stop_reason,
+                        "stats": fin.stats.as_dict(),
+                    },
+                    ensure_ascii=False,
+                )
+            )
         else:
             sys.stdout.write("\n")
             print(f"[{fin.stop_reason}] {fin.stats.summary()}", file=sys.stderr)
@@ -229,7 +284,7 @@ class _sigint_cancels:
     def __enter__(self):
         try:
             self._old = signal.signal(signal.SIGINT, self._handler)
-        except ValueError:          # not the main thread: leave signals alone
+        except ValueError:  # not the main thread: leave signals alone
             self._old = None
         return self
 
@@ -240,13 +295,21 @@ class _sigint_cancels:
 
 # --- chat ---------------------------------------------------------------------------------------
 
+
 def add_chat_args(p: argparse.ArgumentParser) -> None:
     _common_model_args(p)
     p.add_argument("--system", default=None, help="system prompt")
-    p.add_argument("--context-policy", choices=("shift", "stop"), default=D.OVERFLOW,
-                   help="when the context is full: drop the oldest turns (shift) or stop")
-    p.add_argument("--no-kv-cache", action="store_true",
-                   help="do not save or restore the conversation's KV state in the cache folder")
+    p.add_argument(
+        "--context-policy",
+        choices=("shift", "stop"),
+        default=D.OVERFLOW,
+        help="when the context is full: drop the oldest turns (shift) or stop",
+    )
+    p.add_argument(
+        "--no-kv-cache",
+        action="store_true",
+        help="do not save or restore the conversation's KV state in the cache folder",
+    )
     _sampling_args(p)
     _speculation_args(p)
 
@@ -265,9 +328,12 @@ def run_chat(args: argparse.Namespace, stdin=None, stdout=None) -> int:
     store = None if getattr(args, "no_kv_cache", False) else KVStore()
     with open_engine(args, kv_store=store) as eng:
         chat = Chat(eng, system=args.system, context_policy=args.context_policy)
-        print(f"llambda chat: {eng.path} ({eng.n_ctx} tokens of context: {eng.n_ctx_reason}; "
-              f"{eng.kv_type} KV cache, {eng.n_threads} threads). "
-              "Ctrl+C stops a reply, /reset forgets, /exit or Ctrl+D leaves.", file=sys.stderr)
+        print(
+            f"llambda chat: {eng.path} ({eng.n_ctx} tokens of context: {eng.n_ctx_reason}; "
+            f"{eng.kv_type} KV cache, {eng.n_threads} threads). "
+            "Ctrl+C stops a reply, /reset forgets, /exit or Ctrl+D leaves.",
+            file=sys.stderr,
+        )
         while True:
             if interactive:
                 stdout.write("> ")
@@ -294,43 +360,59 @@ def run_chat(args: argparse.Namespace, stdin=None, stdout=None) -> int:
                         stdout.write(ev.text)
                         stdout.flush()
                     elif isinstance(ev, ContextShifted):
-                        what = (f"{ev.dropped_turns} oldest turn{'s' if ev.dropped_turns != 1 else ''}"
-                                if ev.dropped_turns else f"{ev.dropped} oldest tokens of this reply's context")
+                        what = (
+                            f"{ev.dropped_turns} oldest turn{'s' if ev.dropped_turns != 1 else ''}"
+                            if ev.dropped_turns
+                            else f"{ev.dropped} oldest tokens of this reply's context"
+                        )
                         print(f"\n(context full: dropped {what})", file=sys.stderr)
                     elif isinstance(ev, Finished):
                         stdout.write("\n")
                         stdout.flush()
                         note = " (stopped)" if ev.stop_reason == "cancelled" else ""
-                        print(f"[{ev.stats.generated_tokens} tok, {ev.stats.generation_tok_s:.1f} tok/s"
-                              f"{note}]", file=sys.stderr)
-                chat.save_state()      # a chat that opens the same way later starts warm
+                        print(
+                            f"[{ev.stats.generated_tokens} tok, {ev.stats.generation_tok_s:.1f} tok/s{note}]",
+                            file=sys.stderr,
+                        )
+                chat.save_state()  # a chat that opens the same way later starts warm
     return EXIT_OK
 
 
 # --- bench --------------------------------------------------------------------------------------
 
+
 def add_bench_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", nargs="?", help="a GGUF file, or the name of a model in the library")
-    p.add_argument("--threads", type=_threads_list, default=[1, 2],
-                   help="comma-separated, e.g. 1,2; or auto: try 1..N (N = usable CPUs), say which is "
-                        "fastest for prompts (pp) and for generation (tg), and remember it for the "
-                        "window's settings")
+    p.add_argument(
+        "--threads",
+        type=_threads_list,
+        default=[1, 2],
+        help="comma-separated, e.g. 1,2; or auto: try 1..N (N = usable CPUs), say which is "
+        "fastest for prompts (pp) and for generation (tg), and remember it for the "
+        "window's settings",
+    )
     p.add_argument("--pp", type=_int_list, default=[512], help="prompt lengths, e.g. 512")
     p.add_argument("--tg", type=_int_list, default=[128], help="generation lengths, e.g. 128")
     p.add_argument("--reps", type=positive_int, default=3, help="repetitions of each test")
     p.add_argument("--kv-type", choices=("f16", "f32", "q8_0"), default="f16")
-    p.add_argument("--depth", type=_nonneg_int, default=0,
-                   help="tokens already in the cache before each test (llama-bench's -d): "
-                        "generation deep in a conversation")
-    p.add_argument("--kernels", action="store_true",
-                   help="instead: the kernel library's matrix x vector bytes/s per tensor type "
-                        "against memory bandwidth (no MODEL needed)")
-    p.add_argument("--json", action="store_true",
-                   help='print a list of {"threads", "test", "tok_s", ...}')
+    p.add_argument(
+        "--depth",
+        type=_nonneg_int,
+        default=0,
+        help="tokens already in the cache before each test (llama-bench's -d): generation deep in a conversation",
+    )
+    p.add_argument(
+        "--kernels",
+        action="store_true",
+        help="instead: the kernel library's matrix x vector bytes/s per tensor type "
+        "against memory bandwidth (no MODEL needed)",
+    )
+    p.add_argument("--json", action="store_true", help='print a list of {"threads", "test", "tok_s", ...}')
 
 
-def bench(path: str, threads=(1, 2), pp=(512,), tg=(128,), reps: int = 3,
-          kv_type: str = "f16", depth: int = 0) -> list[dict]:
+def bench(
+    path: str, threads=(1, 2), pp=(512,), tg=(128,), reps: int = 3, kv_type: str = "f16", depth: int = 0
+) -> list[dict]:
     """Like llama-bench: ppN decodes N random tokens in one batch; tgN decodes N tokens one call
     each; both from an empty cache, or after `depth` random tokens already in it (llama-bench's
     -d: the prefix is decoded once per thread count, untimed). Each test runs once to warm up, then
@@ -361,11 +443,18 @@ def bench(path: str, threads=(1, 2), pp=(512,), tg=(128,), reps: int = 3,
                         if r:  # the first run warms caches and pages
                             runs.append(n / (time.perf_counter() - t))
                             cpu_runs.append(n / max(time.process_time() - c, 1e-9))
-                    rows.append({"threads": d.n_threads, "test": f"{kind}{n}",
-                                 "tok_s": round(statistics.mean(runs), 2),
-                                 "stdev": round(statistics.stdev(runs), 2) if len(runs) > 1 else 0.0,
-                                 "tok_per_cpu_s": round(statistics.mean(cpu_runs), 2),
-                                 "isa": d.isa, "kv_type": kv_type, "depth": depth})
+                    rows.append(
+                        {
+                            "threads": d.n_threads,
+                            "test": f"{kind}{n}",
+                            "tok_s": round(statistics.mean(runs), 2),
+                            "stdev": round(statistics.stdev(runs), 2) if len(runs) > 1 else 0.0,
+                            "tok_per_cpu_s": round(statistics.mean(cpu_runs), 2),
+                            "isa": d.isa,
+                            "kv_type": kv_type,
+                            "depth": depth,
+                        }
+                    )
     return rows
 
 
@@ -399,13 +488,17 @@ def run_bench(args: argparse.Namespace) -> int:
     print(f"{'threads':>7} {'test':>14} {'tok/s':>10} {'± stdev':>9}  isa")
     for r in rows:
         test = r["test"] + (f" @ d{r['depth']}" if r["depth"] else "")
-        print(f"{r['threads']:>7} {test:>14} {r['tok_s']:>10.2f} {r['stdev']:>9.2f}  {r['isa']}"
-              + ("  <- fastest" if r.get("fastest") else ""))
+        print(
+            f"{r['threads']:>7} {test:>14} {r['tok_s']:>10.2f} {r['stdev']:>9.2f}  {r['isa']}"
+            + ("  <- fastest" if r.get("fastest") else "")
+        )
     for kind, what in (("pp", "prompts"), ("tg", "generation")):
         if kind in best:
             r = best[kind]
-            print(f"fastest for {what} ({r['test']}): {r['threads']} thread{'s' if r['threads'] > 1 else ''} "
-                  f"({r['tok_s']:.2f} tok/s)")
+            print(
+                f"fastest for {what} ({r['test']}): {r['threads']} thread{'s' if r['threads'] > 1 else ''} "
+                f"({r['tok_s']:.2f} tok/s)"
+            )
     return EXIT_OK
 
 
@@ -417,24 +510,40 @@ PERPLEXITY_HELP = (
     "next-token distributions are from a base's, position by position (0 = identical). To see "
     "what a quantization costs, save a base from the best file you have (--save-logits BASE.bin "
     "with the F16 or Q8_0 model), then run each quantization with --kl-divergence BASE.bin on "
-    "the same text: the lower the mean KLD and the higher the top-1 agreement, the closer it is.")
+    "the same text: the lower the mean KLD and the higher the top-1 agreement, the closer it is."
+)
 
 
 def add_perplexity_args(p: argparse.ArgumentParser) -> None:
     p.description = PERPLEXITY_HELP
     p.add_argument("model", help="a GGUF file, or the name of a model in the library")
     p.add_argument("text", help="a UTF-8 text file (a few thousand tokens or more)")
-    p.add_argument("--ctx", type=positive_int, default=None,
-                   help="tokens per chunk; the second half of each chunk is scored "
-                        "(default 512, or the base's)")
-    p.add_argument("--chunks", type=positive_int, default=None,
-                   help="at most N chunks (default: all the text fills, or the base's)")
+    p.add_argument(
+        "--ctx",
+        type=positive_int,
+        default=None,
+        help="tokens per chunk; the second half of each chunk is scored (default 512, or the base's)",
+    )
+    p.add_argument(
+        "--chunks",
+        type=positive_int,
+        default=None,
+        help="at most N chunks (default: all the text fills, or the base's)",
+    )
     p.add_argument("--threads", type=int, default=0, help="worker threads (default: physical cores)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument("--save-logits", metavar="BASE.bin", default=None,
-                   help="write the scored positions' top log-probabilities, a base for --kl-divergence")
-    p.add_argument("--kl-divergence", metavar="BASE.bin", default=None,
-                   help="compare with a base file: KLD, top-1 agreement, perplexity ratio")
+    p.add_argument(
+        "--save-logits",
+        metavar="BASE.bin",
+        default=None,
+        help="write the scored positions' top log-probabilities, a base for --kl-divergence",
+    )
+    p.add_argument(
+        "--kl-divergence",
+        metavar="BASE.bin",
+        default=None,
+        help="compare with a base file: KLD, top-1 agreement, perplexity ratio",
+    )
 
 
 class _Progress:
@@ -450,8 +559,9 @@ class _Progress:
         if self.tty:
             width = 30
             fill = width * done // self.n
-            self.stream.write(f"\r[{'#' * fill}{'.' * (width - fill)}] chunk {done}/{self.n}  "
-                              f"ppl {ppl:.4f}  {rate:.0f} tok/s ")
+            self.stream.write(
+                f"\r[{'#' * fill}{'.' * (width - fill)}] chunk {done}/{self.n}  ppl {ppl:.4f}  {rate:.0f} tok/s "
+            )
             if done == self.n:
                 self.stream.write("\n")
         else:
@@ -485,7 +595,7 @@ def run_perplexity(args: argparse.Namespace) -> int:
     except ValueError as e:
         if isinstance(e, LlambdaError):
             raise
-        return fail(e, EXIT_USAGE)                # e.g. --ctx beyond what the model can take
+        return fail(e, EXIT_USAGE)  # e.g. --ctx beyond what the model can take
     with eng:
         tok = eng.tokenizer
         ids = tok.encode(text, add_special=True, parse_special=False)
@@ -501,10 +611,12 @@ def run_perplexity(args: argparse.Namespace) -> int:
             return fail(e, EXIT_USAGE)
         progress = None if args.json and not sys.stderr.isatty() else _Progress(len(plan.chunks))
         if progress is not None:
-            print(f"{os.path.basename(eng.path)}: {len(ids)} tokens of {os.path.basename(args.text)}, "
-                  f"{len(plan.chunks)} chunk{'s' if len(plan.chunks) != 1 else ''} of {plan.n_ctx}, "
-                  f"{plan.n_scored} scored each; kernels {eng.decoder.isa}, {eng.n_threads} threads",
-                  file=sys.stderr)
+            print(
+                f"{os.path.basename(eng.path)}: {len(ids)} tokens of {os.path.basename(args.text)}, "
+                f"{len(plan.chunks)} chunk{'s' if len(plan.chunks) != 1 else ''} of {plan.n_ctx}, "
+                f"{plan.n_scored} scored each; kernels {eng.decoder.isa}, {eng.n_threads} threads",
+                file=sys.stderr,
+            )
         scores, seconds = [], 0.0
         for s in P.score_chunks(eng.decoder, plan, k=P.TOP_K if args.save_logits else 0, base=base):
             scores.append(s)
@@ -519,14 +631,27 @@ def run_perplexity(args: argparse.Namespace) -> int:
         if args.save_logits:
             model = {"file": os.path.basename(eng.path), "name": eng.file.metadata.get("general.name")}
             try:
-                P.write_base(args.save_logits, plan, scores, eng.decoder.n_vocab, vocab_hash, model,
-                             {"file": os.path.basename(args.text), "n_tokens": len(ids)},
-                             f"llambda {eng.decoder.isa}")
+                P.write_base(
+                    args.save_logits,
+                    plan,
+                    scores,
+                    eng.decoder.n_vocab,
+                    vocab_hash,
+                    model,
+                    {"file": os.path.basename(args.text), "n_tokens": len(ids)},
+                    f"llambda {eng.decoder.isa}",
+                )
             except P.PerplexityError as e:
                 return fail(e, 1)
     tok_s = len(plan.chunks) * plan.n_ctx / seconds if seconds > 0 else 0.0
-    result = {"model": eng.path, "text": args.text, "n_ctx": plan.n_ctx, "n_chunks": len(plan.chunks),
-              "tokens_per_second": round(tok_s, 2), **summary.as_dict()}
+    result = {
+        "model": eng.path,
+        "text": args.text,
+        "n_ctx": plan.n_ctx,
+        "n_chunks": len(plan.chunks),
+        "tokens_per_second": round(tok_s, 2),
+        **summary.as_dict(),
+    }
     if base is not None:
         result["base"] = base.describe()
     if args.save_logits:
@@ -534,14 +659,17 @@ def run_perplexity(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result))
         return EXIT_OK
-    print(f"perplexity: {summary.ppl:.4f} ± {summary.ppl_se:.4f} over {summary.n_positions} "
-          f"positions ({tok_s:.1f} tok/s)")
+    print(
+        f"perplexity: {summary.ppl:.4f} ± {summary.ppl_se:.4f} over {summary.n_positions} positions ({tok_s:.1f} tok/s)"
+    )
     if base is not None:
         print(f"base: {base.describe()}, perplexity {summary.base_ppl:.4f}")
         print(f"perplexity ratio: {summary.ppl_ratio:.4f} ± {summary.ppl_ratio_se:.4f}")
-        print(f"KLD: mean {summary.kld_mean:.6f} ± {summary.kld_se:.6f}, median {summary.kld_median:.6f}, "
-              f"p99 {summary.kld_p99:.6f}, max {summary.kld_max:.6f}")
-        assert summary.top1 is not None and summary.top1_se is not None     # set with a base
+        print(
+            f"KLD: mean {summary.kld_mean:.6f} ± {summary.kld_se:.6f}, median {summary.kld_median:.6f}, "
+            f"p99 {summary.kld_p99:.6f}, max {summary.kld_max:.6f}"
+        )
+        assert summary.top1 is not None and summary.top1_se is not None  # set with a base
         print(f"top-1 agreement: {100 * summary.top1:.2f}% ± {100 * summary.top1_se:.2f}%")
     if args.save_logits:
         print(f"base saved: {args.save_logits}")
@@ -552,9 +680,12 @@ def main(argv=None) -> int:
     """`python -m app.engine.cli generate|chat|bench|perplexity ...` (the same as `llambda <command>`)."""
     p = argparse.ArgumentParser(prog="python -m app.engine.cli")
     sub = p.add_subparsers(dest="command", required=True)
-    for name, add, run in (("generate", add_generate_args, run_generate),
-                           ("chat", add_chat_args, run_chat), ("bench", add_bench_args, run_bench),
-                           ("perplexity", add_perplexity_args, run_perplexity)):
+    for name, add, run in (
+        ("generate", add_generate_args, run_generate),
+        ("chat", add_chat_args, run_chat),
+        ("bench", add_bench_args, run_bench),
+        ("perplexity", add_perplexity_args, run_perplexity),
+    ):
         sp = sub.add_parser(name)
         add(sp)
         sp.set_defaults(run=run)

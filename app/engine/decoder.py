@@ -8,6 +8,7 @@ into C the file is checked (`GGUFFile.check_unchanged`): one truncated or rewrit
 it was loaded gives ModelFileChangedError instead of a pass over pages that may be gone.
 Not here: which tokens to feed, sampling, stopping (see session.py and generate.py).
 """
+
 from __future__ import annotations
 
 from typing import Protocol, Sequence
@@ -23,7 +24,7 @@ from app.model import DecoderConfig
 __all__ = ["Decoder", "CDecoder", "DecodeCancelled", "KV_TYPES"]
 
 KV_TYPES = ("f16", "f32", "q8_0")
-KV_TYPE_IDS = {"f32": 0, "f16": 1, "q8_0": 8}        # llk_type of the cache
+KV_TYPE_IDS = {"f32": 0, "f16": 1, "q8_0": 8}  # llk_type of the cache
 _ROPE_SCALING = {"none": 0, "linear": 1, "yarn": 2}
 _FFN_ACT = {"silu": 0, "gelu": 1, "gelu_erf": 2}
 _NORM = {"rms": 0, "layer": 1}
@@ -81,25 +82,37 @@ class CDecoder:
     dispatched level, or "ref" / "avx2" / "avx512" for the matrix products (tests pin levels).
     """
 
-    def __init__(self, f: GGUFFile, cfg: DecoderConfig, n_ctx: int, *, kv_type: str = "f16",
-                 n_threads: int = 0, n_batch: int = 512, isa: int | str | None = None,
-                 pool: ThreadPool | None = None):
+    def __init__(
+        self,
+        f: GGUFFile,
+        cfg: DecoderConfig,
+        n_ctx: int,
+        *,
+        kv_type: str = "f16",
+        n_threads: int = 0,
+        n_batch: int = 512,
+        isa: int | str | None = None,
+        pool: ThreadPool | None = None,
+    ):
         if kv_type not in KV_TYPES:
             raise ValueError(f"kv_type must be one of {KV_TYPES}, not {kv_type!r}")
         if kv_type == "q8_0" and cfg.head_dim % 32:
-            raise ValueError(f"a q8_0 KV cache needs a head size that is a multiple of 32; "
-                             f"this model's is {cfg.head_dim} (use f16)")
+            raise ValueError(
+                f"a q8_0 KV cache needs a head size that is a multiple of 32; this model's is {cfg.head_dim} (use f16)"
+            )
         if not 1 <= n_ctx <= max(cfg.n_ctx_train, 1) * 64:
             raise ValueError(f"n_ctx {n_ctx} out of range for a model trained on {cfg.n_ctx_train}")
         if cfg.spec.activation not in _FFN_ACT or cfg.spec.norm_kind not in _NORM:
-            raise UnsupportedModelError(f"{cfg.arch}: activation {cfg.spec.activation!r} / "
-                                        f"norm {cfg.spec.norm_kind!r} not supported by the decoder")
+            raise UnsupportedModelError(
+                f"{cfg.arch}: activation {cfg.spec.activation!r} / "
+                f"norm {cfg.spec.norm_kind!r} not supported by the decoder"
+            )
         self.config = cfg
         self.n_ctx = int(n_ctx)
         self.n_vocab = cfg.n_vocab
         self.kv_type = kv_type
         self._file = f
-        self._keep: list = []            # numpy views and cdata the C structs point into
+        self._keep: list = []  # numpy views and cdata the C structs point into
         self._own_pool = pool is None
         self.pool = ThreadPool(n_threads) if pool is None else pool
         self.n_threads = self.pool.size
@@ -118,8 +131,8 @@ class CDecoder:
         c.attn_scale = cfg.attn_scale
         self._fill_rope(ffi.addressof(c, "rope"), cfg)
         if cfg.rope_freqs:
-            ff = self._vector("rope_freqs.weight")       # n_rot/2 divisors, length checked
-            if not np.all(self._keep[-1] > 0):            # also refuses NaN
+            ff = self._vector("rope_freqs.weight")  # n_rot/2 divisors, length checked
+            if not np.all(self._keep[-1] > 0):  # also refuses NaN
                 raise ModelFormatError(f"{f.path}: rope_freqs.weight holds a value that is not positive")
             c.rope.freq_factors = ffi.cast("const float *", ff.data)
         elif cfg.rope_longrope:
@@ -127,8 +140,7 @@ class CDecoder:
             which = "long" if self.n_ctx > (cfg.rope_orig_ctx or cfg.n_ctx_train) else "short"
             ff = self._vector(f"rope_factors_{which}.weight")
             if not np.all(self._keep[-1] > 0):
-                raise ModelFormatError(
-                    f"{f.path}: rope_factors_{which}.weight holds a value that is not positive")
+                raise ModelFormatError(f"{f.path}: rope_factors_{which}.weight holds a value that is not positive")
             c.rope.freq_factors = ffi.cast("const float *", ff.data)
             self.rope_factors = which
         c.isa = kernels._isa(isa)
@@ -144,8 +156,7 @@ class CDecoder:
         out_norm_b = self._vector("output_norm.bias", required=False)
         output = tok_embd if cfg.tied_output else self._matrix("output.weight")
         out = ffi.new("llk_decoder **")
-        st = lib.llk_decoder_new(c, tok_embd, out_norm, out_norm_b, output, layers,
-                                 self.pool.ptr, out)
+        st = lib.llk_decoder_new(c, tok_embd, out_norm, out_norm_b, output, layers, self.pool.ptr, out)
         if st:
             self.close()
             kernels._check(st, f"{f.path}: decoder")
@@ -173,12 +184,18 @@ class CDecoder:
         """(rows, row length) the decoder needs for a weight matrix, by its GGUF name."""
         c = self.config
         hd, kd = c.n_head * c.head_dim, c.n_head_kv * c.head_dim
-        table = {"attn_q": (hd, c.n_embd), "attn_k": (kd, c.n_embd), "attn_v": (kd, c.n_embd),
-                 "attn_qkv": (hd + 2 * kd, c.n_embd),
-                 "attn_output": (c.n_embd, hd), "ffn_gate": (c.n_ff, c.n_embd),
-                 "ffn_up": ((2 if c.spec.fused_ffn else 1) * c.n_ff, c.n_embd),
-                 "ffn_down": (c.n_embd, c.n_ff),
-                 "token_embd": (c.n_vocab, c.n_embd), "output": (c.n_vocab, c.n_embd)}
+        table = {
+            "attn_q": (hd, c.n_embd),
+            "attn_k": (kd, c.n_embd),
+            "attn_v": (kd, c.n_embd),
+            "attn_qkv": (hd + 2 * kd, c.n_embd),
+            "attn_output": (c.n_embd, hd),
+            "ffn_gate": (c.n_ff, c.n_embd),
+            "ffn_up": ((2 if c.spec.fused_ffn else 1) * c.n_ff, c.n_embd),
+            "ffn_down": (c.n_embd, c.n_ff),
+            "token_embd": (c.n_vocab, c.n_embd),
+            "output": (c.n_vocab, c.n_embd),
+        }
         return table.get(name.split(".")[-2])
 
     def _matrix(self, name: str, required: bool = True):
@@ -191,12 +208,15 @@ class CDecoder:
         want = self._expected_shape(name)
         got = (info.n_rows, info.dims[0])
         if len(info.dims) != 2 or (want is not None and got != want):
-            raise ModelFormatError(f"{self._file.path}: tensor {name} is {list(info.dims)}, "
-                                   f"the hyper-parameters need "
-                                   f"{f'[{want[1]}, {want[0]}]' if want else 'two dimensions'}")
+            raise ModelFormatError(
+                f"{self._file.path}: tensor {name} is {list(info.dims)}, "
+                f"the hyper-parameters need "
+                f"{f'[{want[1]}, {want[0]}]' if want else 'two dimensions'}"
+            )
         if info.type.id not in kernels.SUPPORTED_TYPES:
             raise UnsupportedModelError(
-                f"{self._file.path}: tensor {name} has type {info.type.name}, which the engine cannot run")
+                f"{self._file.path}: tensor {name} has type {info.type.name}, which the engine cannot run"
+            )
         raw = self._file.tensor_bytes(name)
         self._keep.append(raw)
         t.data = ffi.cast("const void *", raw.ctypes.data)
@@ -213,8 +233,7 @@ class CDecoder:
         n = info.n_elements
         want = self._vector_length(name)
         if want is not None and n != want:
-            raise ModelFormatError(f"{self._file.path}: tensor {name} has {n} values, "
-                                   f"the hyper-parameters need {want}")
+            raise ModelFormatError(f"{self._file.path}: tensor {name} has {n} values, the hyper-parameters need {want}")
         if info.type.name == "F32":
             arr = np.ascontiguousarray(self._file.tensor_array(name).reshape(-1))
         else:
@@ -243,7 +262,7 @@ class CDecoder:
         cfg = self.config
         hd, kd = cfg.n_head * cfg.head_dim, cfg.n_head_kv * cfg.head_dim
         if cfg.spec.fused_qkv_ok and p + "attn_qkv.weight" in self._file.tensors:
-            qkv = self._matrix(p + "attn_qkv.weight")         # Q rows, then K, then V
+            qkv = self._matrix(p + "attn_qkv.weight")  # Q rows, then K, then V
             L.wq = _rows(qkv, 0, hd)[0]
             L.wk = _rows(qkv, hd, kd)[0]
             L.wv = _rows(qkv, hd + kd, kd)[0]
@@ -251,7 +270,7 @@ class CDecoder:
             for field in ("attn_q", "attn_k", "attn_v"):
                 setattr(L, "w" + field[-1], self._matrix(p + field + ".weight")[0])
         if cfg.spec.fused_ffn:
-            up = self._matrix(p + "ffn_up.weight")            # gate rows, then up rows
+            up = self._matrix(p + "ffn_up.weight")  # gate rows, then up rows
             L.ffn_gate = _rows(up, 0, cfg.n_ff)[0]
             L.ffn_up = _rows(up, cfg.n_ff, cfg.n_ff)[0]
         else:
@@ -259,11 +278,18 @@ class CDecoder:
             L.ffn_up = self._matrix(p + "ffn_up.weight")[0]
         L.wo = self._matrix(p + "attn_output.weight")[0]
         L.ffn_down = self._matrix(p + "ffn_down.weight")[0]
-        optional = [("attn_norm_b", "attn_norm.bias"), ("bq", "attn_q.bias"), ("bk", "attn_k.bias"),
-                    ("bv", "attn_v.bias"), ("bo", "attn_output.bias"),
-                    ("q_norm", "attn_q_norm.weight"), ("k_norm", "attn_k_norm.weight"),
-                    ("attn_post_norm", "post_attention_norm.weight"),
-                    ("ffn_norm_b", "ffn_norm.bias"), ("ffn_post_norm", "post_ffw_norm.weight")]
+        optional = [
+            ("attn_norm_b", "attn_norm.bias"),
+            ("bq", "attn_q.bias"),
+            ("bk", "attn_k.bias"),
+            ("bv", "attn_v.bias"),
+            ("bo", "attn_output.bias"),
+            ("q_norm", "attn_q_norm.weight"),
+            ("k_norm", "attn_k_norm.weight"),
+            ("attn_post_norm", "post_attention_norm.weight"),
+            ("ffn_norm_b", "ffn_norm.bias"),
+            ("ffn_post_norm", "post_ffw_norm.weight"),
+        ]
         L.attn_norm = self._vector(p + "attn_norm.weight")[0]
         L.ffn_norm = self._vector(p + "ffn_norm.weight")[0]
         for field, name in optional:
@@ -279,22 +305,34 @@ class CDecoder:
         if n == 0:
             raise ValueError("decode: no tokens")
         if start_pos < 0 or start_pos + n > self.n_ctx:
-            raise ValueError(f"decode: positions {start_pos}..{start_pos + n - 1} outside the "
-                             f"context of {self.n_ctx}")
+            raise ValueError(f"decode: positions {start_pos}..{start_pos + n - 1} outside the context of {self.n_ctx}")
         if ids.min() < 0 or ids.max() >= self.n_vocab:
             raise ValueError(f"decode: token id outside 0..{self.n_vocab - 1}")
-        self._file.check_unchanged()        # a truncated mapping would kill the process in C
+        self._file.check_unchanged()  # a truncated mapping would kill the process in C
         out = np.empty((n, self.n_vocab) if all_logits else self.n_vocab, np.float32)
-        st = lib.llk_decode(self.ptr, ffi.from_buffer("int32_t[]", ids), n, int(start_pos),
-                            int(bool(all_logits)), ffi.from_buffer("float[]", out))
+        st = lib.llk_decode(
+            self.ptr,
+            ffi.from_buffer("int32_t[]", ids),
+            n,
+            int(start_pos),
+            int(bool(all_logits)),
+            ffi.from_buffer("float[]", out),
+        )
         if st == lib.LLK_ERR_ABORTED:
             raise DecodeCancelled("decode cancelled")
         kernels._check(st, "decode")
         return out
 
-    def generate(self, logits: np.ndarray, start_pos: int, context: Sequence[int], sampler,
-                 max_tokens: int, stop_ids: Sequence[int] = (), max_seconds: float = 0.03
-                 ) -> tuple[list[int], float, bool]:
+    def generate(
+        self,
+        logits: np.ndarray,
+        start_pos: int,
+        context: Sequence[int],
+        sampler,
+        max_tokens: int,
+        stop_ids: Sequence[int] = (),
+        max_seconds: float = 0.03,
+    ) -> tuple[list[int], float, bool]:
         """A run of tokens made in C (llk_generate), the interpreter lock released throughout:
         sample from `logits` (after the token at start_pos - 1; overwritten), decode, repeat, up
         to max_tokens, a token of stop_ids, or max_seconds. Returns (tokens, seconds spent
@@ -309,19 +347,32 @@ class CDecoder:
         w = sampler.n_window
         hist = np.empty(w + max_tokens, np.int32)
         tail = list(context[-w:]) if w else []
-        hist[:len(tail)] = tail
+        hist[: len(tail)] = tail
         u = sampler.uniforms(max_tokens)
         stop = np.asarray(sorted(stop_ids), dtype=np.int32)
         out = np.empty(max_tokens, np.int32)
         n_out = ffi.new("int64_t *")
         ts = ffi.new("double *")
-        st = lib.llk_generate(self.ptr, ffi.from_buffer("float[]", logits), self.n_vocab, int(start_pos),
-                              ffi.from_buffer("int32_t[]", hist), len(tail), w, sampler.params,
-                              ffi.from_buffer("double[]", u), ffi.from_buffer("int32_t[]", stop),
-                              stop.size, max_tokens, float(max_seconds),
-                              ffi.from_buffer(sampler.scratch(self.n_vocab)),
-                              ffi.from_buffer("int32_t[]", out), n_out, ts)
-        tokens = [int(t) for t in out[:n_out[0]]]
+        st = lib.llk_generate(
+            self.ptr,
+            ffi.from_buffer("float[]", logits),
+            self.n_vocab,
+            int(start_pos),
+            ffi.from_buffer("int32_t[]", hist),
+            len(tail),
+            w,
+            sampler.params,
+            ffi.from_buffer("double[]", u),
+            ffi.from_buffer("int32_t[]", stop),
+            stop.size,
+            max_tokens,
+            float(max_seconds),
+            ffi.from_buffer(sampler.scratch(self.n_vocab)),
+            ffi.from_buffer("int32_t[]", out),
+            n_out,
+            ts,
+        )
+        tokens = [int(t) for t in out[: n_out[0]]]
         sampler.used(len(tokens))
         if st == lib.LLK_ERR_ABORTED:
             return tokens, ts[0], True
@@ -344,8 +395,13 @@ class CDecoder:
     def kv_signature(self) -> dict:
         """What a saved cache image depends on besides the model file and the tokens."""
         c = self.config
-        return {"kv_type": self.kv_type, "n_layer": c.n_layer, "n_head_kv": c.n_head_kv,
-                "head_dim": c.head_dim, "rope_factors": self.rope_factors}
+        return {
+            "kv_type": self.kv_type,
+            "n_layer": c.n_layer,
+            "n_head_kv": c.n_head_kv,
+            "head_dim": c.head_dim,
+            "rope_factors": self.rope_factors,
+        }
 
     def kv_image_bytes(self, n: int) -> int:
         """Bytes of the cache image of positions [0, n) (K and V of every layer)."""
@@ -356,8 +412,7 @@ class CDecoder:
     def kv_read(self, n: int) -> np.ndarray:
         """The cache image of positions [0, n): uint8, layer by layer, K rows then V rows."""
         out = np.empty(self.kv_image_bytes(n), np.uint8)
-        kernels._check(lib.llk_decoder_kv_read(self.ptr, 0, int(n), ffi.from_buffer(out), out.size),
-                       "kv_read")
+        kernels._check(lib.llk_decoder_kv_read(self.ptr, 0, int(n), ffi.from_buffer(out), out.size), "kv_read")
         return out
 
     def kv_write(self, image, n: int) -> None:
@@ -365,8 +420,7 @@ class CDecoder:
         buf = np.frombuffer(image, np.uint8) if not isinstance(image, np.ndarray) else image
         if buf.size != self.kv_image_bytes(n):
             raise ValueError(f"kv_write: {buf.size} bytes, {n} positions need {self.kv_image_bytes(n)}")
-        kernels._check(lib.llk_decoder_kv_write(self.ptr, 0, int(n), ffi.from_buffer(buf), buf.size),
-                       "kv_write")
+        kernels._check(lib.llk_decoder_kv_write(self.ptr, 0, int(n), ffi.from_buffer(buf), buf.size), "kv_write")
 
     def abort(self) -> None:
         self.pool.abort()
@@ -386,7 +440,7 @@ class CDecoder:
             self._ptr = None
         if getattr(self, "_own_pool", False) and getattr(self, "pool", None) is not None:
             self.pool.close()
-            self.pool = None    # type: ignore[assignment]  # closed: the decoder is not used after close()
+            self.pool = None  # type: ignore[assignment]  # closed: the decoder is not used after close()
         self._keep = []
 
     def __enter__(self) -> "CDecoder":

@@ -14,6 +14,7 @@ background, recent states kept in memory), a conversation's KV state is saved un
 (`Chat.save_state`) and restored when the conversation comes back with the same model, so
 reopening it decodes only what is new.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -35,26 +36,36 @@ from app.library.preflight import fitting_context
 from app.model import config_from_gguf, require_supported
 
 if TYPE_CHECKING:
-    from app.text.chat import ChatTemplate     # only imported lazily at run time: jinja2 (see __init__)
+    from app.text.chat import ChatTemplate  # only imported lazily at run time: jinja2 (see __init__)
 
 __all__ = ["Engine", "Chat", "DEFAULT_N_CTX", "conversation_key"]
 
 log = logging.getLogger(__name__)
 
-DEFAULT_N_CTX = D.N_CTX    # 0: the training length, capped by what fits (fitting_context)
+DEFAULT_N_CTX = D.N_CTX  # 0: the training length, capped by what fits (fitting_context)
 
 
 class Engine:
-    def __init__(self, path, *, n_ctx: int | None = None, n_threads: int = D.THREADS,
-                 kv_type: str = D.KV_TYPE, n_batch: int = D.N_BATCH, isa: str | None = None,
-                 kv_store=None, speculation: str = D.SPECULATION, draft: str | None = None,
-                 draft_max: int = D.DRAFT_MAX):
+    def __init__(
+        self,
+        path,
+        *,
+        n_ctx: int | None = None,
+        n_threads: int = D.THREADS,
+        kv_type: str = D.KV_TYPE,
+        n_batch: int = D.N_BATCH,
+        isa: str | None = None,
+        kv_store=None,
+        speculation: str = D.SPECULATION,
+        draft: str | None = None,
+        draft_max: int = D.DRAFT_MAX,
+    ):
         """n_ctx None: the training length, capped by what fits in memory with kv_type;
         kv_store: a KVStore where conversations' KV states are kept (None: not kept);
         speculation: "lookup" (prompt lookup, on by default: it switches itself off where it
         does not pay), "off", or "draft" with `draft` the path of a small model of the same
         vocabulary; draft_max: most tokens guessed per pass (app.engine.speculative)."""
-        from app.text import load_tokenizer   # lazy: app.text loads jinja2; `llambda --help` imports the engine
+        from app.text import load_tokenizer  # lazy: app.text loads jinja2; `llambda --help` imports the engine
 
         self.path = str(path)
         t0 = time.perf_counter()
@@ -66,20 +77,21 @@ class Engine:
             self.tokenizer = load_tokenizer(self.file)
             if n_ctx:
                 n_ctx, self.n_ctx_reason = int(n_ctx), "as asked"
-            else:       # the training length, capped by what fits in memory with this KV type
+            else:  # the training length, capped by what fits in memory with this KV type
                 n_ctx, self.n_ctx_reason = fitting_context(self.file, kv_type)
             t1 = time.perf_counter()
-            self.decoder = CDecoder(self.file, self.config, n_ctx, kv_type=kv_type,
-                                    n_threads=n_threads, n_batch=n_batch, isa=isa)
+            self.decoder = CDecoder(
+                self.file, self.config, n_ctx, kv_type=kv_type, n_threads=n_threads, n_batch=n_batch, isa=isa
+            )
             decoder_s = time.perf_counter() - t1
         except BaseException:
             self.file.close()
             raise
         self.session = Session(self.decoder, n_batch=n_batch)
         self._template: ChatTemplate | None = None
-        self.kv_store = kv_store          # a KVStore, or None: states are not kept on disk
+        self.kv_store = kv_store  # a KVStore, or None: states are not kept on disk
         self._model_id: str | None = None
-        self.last_tokenize_s: float | None = None     # of the last raw_prompt / chat_prompt
+        self.last_tokenize_s: float | None = None  # of the last raw_prompt / chat_prompt
         self.speculator: Speculator | None = None
         try:
             self.set_speculation("draft" if draft else speculation, draft, draft_max, kv_type)
@@ -88,8 +100,9 @@ class Engine:
             raise
         stagelog.log_model_load(self, map_s, decoder_s)
 
-    def set_speculation(self, mode: str = D.SPECULATION, draft: str | None = None, draft_max: int = D.DRAFT_MAX,
-                        kv_type: str = "f16") -> None:
+    def set_speculation(
+        self, mode: str = D.SPECULATION, draft: str | None = None, draft_max: int = D.DRAFT_MAX, kv_type: str = "f16"
+    ) -> None:
         """Switch speculative decoding: "off", "lookup", or "draft" (opens `draft`; a draft whose
         vocabulary differs from this model's is refused with IncompatibleDraftError)."""
         if mode not in ("off", "lookup", "draft"):
@@ -101,10 +114,10 @@ class Engine:
             self.speculator = Speculator(PromptLookup(), k_max=draft_max)
         else:
             if not draft:
-                raise ValueError("speculation \"draft\" needs a draft model")
-            self.speculator = Speculator(DraftModel(draft, self.file, self.n_ctx,
-                                                    pool=self.decoder.pool, kv_type=kv_type),
-                                         k_max=draft_max)
+                raise ValueError('speculation "draft" needs a draft model')
+            self.speculator = Speculator(
+                DraftModel(draft, self.file, self.n_ctx, pool=self.decoder.pool, kv_type=kv_type), k_max=draft_max
+            )
         if old is not None and hasattr(old.proposer, "close"):
             old.proposer.close()
 
@@ -127,9 +140,9 @@ class Engine:
     @property
     def chat_template(self) -> ChatTemplate:
         if self._template is None:
-            from app.text import load_chat_template   # lazy: jinja2 (see __init__)
+            from app.text import load_chat_template  # lazy: jinja2 (see __init__)
 
-            self.file.check_unchanged()     # the template is read from the mapping
+            self.file.check_unchanged()  # the template is read from the mapping
             self._template = load_chat_template(self.file, self.tokenizer)
         return self._template
 
@@ -147,20 +160,20 @@ class Engine:
         fails on them within its bounds (too slow, too big, unsafe: app.text.chat), the family
         template takes over for the rest of the session, with a warning (`chat_template.note`);
         a template that refuses the conversation itself (raise_exception) is obeyed."""
-        from app.text import chat_prompt_tokens   # lazy: jinja2 (see __init__)
-        from app.text.chat import TemplateRaised, fallback_template   # lazy: jinja2
+        from app.text import chat_prompt_tokens  # lazy: jinja2 (see __init__)
+        from app.text.chat import TemplateRaised, fallback_template  # lazy: jinja2
 
         t0 = time.perf_counter()
         template = self.chat_template
         try:
-            ids = chat_prompt_tokens(self.tokenizer, template, messages,
-                                     add_generation_prompt=add_generation_prompt)
+            ids = chat_prompt_tokens(self.tokenizer, template, messages, add_generation_prompt=add_generation_prompt)
         except TemplateError as e:
             if template.fallback or isinstance(e, TemplateRaised):
                 raise
             self._template = fallback_template(self.file, self.tokenizer, str(e), template.name)
-            ids = chat_prompt_tokens(self.tokenizer, self._template, messages,
-                                     add_generation_prompt=add_generation_prompt)
+            ids = chat_prompt_tokens(
+                self.tokenizer, self._template, messages, add_generation_prompt=add_generation_prompt
+            )
         self.last_tokenize_s = time.perf_counter() - t0
         return ids
 
@@ -192,12 +205,15 @@ class Engine:
         the cache image is copied here (kv_read), so with a StateKeeper as the store only that
         copy is made on this thread and the file is written in the background."""
         s = self.session
-        if self.kv_store is None or s.n_past == 0 or self.model_id is None \
-                or self.kv_store.unchanged(self.model_id, key, s.tokens):
+        if (
+            self.kv_store is None
+            or s.n_past == 0
+            or self.model_id is None
+            or self.kv_store.unchanged(self.model_id, key, s.tokens)
+        ):
             return False
         image = self.decoder.kv_read(s.n_past)
-        return self.kv_store.save(self.model_id, key, self.decoder.kv_signature(), s.tokens, image) \
-            is not None
+        return self.kv_store.save(self.model_id, key, self.decoder.kv_signature(), s.tokens, image) is not None
 
     def restore_state(self, key: str, prompt_ids) -> int:
         """Before feeding `prompt_ids`: if the state saved under `key` shares more of them than
@@ -265,13 +281,12 @@ class Chat:
     """A conversation on an engine: system prompt, alternating turns, context policy "shift" by
     default (oldest turns after the system prompt are dropped when the context fills)."""
 
-    def __init__(self, engine: Engine, system: str | None = None, context_policy: str = D.OVERFLOW,
-                 reserve: int = 256):
+    def __init__(self, engine: Engine, system: str | None = None, context_policy: str = D.OVERFLOW, reserve: int = 256):
         self.engine = engine
         self.system = system
         self.messages: list[dict] = []
         self.context_policy = context_policy
-        self.reserve = reserve          # tokens kept free for the reply when dropping turns
+        self.reserve = reserve  # tokens kept free for the reply when dropping turns
         self.dropped_turns = 0
         self._state_key: str | None = None
 
@@ -290,17 +305,18 @@ class Chat:
             n += 1
         return n
 
-    def send(self, user_text: str, sampler: SamplerSettings | None = None,
-             max_tokens: int = D.MAX_TOKENS) -> Iterator[Event]:
+    def send(
+        self, user_text: str, sampler: SamplerSettings | None = None, max_tokens: int = D.MAX_TOKENS
+    ) -> Iterator[Event]:
         """Add the user's turn, generate the reply (events), and add the reply to the history."""
         self.messages.append({"role": "user", "content": user_text})
-        key = self.state_key                # fixed before any turn is dropped
+        key = self.state_key  # fixed before any turn is dropped
         ids = self.engine.chat_prompt(self._all(self.messages))
         limit = self.engine.n_ctx - min(self.reserve, self.engine.n_ctx // 4)
         dropped, n_before = 0, len(ids)
         while len(ids) > limit and self.context_policy == "shift" and len(self.messages) > 1:
             # the oldest exchange after the system prompt goes: a user turn and its reply
-            del self.messages[:2 if len(self.messages) > 2 else 1]
+            del self.messages[: 2 if len(self.messages) > 2 else 1]
             dropped += 1
             ids = self.engine.chat_prompt(self._all(self.messages))
         if dropped:
@@ -308,9 +324,13 @@ class Chat:
             yield ContextShifted(n_before - len(ids), len(ids), dropped_turns=dropped)
         if getattr(self.engine, "kv_store", None) is not None:
             self.engine.restore_state(key, ids)
-        req = GenerationRequest(tuple(ids), max_tokens=max_tokens,
-                                sampler=sampler or SamplerSettings(),
-                                context_policy=self.context_policy, n_keep=self._n_keep(ids))
+        req = GenerationRequest(
+            tuple(ids),
+            max_tokens=max_tokens,
+            sampler=sampler or SamplerSettings(),
+            context_policy=self.context_policy,
+            n_keep=self._n_keep(ids),
+        )
         fin = None
         for ev in self.engine.generate(req):
             if isinstance(ev, Finished):

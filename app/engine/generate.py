@@ -8,6 +8,7 @@ line and the tests all drive this same loop:
 Stop reasons: "eog" (end-of-generation token), "stop_string", "length" (max_tokens),
 "context_full" (policy "stop"), "cancelled" (Session.cancel() from another thread).
 """
+
 from __future__ import annotations
 
 import time
@@ -19,8 +20,17 @@ from app.engine.session import ContextFullError, GenerationCancelled, Session
 from app.engine.speculative import verify_pass
 from app.engine.stats import GenerationStats, SpecStats, peak_rss_bytes
 
-__all__ = ["GenerationRequest", "PromptProgress", "TextPiece", "ContextShifted", "Finished",
-           "Event", "generate", "STOP_REASONS", "CONTEXT_POLICIES"]
+__all__ = [
+    "GenerationRequest",
+    "PromptProgress",
+    "TextPiece",
+    "ContextShifted",
+    "Finished",
+    "Event",
+    "generate",
+    "STOP_REASONS",
+    "CONTEXT_POLICIES",
+]
 
 STOP_REASONS = ("eog", "stop_string", "length", "context_full", "cancelled")
 
@@ -39,8 +49,8 @@ class GenerationRequest:
     sampler: SamplerSettings = GREEDY
     stop_strings: tuple[str, ...] = ()
     stop_on_eog: bool = True
-    context_policy: str = "stop"      # "stop": end with "context_full"; "shift": drop and go on
-    n_keep: int = 0                   # tokens never dropped by a shift (BOS, system prompt)
+    context_policy: str = "stop"  # "stop": end with "context_full"; "shift": drop and go on
+    n_keep: int = 0  # tokens never dropped by a shift (BOS, system prompt)
 
     def __post_init__(self) -> None:
         if not self.prompt_ids:
@@ -55,10 +65,10 @@ class GenerationRequest:
 
 @dataclass(frozen=True)
 class PromptProgress:
-    done: int                 # prompt tokens decoded so far
-    total: int                # prompt tokens to decode (those not already in the cache)
-    reused: int = 0           # prompt tokens kept from the cache, not decoded again
-    seconds: float = 0.0      # since the request began (0: not measured, an estimate)
+    done: int  # prompt tokens decoded so far
+    total: int  # prompt tokens to decode (those not already in the cache)
+    reused: int = 0  # prompt tokens kept from the cache, not decoded again
+    seconds: float = 0.0  # since the request began (0: not measured, an estimate)
 
     @property
     def prompt_tokens(self) -> int:
@@ -67,15 +77,15 @@ class PromptProgress:
 
 @dataclass(frozen=True)
 class TextPiece:
-    text: str                 # may be "" while a character or a possible stop string is pending
+    text: str  # may be "" while a character or a possible stop string is pending
     token: int
 
 
 @dataclass(frozen=True)
 class ContextShifted:
-    dropped: int              # tokens dropped after the first n_keep
-    n_past: int               # tokens in the prompt / cache after the shift
-    dropped_turns: int = 0    # whole conversation turns dropped (Chat), 0 inside a reply
+    dropped: int  # tokens dropped after the first n_keep
+    n_past: int  # tokens in the prompt / cache after the shift
+    dropped_turns: int = 0  # whole conversation turns dropped (Chat), 0 inside a reply
 
 
 @dataclass(frozen=True)
@@ -97,11 +107,10 @@ def _shift_prompt(ids: list[int], n_ctx: int, n_keep: int) -> list[int] | None:
     budget = n_ctx // 2 - n_keep
     if budget < 1:
         return None
-    return ids[:n_keep] + ids[len(ids) - budget:]
+    return ids[:n_keep] + ids[len(ids) - budget :]
 
 
-def generate(session: Session, tokenizer, request: GenerationRequest,
-             speculator=None) -> Iterator[Event]:
+def generate(session: Session, tokenizer, request: GenerationRequest, speculator=None) -> Iterator[Event]:
     """Run one generation on `session`; see the module docstring for the events. With a
     `speculator` (app.engine.speculative), tokens it guesses are checked several at a time in
     one decoder pass where that pays; the reply is the same token for token."""
@@ -126,15 +135,18 @@ class _Generation:
     the `Finished` event)."""
 
     def __init__(self, session: Session, tokenizer, request: GenerationRequest, speculator):
-        from app.text import TextStream   # lazy: app.text loads jinja2; `llambda --help` imports the engine
+        from app.text import TextStream  # lazy: app.text loads jinja2; `llambda --help` imports the engine
 
         self.session, self.request, self.speculator = session, request, speculator
-        self.stats = GenerationStats(threads=getattr(session.decoder, "n_threads", 1),
-                                     isa=getattr(session.decoder, "isa", ""), n_ctx=session.n_ctx)
+        self.stats = GenerationStats(
+            threads=getattr(session.decoder, "n_threads", 1),
+            isa=getattr(session.decoder, "isa", ""),
+            n_ctx=session.n_ctx,
+        )
         self.t0 = time.perf_counter()
-        self.t_first: float | None = None      # when the first token was sampled
+        self.t_first: float | None = None  # when the first token was sampled
         self.stats.prompt_tokens = len(request.prompt_ids)
-        self.ids: list[int] = []                # the reply's tokens
+        self.ids: list[int] = []  # the reply's tokens
         self.stream = TextStream(tokenizer, request.stop_strings, stop_on_eog=request.stop_on_eog)
         self.stop_ids = getattr(tokenizer, "eog_ids", ()) if request.stop_on_eog else ()
         self.reason = "length"
@@ -149,9 +161,10 @@ class _Generation:
         one token fits (the reason is then "context_full")."""
         session, request = self.session, self.request
         prompt = list(request.prompt_ids)
-        if len(prompt) >= session.n_ctx:     # no room for even one generated token
-            shifted = _shift_prompt(prompt, session.n_ctx, request.n_keep) \
-                if request.context_policy == "shift" else None
+        if len(prompt) >= session.n_ctx:  # no room for even one generated token
+            shifted = (
+                _shift_prompt(prompt, session.n_ctx, request.n_keep) if request.context_policy == "shift" else None
+            )
             if shifted is None:
                 self.reason = "context_full"
                 return None
@@ -172,12 +185,12 @@ class _Generation:
         run of sampling and decoding in C; their text is pushed through the stream."""
         session, request, stats = self.session, self.request, self.stats
         sampler = Sampler(request.sampler)
-        pending = None          # the last token sampled, not yet decoded into the cache
-        step_s = 0.0            # seconds of the last single step (a plain run's share)
-        run = 1                 # tokens per run: the first alone (it shows at once), then RUN
+        pending = None  # the last token sampled, not yet decoded into the cache
+        step_s = 0.0  # seconds of the last single step (a plain run's share)
+        run = 1  # tokens per run: the first alone (it shows at once), then RUN
         if self.speculator is not None:
             self.spec = SpecStats(kind=self.speculator.kind)
-            self.speculator.current = self.spec     # live figures for a window polling from elsewhere
+            self.speculator.current = self.spec  # live figures for a window polling from elsewhere
         stats.spec = self.spec
         while len(self.ids) < request.max_tokens:
             toks = None
@@ -202,9 +215,9 @@ class _Generation:
                 run = RUN if self.spec is None else self.speculator.plain_run
             taken, stop_pressed = yield from self._take(toks)
             cancelled = cancelled or stop_pressed
-            if taken < len(toks):   # the cache keeps the reply's tokens but its last, as ever
+            if taken < len(toks):  # the cache keeps the reply's tokens but its last, as ever
                 session.rollback(len(toks) - taken)
-            assert self.t_first is not None     # set by the first run, which every round follows
+            assert self.t_first is not None  # set by the first run, which every round follows
             stats.generation_s = time.perf_counter() - self.t_first
             if cancelled:
                 raise GenerationCancelled("generation cancelled")
@@ -218,7 +231,7 @@ class _Generation:
         """One verify pass over the speculator's guess after `pending`: the tokens it accepts plus
         the one sampled after them, or None when it has no guess."""
         session, spec, speculator = self.session, self.spec, self.speculator
-        assert spec is not None             # only called with a speculator
+        assert spec is not None  # only called with a speculator
         t_pass = time.perf_counter()
         room = min(self.request.max_tokens - len(self.ids) - 1, session.n_ctx - session.n_past - 1)
         guess, bucket = speculator.propose(session.tokens + [pending], room)
@@ -227,8 +240,7 @@ class _Generation:
             return None
         toks, sample_s = verify_pass(session, sampler, pending, guess, self.stop_ids)
         t_end = time.perf_counter()
-        speculator.note_pass(bucket, len(guess), len(toks) - 1, t_end - t_guess - sample_s,
-                             t_guess - t_pass)
+        speculator.note_pass(bucket, len(guess), len(toks) - 1, t_end - t_guess - sample_s, t_guess - t_pass)
         self.stats.sample_s += sample_s
         spec.passes += 1
         spec.proposed += len(guess)
@@ -244,7 +256,7 @@ class _Generation:
         keep = min(self.request.n_keep, session.n_past - 1)
         n_drop = (session.n_past - keep) // 2
         new = session.shifted(keep, n_drop)
-        session.drop(keep, n_drop)      # keys moved in place where RoPE allows
+        session.drop(keep, n_drop)  # keys moved in place where RoPE allows
         self.stats.context_shifts += 1
         yield ContextShifted(n_drop, len(new))
         return session.feed(new + [pending])
@@ -261,7 +273,7 @@ class _Generation:
             stats.ttft_s = self.t_first - self.t0
         else:
             stats.sample_s += sample_s
-            if self.spec is not None:       # a plain run: one step, then len(toks) - 1 more
+            if self.spec is not None:  # a plain run: one step, then len(toks) - 1 more
                 took = time.perf_counter() - t_run + step_s
                 self.speculator.note_plain(len(toks), took)
                 self.spec.plain_tokens += len(toks)
@@ -274,7 +286,7 @@ class _Generation:
         whether Stop cut the run)."""
         taken = 0
         for tok in toks:
-            if taken and self.session.cancelled:     # Stop pressed while the run was shown
+            if taken and self.session.cancelled:  # Stop pressed while the run was shown
                 return taken, True
             taken += 1
             self.ids.append(tok)
@@ -299,5 +311,6 @@ class _Generation:
         stats.peak_rss_bytes = peak_rss_bytes()
         if tail:
             yield TextPiece(tail, self.ids[-1] if self.ids else -1)
-        yield Finished(self.reason, self.stream.text, tuple(self.ids), tuple(self.request.prompt_ids),
-                       stats, self.stop_string)
+        yield Finished(
+            self.reason, self.stream.text, tuple(self.ids), tuple(self.request.prompt_ids), stats, self.stop_string
+        )

@@ -9,6 +9,7 @@ in memory restores it from there (no disk read); one that did not fit the memory
 from the disk store. `close()` writes what is pending before it returns.
 Not here: the file format and its checks (kvstore.py); when to save (the engine and the worker).
 """
+
 from __future__ import annotations
 
 import logging
@@ -25,17 +26,18 @@ __all__ = ["StateKeeper", "Snapshot", "DEFAULT_RAM_BUDGET_BYTES"]
 
 log = logging.getLogger(__name__)
 
-DEFAULT_RAM_BUDGET_BYTES = 1 << 30      # states kept in memory for switching back (1 GiB)
+DEFAULT_RAM_BUDGET_BYTES = 1 << 30  # states kept in memory for switching back (1 GiB)
 
 
 @dataclass(frozen=True, eq=False)
 class Snapshot:
     """One conversation's KV state at one moment: immutable once made."""
+
     model_id: str
     key: str
     signature: dict
     tokens: tuple[int, ...]
-    image: np.ndarray           # uint8, read-only: positions [0, len(tokens)) of the cache
+    image: np.ndarray  # uint8, read-only: positions [0, len(tokens)) of the cache
 
     @property
     def nbytes(self) -> int:
@@ -54,14 +56,14 @@ class StateKeeper:
         self.store = store if store is not None else KVStore()
         self.ram_budget_bytes = int(ram_budget_bytes)
         self._cond = threading.Condition()
-        self._ram: OrderedDict[tuple[str, str], Snapshot] = OrderedDict()    # oldest first
+        self._ram: OrderedDict[tuple[str, str], Snapshot] = OrderedDict()  # oldest first
         self._pending: OrderedDict[tuple[str, str], Snapshot] = OrderedDict()
         self._writing: Snapshot | None = None
         self._thread: threading.Thread | None = None
         self._closed = False
-        self.written = 0            # snapshots the writer has handed to the store
-        self.superseded = 0         # snapshots replaced by a newer one before they were written
-        self.memory_hits = 0        # restores served from memory
+        self.written = 0  # snapshots the writer has handed to the store
+        self.superseded = 0  # snapshots replaced by a newer one before they were written
+        self.memory_hits = 0  # restores served from memory
 
     # -- the engine's side ----------------------------------------------------------------------
 
@@ -135,7 +137,7 @@ class StateKeeper:
             s = self._newest(k)
             if s is not None and s.fits(signature, n_ctx):
                 if k in self._ram:
-                    self._ram.move_to_end(k)        # recently used
+                    self._ram.move_to_end(k)  # recently used
                 self.memory_hits += 1
                 return list(s.tokens), s.image
         return self.store.load(model_id, key, signature, n_ctx)
@@ -170,7 +172,7 @@ class StateKeeper:
                 self._writing = snap
             try:
                 self.store.save(snap.model_id, snap.key, snap.signature, snap.tokens, snap.image)
-            except Exception:       # the store logs what it expects (OSError); anything else too
+            except Exception:  # the store logs what it expects (OSError); anything else too
                 log.warning("KV state %r not saved", snap.key, exc_info=True)
             finally:
                 with self._cond:

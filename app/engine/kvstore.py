@@ -19,6 +19,7 @@ the new one. The folder is kept under a size budget (default 2 GB, a setting of 
 least recently used first.
 Not here: when to save or restore (engine.py and the window's worker decide).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -44,10 +45,10 @@ __all__ = ["KVStore", "model_identity", "FORMAT_VERSION", "DEFAULT_BUDGET_BYTES"
 
 MAGIC = b"LLKVSAVE"
 FORMAT_VERSION = 1
-DEFAULT_BUDGET_BYTES = D.KV_BUDGET_MB << 20        # 2 GiB; the window's setting changes it
+DEFAULT_BUDGET_BYTES = D.KV_BUDGET_MB << 20  # 2 GiB; the window's setting changes it
 SUFFIX = ".llkv"
 MAX_HEADER = 64 * 1024
-STALE_TMP_S = 3600            # temporary files older than this are a killed writer's leftovers
+STALE_TMP_S = 3600  # temporary files older than this are a killed writer's leftovers
 _PRE = struct.Struct("<8sII")
 _DIGEST = 32
 
@@ -92,13 +93,12 @@ class KVStore:
     background writer of kvkeeper.py); the bookkeeping of what was written, and eviction, are
     under one lock. `budget_bytes` may be changed at any time; `evict()` then applies it."""
 
-    def __init__(self, folder: str | os.PathLike | None = None,
-                 budget_bytes: int = DEFAULT_BUDGET_BYTES):
+    def __init__(self, folder: str | os.PathLike | None = None, budget_bytes: int = DEFAULT_BUDGET_BYTES):
         if folder is None:
             folder = cache_dir() / "kv"
         self.folder = Path(folder)
         self.budget_bytes = int(budget_bytes)
-        self._saved: dict[str, tuple[int, ...]] = {}     # file name -> tokens written this run
+        self._saved: dict[str, tuple[int, ...]] = {}  # file name -> tokens written this run
         self._lock = threading.RLock()
 
     def path_for(self, model_id: str, key: str) -> Path:
@@ -122,19 +122,31 @@ class KVStore:
         img = np.ascontiguousarray(image, dtype=np.uint8).reshape(-1)
         if self.unchanged(model_id, key, toks.tolist()):
             return None
-        header = json.dumps({"engine": engine_version(), "model": model_id, "key": key,
-                             "signature": signature, "n_tokens": int(toks.size),
-                             "image_bytes": int(img.size), "saved": time.time()},
-                            sort_keys=True).encode()
+        header = json.dumps(
+            {
+                "engine": engine_version(),
+                "model": model_id,
+                "key": key,
+                "signature": signature,
+                "n_tokens": int(toks.size),
+                "image_bytes": int(img.size),
+                "saved": time.time(),
+            },
+            sort_keys=True,
+        ).encode()
         total = _PRE.size + len(header) + toks.nbytes + img.size + _DIGEST
         if total > self.budget_bytes:
-            log.info("KV state of %d tokens (%d bytes) is over the cache budget of %d bytes: not saved",
-                     toks.size, total, self.budget_bytes)
+            log.info(
+                "KV state of %d tokens (%d bytes) is over the cache budget of %d bytes: not saved",
+                toks.size,
+                total,
+                self.budget_bytes,
+            )
             return None
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
-            self._write_atomic(path, [_PRE.pack(MAGIC, FORMAT_VERSION, len(header)), header,
-                                      toks.tobytes(), memoryview(img)])  # type: ignore[arg-type]  # numpy: 3.12+
+            image = memoryview(img)  # type: ignore[arg-type]  # numpy: 3.12+
+            self._write_atomic(path, [_PRE.pack(MAGIC, FORMAT_VERSION, len(header)), header, toks.tobytes(), image])
         except OSError as e:
             log.warning("KV state not saved to %s: %s", path, e)
             return None
@@ -155,7 +167,7 @@ class KVStore:
                 f.write(h.digest())
                 f.flush()
                 os.fsync(f.fileno())
-            os.replace(tmp, path)       # over a directory: IsADirectoryError, the caller logs it
+            os.replace(tmp, path)  # over a directory: IsADirectoryError, the caller logs it
         except BaseException:
             try:
                 os.unlink(tmp)
@@ -207,13 +219,12 @@ class KVStore:
         got = self._open(model_id, key, signature, n_ctx, whole=False)
         return got[0] if got else None
 
-    def load(self, model_id: str, key: str, signature: dict, n_ctx: int
-             ) -> tuple[list[int], np.ndarray] | None:
+    def load(self, model_id: str, key: str, signature: dict, n_ctx: int) -> tuple[list[int], np.ndarray] | None:
         """(tokens, image) of a saved state whose every check passes, else None (logged)."""
         got = self._open(model_id, key, signature, n_ctx, whole=True)
         if got is not None:
             try:
-                os.utime(self.path_for(model_id, key))      # recently used
+                os.utime(self.path_for(model_id, key))  # recently used
             except OSError:
                 pass
         return got
@@ -282,8 +293,9 @@ def _read(path: Path, model_id: str, signature: dict, n_ctx: int, whole: bool):
         if not 1 <= n <= n_ctx:
             raise _Mismatch(f"{n} tokens do not fit the context of {n_ctx}")
         if image_bytes < 0 or _PRE.size + hlen + 4 * n + image_bytes + _DIGEST != size:
-            raise ValueError(f"truncated or padded: {size} bytes, the header says "
-                             f"{_PRE.size + hlen + 4 * n + image_bytes + _DIGEST}")
+            raise ValueError(
+                f"truncated or padded: {size} bytes, the header says {_PRE.size + hlen + 4 * n + image_bytes + _DIGEST}"
+            )
         tok_raw = f.read(4 * n)
         tokens = np.frombuffer(tok_raw, dtype="<i4")
         if tokens.size != n:

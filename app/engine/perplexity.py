@@ -45,6 +45,7 @@ log-probability and the arg-max are stored.
 
 Not here: the command line (app/engine/cli.py), printing, progress display.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -62,16 +63,34 @@ import numpy as np
 
 from app.errors import LlambdaError
 
-__all__ = ["MAGIC", "VERSION", "TOP_K", "PerplexityError", "TextError", "BaseFileError",
-           "BaseMismatchError", "Plan", "make_plan", "read_text", "log_softmax_rows",
-           "kl_divergence_rows",
-           "ChunkScores", "score_chunks", "BaseFile", "write_base", "read_base",
-           "kld_against", "Summary", "summarize", "vocab_sha256"]
+__all__ = [
+    "MAGIC",
+    "VERSION",
+    "TOP_K",
+    "PerplexityError",
+    "TextError",
+    "BaseFileError",
+    "BaseMismatchError",
+    "Plan",
+    "make_plan",
+    "read_text",
+    "log_softmax_rows",
+    "kl_divergence_rows",
+    "ChunkScores",
+    "score_chunks",
+    "BaseFile",
+    "write_base",
+    "read_base",
+    "kld_against",
+    "Summary",
+    "summarize",
+    "vocab_sha256",
+]
 
 MAGIC = b"LLKLDBAS"
 VERSION = 1
 TOP_K = 32
-_ROW_BLOCK = 16              # logit rows exponentiated at once (16 x 262,144 floats: 16 MB)
+_ROW_BLOCK = 16  # logit rows exponentiated at once (16 x 262,144 floats: 16 MB)
 
 
 class PerplexityError(LlambdaError, ValueError):
@@ -91,6 +110,7 @@ class BaseMismatchError(PerplexityError):
 
 
 # --- the text and its chunks ---------------------------------------------------------------------
+
 
 def read_text(path: str, max_bytes: int = 64 << 20) -> str:
     """The file's text: UTF-8 (a BOM is dropped), no NUL bytes, at most max_bytes."""
@@ -123,8 +143,8 @@ class Plan:
 
     chunks: tuple[tuple[int, ...], ...]
     n_ctx: int
-    n_tokens: int                         # tokens of the whole text (with BOS if added)
-    first: int = field(init=False)        # the first scored logit row of each chunk
+    n_tokens: int  # tokens of the whole text (with BOS if added)
+    first: int = field(init=False)  # the first scored logit row of each chunk
 
     def __post_init__(self):
         if self.n_ctx < 4:
@@ -141,18 +161,20 @@ class Plan:
         return [_ids_sha256(c) for c in self.chunks]
 
 
-def make_plan(ids: Sequence[int], n_ctx: int, bos_id: int | None, n_chunks: int | None = None,
-              source: str = "the text") -> Plan:
+def make_plan(
+    ids: Sequence[int], n_ctx: int, bos_id: int | None, n_chunks: int | None = None, source: str = "the text"
+) -> Plan:
     """Chunks of n_ctx tokens from the tokenized text `ids`; bos_id replaces each chunk's first
     token (None: the model adds no BOS). n_chunks: at most that many (None: all that fit)."""
     fit = len(ids) // n_ctx
     if fit < 1:
-        raise TextError(f"{source}: {len(ids)} tokens, fewer than one chunk of {n_ctx} "
-                        f"(use a longer text or a smaller --ctx)")
+        raise TextError(
+            f"{source}: {len(ids)} tokens, fewer than one chunk of {n_ctx} (use a longer text or a smaller --ctx)"
+        )
     n = fit if n_chunks is None else min(n_chunks, fit)
     chunks = []
     for c in range(n):
-        chunk = [int(t) for t in ids[c * n_ctx:(c + 1) * n_ctx]]
+        chunk = [int(t) for t in ids[c * n_ctx : (c + 1) * n_ctx]]
         if bos_id is not None:
             chunk[0] = int(bos_id)
         chunks.append(tuple(chunk))
@@ -160,6 +182,7 @@ def make_plan(ids: Sequence[int], n_ctx: int, bos_id: int | None, n_chunks: int 
 
 
 # --- scoring ---------------------------------------------------------------------------------------
+
 
 def log_softmax_rows(logits: np.ndarray) -> np.ndarray:
     """Log-probabilities (float64) of each row of float32 logits."""
@@ -181,18 +204,17 @@ class ChunkScores:
     KL divergence against a base (filled by kld_against)."""
 
     index: int
-    target_logprob: np.ndarray      # f64[n]
-    argmax: np.ndarray              # i32[n]
-    top_ids: np.ndarray | None      # i32[n, k] (None unless asked for)
+    target_logprob: np.ndarray  # f64[n]
+    argmax: np.ndarray  # i32[n]
+    top_ids: np.ndarray | None  # i32[n, k] (None unless asked for)
     top_logprob: np.ndarray | None  # f32[n, k]
-    rest_logmass: np.ndarray | None # f32[n]
+    rest_logmass: np.ndarray | None  # f32[n]
     seconds: float
-    kld: np.ndarray | None = None   # f64[n], with a base
+    kld: np.ndarray | None = None  # f64[n], with a base
     same_top1: np.ndarray | None = None
 
 
-def _score_rows(logits: np.ndarray, targets: np.ndarray, k: int, base: "BaseFile | None",
-                base_rows: slice | None):
+def _score_rows(logits: np.ndarray, targets: np.ndarray, k: int, base: "BaseFile | None", base_rows: slice | None):
     """Per row of float32 logits: log p(target), arg-max, and (k > 0) the top-k ids, their
     log-probabilities and the log of the rest's mass; with a base, KL(base || these rows).
     Only the log-sum-exp of a row is computed over the whole vocabulary (exp in float32, summed
@@ -200,21 +222,24 @@ def _score_rows(logits: np.ndarray, targets: np.ndarray, k: int, base: "BaseFile
     n = logits.shape[0]
     lse = np.empty(n)
     for r0 in range(0, n, _ROW_BLOCK):
-        x = logits[r0:r0 + _ROW_BLOCK]
+        x = logits[r0 : r0 + _ROW_BLOCK]
         m = x.max(axis=-1, keepdims=True)
-        lse[r0:r0 + _ROW_BLOCK] = m[:, 0] + np.log(np.exp(x - m).sum(axis=-1, dtype=np.float64))
+        lse[r0 : r0 + _ROW_BLOCK] = m[:, 0] + np.log(np.exp(x - m).sum(axis=-1, dtype=np.float64))
 
-    def lp(ids):                                       # log-probabilities at ids (n, ...)
+    def lp(ids):  # log-probabilities at ids (n, ...)
         return np.take_along_axis(logits, ids, -1).astype(np.float64) - lse[:, None]
 
     tlp = lp(np.asarray(targets, dtype=np.int64)[:, None])[:, 0]
     am = logits.argmax(axis=-1).astype(np.int32)
     tid = tlogp = rest = None
     if k > 0:
-        top = np.argpartition(-logits, k - 1, axis=-1)[:, :k] if k < logits.shape[1] else \
-            np.broadcast_to(np.arange(logits.shape[1]), logits.shape).copy()
+        top = (
+            np.argpartition(-logits, k - 1, axis=-1)[:, :k]
+            if k < logits.shape[1]
+            else np.broadcast_to(np.arange(logits.shape[1]), logits.shape).copy()
+        )
         top_lp = lp(top)
-        order = np.lexsort((top, -top_lp), axis=-1)    # most likely first; ties: lower id first
+        order = np.lexsort((top, -top_lp), axis=-1)  # most likely first; ties: lower id first
         tid = np.take_along_axis(top, order, -1).astype(np.int32)
         tlogp = lp(tid).astype(np.float32)
         rest = _log1mexp(np.logaddexp.reduce(lp(tid), axis=-1)).astype(np.float32)
@@ -249,12 +274,12 @@ def _kld_from(b_lp: np.ndarray, b_rest: np.ndarray, q_lp: np.ndarray) -> np.ndar
 
 def _kld_rows(base: "BaseFile", rows: slice, lp: np.ndarray) -> np.ndarray:
     """_kld_from with ours given as full log-probability rows (n, n_vocab)."""
-    return _kld_from(base.top_logprob[rows], base.rest_logmass[rows],
-                     np.take_along_axis(lp, base.top_ids[rows], -1))
+    return _kld_from(base.top_logprob[rows], base.rest_logmass[rows], np.take_along_axis(lp, base.top_ids[rows], -1))
 
 
-def score_chunks(decoder, plan: Plan, k: int = 0, base: "BaseFile | None" = None,
-                 n_score: int | None = None) -> Iterator[ChunkScores]:
+def score_chunks(
+    decoder, plan: Plan, k: int = 0, base: "BaseFile | None" = None, n_score: int | None = None
+) -> Iterator[ChunkScores]:
     """Decode each chunk of the plan from an empty cache and score its second half, yielding
     one ChunkScores per chunk. k: keep each position's top-k (what a base file holds; 0: not
     needed). n_score: only the first n_score scored positions of each chunk (the decode stops
@@ -268,9 +293,9 @@ def score_chunks(decoder, plan: Plan, k: int = 0, base: "BaseFile | None" = None
     first = plan.first
     for c, chunk in enumerate(plan.chunks):
         t0 = time.perf_counter()
-        decoder.decode(chunk[:first], 0)                               # the context half: cache
-        logits = decoder.decode(chunk[first:first + n], first, all_logits=True)
-        targets = np.asarray(chunk[first + 1:first + 1 + n], dtype=np.int64)
+        decoder.decode(chunk[:first], 0)  # the context half: cache
+        logits = decoder.decode(chunk[first : first + n], first, all_logits=True)
+        targets = np.asarray(chunk[first + 1 : first + 1 + n], dtype=np.int64)
         base_rows = slice(c * plan.n_scored, c * plan.n_scored + n) if base is not None else None
         tlp, am, tid, tlogp, rest, kld = _score_rows(logits, targets, k, base, base_rows)
         del logits
@@ -281,6 +306,7 @@ def score_chunks(decoder, plan: Plan, k: int = 0, base: "BaseFile | None" = None
 
 
 # --- summaries --------------------------------------------------------------------------------------
+
 
 def _ppl(target_logprob: np.ndarray) -> tuple[float, float]:
     nll = -np.asarray(target_logprob, dtype=np.float64)
@@ -302,15 +328,19 @@ class Summary:
     kld_median: float | None = None
     kld_p99: float | None = None
     kld_max: float | None = None
-    top1: float | None = None              # fraction of positions, 0..1
+    top1: float | None = None  # fraction of positions, 0..1
     top1_se: float | None = None
 
     def as_dict(self) -> dict:
         return {k: v for k, v in self.__dict__.items() if v is not None}
 
 
-def summarize(target_logprob: np.ndarray, base_target_logprob: np.ndarray | None = None,
-              kld: np.ndarray | None = None, same_top1: np.ndarray | None = None) -> Summary:
+def summarize(
+    target_logprob: np.ndarray,
+    base_target_logprob: np.ndarray | None = None,
+    kld: np.ndarray | None = None,
+    same_top1: np.ndarray | None = None,
+) -> Summary:
     """Perplexity ± SE; with a base: the PPL ratio (± SE of the paired log-ratio), KLD mean ±
     SE, median, p99, max, and top-1 agreement ± SE."""
     ppl, ppl_se = _ppl(target_logprob)
@@ -322,17 +352,27 @@ def summarize(target_logprob: np.ndarray, base_target_logprob: np.ndarray | None
     ratio = math.exp(float(d.mean()))
     ratio_se = ratio * float(d.std(ddof=1) / math.sqrt(n)) if n > 1 else 0.0
     kld = np.asarray(kld, np.float64)
-    assert same_top1 is not None        # given with a base, as kld is
+    assert same_top1 is not None  # given with a base, as kld is
     agree = float(np.mean(same_top1))
-    return Summary(n, ppl, ppl_se, base_ppl, ratio, ratio_se,
-                   kld_mean=float(kld.mean()),
-                   kld_se=float(kld.std(ddof=1) / math.sqrt(n)) if n > 1 else 0.0,
-                   kld_median=float(np.median(kld)), kld_p99=float(np.percentile(kld, 99)),
-                   kld_max=float(kld.max()), top1=agree,
-                   top1_se=math.sqrt(agree * (1 - agree) / max(n - 1, 1)))
+    return Summary(
+        n,
+        ppl,
+        ppl_se,
+        base_ppl,
+        ratio,
+        ratio_se,
+        kld_mean=float(kld.mean()),
+        kld_se=float(kld.std(ddof=1) / math.sqrt(n)) if n > 1 else 0.0,
+        kld_median=float(np.median(kld)),
+        kld_p99=float(np.percentile(kld, 99)),
+        kld_max=float(kld.max()),
+        top1=agree,
+        top1_se=math.sqrt(agree * (1 - agree) / max(n - 1, 1)),
+    )
 
 
 # --- the base file --------------------------------------------------------------------------------
+
 
 def vocab_sha256(tokens: Sequence[str]) -> str:
     """A fingerprint of a vocabulary: its token strings, in id order."""
@@ -347,10 +387,10 @@ def vocab_sha256(tokens: Sequence[str]) -> str:
 @dataclass
 class BaseFile:
     header: dict
-    target_logprob: np.ndarray     # f32[P]
-    top_ids: np.ndarray            # i32[P, k]
-    top_logprob: np.ndarray        # f32[P, k]
-    rest_logmass: np.ndarray       # f32[P]
+    target_logprob: np.ndarray  # f32[P]
+    top_ids: np.ndarray  # i32[P, k]
+    top_logprob: np.ndarray  # f32[P, k]
+    rest_logmass: np.ndarray  # f32[P]
     path: str = ""
 
     @property
@@ -363,40 +403,62 @@ class BaseFile:
 
     def describe(self) -> str:
         m = self.header.get("model", {})
-        return (f"{m.get('file') or m.get('name') or 'a model'} on "
-                f"{self.header.get('text', {}).get('file') or 'a text'}"
-                f" ({self.header.get('made_by', 'unknown')})")
+        return (
+            f"{m.get('file') or m.get('name') or 'a model'} on "
+            f"{self.header.get('text', {}).get('file') or 'a text'}"
+            f" ({self.header.get('made_by', 'unknown')})"
+        )
 
     def check_against(self, plan: Plan, n_vocab: int, vocab_hash: str | None = None) -> None:
         """Refuse (BaseMismatchError, one line) unless the plan's chunks are the base's first
         chunks token for token, with the same n_ctx and the same vocabulary."""
         h, where = self.header, self.path or "the base file"
-        if int(h["n_vocab"]) != n_vocab or (vocab_hash and h.get("vocab_sha256")
-                                             and h["vocab_sha256"] != vocab_hash):
-            raise BaseMismatchError(f"{where} was made with another vocabulary "
-                                    f"({h['n_vocab']} tokens, this model has {n_vocab}): "
-                                    "another model family")
+        if int(h["n_vocab"]) != n_vocab or (vocab_hash and h.get("vocab_sha256") and h["vocab_sha256"] != vocab_hash):
+            raise BaseMismatchError(
+                f"{where} was made with another vocabulary "
+                f"({h['n_vocab']} tokens, this model has {n_vocab}): "
+                "another model family"
+            )
         if int(h["n_ctx"]) != plan.n_ctx:
             raise BaseMismatchError(f"{where} was made with --ctx {h['n_ctx']}, not {plan.n_ctx}")
         if len(plan.chunks) > self.n_chunks:
             raise BaseMismatchError(f"{where} holds {self.n_chunks} chunks; {len(plan.chunks)} asked for")
-        theirs = h["chunk_sha256"][:len(plan.chunks)]
+        theirs = h["chunk_sha256"][: len(plan.chunks)]
         if theirs != plan.chunk_sha256:
             bad = next(i for i, (a, b) in enumerate(zip(theirs, plan.chunk_sha256)) if a != b)
-            raise BaseMismatchError(f"{where} was made from other token ids (chunk {bad + 1} "
-                                    "differs): another text or tokenizer")
+            raise BaseMismatchError(
+                f"{where} was made from other token ids (chunk {bad + 1} differs): another text or tokenizer"
+            )
 
 
-def _header(plan: Plan, k: int, n_vocab: int, vocab_hash: str, model: dict, text: dict,
-            made_by: str) -> dict:
-    return {"format": "llambda-kld-base", "version": VERSION, "k": k, "n_vocab": int(n_vocab),
-            "n_ctx": plan.n_ctx, "n_chunks": len(plan.chunks), "n_scored": plan.n_scored,
-            "first": plan.first, "chunk_sha256": plan.chunk_sha256, "vocab_sha256": vocab_hash,
-            "model": model, "text": text, "made_by": made_by}
+def _header(plan: Plan, k: int, n_vocab: int, vocab_hash: str, model: dict, text: dict, made_by: str) -> dict:
+    return {
+        "format": "llambda-kld-base",
+        "version": VERSION,
+        "k": k,
+        "n_vocab": int(n_vocab),
+        "n_ctx": plan.n_ctx,
+        "n_chunks": len(plan.chunks),
+        "n_scored": plan.n_scored,
+        "first": plan.first,
+        "chunk_sha256": plan.chunk_sha256,
+        "vocab_sha256": vocab_hash,
+        "model": model,
+        "text": text,
+        "made_by": made_by,
+    }
 
 
-def write_base(path: str, plan: Plan, scores: Sequence[ChunkScores], n_vocab: int, vocab_hash: str,
-               model: dict, text: dict, made_by: str) -> None:
+def write_base(
+    path: str,
+    plan: Plan,
+    scores: Sequence[ChunkScores],
+    n_vocab: int,
+    vocab_hash: str,
+    model: dict,
+    text: dict,
+    made_by: str,
+) -> None:
     """Write a base file atomically: a temporary file beside `path`, then a rename; nothing is
     left behind on failure."""
     if scores[0].top_ids is None:
@@ -404,8 +466,9 @@ def write_base(path: str, plan: Plan, scores: Sequence[ChunkScores], n_vocab: in
     k = scores[0].top_ids.shape[1]
     if any(s.target_logprob.size != plan.n_scored for s in scores) or len(scores) != len(plan.chunks):
         raise ValueError("write_base needs every scored position of every chunk")
-    header = json.dumps(_header(plan, k, n_vocab, vocab_hash, model, text, made_by),
-                        separators=(",", ":")).encode("utf-8")
+    header = json.dumps(_header(plan, k, n_vocab, vocab_hash, model, text, made_by), separators=(",", ":")).encode(
+        "utf-8"
+    )
     buf = io.BytesIO()
     buf.write(MAGIC + struct.pack("<II", VERSION, len(header)) + header)
     buf.write(np.concatenate([s.target_logprob for s in scores]).astype("<f4").tobytes())
@@ -425,7 +488,7 @@ def _atomic_write(path: str, data: bytes) -> None:
     try:
         umask = os.umask(0)
         os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)                 # mkstemp makes it private
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes it private
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
@@ -458,11 +521,10 @@ def read_base(path: str) -> BaseFile:
     try:
         if 16 + hlen > len(raw) - 32:
             raise ValueError("header longer than the file")
-        h = json.loads(raw[16:16 + hlen].decode("utf-8"))
+        h = json.loads(raw[16 : 16 + hlen].decode("utf-8"))
         k, n_chunks, n_scored = int(h["k"]), int(h["n_chunks"]), int(h["n_scored"])
         int(h["n_vocab"]), int(h["n_ctx"])
-        if not (1 <= k <= 4096 and n_chunks >= 1 and n_scored >= 1
-                and len(h["chunk_sha256"]) == n_chunks):
+        if not (1 <= k <= 4096 and n_chunks >= 1 and n_scored >= 1 and len(h["chunk_sha256"]) == n_chunks):
             raise ValueError("inconsistent header")
     except (ValueError, KeyError, TypeError, UnicodeDecodeError) as e:
         raise BaseFileError(f"{path}: the base file's header is malformed ({e})") from None
@@ -492,7 +554,9 @@ def kld_against(base: BaseFile, scores: Sequence[ChunkScores]) -> Summary:
     n = scores[0].target_logprob.size
     per = int(base.header["n_scored"])
     rows = np.concatenate([np.arange(s.index * per, s.index * per + n) for s in scores])
-    return summarize(np.concatenate([s.target_logprob for s in scores]),
-                     base.target_logprob[rows].astype(np.float64),
-                     np.concatenate([s.kld for s in scores]),
-                     np.concatenate([s.same_top1 for s in scores]))
+    return summarize(
+        np.concatenate([s.target_logprob for s in scores]),
+        base.target_logprob[rows].astype(np.float64),
+        np.concatenate([s.kld for s in scores]),
+        np.concatenate([s.same_top1 for s in scores]),
+    )

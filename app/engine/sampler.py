@@ -3,6 +3,7 @@ temperature → a seeded draw (llama.cpp's default order), in C (kernels/llk_sam
 262,144-entry vocabularies: one pass picks top-k, nothing sorts the whole vocabulary while a filter
 is on, and penalties touch only the tokens of the window. Same seed and settings, same tokens.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -50,8 +51,9 @@ class SamplerSettings:
 
     @property
     def penalized(self) -> bool:
-        return (self.repeat_penalty != 1.0 or self.frequency_penalty != 0.0
-                or self.presence_penalty != 0.0) and self.penalty_last_n > 0
+        return (
+            self.repeat_penalty != 1.0 or self.frequency_penalty != 0.0 or self.presence_penalty != 0.0
+        ) and self.penalty_last_n > 0
 
 
 GREEDY = SamplerSettings(temperature=0.0)
@@ -67,17 +69,25 @@ class Sampler:
         self.settings = settings
         self._rng = np.random.default_rng(settings.seed)
         s = settings
-        self._params = ffi.new("llk_sampler_params *", dict(
-            temperature=s.temperature, top_k=max(-1, min(s.top_k, 2**31 - 1)), top_p=s.top_p,
-            min_p=s.min_p, repeat_penalty=s.repeat_penalty,
-            frequency_penalty=s.frequency_penalty, presence_penalty=s.presence_penalty))
+        self._params = ffi.new(
+            "llk_sampler_params *",
+            dict(
+                temperature=s.temperature,
+                top_k=max(-1, min(s.top_k, 2**31 - 1)),
+                top_p=s.top_p,
+                min_p=s.min_p,
+                repeat_penalty=s.repeat_penalty,
+                frequency_penalty=s.frequency_penalty,
+                presence_penalty=s.presence_penalty,
+            ),
+        )
         self._scratch: np.ndarray | None = None
-        self._before: Mapping[str, Any] | None = None     # the generator's state before the last uniforms()
+        self._before: Mapping[str, Any] | None = None  # the generator's state before the last uniforms()
 
     def _window(self, context: Sequence[int]) -> np.ndarray:
         if not self.settings.penalized or len(context) == 0:
             return _NO_WINDOW
-        return np.asarray(context[-self.settings.penalty_last_n:], dtype=np.int32)
+        return np.asarray(context[-self.settings.penalty_last_n :], dtype=np.int32)
 
     def _buffers(self, logits):
         logits = np.ascontiguousarray(logits, dtype=np.float32).reshape(-1)
@@ -94,9 +104,16 @@ class Sampler:
         logits, n, lp, sp = self._buffers(logits)
         ids = np.empty(n, np.int32)
         vals = np.empty(n, np.float32)
-        m = lib.llk_sample_candidates(lp, n, ffi.from_buffer("int32_t[]", window), window.size,
-                                      self._params, sp, ffi.from_buffer("int32_t[]", ids),
-                                      ffi.from_buffer("float[]", vals))
+        m = lib.llk_sample_candidates(
+            lp,
+            n,
+            ffi.from_buffer("int32_t[]", window),
+            window.size,
+            self._params,
+            sp,
+            ffi.from_buffer("int32_t[]", ids),
+            ffi.from_buffer("float[]", vals),
+        )
         if m < 0:
             raise ValueError("sample: bad arguments")
         return ids[:m].astype(np.int64), vals[:m]
@@ -140,8 +157,7 @@ class Sampler:
         window = self._window(context)
         logits, n, lp, sp = self._buffers(logits)
         u = 0.0 if self.settings.greedy else float(self._rng.random())
-        tok = lib.llk_sample(lp, n, ffi.from_buffer("int32_t[]", window), window.size,
-                             self._params, u, sp)
+        tok = lib.llk_sample(lp, n, ffi.from_buffer("int32_t[]", window), window.size, self._params, u, sp)
         if tok < 0:
             raise ValueError("sample: bad arguments")
         return int(tok)

@@ -4,6 +4,7 @@ processes prompts in batches, and makes room when the context is full (drop toke
 first n_keep and renumber the rest).
 Not here: sampling and text (generate.py); the decoder itself (decoder.py).
 """
+
 from __future__ import annotations
 
 import threading
@@ -40,9 +41,9 @@ class Session:
         # result is close to, not equal to, decoding the shortened text afresh). False: the
         # tokens after a dropped block are decoded again (exact, costs prompt processing).
         self.shift_in_place = shift_in_place
-        self.tokens: list[int] = []     # the tokens whose K/V the cache holds, position = index
+        self.tokens: list[int] = []  # the tokens whose K/V the cache holds, position = index
         self._cancel = threading.Event()
-        self.logits: np.ndarray | None = None   # after the last token fed
+        self.logits: np.ndarray | None = None  # after the last token fed
         self.last_evaluated = 0
 
     @property
@@ -90,7 +91,7 @@ class Session:
         len(ids) > n_ctx, GenerationCancelled on cancel()."""
         for _ in self.feed_iter(ids):
             pass
-        assert self.logits is not None      # feed_iter decodes at least the last token
+        assert self.logits is not None  # feed_iter decodes at least the last token
         return self.logits
 
     def feed_iter(self, ids: Sequence[int]) -> Iterator[tuple[int, int]]:
@@ -116,7 +117,7 @@ class Session:
         self.last_evaluated = 0
         for b in range(0, total, self.n_batch):
             self._check_cancel()
-            chunk = todo[b:b + self.n_batch]
+            chunk = todo[b : b + self.n_batch]
             try:
                 self.logits = self.decoder.decode(chunk, self.n_past)
             except DecodeCancelled:
@@ -155,10 +156,11 @@ class Session:
         short by a stop string): their positions are free and the next decode overwrites them."""
         if n < 0 or n > self.n_past:
             raise ValueError(f"rollback: {n} tokens of {self.n_past}")
-        del self.tokens[self.n_past - n:]
+        del self.tokens[self.n_past - n :]
 
-    def sample_run(self, logits: np.ndarray, sampler, max_tokens: int, stop_ids=(),
-                   max_seconds: float = 0.03) -> tuple[list[int], float, bool]:
+    def sample_run(
+        self, logits: np.ndarray, sampler, max_tokens: int, stop_ids=(), max_seconds: float = 0.03
+    ) -> tuple[list[int], float, bool]:
         """Tokens sampled from `logits` (those after the cache's last token) and decoded one
         after another, up to max_tokens, a token of stop_ids or max_seconds: (tokens, seconds
         spent sampling, cancelled). Every token but the last is now in the cache; the caller
@@ -169,8 +171,7 @@ class Session:
         self._check_cancel()
         run = getattr(self.decoder, "generate", None)
         if run is not None:
-            toks, ts, cancelled = run(logits, self.n_past, self.tokens, sampler, max_tokens,
-                                      stop_ids, max_seconds)
+            toks, ts, cancelled = run(logits, self.n_past, self.tokens, sampler, max_tokens, stop_ids, max_seconds)
             self.tokens.extend(toks[:-1])
             return toks, ts, cancelled
         stops = frozenset(stop_ids)
@@ -188,18 +189,22 @@ class Session:
                 return toks, ts, True
             self.tokens.append(toks[-1])
 
-    MIN_REUSE = 16   # tokens a dropped block must leave reusable to be worth a shift
+    MIN_REUSE = 16  # tokens a dropped block must leave reusable to be worth a shift
 
     def _dropped_block(self, ids: list[int], p: int) -> int:
         """n > 0 if cache[p + n:] continues as ids[p:] for at least MIN_REUSE tokens."""
         rest = len(self.tokens) - p
-        if rest <= self.MIN_REUSE or len(ids) - p < self.MIN_REUSE or \
-                not self.shift_in_place or not hasattr(self.decoder, "kv_shift"):
+        if (
+            rest <= self.MIN_REUSE
+            or len(ids) - p < self.MIN_REUSE
+            or not self.shift_in_place
+            or not hasattr(self.decoder, "kv_shift")
+        ):
             return 0
         cache = np.asarray(self.tokens[p:], dtype=np.int64)
-        want = np.asarray(ids[p:p + self.MIN_REUSE], dtype=np.int64)
+        want = np.asarray(ids[p : p + self.MIN_REUSE], dtype=np.int64)
         for n in np.flatnonzero(cache[1:] == want[0])[:64] + 1:
-            tail = cache[n:n + self.MIN_REUSE]
+            tail = cache[n : n + self.MIN_REUSE]
             if tail.size == self.MIN_REUSE and (tail == want).all():
                 return int(n)
         return 0
@@ -212,9 +217,9 @@ class Session:
         n_drop = max(0, min(n_drop, self.n_past - p0))
         if n_drop == 0:
             return
-        kv_shift = getattr(self.decoder, "kv_shift", None)     # not every decoder can (Decoder)
+        kv_shift = getattr(self.decoder, "kv_shift", None)  # not every decoder can (Decoder)
         if self.shift_in_place and kv_shift and kv_shift(p0, n_drop, self.n_past):
-            del self.tokens[p0:p0 + n_drop]
+            del self.tokens[p0 : p0 + n_drop]
         else:
             del self.tokens[p0:]
 
@@ -226,7 +231,7 @@ class Session:
         tokens = [int(t) for t in tokens]
         if not tokens or len(tokens) > self.n_ctx:
             raise ValueError(f"restore: {len(tokens)} tokens for a context of {self.n_ctx}")
-        self.tokens = []                 # if kv_write fails, the cache claims nothing
+        self.tokens = []  # if kv_write fails, the cache claims nothing
         self.decoder.kv_write(image, len(tokens))
         self.tokens = tokens
 
@@ -235,4 +240,4 @@ class Session:
         `feed` then re-decodes from position n_keep on)."""
         n_keep = max(0, min(n_keep, self.n_past))
         n_discard = max(0, min(n_discard, self.n_past - n_keep))
-        return self.tokens[:n_keep] + self.tokens[n_keep + n_discard:]
+        return self.tokens[:n_keep] + self.tokens[n_keep + n_discard :]

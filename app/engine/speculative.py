@@ -31,6 +31,7 @@ guesses (per match length for prompt lookup), the cost of a verify pass against 
 and the draft's cost per guessed token. When no k pays, it guesses nothing and generation runs as
 without it (the C runs of generate.py), probing again now and then.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -50,11 +51,23 @@ from app.library import ModelLibrary, resolve_model
 from app.library.preflight import memory_verdict, preflight
 from app.model import config_from_gguf, require_supported
 
-__all__ = ["PromptLookup", "DraftModel", "compatible_drafts", "library_drafts", "library_draft_choices",
-           "resolve_draft", "draft_memory", "Speculator",
-           "SpecStats", "verify_pass", "vocab_fingerprint", "IncompatibleDraftError", "K_MAX"]
+__all__ = [
+    "PromptLookup",
+    "DraftModel",
+    "compatible_drafts",
+    "library_drafts",
+    "library_draft_choices",
+    "resolve_draft",
+    "draft_memory",
+    "Speculator",
+    "SpecStats",
+    "verify_pass",
+    "vocab_fingerprint",
+    "IncompatibleDraftError",
+    "K_MAX",
+]
 
-K_MAX = 16          # most guessed tokens per pass (the verify batch is K_MAX + 1)
+K_MAX = 16  # most guessed tokens per pass (the verify batch is K_MAX + 1)
 
 
 class IncompatibleDraftError(UnsupportedModelError):
@@ -62,6 +75,7 @@ class IncompatibleDraftError(UnsupportedModelError):
 
 
 # --- proposers ----------------------------------------------------------------------------------
+
 
 class PromptLookup:
     """Guesses from the context itself: find the earlier place whose tokens match the longest
@@ -78,7 +92,7 @@ class PromptLookup:
         self.max_candidates = max_candidates
         self._arr = np.zeros(1024, np.int32)
         self._n = 0
-        self.last_match = 0         # n-gram length of the last proposal (0: none)
+        self.last_match = 0  # n-gram length of the last proposal (0: none)
 
     def _sync(self, context: Sequence[int]) -> np.ndarray:
         """The context as an int32 array, updated in place when it only grew or shrank at the
@@ -86,8 +100,7 @@ class PromptLookup:
         n = len(context)
         m = min(self._n, n)
         a = self._arr
-        ok = m > 0 and all(int(a[i]) == context[i] for i in range(max(0, m - 8), m)) and \
-            int(a[0]) == context[0]
+        ok = m > 0 and all(int(a[i]) == context[i] for i in range(max(0, m - 8), m)) and int(a[0]) == context[0]
         if not ok:
             m = 0
         if n > a.size:
@@ -105,10 +118,10 @@ class PromptLookup:
             return []
         arr = self._sync(context)
         n = arr.size
-        cand = np.flatnonzero(arr[:n - 1] == arr[n - 1])
+        cand = np.flatnonzero(arr[: n - 1] == arr[n - 1])
         if cand.size == 0:
             return []
-        cand = cand[-self.max_candidates:]
+        cand = cand[-self.max_candidates :]
         length = np.ones(cand.size, np.int64)
         alive = np.ones(cand.size, bool)
         for j in range(1, self.max_ngram):
@@ -122,9 +135,9 @@ class PromptLookup:
         best = int(length.max())
         if best < self.min_ngram:
             return []
-        at = int(cand[np.flatnonzero(length == best)[-1]])     # the latest of the longest
+        at = int(cand[np.flatnonzero(length == best)[-1]])  # the latest of the longest
         self.last_match = best
-        return [int(t) for t in arr[at + 1:at + 1 + k]]
+        return [int(t) for t in arr[at + 1 : at + 1 + k]]
 
 
 def vocab_fingerprint(f) -> str:
@@ -132,8 +145,13 @@ def vocab_fingerprint(f) -> str:
     strings, their types and the merges (BPE) or scores (SentencePiece)."""
     md = f.metadata
     h = hashlib.sha256()
-    for key in ("tokenizer.ggml.model", "tokenizer.ggml.tokens", "tokenizer.ggml.token_type",
-                "tokenizer.ggml.merges", "tokenizer.ggml.scores"):
+    for key in (
+        "tokenizer.ggml.model",
+        "tokenizer.ggml.tokens",
+        "tokenizer.ggml.token_type",
+        "tokenizer.ggml.merges",
+        "tokenizer.ggml.scores",
+    ):
         v = md.get(key)
         h.update(key.encode() + b"\0")
         if v is None:
@@ -198,8 +216,9 @@ def draft_memory(target_report, draft_path, kv_type: str) -> tuple[str, str]:
     target's context: (ok|warn|refuse, the one-line message). `target_report`: the target's
     app.library.preflight report at the context it will run."""
     d = preflight(draft_path, target_report.n_ctx, kv_type)
-    return memory_verdict(target_report.needed_bytes + d.needed_bytes,
-                          target_report.available_bytes, target_report.total_bytes)
+    return memory_verdict(
+        target_report.needed_bytes + d.needed_bytes, target_report.available_bytes, target_report.total_bytes
+    )
 
 
 class DraftModel:
@@ -217,11 +236,13 @@ class DraftModel:
             if vocab_fingerprint(self.file) != vocab_fingerprint(target_file):
                 raise IncompatibleDraftError(
                     f"{self.path}: the draft model's vocabulary differs from the target's "
-                    "(a draft must use the same tokenizer)")
+                    "(a draft must use the same tokenizer)"
+                )
             require_supported(self.file)
             cfg = config_from_gguf(self.file)
-            self.decoder = CDecoder(self.file, cfg, min(n_ctx, max(cfg.n_ctx_train, 1) * 64),
-                                    kv_type=kv_type, pool=pool)
+            self.decoder = CDecoder(
+                self.file, cfg, min(n_ctx, max(cfg.n_ctx_train, 1) * 64), kv_type=kv_type, pool=pool
+            )
         except BaseException:
             self.file.close()
             raise
@@ -245,6 +266,7 @@ class DraftModel:
 
 # --- choosing k ---------------------------------------------------------------------------------
 
+
 def _ema(old: float | None, new: float, w: float) -> float:
     return new if old is None else (1 - w) * old + w * new
 
@@ -253,36 +275,39 @@ class Speculator:
     """A proposer plus the choice of k. One per engine: what it measures (costs, acceptance)
     carries over from one reply to the next."""
 
-    BETA0 = 0.5         # before measuring: one more token in a verify pass costs half a token
-    PROBE_EVERY = 64    # tokens between probes (one guessed token) while guessing does not pay
-    MIN_GAIN = 1.03     # expected speed-up needed to guess at all
-    REMEASURE = 256     # tokens made by passes before a plain run measures a token's cost again
+    BETA0 = 0.5  # before measuring: one more token in a verify pass costs half a token
+    PROBE_EVERY = 64  # tokens between probes (one guessed token) while guessing does not pay
+    MIN_GAIN = 1.03  # expected speed-up needed to guess at all
+    REMEASURE = 256  # tokens made by passes before a plain run measures a token's cost again
 
     def __init__(self, proposer, k_max: int = 8, adaptive: bool = True, plain_run: int = 8):
         if not 1 <= k_max <= K_MAX:
             raise ValueError(f"k_max must be in 1..{K_MAX}")
         self.proposer = proposer
         self.k_max = k_max
-        self.adaptive = adaptive        # False: guess whenever the proposer can (tests)
-        self.plain_run = plain_run      # tokens of a C run between two looks for a guess
-        self.t_token: float | None = None   # seconds per plain token (C runs)
-        self.beta: float | None = None      # extra cost of one more verified token, in tokens
-        self.gamma: float | None = None     # draft cost per guessed token, in tokens
+        self.adaptive = adaptive  # False: guess whenever the proposer can (tests)
+        self.plain_run = plain_run  # tokens of a C run between two looks for a guess
+        self.t_token: float | None = None  # seconds per plain token (C runs)
+        self.beta: float | None = None  # extra cost of one more verified token, in tokens
+        self.gamma: float | None = None  # draft cost per guessed token, in tokens
         # acceptance per match-length bucket: [accepted, rejections] (decayed counts)
         self._acc: dict[int, list[float]] = {}
         self._since_probe = 0
         self._since_plain = 0
-        self.current: SpecStats | None = None   # the running (or last) generation's figures
+        self.current: SpecStats | None = None  # the running (or last) generation's figures
 
     def figures(self) -> dict:
         """The running generation's figures for a live display (flat, JSON-friendly)."""
         s = self.current
         if s is None:
             return {"spec_kind": self.kind}
-        return {"spec_kind": s.kind, "spec_passes": s.passes, "spec_acceptance": round(s.acceptance, 3),
-                "spec_tokens_per_pass": round(s.tokens_per_pass, 2),
-                "spec_speedup": round(s.speedup if s.t_token else
-                                      s.speedup_with(self.t_token), 2)}
+        return {
+            "spec_kind": s.kind,
+            "spec_passes": s.passes,
+            "spec_acceptance": round(s.acceptance, 3),
+            "spec_tokens_per_pass": round(s.tokens_per_pass, 2),
+            "spec_speedup": round(s.speedup if s.t_token else s.speedup_with(self.t_token), 2),
+        }
 
     @property
     def kind(self) -> str:
@@ -330,7 +355,7 @@ class Speculator:
         e, p = 1.0, 1.0
         for k in range(1, k_max + 1):
             p *= a
-            e += p                       # expected tokens of a pass: 1 + a + .. + a^k
+            e += p  # expected tokens of a pass: 1 + a + .. + a^k
             gain = e / (1 + beta * k + gamma * k)
             if gain > best:
                 best_k, best = k, gain
@@ -345,12 +370,12 @@ class Speculator:
         if k_cap < 1:
             return [], 0
         if self.adaptive and (self.t_token is None or self._since_plain >= self.REMEASURE):
-            return [], 0            # a plain run first: the cost of a token, against which k is chosen
+            return [], 0  # a plain run first: the cost of a token, against which k is chosen
         if not self.adaptive:
             guess = self.proposer.propose(context, k_cap)
             return guess, self._bucket(getattr(self.proposer, "last_match", 0))
         if self.proposer.name == "lookup":
-            guess = self.proposer.propose(context, k_cap)       # cheap: find first, then size
+            guess = self.proposer.propose(context, k_cap)  # cheap: find first, then size
             if not guess:
                 return [], 0
             bucket = self._bucket(self.proposer.last_match)
@@ -372,13 +397,13 @@ def verify_pass(session, sampler, pending: int, guess: Sequence[int], stop_ids=(
     seconds spent sampling. The cache ends holding pending and the accepted guesses: every
     token returned but the last, as after Session.sample_run."""
     rows = session.step_all([pending, *guess])
-    base = session.n_past - len(guess)          # tokens up to and including pending
+    base = session.n_past - len(guess)  # tokens up to and including pending
     w = sampler.n_window
     stops = frozenset(stop_ids)
     out: list[int] = []
     t0 = time.perf_counter()
     for i in range(len(guess) + 1):
-        ctx = session.tokens[max(0, base + i - w):base + i] if w else ()
+        ctx = session.tokens[max(0, base + i - w) : base + i] if w else ()
         tok = sampler.sample(rows[i], ctx)
         out.append(tok)
         if tok in stops or i == len(guess) or tok != guess[i]:

@@ -22,7 +22,7 @@ from app.paths import models_dir
 
 log = get("engine")
 
-HASH_LIMIT = 1 << 28            # files outside the library larger than this are not hashed
+HASH_LIMIT = 1 << 28  # files outside the library larger than this are not hashed
 _HASH_NAME = re.compile(r"^([0-9a-f]{64})\.gguf$")
 _hash_cache: dict[tuple, str] = {}
 
@@ -60,7 +60,7 @@ def file_sha256(path: str | os.PathLike) -> str | None:
 def _library_hash(p: Path, st: os.stat_result) -> str | None:
     try:
         entries, _ = load_index(models_dir())
-    except Exception:               # no library, or a damaged index: hash the file instead
+    except Exception:  # no library, or a damaged index: hash the file instead
         return None
     for e in entries:
         if e.storage == "reference" and e.size == st.st_size and e.mtime_ns == st.st_mtime_ns:
@@ -79,7 +79,7 @@ def model_identity(path: str | os.PathLike, gguf_file=None) -> dict:
     try:
         info = describe_model(path)
         out.update(name=info.name, quantization=info.quantization, architecture=info.architecture)
-    except Exception as e:          # the load itself reports a bad file; this is only a label
+    except Exception as e:  # the load itself reports a bad file; this is only a label
         log.debug("model identity of %s: %s", path, e)
     return out
 
@@ -93,16 +93,26 @@ def tensor_types(gguf_file) -> str:
 def log_model_load(engine, map_s: float, decoder_s: float) -> None:
     """The load line: file, size, hash prefix, GGUF version, architecture, tensor types, the
     time to map the file and to set up the decoder (repack), memory after the load."""
-    if not log.isEnabledFor(logging.INFO):       # logging not set up: skip the hashing too
+    if not log.isEnabledFor(logging.INFO):  # logging not set up: skip the hashing too
         return
     f = engine.file
     digest = file_sha256(engine.path)
-    log.info("model loaded: file=%s size=%.1fMiB sha256=%s gguf=v%s arch=%s types=[%s] n_ctx=%d "
-             "threads=%d isa=%s map=%.1fms decoder=%.1fms rss=%.0fMiB",
-             os.path.basename(engine.path), f.file_size / 2**20, digest[:12] if digest else "unhashed",
-             getattr(f, "version", "?"), engine.config.arch, tensor_types(f), engine.n_ctx, engine.n_threads,
-             getattr(engine.decoder, "isa", "?"), map_s * 1000, decoder_s * 1000,
-             current_rss_bytes() / 2**20)
+    log.info(
+        "model loaded: file=%s size=%.1fMiB sha256=%s gguf=v%s arch=%s types=[%s] n_ctx=%d "
+        "threads=%d isa=%s map=%.1fms decoder=%.1fms rss=%.0fMiB",
+        os.path.basename(engine.path),
+        f.file_size / 2**20,
+        digest[:12] if digest else "unhashed",
+        getattr(f, "version", "?"),
+        engine.config.arch,
+        tensor_types(f),
+        engine.n_ctx,
+        engine.n_threads,
+        getattr(engine.decoder, "isa", "?"),
+        map_s * 1000,
+        decoder_s * 1000,
+        current_rss_bytes() / 2**20,
+    )
 
 
 def log_generation(finished, tokenize_s: float | None) -> None:
@@ -111,14 +121,27 @@ def log_generation(finished, tokenize_s: float | None) -> None:
     if not log.isEnabledFor(logging.INFO):
         return
     s = finished.stats
-    log.info("generation: tokenize=%s prompt_tokens=%d new=%d prefill=%.1fms (%.1f tok/s) "
-             "generated=%d decode=%.1fms (%.1f tok/s) ttft=%.1fms sampling=%.1f%% shifts=%d "
-             "peak_rss=%.0fMiB threads=%d isa=%s n_ctx=%d stop=%s",
-             "?" if tokenize_s is None else f"{tokenize_s * 1000:.1f}ms", s.prompt_tokens,
-             s.prompt_tokens_evaluated, s.prompt_s * 1000, s.prompt_tok_s, s.generated_tokens,
-             s.generation_s * 1000, s.generation_tok_s, s.ttft_s * 1000, 100 * s.sample_share,
-             s.context_shifts, s.peak_rss_bytes / 2**20, s.threads, s.isa, s.n_ctx,
-             finished.stop_reason)
+    log.info(
+        "generation: tokenize=%s prompt_tokens=%d new=%d prefill=%.1fms (%.1f tok/s) "
+        "generated=%d decode=%.1fms (%.1f tok/s) ttft=%.1fms sampling=%.1f%% shifts=%d "
+        "peak_rss=%.0fMiB threads=%d isa=%s n_ctx=%d stop=%s",
+        "?" if tokenize_s is None else f"{tokenize_s * 1000:.1f}ms",
+        s.prompt_tokens,
+        s.prompt_tokens_evaluated,
+        s.prompt_s * 1000,
+        s.prompt_tok_s,
+        s.generated_tokens,
+        s.generation_s * 1000,
+        s.generation_tok_s,
+        s.ttft_s * 1000,
+        100 * s.sample_share,
+        s.context_shifts,
+        s.peak_rss_bytes / 2**20,
+        s.threads,
+        s.isa,
+        s.n_ctx,
+        finished.stop_reason,
+    )
 
 
 __all__ = ["file_sha256", "model_identity", "tensor_types", "log_model_load", "log_generation"]

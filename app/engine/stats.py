@@ -1,4 +1,5 @@
 """Figures of one generation: token counts, speeds, time to first token, memory, threads."""
+
 from __future__ import annotations
 
 import os
@@ -11,15 +12,16 @@ __all__ = ["GenerationStats", "SpecStats", "peak_rss_bytes", "current_rss_bytes"
 @dataclass
 class SpecStats:
     """What speculation did in one generation (GenerationStats.spec)."""
+
     kind: str = ""
-    passes: int = 0             # verify passes
-    proposed: int = 0           # guessed tokens scored
-    accepted: int = 0           # of those, kept
-    pass_tokens: int = 0        # reply tokens that came out of verify passes
-    pass_s: float = 0.0         # wall time of the passes (guessing, verifying, sampling)
-    plain_tokens: int = 0       # reply tokens decoded one by one (C runs)
+    passes: int = 0  # verify passes
+    proposed: int = 0  # guessed tokens scored
+    accepted: int = 0  # of those, kept
+    pass_tokens: int = 0  # reply tokens that came out of verify passes
+    pass_s: float = 0.0  # wall time of the passes (guessing, verifying, sampling)
+    plain_tokens: int = 0  # reply tokens decoded one by one (C runs)
     plain_s: float = 0.0
-    t_token: float = 0.0        # seconds per plain token the speculator measured (0: unknown)
+    t_token: float = 0.0  # seconds per plain token the speculator measured (0: unknown)
 
     @property
     def acceptance(self) -> float:
@@ -43,27 +45,28 @@ class SpecStats:
         return n * t_token / spent
 
     def summary(self) -> str:
-        return (f"speculation ({self.kind}): {self.passes} passes, {self.tokens_per_pass:.2f} tok/pass, "
-                f"{self.accepted}/{self.proposed} guesses accepted ({100 * self.acceptance:.0f}%), "
-                + (f"~{self.speedup:.2f}x" if self.t_token else "speed-up not measured"))
-
+        return (
+            f"speculation ({self.kind}): {self.passes} passes, {self.tokens_per_pass:.2f} tok/pass, "
+            f"{self.accepted}/{self.proposed} guesses accepted ({100 * self.acceptance:.0f}%), "
+            + (f"~{self.speedup:.2f}x" if self.t_token else "speed-up not measured")
+        )
 
 
 @dataclass
 class GenerationStats:
-    prompt_tokens: int = 0          # tokens of the prompt
+    prompt_tokens: int = 0  # tokens of the prompt
     prompt_tokens_evaluated: int = 0  # of those, decoded now (the rest was in the KV cache)
     generated_tokens: int = 0
-    prompt_s: float = 0.0           # wall time of prompt processing
-    generation_s: float = 0.0       # wall time from the first generated token to the last
-    ttft_s: float = 0.0             # request to first token (prompt processing + first sample)
-    sample_s: float = 0.0           # of generation_s, time spent sampling
+    prompt_s: float = 0.0  # wall time of prompt processing
+    generation_s: float = 0.0  # wall time from the first generated token to the last
+    ttft_s: float = 0.0  # request to first token (prompt processing + first sample)
+    sample_s: float = 0.0  # of generation_s, time spent sampling
     peak_rss_bytes: int = 0
     threads: int = 0
     isa: str = ""
     n_ctx: int = 0
     context_shifts: int = 0
-    spec: SpecStats | None = None   # speculative decoding, when on
+    spec: SpecStats | None = None  # speculative decoding, when on
 
     @property
     def prompt_tokens_reused(self) -> int:
@@ -86,22 +89,29 @@ class GenerationStats:
 
     def as_dict(self) -> dict:
         d = asdict(self)
-        d.update(prompt_tok_s=round(self.prompt_tok_s, 2), generation_tok_s=round(self.generation_tok_s, 2),
-                 sample_share=round(self.sample_share, 4))
+        d.update(
+            prompt_tok_s=round(self.prompt_tok_s, 2),
+            generation_tok_s=round(self.generation_tok_s, 2),
+            sample_share=round(self.sample_share, 4),
+        )
         for k in ("prompt_s", "generation_s", "ttft_s", "sample_s"):
             d[k] = round(d[k], 4)
         if self.spec is not None:
-            d["spec"].update(acceptance=round(self.spec.acceptance, 4),
-                             tokens_per_pass=round(self.spec.tokens_per_pass, 3),
-                             speedup=round(self.spec.speedup, 3))
+            d["spec"].update(
+                acceptance=round(self.spec.acceptance, 4),
+                tokens_per_pass=round(self.spec.tokens_per_pass, 3),
+                speedup=round(self.spec.speedup, 3),
+            )
         return d
 
     def summary(self) -> str:
-        return (f"prompt {self.prompt_tokens} tok ({self.prompt_tokens_evaluated} new) at "
-                f"{self.prompt_tok_s:.1f} tok/s, generated {self.generated_tokens} tok at "
-                f"{self.generation_tok_s:.1f} tok/s, first token {self.ttft_s * 1000:.0f} ms, "
-                f"peak RSS {self.peak_rss_bytes / 2**20:.0f} MB, {self.threads} threads ({self.isa})"
-                + (f"; {self.spec.summary()}" if self.spec is not None and self.spec.passes else ""))
+        return (
+            f"prompt {self.prompt_tokens} tok ({self.prompt_tokens_evaluated} new) at "
+            f"{self.prompt_tok_s:.1f} tok/s, generated {self.generated_tokens} tok at "
+            f"{self.generation_tok_s:.1f} tok/s, first token {self.ttft_s * 1000:.0f} ms, "
+            f"peak RSS {self.peak_rss_bytes / 2**20:.0f} MB, {self.threads} threads ({self.isa})"
+            + (f"; {self.spec.summary()}" if self.spec is not None and self.spec.passes else "")
+        )
 
 
 def peak_rss_bytes() -> int:
@@ -117,14 +127,14 @@ def peak_rss_bytes() -> int:
     except (OSError, ValueError, IndexError):
         pass
     try:
-        import resource   # lazy: POSIX only (ImportError on Windows)
+        import resource  # lazy: POSIX only (ImportError on Windows)
 
         r = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         return int(r) if sys.platform == "darwin" else int(r) * 1024
     except (ImportError, OSError):
         pass
     try:
-        import psutil   # lazy: the last resort, and slow to import
+        import psutil  # lazy: the last resort, and slow to import
 
         info = psutil.Process().memory_info()
         return int(getattr(info, "peak_wset", info.rss))

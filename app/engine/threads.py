@@ -5,6 +5,7 @@
 reads it back for the settings dialog, which offers it. The default thread count stays the
 number of physical cores (the kernel library's `llk_cpu_count_physical`).
 """
+
 from __future__ import annotations
 
 import json
@@ -32,9 +33,13 @@ def measured_path():
 
 
 def save_measured(best: dict[str, dict], model: str, tried: list[int]) -> None:
-    record = {"model": model, "tried": tried, "when": time.strftime("%Y-%m-%d %H:%M"),
-              **{f"{k}_threads": r["threads"] for k, r in best.items()},
-              **{f"{k}_tok_s": r["tok_s"] for k, r in best.items()}}
+    record = {
+        "model": model,
+        "tried": tried,
+        "when": time.strftime("%Y-%m-%d %H:%M"),
+        **{f"{k}_threads": r["threads"] for k, r in best.items()},
+        **{f"{k}_tok_s": r["tok_s"] for k, r in best.items()},
+    }
     ensure_dir(data_dir())
     atomic_write_text(measured_path(), json.dumps(record, indent=1) + "\n")
 

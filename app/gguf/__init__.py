@@ -9,6 +9,13 @@ from app.gguf.constants import FILE_TYPES, TENSOR_TYPES, TENSOR_TYPES_BY_NAME, T
 from app.gguf.reader import GGUFFile, Metadata, TensorInfo, open_gguf
 
 __all__ = [
-    "FILE_TYPES", "TENSOR_TYPES", "TENSOR_TYPES_BY_NAME", "TensorType", "ValueType",
-    "GGUFFile", "Metadata", "TensorInfo", "open_gguf",
+    "FILE_TYPES",
+    "TENSOR_TYPES",
+    "TENSOR_TYPES_BY_NAME",
+    "TensorType",
+    "ValueType",
+    "GGUFFile",
+    "Metadata",
+    "TensorInfo",
+    "open_gguf",
 ]

@@ -102,8 +102,7 @@ class _Cursor:
 
     def need(self, n: int, what: str) -> None:
         if n > self.size - self.pos:
-            raise self.fail(f"truncated: {what} needs {n} bytes at offset {self.pos}, "
-                            f"{self.size - self.pos} left")
+            raise self.fail(f"truncated: {what} needs {n} bytes at offset {self.pos}, {self.size - self.pos} left")
 
     def u32(self, what: str) -> int:
         self.need(4, what)
@@ -120,9 +119,8 @@ class _Cursor:
     def raw_string(self, what: str) -> bytes:
         n = self.u64(f"length of {what}")
         if n > self.size - self.pos:
-            raise self.fail(f"{what}: string of {n} bytes at offset {self.pos}, "
-                            f"{self.size - self.pos} left")
-        b = bytes(self.buf[self.pos:self.pos + n])
+            raise self.fail(f"{what}: string of {n} bytes at offset {self.pos}, {self.size - self.pos} left")
+        b = bytes(self.buf[self.pos : self.pos + n])
         self.pos += n
         return b
 
@@ -201,7 +199,7 @@ class Metadata:
             for _ in range(a.count):
                 n = unpack(buf, pos)[0]
                 pos += 8
-                out.append(bytes(buf[pos:pos + n]).decode("utf-8", "replace"))
+                out.append(bytes(buf[pos : pos + n]).decode("utf-8", "replace"))
                 pos += n
             return out
         arr = np.frombuffer(self._buf, dtype=NUMPY_DTYPES[a.elem_type], count=a.count, offset=a.start)
@@ -315,11 +313,13 @@ class GGUFFile:
             if self.file_size == 0:
                 raise ModelFormatError(f"{where}: file is empty")
             if full_size is not None and full_size < self.file_size:
-                raise ModelFormatError(f"{where}: holds {self.file_size} bytes, more than the "
-                                       f"{full_size} of the whole file")
+                raise ModelFormatError(
+                    f"{where}: holds {self.file_size} bytes, more than the {full_size} of the whole file"
+                )
             if self.file_size < HEADER_BYTES:
                 raise ModelFormatError(
-                    f"{where}: truncated: {self.file_size} bytes, a GGUF header needs {HEADER_BYTES}")
+                    f"{where}: truncated: {self.file_size} bytes, a GGUF header needs {HEADER_BYTES}"
+                )
             try:
                 self._mmap = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
             except (OSError, ValueError) as e:
@@ -418,8 +418,10 @@ class GGUFFile:
             if ttype is None:
                 raise cur.fail(f"tensor {name} has unknown type id {type_id}")
             if dims[0] % ttype.block_size:
-                raise cur.fail(f"tensor {name}: row of {dims[0]} elements is not a multiple of "
-                               f"the {ttype.name} block size {ttype.block_size}")
+                raise cur.fail(
+                    f"tensor {name}: row of {dims[0]} elements is not a multiple of "
+                    f"the {ttype.name} block size {ttype.block_size}"
+                )
             offset = cur.u64(f"offset of tensor {name}")
             n_bytes = n_elements // ttype.block_size * ttype.type_size
             infos.append((name, dims, ttype, offset, n_elements, n_bytes))
@@ -430,14 +432,19 @@ class GGUFFile:
         prev_end, prev_name = 0, None
         for name, dims, ttype, offset, n_elements, n_bytes in infos:
             if offset % self.alignment:
-                raise cur.fail(f"tensor {name} data offset {offset} is not a multiple of the "
-                               f"alignment {self.alignment}")
+                raise cur.fail(
+                    f"tensor {name} data offset {offset} is not a multiple of the alignment {self.alignment}"
+                )
             if offset < prev_end:
-                raise cur.fail(f"tensor {name} data at offset {offset} overlaps or comes before "
-                               f"tensor {prev_name}, which ends at {prev_end}")
+                raise cur.fail(
+                    f"tensor {name} data at offset {offset} overlaps or comes before "
+                    f"tensor {prev_name}, which ends at {prev_end}"
+                )
             if offset + n_bytes > data_size:
-                raise cur.fail(f"tensor {name} needs bytes {offset}..{offset + n_bytes} of the data "
-                               f"region, which holds {max(data_size, 0)}; the file is truncated or damaged")
+                raise cur.fail(
+                    f"tensor {name} needs bytes {offset}..{offset + n_bytes} of the data "
+                    f"region, which holds {max(data_size, 0)}; the file is truncated or damaged"
+                )
             prev_end, prev_name = offset + n_bytes, name
             self.tensors[name] = TensorInfo(name, dims, ttype, self.data_offset + offset, n_elements, n_bytes)
 
@@ -469,8 +476,9 @@ class GGUFFile:
         else:
             size = SCALAR_FORMATS[elem][1]
             if count > remaining // size:
-                raise cur.fail(f"array {key} of {count} {elem.name} values needs {count * size} bytes, "
-                               f"{remaining} left")
+                raise cur.fail(
+                    f"array {key} of {count} {elem.name} values needs {count * size} bytes, {remaining} left"
+                )
             cur.pos += count * size
         return ArrayValue(elem, count, start, cur.pos)
 
@@ -491,8 +499,16 @@ class GGUFFile:
         """Typed read-only view (numpy shape) of an F32, F16, F64 or integer tensor."""
         self._check_data_at_hand(name)
         t = self.tensors[name]
-        dtypes = {"F32": "<f4", "F16": "<f2", "F64": "<f8", "I8": "<i1", "I16": "<i2",
-                  "I32": "<i4", "I64": "<i8", "BF16": "<u2"}
+        dtypes = {
+            "F32": "<f4",
+            "F16": "<f2",
+            "F64": "<f8",
+            "I8": "<i1",
+            "I16": "<i2",
+            "I32": "<i4",
+            "I64": "<i8",
+            "BF16": "<u2",
+        }
         if t.type.name not in dtypes:
             raise TypeError(f"tensor {name} is {t.type.name}; use tensor_bytes and a dequantizer")
         arr = np.frombuffer(self._mmap, dtype=dtypes[t.type.name], count=t.n_elements, offset=t.offset)
@@ -517,16 +533,18 @@ class GGUFFile:
             return
         try:
             st = os.fstat(fd)
-        except OSError:                     # closed under us: nothing mapped to protect
+        except OSError:  # closed under us: nothing mapped to protect
             return
         if st.st_size != self.file_size:
             raise ModelFileChangedError(
                 f"The model file {os.path.basename(self.path)} changed on disk since it was loaded "
-                f"(now {st.st_size} bytes, was {self.file_size}); load it again.")
+                f"(now {st.st_size} bytes, was {self.file_size}); load it again."
+            )
         if st.st_mtime_ns != self._mtime_ns:
             raise ModelFileChangedError(
                 f"The model file {os.path.basename(self.path)} changed on disk since it was loaded "
-                f"(rewritten in place, still {st.st_size} bytes); load it again.")
+                f"(rewritten in place, still {st.st_size} bytes); load it again."
+            )
 
     def same_file_at_path(self) -> bool:
         """Whether `path` still names the mapped file (False: replaced by another, or deleted)."""
@@ -545,14 +563,14 @@ class GGUFFile:
                 m.close()
             except BufferError:
                 pass  # numpy views still use it; it is released when they are
-            self._mmap = None    # type: ignore[assignment]  # closed: no use after close()
+            self._mmap = None  # type: ignore[assignment]  # closed: no use after close()
         self._close_fd()
 
     def _close_fd(self) -> None:
         """The descriptor kept for check_unchanged, closed once (close() or the collector)."""
         fd = getattr(self, "_fd", None)
         if fd is not None:
-            self._fd = None    # type: ignore[assignment]  # closed once
+            self._fd = None  # type: ignore[assignment]  # closed once
             try:
                 os.close(fd)
             except OSError:

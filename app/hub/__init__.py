@@ -13,6 +13,21 @@ from app.hub.download import DownloadJob, DownloadQueue, download_now, pending_j
 from app.hub.files import HubFile, HubPart, RepoFiles, group_gguf_files
 from app.hub.verdict import RemoteVerdict, check_remote
 
-__all__ = ["HubClient", "HubError", "RepoHit", "hub_endpoint", "CURATED", "CuratedModel",
-           "DownloadJob", "DownloadQueue", "download_now", "pending_jobs",
-           "HubFile", "HubPart", "RepoFiles", "group_gguf_files", "RemoteVerdict", "check_remote"]
+__all__ = [
+    "HubClient",
+    "HubError",
+    "RepoHit",
+    "hub_endpoint",
+    "CURATED",
+    "CuratedModel",
+    "DownloadJob",
+    "DownloadQueue",
+    "download_now",
+    "pending_jobs",
+    "HubFile",
+    "HubPart",
+    "RepoFiles",
+    "group_gguf_files",
+    "RemoteVerdict",
+    "check_remote",
+]

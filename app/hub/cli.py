@@ -17,7 +17,7 @@ from app.errors import LlambdaError, exit_code_for
 from app.units import format_bytes
 
 if TYPE_CHECKING:
-    from app.hub.verdict import RemoteVerdict     # imported lazily at run time (start-up time)
+    from app.hub.verdict import RemoteVerdict  # imported lazily at run time (start-up time)
 
 COMMANDS = ("search", "files", "download", "token")
 
@@ -37,8 +37,9 @@ def add_commands(sub) -> None:
     p.add_argument("--cancel", action="store_true", help="discard a paused download of this file")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p = sub.add_parser("token", help="the access token for gated models, kept in the OS keyring")
-    p.add_argument("action", choices=("set", "clear", "status"),
-                   help="set (read from stdin, or asked for), clear, or status")
+    p.add_argument(
+        "action", choices=("set", "clear", "status"), help="set (read from stdin, or asked for), clear, or status"
+    )
 
 
 def _search(ns, out) -> int:
@@ -53,7 +54,8 @@ def _search(ns, out) -> int:
         out.write(f"no GGUF models found for {ns.query!r}\n")
         return 0
     rows = [("REPOSITORY", "DOWNLOADS", "LIKES", "")] + [
-        (h.repo_id, f"{h.downloads:,}", f"{h.likes:,}", "gated" if h.gated else "") for h in hits]
+        (h.repo_id, f"{h.downloads:,}", f"{h.likes:,}", "gated" if h.gated else "") for h in hits
+    ]
     _table(rows, out)
     return 0
 
@@ -80,15 +82,27 @@ def _files(ns, out, err) -> int:
         files = []
         for f in repo.files:
             d = f.to_json()
-            v: Any = verdicts.get(f.name)     # a RemoteVerdict, an error, or None
+            v: Any = verdicts.get(f.name)  # a RemoteVerdict, an error, or None
             d["verdict"] = v.to_json() if hasattr(v, "to_json") else ({"error": str(v)} if v else None)
             files.append(d)
-        json.dump({"repo_id": repo.repo_id, "revision": repo.revision, "licence": repo.licence,
-                   "gated": repo.gated, "files": files, "incomplete": list(repo.incomplete)}, out, indent=1)
+        json.dump(
+            {
+                "repo_id": repo.repo_id,
+                "revision": repo.revision,
+                "licence": repo.licence,
+                "gated": repo.gated,
+                "files": files,
+                "incomplete": list(repo.incomplete),
+            },
+            out,
+            indent=1,
+        )
         out.write("\n")
         return 0
-    out.write(f"{repo.repo_id} at {repo.revision[:12]}; licence: {repo.licence or 'not given'}"
-              f"{'; gated: accept its licence on the website first' if repo.gated else ''}\n")
+    out.write(
+        f"{repo.repo_id} at {repo.revision[:12]}; licence: {repo.licence or 'not given'}"
+        f"{'; gated: accept its licence on the website first' if repo.gated else ''}\n"
+    )
     if not repo.files:
         out.write("no GGUF files\n")
     rows = [("FILE", "QUANT", "SIZE", "VERDICT")]
@@ -165,8 +179,10 @@ def _download(ns, out, err) -> int:
     elif duplicate:
         out.write(f"{hub_file.name} is already in your library as {entry.name}\n")
     else:
-        out.write(f"downloaded {hub_file.name} ({format_bytes(entry.size)}, SHA-256 checked) into your library "
-                  f"as {entry.name}\n")
+        out.write(
+            f"downloaded {hub_file.name} ({format_bytes(entry.size)}, SHA-256 checked) into your library "
+            f"as {entry.name}\n"
+        )
     return 0
 
 

@@ -95,12 +95,17 @@ def translate(e: BaseException, what: str, *, repo_id: str | None = None) -> Hub
     status = getattr(getattr(e, "response", None), "status_code", None)
     page = f"{hub_endpoint()}/{repo_id}" if repo_id else hub_endpoint()
     if "GatedRepoError" in names:
-        return HubError(f"{what} is gated: accept its licence at {page} while signed in, then paste an "
-                        "access token (Get models → Token, or `llambda models token set`)", "gated")
+        return HubError(
+            f"{what} is gated: accept its licence at {page} while signed in, then paste an "
+            "access token (Get models → Token, or `llambda models token set`)",
+            "gated",
+        )
     if "RepositoryNotFoundError" in names:
         if status == 401:
-            return HubError(f"{what}: no such repository on {host}, or it is private (a token with access "
-                            "to it is needed)", "not_found")
+            return HubError(
+                f"{what}: no such repository on {host}, or it is private (a token with access to it is needed)",
+                "not_found",
+            )
         return HubError(f"{what}: no such repository on {host}", "not_found")
     if "RevisionNotFoundError" in names or "RemoteEntryNotFoundError" in names or "EntryNotFoundError" in names:
         return HubError(f"{what}: no such file on {host} (it may have been renamed or removed)", "not_found")
@@ -117,11 +122,19 @@ def translate(e: BaseException, what: str, *, repo_id: str | None = None) -> Hub
     text = str(e)
     if "ConnectError" in names or "ConnectionError" in names or "NetworkError" in names:
         lowered = text.lower()
-        if any(w in lowered for w in ("name or service not known", "nodename nor servname", "name resolution",
-                                      "getaddrinfo", "no address associated", "name does not resolve")):
+        if any(
+            w in lowered
+            for w in (
+                "name or service not known",
+                "nodename nor servname",
+                "name resolution",
+                "getaddrinfo",
+                "no address associated",
+                "name does not resolve",
+            )
+        ):
             return HubError(f"cannot look up {host} (DNS failed): no network, or the name is wrong", "dns")
-        return HubError(f"cannot reach {host}: no network? ({_first_line(text) or 'connection refused'})",
-                        "offline")
+        return HubError(f"cannot reach {host}: no network? ({_first_line(text) or 'connection refused'})", "offline")
     if "TimeoutException" in names or isinstance(e, TimeoutError):
         return HubError(f"{host} did not answer in time: the network is slow or down", "timeout")
     if "RemoteProtocolError" in names or "ReadError" in names:
@@ -160,7 +173,9 @@ class HubClient:
         self.token = token if token is not None else stored_token()
 
     def _api(self):
-        return hf().HfApi(endpoint=self.endpoint, token=self.token or None, library_name="llambda", library_version=__version__)
+        return hf().HfApi(
+            endpoint=self.endpoint, token=self.token or None, library_name="llambda", library_version=__version__
+        )
 
     # -- search and listing -------------------------------------------------------------------
 
@@ -174,13 +189,22 @@ class HubClient:
         ModelInfo, get_session, hf_raise_for_status = hub.ModelInfo, hub.get_session, hub.hf_raise_for_status
         from huggingface_hub.utils import build_hf_headers
 
-        params = {"filter": "gguf", "sort": "downloads", "direction": -1, "limit": max(1, min(limit, 100)),
-                  "expand": ["downloads", "likes", "gated"]}
+        params = {
+            "filter": "gguf",
+            "sort": "downloads",
+            "direction": -1,
+            "limit": max(1, min(limit, 100)),
+            "expand": ["downloads", "likes", "gated"],
+        }
         if query.strip():
             params["search"] = query.strip()
         try:
-            r = get_session().get(f"{self.endpoint}/api/models", params=params,
-                                  headers=build_hf_headers(token=self.token or None, library_name="llambda", library_version=__version__), timeout=API_TIMEOUT_S)
+            r = get_session().get(
+                f"{self.endpoint}/api/models",
+                params=params,
+                headers=build_hf_headers(token=self.token or None, library_name="llambda", library_version=__version__),
+                timeout=API_TIMEOUT_S,
+            )
             hf_raise_for_status(r)
             found = [ModelInfo(**item) for item in r.json()]
         except Exception as e:
@@ -205,8 +229,14 @@ class HubClient:
             licence = getattr(card, "license", None) or (card.get("license") if hasattr(card, "get") else None)
         if not licence:
             licence = next((t.split(":", 1)[1] for t in info.tags or [] if t.startswith("license:")), None)
-        return RepoFiles(repo_id, info.sha or "main", tuple(files), licence if isinstance(licence, str) else None,
-                         bool(info.gated), tuple(incomplete))
+        return RepoFiles(
+            repo_id,
+            info.sha or "main",
+            tuple(files),
+            licence if isinstance(licence, str) else None,
+            bool(info.gated),
+            tuple(incomplete),
+        )
 
     # -- file transfer ------------------------------------------------------------------------
 
@@ -217,14 +247,13 @@ class HubClient:
 
         url = hf_hub_url(repo_id, path, revision=revision, endpoint=self.endpoint)
         try:
-            meta = get_hf_file_metadata(url, token=self.token or None, timeout=API_TIMEOUT_S,
-                                        endpoint=self.endpoint)
+            meta = get_hf_file_metadata(url, token=self.token or None, timeout=API_TIMEOUT_S, endpoint=self.endpoint)
         except Exception as e:
             raise translate(e, f"{repo_id}/{path}", repo_id=repo_id) from None
         headers = build_hf_headers(token=self.token or None, library_name="llambda", library_version=__version__)
         location = meta.location or url
         if urlsplit(location).netloc != urlsplit(url).netloc:
-            headers.pop("authorization", None)      # a signed CDN address: the token stays home
+            headers.pop("authorization", None)  # a signed CDN address: the token stays home
         return location, headers, meta.size
 
     def fetch_range(self, location: str, headers: dict, start: int, end: int, what: str) -> bytes:
@@ -236,8 +265,13 @@ class HubClient:
         h = dict(headers)
         h["Range"] = f"bytes={start}-{end - 1}"
         try:
-            http_get(location, sink, headers=h,  # type: ignore[arg-type]  # a raw binary sink
-                     expected_size=end - start, tqdm_class=SilentBar)
+            http_get(
+                location,
+                sink,  # type: ignore[arg-type]  # a raw binary sink
+                headers=h,
+                expected_size=end - start,
+                tqdm_class=SilentBar,
+            )
         except Exception as e:
             raise translate(e, what) from None
         return bytes(sink.buf)

@@ -31,7 +31,7 @@ from app.hub.files import HubFile, RepoFiles
 from app.paths import atomic_write_text, cache_dir, ensure_dir
 
 HASH_CHUNK = 4 << 20
-TRANSFER_CHUNK = 1 << 20        # progress (and a pause) every MiB instead of the library's 10 MiB
+TRANSFER_CHUNK = 1 << 20  # progress (and a pause) every MiB instead of the library's 10 MiB
 FREE_MARGIN_BYTES = 64 << 20
 RATE_WINDOW_S = 5.0
 
@@ -55,10 +55,10 @@ class DownloadJob:
     key: str
     repo_id: str
     revision: str
-    name: str                     # the model's file name (a split model's without the part suffix)
+    name: str  # the model's file name (a split model's without the part suffix)
     quantization: str
-    parts: list[dict]             # [{"path", "size", "sha256"}] in order
-    state: str = "queued"         # queued | running | paused | failed | done
+    parts: list[dict]  # [{"path", "size", "sha256"}] in order
+    state: str = "queued"  # queued | running | paused | failed | done
     message: str = ""
     added: float = field(default_factory=time.time)
 
@@ -117,10 +117,19 @@ def job_for(repo: RepoFiles, hub_file: HubFile) -> DownloadJob:
             return job
     for p in hub_file.parts:
         if not p.sha256:
-            raise HubError(f"{repo.repo_id}/{p.path}: the Hub gives no SHA-256 for it, so the download "
-                           "could not be verified; not downloaded", "mismatch")
-    job = DownloadJob(key, repo.repo_id, repo.revision, hub_file.name, hub_file.quantization,
-                      [{"path": p.path, "size": p.size, "sha256": p.sha256} for p in hub_file.parts])
+            raise HubError(
+                f"{repo.repo_id}/{p.path}: the Hub gives no SHA-256 for it, so the download "
+                "could not be verified; not downloaded",
+                "mismatch",
+            )
+    job = DownloadJob(
+        key,
+        repo.repo_id,
+        repo.revision,
+        hub_file.name,
+        hub_file.quantization,
+        [{"path": p.path, "size": p.size, "sha256": p.sha256} for p in hub_file.parts],
+    )
     job.save()
     return job
 
@@ -138,9 +147,9 @@ def pending_jobs() -> list[DownloadJob]:
             if not (isinstance(job.parts, list) and job.parts and job.key == path.stem):
                 raise ValueError("no parts")
         except (OSError, ValueError, TypeError):
-            continue        # not ours, or damaged: left alone
+            continue  # not ours, or damaged: left alone
         if job.state in ("running", "queued"):
-            job.state = "paused"        # a previous run ended while it was going
+            job.state = "paused"  # a previous run ended while it was going
         jobs.append(job)
     jobs.sort(key=lambda j: j.added)
     return jobs
@@ -180,7 +189,7 @@ def _meter(on_bytes: Callable[[int], None]):
 
 def _check_space(job: DownloadJob, library_folder: Path) -> None:
     left = job.size - job.have()
-    need_here = left + (job.size if len(job.parts) > 1 else 0)       # + the joined file
+    need_here = left + (job.size if len(job.parts) > 1 else 0)  # + the joined file
     folder = ensure_dir(downloads_dir())
     ensure_dir(library_folder)
     same = os.stat(folder).st_dev == os.stat(library_folder).st_dev
@@ -190,9 +199,11 @@ def _check_space(job: DownloadJob, library_folder: Path) -> None:
     for where, need in checks:
         free = shutil.disk_usage(where).free
         if free < need + FREE_MARGIN_BYTES:
-            raise HubError(f"not enough free disk space for {job.name}: it needs {need / 1e9:.2f} GB "
-                           f"(+{FREE_MARGIN_BYTES >> 20} MB margin) in {where}, {free / 1e9:.2f} GB are free",
-                           "disk")
+            raise HubError(
+                f"not enough free disk space for {job.name}: it needs {need / 1e9:.2f} GB "
+                f"(+{FREE_MARGIN_BYTES >> 20} MB margin) in {where}, {free / 1e9:.2f} GB are free",
+                "disk",
+            )
 
 
 def _sha256(path: Path, on_bytes: Callable[[int], None]) -> str:
@@ -204,8 +215,14 @@ def _sha256(path: Path, on_bytes: Callable[[int], None]) -> str:
     return h.hexdigest()
 
 
-def run_job(job: DownloadJob, *, client: HubClient | None = None, library=None,
-            on_event: Event | None = None, should_stop: Callable[[], str | None] = lambda: None):
+def run_job(
+    job: DownloadJob,
+    *,
+    client: HubClient | None = None,
+    library=None,
+    on_event: Event | None = None,
+    should_stop: Callable[[], str | None] = lambda: None,
+):
     """Download, verify and import `job`; returns (library entry, duplicate?).
 
     `should_stop()` is asked between chunks: "pause" keeps the bytes (DownloadStopped how=pause),
@@ -229,8 +246,17 @@ def run_job(job: DownloadJob, *, client: HubClient | None = None, library=None,
 
     def stage(name: str, done: int, total: int, rate: Rate | None = None) -> None:
         speed, eta = rate.add(done) if rate else (0.0, None)
-        emit({"event": "progress", "key": job.key, "stage": name, "done": done, "total": total,
-              "speed": speed, "eta": eta})
+        emit(
+            {
+                "event": "progress",
+                "key": job.key,
+                "stage": name,
+                "done": done,
+                "total": total,
+                "speed": speed,
+                "eta": eta,
+            }
+        )
 
     def set_state(state: str, message: str = "") -> None:
         job.state, job.message = state, message
@@ -249,7 +275,7 @@ def run_job(job: DownloadJob, *, client: HubClient | None = None, library=None,
             for i, p in enumerate(job.parts):
                 path, size = job.part_path(i), int(p["size"])
                 have = path.stat().st_size if path.exists() else 0
-                if have > size:                 # more than the file holds: start this part again
+                if have > size:  # more than the file holds: start this part again
                     path.unlink()
                     have = 0
                 if have == size:
@@ -266,21 +292,31 @@ def run_job(job: DownloadJob, *, client: HubClient | None = None, library=None,
 
                 try:
                     with open(path, "ab") as out:
-                        http_get(location, out, resume_size=have, headers=headers, expected_size=size,
-                                 tqdm_class=_meter(on_bytes))
+                        http_get(
+                            location,
+                            out,
+                            resume_size=have,
+                            headers=headers,
+                            expected_size=size,
+                            tqdm_class=_meter(on_bytes),
+                        )
                 except _Stop:
                     raise
                 except Exception as e:
                     if isinstance(e, OSError) and "Consistency check failed" in str(e):
                         arrived = path.stat().st_size if path.exists() else 0
                         job.delete()
-                        raise HubError(f"{what}: the server sent {arrived:,} of {size:,} bytes (the file is "
-                                       "truncated); nothing was kept", "truncated") from None
+                        raise HubError(
+                            f"{what}: the server sent {arrived:,} of {size:,} bytes (the file is "
+                            "truncated); nothing was kept",
+                            "truncated",
+                        ) from None
                     raise translate(e, what, repo_id=job.repo_id) from None
                 done = job.have()
             stopping()
             verified = 0
             for i, p in enumerate(job.parts):
+
                 def on_hash(n: int) -> None:
                     nonlocal verified
                     verified += n
@@ -290,19 +326,25 @@ def run_job(job: DownloadJob, *, client: HubClient | None = None, library=None,
                 digest = _sha256(job.part_path(i), on_hash)
                 if digest != p["sha256"]:
                     job.delete()
-                    raise HubError(f"{job.repo_id}/{p['path']}: SHA-256 {digest[:12]}… does not match the Hub's "
-                                   f"{str(p['sha256'])[:12]}…; the download was deleted", "mismatch")
+                    raise HubError(
+                        f"{job.repo_id}/{p['path']}: SHA-256 {digest[:12]}… does not match the Hub's "
+                        f"{str(p['sha256'])[:12]}…; the download was deleted",
+                        "mismatch",
+                    )
             stopping()
             if len(job.parts) > 1:
                 from app.hub.split import join_split
 
-                join_split([job.part_path(i) for i in range(len(job.parts))], job.joined_path,
-                           progress=lambda d, t: stage("join", d, t))
+                join_split(
+                    [job.part_path(i) for i in range(len(job.parts))],
+                    job.joined_path,
+                    progress=lambda d, t: stage("join", d, t),
+                )
                 source = job.joined_path
             else:
                 source = job.part_path(0)
             safe = "".join(c if c.isalnum() or c in "-_.+" else "_" for c in job.name).lstrip(".") or "model.gguf"
-            named = source.with_name(safe)              # the library names a model after its file
+            named = source.with_name(safe)  # the library names a model after its file
             os.replace(source, named)
             try:
                 try:
@@ -330,7 +372,7 @@ def run_job(job: DownloadJob, *, client: HubClient | None = None, library=None,
         else:
             set_state("failed", str(e))
         raise
-    except LlambdaError as e:      # the import refused the file (bad GGUF, disk): nothing is kept
+    except LlambdaError as e:  # the import refused the file (bad GGUF, disk): nothing is kept
         if not isinstance(e, DownloadStopped):
             job.delete()
             emit({"event": "state", "key": job.key, "state": "deleted", "message": str(e)})
@@ -342,13 +384,21 @@ def run_job(job: DownloadJob, *, client: HubClient | None = None, library=None,
             pass
     job.delete()
     set_state("done", f"in your library as {entry.name}" + (" (it was already there)" if duplicate else ""))
-    emit({"event": "done", "key": job.key, "entry": entry.to_json(), "duplicate": duplicate,
-          "file": str(entry.file_path(library.folder))})
+    emit(
+        {
+            "event": "done",
+            "key": job.key,
+            "entry": entry.to_json(),
+            "duplicate": duplicate,
+            "file": str(entry.file_path(library.folder)),
+        }
+    )
     return entry, duplicate
 
 
-def download_now(repo_id: str, file_name: str, *, client: HubClient | None = None, library=None,
-                 on_event: Event | None = None):
+def download_now(
+    repo_id: str, file_name: str, *, client: HubClient | None = None, library=None, on_event: Event | None = None
+):
     """List `repo_id`, find `file_name` there and run its job now (resuming one on disk)."""
     client = client or HubClient()
     repo = client.repo_files(repo_id)
@@ -455,15 +505,18 @@ class DownloadQueue:
     def _run(self) -> None:
         while (job := self._next()) is not None:
             try:
-                run_job(job, client=self.client_factory(),
-                        library=self.library_factory() if self.library_factory else None,
-                        on_event=self.on_event,
-                        should_stop=lambda k=job.key: self._stop.get(k))  # type: ignore[misc]  # default arg
+                run_job(
+                    job,
+                    client=self.client_factory(),
+                    library=self.library_factory() if self.library_factory else None,
+                    on_event=self.on_event,
+                    should_stop=lambda k=job.key: self._stop.get(k),  # type: ignore[misc]  # default arg
+                )
             except DownloadStopped:
                 pass
             except LlambdaError:
-                pass                    # run_job has reported it as a state event
-            except Exception as e:      # the thread must go on; the person hears of it in one line
+                pass  # run_job has reported it as a state event
+            except Exception as e:  # the thread must go on; the person hears of it in one line
                 job.state, job.message = "failed", f"{type(e).__name__}: {e}"
                 self.on_event({"event": "state", "key": job.key, "state": "failed", "message": job.message})
             with self._cv:
@@ -472,5 +525,14 @@ class DownloadQueue:
                     self.jobs.pop(job.key, None)
 
 
-__all__ = ["DownloadJob", "DownloadQueue", "DownloadStopped", "Rate", "download_now", "job_for",
-           "pending_jobs", "run_job", "downloads_dir"]
+__all__ = [
+    "DownloadJob",
+    "DownloadQueue",
+    "DownloadStopped",
+    "Rate",
+    "download_now",
+    "job_for",
+    "pending_jobs",
+    "run_job",
+    "downloads_dir",
+]

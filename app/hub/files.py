@@ -11,26 +11,28 @@ from dataclasses import dataclass
 SPLIT_NAME = re.compile(r"^(?P<base>.+)-(?P<index>\d{5})-of-(?P<count>\d{5})\.gguf$", re.IGNORECASE)
 QUANT_NAME = re.compile(
     r"(?<![A-Za-z0-9])(IQ[1-4]_(?:XXS|XS|S|M|NL)|Q[2-8]_K(?:_[SML]|_XL)?|Q[4-8]_[01]|TQ[12]_0|MXFP4|BF16|F16|F32)"
-    r"(?![A-Za-z0-9])", re.IGNORECASE)
-NOT_MODELS = ("mmproj",)        # vision projectors: GGUF files that are not language models
+    r"(?![A-Za-z0-9])",
+    re.IGNORECASE,
+)
+NOT_MODELS = ("mmproj",)  # vision projectors: GGUF files that are not language models
 
 
 @dataclass(frozen=True)
 class HubPart:
     """One file in the repository."""
 
-    path: str            # rfilename: the path inside the repository
-    size: int            # bytes
-    sha256: str | None   # from the Hub's LFS metadata; None when the Hub gives none
+    path: str  # rfilename: the path inside the repository
+    size: int  # bytes
+    sha256: str | None  # from the Hub's LFS metadata; None when the Hub gives none
 
 
 @dataclass(frozen=True)
 class HubFile:
     """One model as a person picks it: a single file, or the parts of a split model in order."""
 
-    name: str                   # the file name, or for a split model its name without -0000k-of-0000n
+    name: str  # the file name, or for a split model its name without -0000k-of-0000n
     parts: tuple[HubPart, ...]
-    quantization: str           # e.g. Q4_K_M, or "?" when the name does not say
+    quantization: str  # e.g. Q4_K_M, or "?" when the name does not say
 
     @property
     def size(self) -> int:
@@ -41,8 +43,12 @@ class HubFile:
         return len(self.parts) > 1
 
     def to_json(self) -> dict:
-        return {"name": self.name, "quantization": self.quantization, "size": self.size,
-                "parts": [{"path": p.path, "size": p.size, "sha256": p.sha256} for p in self.parts]}
+        return {
+            "name": self.name,
+            "quantization": self.quantization,
+            "size": self.size,
+            "parts": [{"path": p.path, "size": p.size, "sha256": p.sha256} for p in self.parts],
+        }
 
 
 @dataclass(frozen=True)
@@ -50,11 +56,11 @@ class RepoFiles:
     """A repository at one commit: its GGUF models and what the card says about it."""
 
     repo_id: str
-    revision: str               # the commit the files were listed at; downloads are pinned to it
+    revision: str  # the commit the files were listed at; downloads are pinned to it
     files: tuple[HubFile, ...]
     licence: str | None
     gated: bool
-    incomplete: tuple[str, ...] = ()    # split models with parts missing (listed, not offered)
+    incomplete: tuple[str, ...] = ()  # split models with parts missing (listed, not offered)
 
     def find(self, name: str) -> HubFile:
         """A file by its name, the path of its (first) part, or its base name."""

@@ -62,11 +62,14 @@ def join_split(parts: list[Path], out: Path, progress: Callable[[int, int], None
             meta = b"".join(_encoded_metadata(first, k, raw0) for k in keys)
         infos, offset = [], 0
         for _f, t in tensors:
-            infos.append(_string(t.name.encode("utf-8")) + struct.pack("<I", len(t.dims))
-                         + b"".join(struct.pack("<Q", d) for d in t.dims)
-                         + struct.pack("<IQ", t.type.id, offset))
+            infos.append(
+                _string(t.name.encode("utf-8"))
+                + struct.pack("<I", len(t.dims))
+                + b"".join(struct.pack("<Q", d) for d in t.dims)
+                + struct.pack("<IQ", t.type.id, offset)
+            )
             offset += -(-t.n_bytes // align) * align
-        header = (GGUF_MAGIC + struct.pack("<IQQ", 3, len(tensors), len(keys)) + meta + b"".join(infos))
+        header = GGUF_MAGIC + struct.pack("<IQQ", 3, len(tensors), len(keys)) + meta + b"".join(infos)
         total = offset
         done = 0
         with open(out, "wb") as dst:
@@ -90,7 +93,7 @@ def join_split(parts: list[Path], out: Path, progress: Callable[[int, int], None
             finally:
                 for h in handles.values():
                     h.close()
-        open_gguf(out).close()          # the joined file passes the strict reader, or nothing is kept
+        open_gguf(out).close()  # the joined file passes the strict reader, or nothing is kept
     finally:
         for f in files:
             f.close()

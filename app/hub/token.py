@@ -21,13 +21,13 @@ class TokenStoreError(LlambdaError, OSError):
 
 def _keyring():
     try:
-        import keyring   # lazy: only a gated download needs it
+        import keyring  # lazy: only a gated download needs it
         from keyring.backends import fail
     except ImportError:
         return None
     try:
         backend = keyring.get_keyring()
-    except Exception:   # a broken backend configuration: as good as none
+    except Exception:  # a broken backend configuration: as good as none
         return None
     if isinstance(backend, fail.Keyring) or getattr(backend, "priority", 1) <= 0:
         return None
@@ -44,7 +44,7 @@ def stored_token() -> str | None:
         return None
     try:
         value = kr.get_password(SERVICE, USER)
-    except Exception:   # locked or unavailable keyring: proceed without a token
+    except Exception:  # locked or unavailable keyring: proceed without a token
         return None
     return value.strip() if value and value.strip() else None
 
@@ -56,8 +56,7 @@ def save_token(token: str) -> str:
         raise TokenStoreError("that is not an access token (it is empty or has spaces in it)")
     kr = _keyring()
     if kr is None:
-        raise TokenStoreError("no keyring is available to store the token; set HF_TOKEN in the "
-                              "environment instead")
+        raise TokenStoreError("no keyring is available to store the token; set HF_TOKEN in the environment instead")
     try:
         kr.set_password(SERVICE, USER, token)
     except Exception as e:

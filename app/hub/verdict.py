@@ -26,21 +26,27 @@ HEADER_MAX_BYTES = 64 << 20
 
 @dataclass(frozen=True)
 class RemoteVerdict:
-    verdict: str                 # ok | warn | refuse (preflight's words), or "unknown"
+    verdict: str  # ok | warn | refuse (preflight's words), or "unknown"
     supported: bool
-    memory: str                  # ok | warn | refuse | unknown
-    template: str                # ok | missing | invalid | unknown
-    n_ctx: int | None            # the context the memory check assumed
+    memory: str  # ok | warn | refuse | unknown
+    template: str  # ok | missing | invalid | unknown
+    n_ctx: int | None  # the context the memory check assumed
     messages: tuple[str, ...]
-    header_bytes: int            # bytes fetched to judge it
+    header_bytes: int  # bytes fetched to judge it
 
     def summary(self) -> str:
         return f"{self.verdict}: " + "; ".join(self.messages)
 
     def to_json(self) -> dict:
-        return {"verdict": self.verdict, "supported": self.supported, "memory": self.memory,
-                "template": self.template, "n_ctx": self.n_ctx, "messages": list(self.messages),
-                "header_bytes": self.header_bytes}
+        return {
+            "verdict": self.verdict,
+            "supported": self.supported,
+            "memory": self.memory,
+            "template": self.template,
+            "n_ctx": self.n_ctx,
+            "messages": list(self.messages),
+            "header_bytes": self.header_bytes,
+        }
 
 
 def _open_prefix(client: HubClient, location: str, headers: dict, size: int, what: str, tmpdir: str):
@@ -64,9 +70,17 @@ def _open_prefix(client: HubClient, location: str, headers: dict, size: int, wha
             want = min(size, len(data) * 2, HEADER_MAX_BYTES)
 
 
-def check_remote(client: HubClient, repo_id: str, revision: str, hub_file: HubFile, *,
-                 n_ctx: int | None = None, kv_type: str = "f16",
-                 available_bytes: int | None = None, total_bytes: int | None = None) -> RemoteVerdict:
+def check_remote(
+    client: HubClient,
+    repo_id: str,
+    revision: str,
+    hub_file: HubFile,
+    *,
+    n_ctx: int | None = None,
+    kv_type: str = "f16",
+    available_bytes: int | None = None,
+    total_bytes: int | None = None,
+) -> RemoteVerdict:
     """Judge `hub_file` from its header(s). `n_ctx` None or 0: the context the app would pick.
 
     Raises HubError (network, 404, 401...) and ModelFormatError (a header that is not GGUF)."""
@@ -87,7 +101,7 @@ def check_remote(client: HubClient, repo_id: str, revision: str, hub_file: HubFi
                 opened.append(f)
                 fetched += n
             first = opened[0]
-            if len(opened) > 1:         # a split model: the first part's metadata, every part's tensors
+            if len(opened) > 1:  # a split model: the first part's metadata, every part's tensors
                 merged = {}
                 for f in opened:
                     merged.update(f.tensors)
@@ -96,14 +110,21 @@ def check_remote(client: HubClient, repo_id: str, revision: str, hub_file: HubFi
             if not ctx:
                 try:
                     ctx = fitting_context(first, kv_type, available_bytes=available_bytes)[0]
-                except Exception:    # unknown architecture etc.: preflight says why
+                except Exception:  # unknown architecture etc.: preflight says why
                     ctx = None
             report = preflight(first, ctx, kv_type, available_bytes=available_bytes, total_bytes=total_bytes)
         finally:
             for f in opened:
                 f.close()
-    return RemoteVerdict(report.verdict, report.supported, report.memory_verdict, report.template_status,
-                         report.n_ctx, tuple(report.messages), fetched)
+    return RemoteVerdict(
+        report.verdict,
+        report.supported,
+        report.memory_verdict,
+        report.template_status,
+        report.n_ctx,
+        tuple(report.messages),
+        fetched,
+    )
 
 
 __all__ = ["RemoteVerdict", "check_remote", "HEADER_FIRST_BYTES", "HEADER_MAX_BYTES"]

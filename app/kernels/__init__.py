@@ -19,6 +19,7 @@ abort flag stopped the job). Not here: model logic, file parsing, the decoder lo
 Every per-row / product function takes `isa=None|"ref"|"avx2"|"avx512"` (None: the level in use,
 which LLAMBDA_ISA=ref|avx2|avx512 can lower).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -31,21 +32,56 @@ from app.gguf.constants import TENSOR_TYPES
 try:
     from app._llk import ffi, lib
 except ImportError as exc:  # pragma: no cover - a broken install
-    raise ImportError(
-        "the kernel library app._llk is not built; run `pip install -e .` in the source tree"
-    ) from exc
+    raise ImportError("the kernel library app._llk is not built; run `pip install -e .` in the source tree") from exc
 
 __all__ = [
-    "ISA_NAMES", "SUPPORTED_TYPES", "TYPE_NAMES", "KernelAborted", "ThreadPool", "RopeConfig",
-    "AttentionConfig", "isa_name", "isa_level", "best_isa_level", "version", "row_bytes",
-    "act_row_bytes", "block_size", "dequantize_row", "quantize_activations", "vec_dot", "matvec",
-    "matmul", "rms_norm", "layer_norm", "softmax", "silu", "gelu", "gelu_erf", "swiglu", "geglu",
-    "add", "mul", "rope", "attention", "read_bandwidth", "bench_kernels", "format_bench",
-    "cpu_count_allowed", "cpu_count_physical", "describe", "isa_description", "random_weights", "bench_matmul",
-    "format_bench_matmul", "bench_in_cache", "quantize_kv_q8_0", "dequantize_kv_q8_0",
+    "ISA_NAMES",
+    "SUPPORTED_TYPES",
+    "TYPE_NAMES",
+    "KernelAborted",
+    "ThreadPool",
+    "RopeConfig",
+    "AttentionConfig",
+    "isa_name",
+    "isa_level",
+    "best_isa_level",
+    "version",
+    "row_bytes",
+    "act_row_bytes",
+    "block_size",
+    "dequantize_row",
+    "quantize_activations",
+    "vec_dot",
+    "matvec",
+    "matmul",
+    "rms_norm",
+    "layer_norm",
+    "softmax",
+    "silu",
+    "gelu",
+    "gelu_erf",
+    "swiglu",
+    "geglu",
+    "add",
+    "mul",
+    "rope",
+    "attention",
+    "read_bandwidth",
+    "bench_kernels",
+    "format_bench",
+    "cpu_count_allowed",
+    "cpu_count_physical",
+    "describe",
+    "isa_description",
+    "random_weights",
+    "bench_matmul",
+    "format_bench_matmul",
+    "bench_in_cache",
+    "quantize_kv_q8_0",
+    "dequantize_kv_q8_0",
 ]
 
-ISA_NAMES = ("ref", "avx2", "avx512")   # index = level
+ISA_NAMES = ("ref", "avx2", "avx512")  # index = level
 
 # The tensor types the C library knows (its llk_type enum in kernels/llk.h: a block size for the
 # id), named as in the one Python table of types, app.gguf.constants (tests/kernels/test_types.py
@@ -53,9 +89,11 @@ ISA_NAMES = ("ref", "avx2", "avx512")   # index = level
 TYPE_NAMES = {t.id: t.name for t in TENSOR_TYPES.values() if lib.llk_type_block_size(t.id)}
 SUPPORTED_TYPES = frozenset(t for t in range(64) if lib.llk_type_supported(t))
 
-_STATUS = {          # llk_status (kernels/llk.h), by name
-    lib.LLK_ERR_ARG: "bad argument", lib.LLK_ERR_TYPE: "unsupported tensor type",
-    lib.LLK_ERR_NOMEM: "out of memory", lib.LLK_ERR_ABORTED: "aborted",
+_STATUS = {  # llk_status (kernels/llk.h), by name
+    lib.LLK_ERR_ARG: "bad argument",
+    lib.LLK_ERR_TYPE: "unsupported tensor type",
+    lib.LLK_ERR_NOMEM: "out of memory",
+    lib.LLK_ERR_ABORTED: "aborted",
     lib.LLK_ERR_THREAD: "could not start a thread",
     lib.LLK_ERR_ISA: "instruction set not available on this CPU",
     lib.LLK_ERR_BUSY: "thread pool busy with another thread's job",
@@ -129,8 +167,10 @@ def describe() -> str:
     used, best = isa_level(), best_isa_level()
     note = "" if used == best else f" (forced by LLAMBDA_ISA; best {isa_name(best)})"
     slow = " - no AVX2: reference kernels, expect slow generation" if best == lib.LLK_ISA_REF else ""
-    return (f"{version()}, kernels {isa_name()}{note}{slow}, "
-            f"{cpu_count_physical()} physical cores of {cpu_count_allowed()} usable CPUs")
+    return (
+        f"{version()}, kernels {isa_name()}{note}{slow}, "
+        f"{cpu_count_physical()} physical cores of {cpu_count_allowed()} usable CPUs"
+    )
 
 
 def cpu_count_allowed() -> int:
@@ -188,8 +228,10 @@ def dequantize_row(type_id: int, raw, n: int, isa: int | str | None = None) -> n
     t, n = _type(type_id), int(n)
     src = _bytes_view(raw, row_bytes(t, n), "dequantize_row")
     out = np.empty(n, dtype=np.float32)
-    _check(lib.llk_dequantize_row(_isa(isa), t, ffi.from_buffer(src), ffi.from_buffer("float[]", out), n),
-           f"dequantize_row({TYPE_NAMES[t]}, n={n})")
+    _check(
+        lib.llk_dequantize_row(_isa(isa), t, ffi.from_buffer(src), ffi.from_buffer("float[]", out), n),
+        f"dequantize_row({TYPE_NAMES[t]}, n={n})",
+    )
     return out
 
 
@@ -199,8 +241,10 @@ def quantize_activations(type_id: int, x, isa: int | str | None = None) -> np.nd
     xf = _f32(x, "x").reshape(-1)
     n = xf.size
     out = np.empty(act_row_bytes(t, n), dtype=np.uint8)
-    _check(lib.llk_quantize_act(_isa(isa), t, _fp(xf), ffi.from_buffer(out), n),
-           f"quantize_activations({TYPE_NAMES[t]}, n={n})")
+    _check(
+        lib.llk_quantize_act(_isa(isa), t, _fp(xf), ffi.from_buffer(out), n),
+        f"quantize_activations({TYPE_NAMES[t]}, n={n})",
+    )
     return out
 
 
@@ -210,8 +254,10 @@ def vec_dot(type_id: int, w_raw, act, n: int, isa: int | str | None = None) -> f
     w = _bytes_view(w_raw, row_bytes(t, n), "vec_dot weights")
     a = _bytes_view(act, act_row_bytes(t, n), "vec_dot activations")
     out = ffi.new("float *")
-    _check(lib.llk_vec_dot(_isa(isa), t, ffi.from_buffer(w), ffi.from_buffer(a), n, out),
-           f"vec_dot({TYPE_NAMES[t]}, n={n})")
+    _check(
+        lib.llk_vec_dot(_isa(isa), t, ffi.from_buffer(w), ffi.from_buffer(a), n, out),
+        f"vec_dot({TYPE_NAMES[t]}, n={n})",
+    )
     return float(out[0])
 
 
@@ -326,8 +372,15 @@ def _weights(type_id: int, w, n_cols: int) -> tuple[np.ndarray, int, int]:
     return a8, a8.shape[0], a8.strides[0]
 
 
-def matvec(pool: ThreadPool | None, type_id: int, w, n_cols: int, x, isa: int | str | None = None,
-           out: np.ndarray | None = None) -> np.ndarray:
+def matvec(
+    pool: ThreadPool | None,
+    type_id: int,
+    w,
+    n_cols: int,
+    x,
+    isa: int | str | None = None,
+    out: np.ndarray | None = None,
+) -> np.ndarray:
     """y[r] = dot(W row r, x): W is (n_rows, >= row bytes) raw rows of `type_id`, x float32[n_cols]."""
     t = _type(type_id)
     w8, n_rows, stride = _weights(t, w, n_cols)
@@ -337,13 +390,32 @@ def matvec(pool: ThreadPool | None, type_id: int, w, n_cols: int, x, isa: int | 
     y = out if out is not None else np.empty(n_rows, dtype=np.float32)
     if y.dtype != np.float32 or y.size < n_rows or not y.flags.c_contiguous:
         raise KernelError("matvec: out must be a contiguous float32 array of n_rows")
-    _check(lib.llk_matvec(_pool_ptr(pool), _isa(isa), t, ffi.from_buffer(w8), stride, n_rows, n_cols,
-                          ffi.from_buffer("float[]", xf), ffi.from_buffer("float[]", y)), f"matvec({TYPE_NAMES[t]})")
+    _check(
+        lib.llk_matvec(
+            _pool_ptr(pool),
+            _isa(isa),
+            t,
+            ffi.from_buffer(w8),
+            stride,
+            n_rows,
+            n_cols,
+            ffi.from_buffer("float[]", xf),
+            ffi.from_buffer("float[]", y),
+        ),
+        f"matvec({TYPE_NAMES[t]})",
+    )
     return y
 
 
-def matmul(pool: ThreadPool | None, type_id: int, w, n_cols: int, x, isa: int | str | None = None,
-           out: np.ndarray | None = None) -> np.ndarray:
+def matmul(
+    pool: ThreadPool | None,
+    type_id: int,
+    w,
+    n_cols: int,
+    x,
+    isa: int | str | None = None,
+    out: np.ndarray | None = None,
+) -> np.ndarray:
     """Y (n_tok, n_rows) = X (n_tok, n_cols) @ W^T, W as in matvec."""
     t = _type(type_id)
     w8, n_rows, stride = _weights(t, w, n_cols)
@@ -354,9 +426,23 @@ def matmul(pool: ThreadPool | None, type_id: int, w, n_cols: int, x, isa: int | 
     y = out if out is not None else np.empty((n_tok, n_rows), dtype=np.float32)
     if y.dtype != np.float32 or y.shape != (n_tok, n_rows) or not y.flags.c_contiguous:
         raise KernelError("matmul: out must be a contiguous float32 (n_tok, n_rows) array")
-    _check(lib.llk_matmul(_pool_ptr(pool), _isa(isa), t, ffi.from_buffer(w8), stride, n_rows, n_cols,
-                          ffi.from_buffer("float[]", xf), n_cols, n_tok, ffi.from_buffer("float[]", y), n_rows),
-           f"matmul({TYPE_NAMES[t]})")
+    _check(
+        lib.llk_matmul(
+            _pool_ptr(pool),
+            _isa(isa),
+            t,
+            ffi.from_buffer(w8),
+            stride,
+            n_rows,
+            n_cols,
+            ffi.from_buffer("float[]", xf),
+            n_cols,
+            n_tok,
+            ffi.from_buffer("float[]", y),
+            n_rows,
+        ),
+        f"matmul({TYPE_NAMES[t]})",
+    )
     return y
 
 
@@ -373,13 +459,16 @@ def pack(pool: ThreadPool | None, type_id: int, w, n_cols: int) -> np.ndarray:
     if n == 0:
         raise KernelError(f"{TYPE_NAMES[t]} with {n_rows} rows has no packed layout")
     out = np.empty(n, dtype=np.uint8)
-    _check(lib.llk_pack(_pool_ptr(pool), t, ffi.from_buffer(w8), stride, n_rows, n_cols,
-                        ffi.from_buffer(out)), f"pack({TYPE_NAMES[t]})")
+    _check(
+        lib.llk_pack(_pool_ptr(pool), t, ffi.from_buffer(w8), stride, n_rows, n_cols, ffi.from_buffer(out)),
+        f"pack({TYPE_NAMES[t]})",
+    )
     return out
 
 
-def matmul_packed(pool: ThreadPool | None, type_id: int, packed: np.ndarray, n_rows: int, n_cols: int,
-                  x, isa: int | str | None = None) -> np.ndarray:
+def matmul_packed(
+    pool: ThreadPool | None, type_id: int, packed: np.ndarray, n_rows: int, n_cols: int, x, isa: int | str | None = None
+) -> np.ndarray:
     """Y (n_tok, n_rows) = X @ W^T with W made by pack(): the same floats as matmul()."""
     t = _type(type_id)
     need = lib.llk_packed_bytes(t, n_rows, n_cols)
@@ -391,9 +480,22 @@ def matmul_packed(pool: ThreadPool | None, type_id: int, packed: np.ndarray, n_r
         raise KernelError(f"matmul_packed: x must be (n_tok, {n_cols})")
     n_tok = xf.shape[0]
     y = np.empty((n_tok, n_rows), dtype=np.float32)
-    _check(lib.llk_matmul_packed(_pool_ptr(pool), _isa(isa), t, ffi.from_buffer(p8), n_rows, n_cols,
-                                 ffi.from_buffer("float[]", xf), n_cols, n_tok,
-                                 ffi.from_buffer("float[]", y), n_rows), f"matmul_packed({TYPE_NAMES[t]})")
+    _check(
+        lib.llk_matmul_packed(
+            _pool_ptr(pool),
+            _isa(isa),
+            t,
+            ffi.from_buffer(p8),
+            n_rows,
+            n_cols,
+            ffi.from_buffer("float[]", xf),
+            n_cols,
+            n_tok,
+            ffi.from_buffer("float[]", y),
+            n_rows,
+        ),
+        f"matmul_packed({TYPE_NAMES[t]})",
+    )
     return y
 
 
@@ -412,8 +514,7 @@ def rms_norm(x, weight=None, eps: float = 1e-6) -> np.ndarray:
     w = None if weight is None else _f32(weight, "weight").reshape(-1)
     if w is not None and w.size != n:
         raise KernelError(f"rms_norm: weight has {w.size} values, {n} expected")
-    _check(lib.llk_rms_norm(_fp(y), ffi.NULL if w is None else _fp(w),
-                            _fp(y), n_rows, n, float(eps)), "rms_norm")
+    _check(lib.llk_rms_norm(_fp(y), ffi.NULL if w is None else _fp(w), _fp(y), n_rows, n, float(eps)), "rms_norm")
     return y
 
 
@@ -425,9 +526,12 @@ def layer_norm(x, weight=None, bias=None, eps: float = 1e-5) -> np.ndarray:
     for v, name in ((w, "weight"), (b, "bias")):
         if v is not None and v.size != n:
             raise KernelError(f"layer_norm: {name} has {v.size} values, {n} expected")
-    _check(lib.llk_layer_norm(_fp(y), ffi.NULL if w is None else _fp(w),
-                              ffi.NULL if b is None else _fp(b), _fp(y),
-                              n_rows, n, float(eps)), "layer_norm")
+    _check(
+        lib.llk_layer_norm(
+            _fp(y), ffi.NULL if w is None else _fp(w), ffi.NULL if b is None else _fp(b), _fp(y), n_rows, n, float(eps)
+        ),
+        "layer_norm",
+    )
     return y
 
 
@@ -492,19 +596,19 @@ class RopeConfig:
     """Rotary position embedding settings (GGUF: rope.dimension_count, rope.freq_base, rope.scaling.*)."""
 
     head_dim: int
-    n_rot: int | None = None          # rotated dims; None = head_dim
-    neox: bool = False                # rotate (i, i + n_rot/2) instead of (2i, 2i+1)
+    n_rot: int | None = None  # rotated dims; None = head_dim
+    neox: bool = False  # rotate (i, i + n_rot/2) instead of (2i, 2i+1)
     freq_base: float = 10000.0
-    scaling: str = "none"             # none | linear | yarn | llama3
-    freq_scale: float = 1.0           # linear / yarn: 1 / factor
+    scaling: str = "none"  # none | linear | yarn | llama3
+    freq_scale: float = 1.0  # linear / yarn: 1 / factor
     n_ctx_orig: int = 0
-    ext_factor: float = -1.0          # yarn: < 0 means 1
+    ext_factor: float = -1.0  # yarn: < 0 means 1
     attn_factor: float = 1.0
     beta_fast: float = 32.0
     beta_slow: float = 1.0
-    low_freq_factor: float = 1.0      # llama3
-    high_freq_factor: float = 4.0     # llama3
-    factor: float = 8.0               # llama3
+    low_freq_factor: float = 1.0  # llama3
+    high_freq_factor: float = 4.0  # llama3
+    factor: float = 8.0  # llama3
     freq_factors: tuple | None = None  # n_rot/2 frequency divisors (GGUF rope_freqs.weight)
 
     SCALINGS = ("none", "linear", "yarn", "llama3")
@@ -550,7 +654,7 @@ def rope(cfg: RopeConfig, x, positions) -> np.ndarray:
     pos = np.ascontiguousarray(positions, dtype=np.int32).reshape(-1)
     if pos.size != y.shape[0]:
         raise KernelError("rope: one position per token")
-    params, _keep = cfg._c()     # _keep holds the freq_factors buffer through the call
+    params, _keep = cfg._c()  # _keep holds the freq_factors buffer through the call
     _check(lib.llk_rope(params, _fp(y), y.shape[0], y.shape[1], ffi.from_buffer("int32_t[]", pos)), "rope")
     return y
 
@@ -560,9 +664,9 @@ class AttentionConfig:
     n_head: int
     n_head_kv: int
     head_dim: int
-    scale: float | None = None        # None = 1/sqrt(head_dim)
-    softcap: float = 0.0              # > 0: logits = softcap * tanh(logits / softcap)
-    window: int = 0                   # > 0: sliding window of that many positions
+    scale: float | None = None  # None = 1/sqrt(head_dim)
+    softcap: float = 0.0  # > 0: logits = softcap * tanh(logits / softcap)
+    window: int = 0  # > 0: sliding window of that many positions
     causal: bool = True
 
     def __post_init__(self):
@@ -570,8 +674,9 @@ class AttentionConfig:
             raise ValueError("attention: n_head must be a positive multiple of n_head_kv")
 
 
-def attention(pool: ThreadPool | None, cfg: AttentionConfig, q, k_cache, v_cache, positions,
-              isa: int | str | None = None) -> np.ndarray:
+def attention(
+    pool: ThreadPool | None, cfg: AttentionConfig, q, k_cache, v_cache, positions, isa: int | str | None = None
+) -> np.ndarray:
     """q: (n_tok, n_head, head_dim) f32; k_cache, v_cache: (n_kv, n_head_kv, head_dim), both f16 or
     both f32, or both Q8_0 rows as uint8 (n_kv, row bytes) from `quantize_kv_q8_0`; positions:
     int[n_tok]. Returns (n_tok, n_head, head_dim) f32."""
@@ -595,9 +700,21 @@ def attention(pool: ThreadPool | None, cfg: AttentionConfig, q, k_cache, v_cache
     p.scale = cfg.scale if cfg.scale is not None else 1.0 / float(np.sqrt(cfg.head_dim))
     p.softcap, p.window, p.causal = cfg.softcap, cfg.window, int(cfg.causal)
     out = np.empty_like(qf)
-    _check(lib.llk_attention_isa(_pool_ptr(pool), _isa(isa), p, _fp(qf), ffi.from_buffer(kc),
-                             ffi.from_buffer(vc), kc.shape[0], qf.shape[0],
-                             ffi.from_buffer("int32_t[]", pos), _fp(out)), "attention")
+    _check(
+        lib.llk_attention_isa(
+            _pool_ptr(pool),
+            _isa(isa),
+            p,
+            _fp(qf),
+            ffi.from_buffer(kc),
+            ffi.from_buffer(vc),
+            kc.shape[0],
+            qf.shape[0],
+            ffi.from_buffer("int32_t[]", pos),
+            _fp(out),
+        ),
+        "attention",
+    )
     return out
 
 
@@ -628,6 +745,11 @@ def dequantize_kv_q8_0(rows, n: int) -> np.ndarray:
 # --- measurement (app/kernels/bench.py) ----------------------------------------------------------
 
 from app.kernels.bench import (  # noqa: E402  (after the API it builds on)
-    bench_in_cache, bench_kernels, bench_matmul, format_bench, format_bench_matmul, random_weights,
+    bench_in_cache,
+    bench_kernels,
+    bench_matmul,
+    format_bench,
+    format_bench_matmul,
+    random_weights,
     read_bandwidth,
 )

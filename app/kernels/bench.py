@@ -4,6 +4,7 @@ dot kernels' in-cache speed, and random rows with sane scales for timing and tes
 
     python -m app.kernels [--threads 1,2] [--types q4_0,q8_0,q4_k] [--matmul | --in-cache]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -16,19 +17,55 @@ import numpy as np
 
 from app.errors import KernelError
 from app.kernels import (
-    SUPPORTED_TYPES, TYPE_NAMES, ThreadPool, _isa, _pool_ptr, _type, best_isa_level,
-    cpu_count_physical, ffi, isa_name, isa_packs, lib, matmul, matmul_packed, matvec, pack,
-    quantize_activations, row_bytes, version,
+    SUPPORTED_TYPES,
+    TYPE_NAMES,
+    ThreadPool,
+    _isa,
+    _pool_ptr,
+    _type,
+    best_isa_level,
+    cpu_count_physical,
+    ffi,
+    isa_name,
+    isa_packs,
+    lib,
+    matmul,
+    matmul_packed,
+    matvec,
+    pack,
+    quantize_activations,
+    row_bytes,
+    version,
 )
 
 # Where each type keeps its float16 scale fields inside a block (byte offsets): the benchmark fills
 # random blocks and makes these sane so no NaN or infinity reaches the arithmetic.
 # Byte offsets of the float16 scales in a block (IQ1_M: the four u16 whose top nibbles hold d;
 # MXFP4: its one-byte exponent), for random rows with sane scales.
-SCALE_OFFSETS = {2: (0,), 3: (0, 2), 6: (0,), 7: (0, 2), 8: (0,), 10: (80, 82), 11: (108,),
-                  12: (0, 2), 13: (0, 2), 14: (208,), 16: (0,), 17: (0,), 18: (0,), 19: (0,),
-                  20: (0,), 21: (0,), 22: (0,), 23: (0,), 29: (48, 50, 52, 54), 34: (52,),
-                  35: (64,), 39: (0,)}
+SCALE_OFFSETS = {
+    2: (0,),
+    3: (0, 2),
+    6: (0,),
+    7: (0, 2),
+    8: (0,),
+    10: (80, 82),
+    11: (108,),
+    12: (0, 2),
+    13: (0, 2),
+    14: (208,),
+    16: (0,),
+    17: (0,),
+    18: (0,),
+    19: (0,),
+    20: (0,),
+    21: (0,),
+    22: (0,),
+    23: (0,),
+    29: (48, 50, 52, 54),
+    34: (52,),
+    35: (64,),
+    39: (0,),
+}
 
 
 def random_weights(type_id: int, n_rows: int, n_cols: int, seed: int = 0) -> np.ndarray:
@@ -47,16 +84,16 @@ def random_weights(type_id: int, n_rows: int, n_cols: int, seed: int = 0) -> np.
     bb = int(lib.llk_type_block_bytes(t))
     blocks = w.reshape(n_rows, rb // bb, bb)
     scale = np.frombuffer(np.float16(1.0 / 64).tobytes(), dtype=np.uint8)
-    if t == 29:   # IQ1_M: d = 1/64 (0x2400) spread over the top nibbles of the four scale words
+    if t == 29:  # IQ1_M: d = 1/64 (0x2400) spread over the top nibbles of the four scale words
         sw = blocks[:, :, 48:56].copy().view(np.uint16) & np.uint16(0x0FFF)
         sw |= np.array([0x0000, 0x0000, 0x4000, 0x2000], dtype=np.uint16)
         blocks[:, :, 48:56] = sw.view(np.uint8)
         return w
-    if t == 39:   # MXFP4: exponent byte 121, a scale of 2^-7
+    if t == 39:  # MXFP4: exponent byte 121, a scale of 2^-7
         blocks[:, :, 0] = 121
         return w
     for off in SCALE_OFFSETS[t]:
-        blocks[:, :, off:off + 2] = scale
+        blocks[:, :, off : off + 2] = scale
     return w
 
 
@@ -77,9 +114,14 @@ def read_bandwidth(pool: ThreadPool | None, n_bytes: int = 256 << 20, reps: int 
 BENCH_TYPES = (2, 3, 8, 12, 13, 14, 6, 7, 10, 11, 20, 23, 1, 30, 0)
 
 
-def bench_kernels(threads: Sequence[int] = (1, 2), types: Iterable[int] | None = None,
-                  n_bytes: int = 128 << 20, n_cols: int = 4096, reps: int = 10,
-                  isa: int | str | None = None) -> list[dict]:
+def bench_kernels(
+    threads: Sequence[int] = (1, 2),
+    types: Iterable[int] | None = None,
+    n_bytes: int = 128 << 20,
+    n_cols: int = 4096,
+    reps: int = 10,
+    isa: int | str | None = None,
+) -> list[dict]:
     """Matrix x vector weight bytes/s per type and thread count, next to the read bandwidth.
 
     The matrix holds about n_bytes of weights (default 128 MiB: larger than any desktop L3), so
@@ -101,10 +143,10 @@ def bench_kernels(threads: Sequence[int] = (1, 2), types: Iterable[int] | None =
         if dt > 0:
             bandwidth[n] = max(bandwidth[n], buf.nbytes / dt)
 
-    results: list[tuple[int, int, int, int, float]] = []   # type, threads, n_rows, bytes, seconds
+    results: list[tuple[int, int, int, int, float]] = []  # type, threads, n_rows, bytes, seconds
     try:
         for n in pools:
-            probe(n)                                          # page the buffer in
+            probe(n)  # page the buffer in
         x = np.random.default_rng(1).standard_normal(n_cols, dtype=np.float32)
         for t in types:
             n_rows = max(1, n_bytes // row_bytes(t, n_cols))
@@ -112,7 +154,7 @@ def bench_kernels(threads: Sequence[int] = (1, 2), types: Iterable[int] | None =
             y = np.empty(n_rows, dtype=np.float32)
             best = {n: float("inf") for n in pools}
             for n, pool in pools.items():
-                matvec(pool, t, w, n_cols, x, isa=level, out=y)   # warm up
+                matvec(pool, t, w, n_cols, x, isa=level, out=y)  # warm up
             for _ in range(max(1, reps)):
                 for n, pool in pools.items():
                     probe(n)
@@ -126,15 +168,33 @@ def bench_kernels(threads: Sequence[int] = (1, 2), types: Iterable[int] | None =
         for p in pools.values():
             p.close()
     name = isa_name(level if level >= 0 else None)
-    return [dict(type=TYPE_NAMES[t], type_id=t, threads=sizes[n], isa=name, n_rows=n_rows,
-                 n_cols=n_cols, bytes=nb, seconds=sec, bytes_per_s=nb / sec,
-                 bandwidth_bytes_per_s=bandwidth[n], fraction=nb / sec / bandwidth[n])
-            for t, n, n_rows, nb, sec in results]
+    return [
+        dict(
+            type=TYPE_NAMES[t],
+            type_id=t,
+            threads=sizes[n],
+            isa=name,
+            n_rows=n_rows,
+            n_cols=n_cols,
+            bytes=nb,
+            seconds=sec,
+            bytes_per_s=nb / sec,
+            bandwidth_bytes_per_s=bandwidth[n],
+            fraction=nb / sec / bandwidth[n],
+        )
+        for t, n, n_rows, nb, sec in results
+    ]
 
 
-def bench_matmul(threads: Sequence[int] = (1, 2), types: Iterable[int] | None = None,
-                 n_tok: int = 64, n_rows: int = 2048, n_cols: int = 2048, reps: int = 5,
-                 isa: int | str | None = None) -> list[dict]:
+def bench_matmul(
+    threads: Sequence[int] = (1, 2),
+    types: Iterable[int] | None = None,
+    n_tok: int = 64,
+    n_rows: int = 2048,
+    n_cols: int = 2048,
+    reps: int = 5,
+    isa: int | str | None = None,
+) -> list[dict]:
     """Matrix x matrix (prompt processing) speed per type: GFLOP/s of (n_tok x n_cols) x W^T with
     W n_rows x n_cols (~1-4 MiB: the weights stay in cache, the kernels are compute-bound), from
     the rows as read and, where the level packs the type (what the decoder runs for prompts), from
@@ -167,18 +227,34 @@ def bench_matmul(threads: Sequence[int] = (1, 2), types: Iterable[int] | None = 
                     p = pack(pool, t, w, n_cols)
                     packed = best_of(lambda: matmul_packed(pool, t, p, n_rows, n_cols, x, isa=level))
                 flop = 2.0 * n_tok * n_rows * n_cols
-                out.append(dict(type=TYPE_NAMES[t], type_id=t, threads=pool.size,
-                                isa=isa_name(level if level >= 0 else None), n_tok=n_tok,
-                                n_rows=n_rows, n_cols=n_cols, seconds=best, gflops=flop / best / 1e9,
-                                packed_gflops=None if packed is None else flop / packed / 1e9))
+                out.append(
+                    dict(
+                        type=TYPE_NAMES[t],
+                        type_id=t,
+                        threads=pool.size,
+                        isa=isa_name(level if level >= 0 else None),
+                        n_tok=n_tok,
+                        n_rows=n_rows,
+                        n_cols=n_cols,
+                        seconds=best,
+                        gflops=flop / best / 1e9,
+                        packed_gflops=None if packed is None else flop / packed / 1e9,
+                    )
+                )
     finally:
         for tp in pools.values():
             tp.close()
     return out
 
 
-def bench_in_cache(types: Iterable[int] | None = None, levels: Iterable[int | str] | None = None,
-                   n_rows: int = 32, n_cols: int = 4096, inner: int = 50, reps: int = 10) -> list[dict]:
+def bench_in_cache(
+    types: Iterable[int] | None = None,
+    levels: Iterable[int | str] | None = None,
+    n_rows: int = 32,
+    n_cols: int = 4096,
+    inner: int = 50,
+    reps: int = 10,
+) -> list[dict]:
     """The dot kernels' own speed, weights in cache (one thread, a C loop, no Python per call):
     weight bytes/s per type and ISA level. Shows how much faster than memory a kernel can go."""
     types = [t for t in (BENCH_TYPES if types is None else types) if t in SUPPORTED_TYPES]
@@ -189,12 +265,12 @@ def bench_in_cache(types: Iterable[int] | None = None, levels: Iterable[int | st
         w = random_weights(t, n_rows, n_cols, seed=t)
         for lv in isa_levels:
             a = quantize_activations(t, x, isa=lv)
-            sec = lib.llk_bench_vec_dot(lv, t, ffi.from_buffer(w), w.strides[0], n_rows, n_cols,
-                                        ffi.from_buffer(a), inner, reps)
+            sec = lib.llk_bench_vec_dot(
+                lv, t, ffi.from_buffer(w), w.strides[0], n_rows, n_cols, ffi.from_buffer(a), inner, reps
+            )
             if sec <= 0:
                 raise KernelError(f"bench_in_cache: {TYPE_NAMES[t]} at level {lv} failed")
-            out.append(dict(type=TYPE_NAMES[t], type_id=t, isa=isa_name(lv),
-                            bytes_per_s=w.nbytes * inner / sec))
+            out.append(dict(type=TYPE_NAMES[t], type_id=t, isa=isa_name(lv), bytes_per_s=w.nbytes * inner / sec))
     return out
 
 
@@ -202,9 +278,11 @@ def format_bench(rows: list[dict]) -> str:
     """A plain-text table of bench_kernels() results."""
     lines = [f"{'type':<7} {'thr':>3} {'isa':<12} {'MiB':>6} {'ms':>8} {'GB/s':>7} {'read GB/s':>9} {'of bw':>6}"]
     for r in rows:
-        lines.append(f"{r['type']:<7} {r['threads']:>3} {r['isa']:<12} {r['bytes'] / 2**20:>6.0f} "
-                     f"{r['seconds'] * 1e3:>8.2f} {r['bytes_per_s'] / 1e9:>7.2f} "
-                     f"{r['bandwidth_bytes_per_s'] / 1e9:>9.2f} {100 * r['fraction']:>5.0f}%")
+        lines.append(
+            f"{r['type']:<7} {r['threads']:>3} {r['isa']:<12} {r['bytes'] / 2**20:>6.0f} "
+            f"{r['seconds'] * 1e3:>8.2f} {r['bytes_per_s'] / 1e9:>7.2f} "
+            f"{r['bandwidth_bytes_per_s'] / 1e9:>9.2f} {100 * r['fraction']:>5.0f}%"
+        )
     return "\n".join(lines)
 
 
@@ -213,8 +291,10 @@ def format_bench_matmul(rows: list[dict]) -> str:
     lines = [f"{'type':<7} {'thr':>3} {'isa':<12} {'tokens':>6} {'ms':>8} {'GFLOP/s':>8} {'packed':>8}"]
     for r in rows:
         packed = "-" if r.get("packed_gflops") is None else f"{r['packed_gflops']:.1f}"
-        lines.append(f"{r['type']:<7} {r['threads']:>3} {r['isa']:<12} {r['n_tok']:>6} "
-                     f"{r['seconds'] * 1e3:>8.2f} {r['gflops']:>8.1f} {packed:>8}")
+        lines.append(
+            f"{r['type']:<7} {r['threads']:>3} {r['isa']:<12} {r['n_tok']:>6} "
+            f"{r['seconds'] * 1e3:>8.2f} {r['gflops']:>8.1f} {packed:>8}"
+        )
     return "\n".join(lines)
 
 
@@ -249,8 +329,9 @@ def main(argv: Sequence[str] | None = None) -> int:  # python -m app.kernels [--
         print(json.dumps(rows, indent=1))
     else:
         load = os.getloadavg() if hasattr(os, "getloadavg") else (float("nan"),) * 3
-        print(f"kernels {version()}, isa {isa_name()}, {cpu_count_physical()} cores, "
-              f"load average {load[0]:.2f} (other processes slow the figures down)")
+        print(
+            f"kernels {version()}, isa {isa_name()}, {cpu_count_physical()} cores, "
+            f"load average {load[0]:.2f} (other processes slow the figures down)"
+        )
         print(format_bench(rows))
     return 0
-

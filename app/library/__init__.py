@@ -7,9 +7,22 @@
 
 from app.library.index import ModelEntry
 from app.library.library import (
-    DuplicateModelError, ImportCancelled, ModelInfo, ModelLibrary, default_library, describe_model,
+    DuplicateModelError,
+    ImportCancelled,
+    ModelInfo,
+    ModelLibrary,
+    default_library,
+    describe_model,
     resolve_model,
 )
 
-__all__ = ["ModelEntry", "ModelLibrary", "ModelInfo", "DuplicateModelError", "ImportCancelled",
-           "default_library", "describe_model", "resolve_model"]
+__all__ = [
+    "ModelEntry",
+    "ModelLibrary",
+    "ModelInfo",
+    "DuplicateModelError",
+    "ImportCancelled",
+    "default_library",
+    "describe_model",
+    "resolve_model",
+]

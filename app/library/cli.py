@@ -19,8 +19,10 @@ from app.library.library import DuplicateModelError, ModelLibrary
 from app.library.preflight import preflight
 from app.units import format_bytes, format_last_used
 
-def configure_parser(parser: argparse.ArgumentParser, more=None, more_names: tuple[str, ...] = ()
-                     ) -> argparse.ArgumentParser:
+
+def configure_parser(
+    parser: argparse.ArgumentParser, more=None, more_names: tuple[str, ...] = ()
+) -> argparse.ArgumentParser:
     """`more(subparsers)` adds commands of a layer above (the Hub's: app/hub/cli.py)."""
     names = ",".join(("list", "import", "remove") + tuple(more_names))
     sub = parser.add_subparsers(dest="models_command", metavar="{" + names + "}")
@@ -29,11 +31,16 @@ def configure_parser(parser: argparse.ArgumentParser, more=None, more_names: tup
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p = sub.add_parser("import", help="add a GGUF file to the library")
     p.add_argument("path", help="the .gguf file")
-    p.add_argument("--keep-in-place", action="store_true",
-                   help="do not copy: hard-link the file, or refer to it where it is")
+    p.add_argument(
+        "--keep-in-place", action="store_true", help="do not copy: hard-link the file, or refer to it where it is"
+    )
     p.add_argument("--name", help="name in the library (default: the model's own name)")
-    p.add_argument("--ctx", type=int, default=None,
-                   help="context length for the pre-flight memory check (default: the one in settings)")
+    p.add_argument(
+        "--ctx",
+        type=int,
+        default=None,
+        help="context length for the pre-flight memory check (default: the one in settings)",
+    )
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p = sub.add_parser("remove", help="remove a model (an original kept in place is never deleted)")
     p.add_argument("model", help="name or hash (a prefix of 6+ hex digits)")
@@ -69,8 +76,19 @@ def _list(lib: ModelLibrary, ns, out) -> int:
         return 0
     rows = [("NAME", "ARCH", "PARAMS", "QUANT", "SIZE", "STORAGE", "STATUS", "LAST USED", "HASH")]
     for e in entries:
-        rows.append((e.name, e.architecture, _params(e.n_params), e.quantization, format_bytes(e.size),
-                     e.storage, lib.status(e), format_last_used(e.last_used), e.sha256[:12]))
+        rows.append(
+            (
+                e.name,
+                e.architecture,
+                _params(e.n_params),
+                e.quantization,
+                format_bytes(e.size),
+                e.storage,
+                lib.status(e),
+                format_last_used(e.last_used),
+                e.sha256[:12],
+            )
+        )
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for r in rows:
         out.write("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() + "\n")
@@ -111,12 +129,17 @@ def _import(lib: ModelLibrary, ns, out, err) -> int:
     except LlambdaError as x:  # the import stands; say why there is no verdict
         err.write(f"llambda: warning: pre-flight check failed: {x}\n")
     if ns.json:
-        json.dump({"status": "imported", "model": _entry_json(lib, e),
-                   "preflight": report.to_json() if report else None}, out, indent=1)
+        json.dump(
+            {"status": "imported", "model": _entry_json(lib, e), "preflight": report.to_json() if report else None},
+            out,
+            indent=1,
+        )
         out.write("\n")
     else:
-        out.write(f"imported {e.name} ({e.architecture}, {_params(e.n_params)} parameters, "
-                  f"{e.quantization}, {format_bytes(e.size)}, {e.storage})\n")
+        out.write(
+            f"imported {e.name} ({e.architecture}, {_params(e.n_params)} parameters, "
+            f"{e.quantization}, {format_bytes(e.size)}, {e.storage})\n"
+        )
         if report:
             out.write(f"pre-flight at {ns.ctx} tokens of context: {report.summary()}\n")
     return 0

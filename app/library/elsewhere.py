@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
-MAX_DEPTH = 8              # folders below an app's models folder that are searched
+MAX_DEPTH = 8  # folders below an app's models folder that are searched
 MAX_FILES = 500
 
 
@@ -28,8 +28,11 @@ def other_app_folders(home: Path | None = None, env: Mapping[str, str] | None = 
     env = os.environ if env is None else env
     data = Path(env.get("XDG_DATA_HOME") or home / ".local" / "share")
     cache = Path(env.get("XDG_CACHE_HOME") or home / ".cache")
-    hf = Path(env["HF_HUB_CACHE"]) if env.get("HF_HUB_CACHE") else \
-        (Path(env["HF_HOME"]) / "hub" if env.get("HF_HOME") else cache / "huggingface" / "hub")
+    hf = (
+        Path(env["HF_HUB_CACHE"])
+        if env.get("HF_HUB_CACHE")
+        else (Path(env["HF_HOME"]) / "hub" if env.get("HF_HOME") else cache / "huggingface" / "hub")
+    )
     candidates = [
         ("LM Studio", home / ".lmstudio" / "models"),
         ("LM Studio", home / ".cache" / "lm-studio" / "models"),
@@ -39,11 +42,16 @@ def other_app_folders(home: Path | None = None, env: Mapping[str, str] | None = 
         ("Hugging Face cache", hf),
     ]
     if sys.platform == "darwin":
-        candidates += [("GPT4All", home / "Library" / "Application Support" / "nomic.ai" / "GPT4All"),
-                       ("Jan", home / "Library" / "Application Support" / "Jan" / "data" / "models")]
+        candidates += [
+            ("GPT4All", home / "Library" / "Application Support" / "nomic.ai" / "GPT4All"),
+            ("Jan", home / "Library" / "Application Support" / "Jan" / "data" / "models"),
+        ]
     elif sys.platform == "win32" and env.get("LOCALAPPDATA"):
         local = Path(env["LOCALAPPDATA"])
-        candidates += [("GPT4All", local / "nomic.ai" / "GPT4All"), ("Jan", Path(env.get("APPDATA", local)) / "Jan" / "data" / "models")]
+        candidates += [
+            ("GPT4All", local / "nomic.ai" / "GPT4All"),
+            ("Jan", Path(env.get("APPDATA", local)) / "Jan" / "data" / "models"),
+        ]
     seen, out = set(), []
     for app, folder in candidates:
         try:
@@ -70,7 +78,7 @@ def find_models(folders: list[tuple[str, Path]]) -> list[FoundModel]:
                     continue
                 p = Path(dirpath) / name
                 try:
-                    size = p.stat().st_size          # follows a snapshot's link to its blob
+                    size = p.stat().st_size  # follows a snapshot's link to its blob
                 except OSError:
                     continue
                 if size > 0:

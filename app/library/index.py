@@ -34,11 +34,11 @@ class ModelEntry:
     quantization: str
     size: int
     added: float
-    storage: str                  # "copy" | "link" | "reference"
-    path: str                     # file name in the library folder, or an absolute path (reference)
-    mtime_ns: int                 # of the file when last verified
+    storage: str  # "copy" | "link" | "reference"
+    path: str  # file name in the library folder, or an absolute path (reference)
+    mtime_ns: int  # of the file when last verified
     last_used: float | None = None
-    source: str = ""              # where it was imported from
+    source: str = ""  # where it was imported from
 
     def __post_init__(self):
         if self.storage not in STORAGE_KINDS:
@@ -96,9 +96,10 @@ def save_index(folder: Path, entries: list[ModelEntry]) -> None:
     try:
         atomic_write_text(folder / INDEX_NAME, json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
     except OSError as e:
-        err = LibraryError(f"{folder / INDEX_NAME}: cannot write the model index: "
-                           f"{e.strerror or e}; it was left as it was")
-        err.errno = e.errno                 # ENOSPC: the caller says "disk full"
+        err = LibraryError(
+            f"{folder / INDEX_NAME}: cannot write the model index: {e.strerror or e}; it was left as it was"
+        )
+        err.errno = e.errno  # ENOSPC: the caller says "disk full"
         raise err from None
 
 
@@ -112,7 +113,7 @@ class IndexLock:
     def __enter__(self) -> "IndexLock":
         self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            import fcntl   # lazy: POSIX only (ImportError on Windows)
+            import fcntl  # lazy: POSIX only (ImportError on Windows)
         except ImportError:  # Windows: single-writer by convention
             return self
         fcntl.flock(self._fd, fcntl.LOCK_EX)

@@ -50,11 +50,16 @@ def describe(path: str | os.PathLike, n_ctx: int | None = None, kv_type: str = "
         if info["head_count_kv"] is not None and not isinstance(info["head_count_kv"], int):
             info["head_count_kv"] = [int(v) for v in info["head_count_kv"]]
         if report.memory_verdict != "unknown":
-            info["memory"] = {"n_ctx": report.n_ctx, "weights": report.weights_bytes,
-                              "kv_cache": report.kv_cache_bytes, "scratch": report.scratch_bytes,
-                              "total": report.needed_bytes, "available": report.available_bytes,
-                              "kv_type": kv_type,
-                              "verdict": report.memory_verdict}
+            info["memory"] = {
+                "n_ctx": report.n_ctx,
+                "weights": report.weights_bytes,
+                "kv_cache": report.kv_cache_bytes,
+                "scratch": report.scratch_bytes,
+                "total": report.needed_bytes,
+                "available": report.available_bytes,
+                "kv_type": kv_type,
+                "verdict": report.memory_verdict,
+            }
     return info
 
 
@@ -62,29 +67,41 @@ def format_description(info: dict) -> str:
     def row(label: str, value) -> str:
         return f"  {label:<18}{value}"
 
-    out = [f"{info['path']}",
-           row("architecture", info["architecture"]),
-           row("name", info["name"]),
-           row("parameters", f"{info['parameters']:,} ({info['parameters'] / 1e6:.1f} M)"),
-           row("file type", info["file_type"]),
-           row("file size", f"{format_bytes(info['file_size'])} (GGUF v{info['gguf_version']})"),
-           row("context length", info["context_length"]),
-           row("embedding size", info["embedding_length"]),
-           row("layers", info["block_count"]),
-           row("heads", f"{info['head_count']} (KV {info['head_count_kv']})"),
-           row("tokenizer", f"{info['tokenizer_model']} ({info['tokenizer_pre'] or '-'}), "
-                            f"{info['vocab_size']} tokens"),
-           row("chat template", {"ok": "present", "missing": "absent (a fallback will be used)",
-                                "invalid": "does not compile (a fallback will be used)"}[info["chat_template_status"]]),
-           row("tensors", info["tensor_count"])]
+    out = [
+        f"{info['path']}",
+        row("architecture", info["architecture"]),
+        row("name", info["name"]),
+        row("parameters", f"{info['parameters']:,} ({info['parameters'] / 1e6:.1f} M)"),
+        row("file type", info["file_type"]),
+        row("file size", f"{format_bytes(info['file_size'])} (GGUF v{info['gguf_version']})"),
+        row("context length", info["context_length"]),
+        row("embedding size", info["embedding_length"]),
+        row("layers", info["block_count"]),
+        row("heads", f"{info['head_count']} (KV {info['head_count_kv']})"),
+        row("tokenizer", f"{info['tokenizer_model']} ({info['tokenizer_pre'] or '-'}), {info['vocab_size']} tokens"),
+        row(
+            "chat template",
+            {
+                "ok": "present",
+                "missing": "absent (a fallback will be used)",
+                "invalid": "does not compile (a fallback will be used)",
+            }[info["chat_template_status"]],
+        ),
+        row("tensors", info["tensor_count"]),
+    ]
     for name, t in info["tensor_types"].items():
         out.append(f"  {'':<18}  {name:<8}{t['count']:>5} tensors {format_bytes(t['bytes']):>10}")
     m = info["memory"]
     if m:
-        out.append(row("memory", f"{m['verdict']}: {format_bytes(m['total'])} at context {m['n_ctx']}, "
-                                 f"{format_bytes(m['available'])} available "
-                                 f"(weights {format_bytes(m['weights'])}, KV cache {format_bytes(m['kv_cache'])} {m.get('kv_type', 'f16')}, "
-                                 f"scratch {format_bytes(m['scratch'])})"))
+        out.append(
+            row(
+                "memory",
+                f"{m['verdict']}: {format_bytes(m['total'])} at context {m['n_ctx']}, "
+                f"{format_bytes(m['available'])} available "
+                f"(weights {format_bytes(m['weights'])}, KV cache {format_bytes(m['kv_cache'])} {m.get('kv_type', 'f16')}, "
+                f"scratch {format_bytes(m['scratch'])})",
+            )
+        )
     out.append(row("kernels", info["kernels"]))
     v = info["verdict"]
     out.append(row("verdict", "supported" if v["supported"] else "NOT SUPPORTED"))

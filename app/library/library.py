@@ -30,12 +30,12 @@ from app.library.index import IndexLock, ModelEntry, load_index, save_index
 from app.paths import ensure_dir, fsync_dir, models_dir
 
 CHUNK_BYTES = 4 << 20
-FREE_MARGIN_BYTES = 64 << 20      # never fill the disk to the last byte
+FREE_MARGIN_BYTES = 64 << 20  # never fill the disk to the last byte
 PART_PREFIX = ".import-"
 PART_SUFFIX = ".part"
 _HASH_NAME = re.compile(r"^[0-9a-f]{64}\.gguf$")
 
-Progress = Callable[[int, int], None]          # (bytes done, bytes total)
+Progress = Callable[[int, int], None]  # (bytes done, bytes total)
 
 
 class ImportCancelled(LibraryError):
@@ -147,7 +147,7 @@ def _same_file_state(a: os.stat_result, b: os.stat_result) -> bool:
 
 def _pid_alive(pid: int) -> bool:
     try:
-        import psutil   # lazy: slow to import; only a leftover partial import needs it
+        import psutil  # lazy: slow to import; only a leftover partial import needs it
 
         return psutil.pid_exists(pid)
     except Exception:
@@ -187,7 +187,7 @@ class ModelLibrary:
         for fname in names:
             full = self.folder / fname
             if fname.startswith(PART_PREFIX) and fname.endswith(PART_SUFFIX):
-                pid = fname[len(PART_PREFIX):].split("-", 1)[0]
+                pid = fname[len(PART_PREFIX) :].split("-", 1)[0]
                 if not pid.isdigit() or not _pid_alive(int(pid)):
                     try:
                         full.unlink()
@@ -203,12 +203,20 @@ class ModelLibrary:
                 except (ModelFormatError, OSError):
                     continue
                 taken = {e.name for e in entries}
-                entries.append(ModelEntry(
-                    name=_unique_name(info.name, taken), sha256=fname[:64],
-                    architecture=info.architecture, n_params=info.n_params,
-                    quantization=info.quantization, size=st.st_size, added=time.time(),
-                    storage="link" if st.st_nlink > 1 else "copy", path=fname,
-                    mtime_ns=st.st_mtime_ns))
+                entries.append(
+                    ModelEntry(
+                        name=_unique_name(info.name, taken),
+                        sha256=fname[:64],
+                        architecture=info.architecture,
+                        n_params=info.n_params,
+                        quantization=info.quantization,
+                        size=st.st_size,
+                        added=time.time(),
+                        storage="link" if st.st_nlink > 1 else "copy",
+                        path=fname,
+                        mtime_ns=st.st_mtime_ns,
+                    )
+                )
                 changed = True
         if changed:
             save_index(self.folder, entries)
@@ -222,7 +230,7 @@ class ModelLibrary:
             return sorted(self._reconcile(), key=lambda e: e.added)
 
     def status(self, entry: ModelEntry) -> str:
-        """"ok", "missing" (the file is gone) or "changed" (size or mtime differs from the index)."""
+        """ "ok", "missing" (the file is gone) or "changed" (size or mtime differs from the index)."""
         try:
             st = entry.file_path(self.folder).stat()
         except OSError:
@@ -262,7 +270,8 @@ class ModelLibrary:
             if state == "changed":
                 raise LibraryError(
                     f"{e.name}: {path} has changed since it was imported (size or modification "
-                    "time differs); import it again")
+                    "time differs); import it again"
+                )
             if mark_used:
                 entries = [x.with_(last_used=time.time()) if x.sha256 == e.sha256 else x for x in entries]
                 save_index(self.folder, entries)
@@ -300,8 +309,9 @@ class ModelLibrary:
                 except FileNotFoundError:
                     pass
                 except OSError as err:
-                    raise LibraryError(f"{e.name}: cannot delete {self.folder / e.path}: "
-                                       f"{err.strerror or err}") from None
+                    raise LibraryError(
+                        f"{e.name}: cannot delete {self.folder / e.path}: {err.strerror or err}"
+                    ) from None
             save_index(self.folder, [x for x in entries if x.sha256 != e.sha256])
             return e
 
@@ -330,9 +340,15 @@ class ModelLibrary:
                 return e
         return None
 
-    def import_model(self, path: str | os.PathLike, *, keep_in_place: bool = False,
-                     name: str | None = None, progress: Progress | None = None,
-                     cancel=None) -> ModelEntry:
+    def import_model(
+        self,
+        path: str | os.PathLike,
+        *,
+        keep_in_place: bool = False,
+        name: str | None = None,
+        progress: Progress | None = None,
+        cancel=None,
+    ) -> ModelEntry:
         """Add a GGUF file to the library and return its entry.
 
         Raises ModelFormatError (bad file: nothing added), DuplicateModelError (same bytes
@@ -340,7 +356,7 @@ class ModelLibrary:
         `progress(done, total)` is called per chunk; `cancel` is a callable or threading.Event.
         """
         src = Path(os.path.abspath(os.fspath(path)))
-        info = describe_model(src)                       # header check before any copy
+        info = describe_model(src)  # header check before any copy
         try:
             before = src.stat()
         except OSError as e:
@@ -359,27 +375,46 @@ class ModelLibrary:
             digest = _hash_file(src, meter)
             self._duplicate(entries, digest, src)
         if keep_in_place:
-            assert digest is not None       # keep_in_place implies prehash
+            assert digest is not None  # keep_in_place implies prehash
             entry = self._keep_in_place(src, before, digest, info, name)
         else:
             entry = self._copy_in(src, before, digest, info, name, meter)
         meter.finish()
         return entry
 
-    def _new_entry(self, entries, info: ModelInfo, name: str | None, digest: str, size: int,
-                   storage: str, path: str, mtime_ns: int, src: Path,
-                   stale: ModelEntry | None = None) -> ModelEntry:
+    def _new_entry(
+        self,
+        entries,
+        info: ModelInfo,
+        name: str | None,
+        digest: str,
+        size: int,
+        storage: str,
+        path: str,
+        mtime_ns: int,
+        src: Path,
+        stale: ModelEntry | None = None,
+    ) -> ModelEntry:
         if stale is not None and not name:
             name = stale.name
         taken = {e.name for e in entries if e.sha256 != digest}
         return ModelEntry(
-            name=_unique_name((name or "").strip() or _file_stem(src), taken), sha256=digest,
-            architecture=info.architecture, n_params=info.n_params,
-            quantization=info.quantization, size=size, added=time.time(), storage=storage,
-            path=path, mtime_ns=mtime_ns, source=str(src))
+            name=_unique_name((name or "").strip() or _file_stem(src), taken),
+            sha256=digest,
+            architecture=info.architecture,
+            n_params=info.n_params,
+            quantization=info.quantization,
+            size=size,
+            added=time.time(),
+            storage=storage,
+            path=path,
+            mtime_ns=mtime_ns,
+            source=str(src),
+        )
 
-    def _keep_in_place(self, src: Path, before: os.stat_result, digest: str, info: ModelInfo,
-                       name: str | None) -> ModelEntry:
+    def _keep_in_place(
+        self, src: Path, before: os.stat_result, digest: str, info: ModelInfo, name: str | None
+    ) -> ModelEntry:
         final = self.folder / f"{digest}.gguf"
         with self._lock():
             entries = self._reconcile()
@@ -397,20 +432,21 @@ class ModelLibrary:
                 storage, where, st = "link", final.name, final.stat()
             except OSError:
                 storage, where, st = "reference", str(src), after
-            entry = self._new_entry(entries, info, name, digest, st.st_size, storage, where,
-                                    st.st_mtime_ns, src, stale)
+            entry = self._new_entry(entries, info, name, digest, st.st_size, storage, where, st.st_mtime_ns, src, stale)
             self._save_or_undo(entries, entry, final if storage == "link" else None, src)
             return entry
 
-    def _copy_in(self, src: Path, before: os.stat_result, digest: str | None, info: ModelInfo,
-                 name: str | None, meter: _Meter) -> ModelEntry:
+    def _copy_in(
+        self, src: Path, before: os.stat_result, digest: str | None, info: ModelInfo, name: str | None, meter: _Meter
+    ) -> ModelEntry:
         size = before.st_size
         ensure_dir(self.folder)
         free = shutil.disk_usage(self.folder).free
         if free < size + FREE_MARGIN_BYTES:
             raise LibraryError(
                 f"not enough free disk space to import {src.name}: it needs {size:,} bytes "
-                f"(+{FREE_MARGIN_BYTES >> 20} MB margin), {free:,} bytes are free in {self.folder}")
+                f"(+{FREE_MARGIN_BYTES >> 20} MB margin), {free:,} bytes are free in {self.folder}"
+            )
         tmp = self.folder / f"{PART_PREFIX}{os.getpid()}-{secrets.token_hex(6)}{PART_SUFFIX}"
         kept = False
         try:
@@ -432,8 +468,9 @@ class ModelLibrary:
                 os.replace(tmp, final)
                 kept = True
                 fsync_dir(self.folder)
-                entry = self._new_entry(entries, info, name, copied, size, "copy", final.name,
-                                        final.stat().st_mtime_ns, src, stale)
+                entry = self._new_entry(
+                    entries, info, name, copied, size, "copy", final.name, final.stat().st_mtime_ns, src, stale
+                )
                 self._save_or_undo(entries, entry, final, src)
                 return entry
         finally:
@@ -455,8 +492,10 @@ class ModelLibrary:
                 except OSError:
                     pass
             if e.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", -1)):
-                raise LibraryError(f"disk full while importing {src.name} into {self.folder} "
-                                   "(the model index could not be written); nothing was kept") from None
+                raise LibraryError(
+                    f"disk full while importing {src.name} into {self.folder} "
+                    "(the model index could not be written); nothing was kept"
+                ) from None
             raise LibraryError(f"{src.name} was not imported: {e}; nothing was kept") from None
 
     def _copy_hashing(self, src: Path, tmp: Path, size: int, meter: _Meter) -> str:
@@ -473,8 +512,9 @@ class ModelLibrary:
                     try:
                         chunk = fin.read(CHUNK_BYTES)
                     except OSError as e:
-                        raise LibraryError(f"{src}: read error after {done:,} bytes: "
-                                           f"{e.strerror or e}; nothing was kept") from None
+                        raise LibraryError(
+                            f"{src}: read error after {done:,} bytes: {e.strerror or e}; nothing was kept"
+                        ) from None
                     if not chunk:
                         break
                     h.update(chunk)
@@ -484,16 +524,15 @@ class ModelLibrary:
                         if e.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", -1)):
                             raise LibraryError(
                                 f"disk full while importing {src.name} into {self.folder} "
-                                f"({done:,} of {size:,} bytes copied); nothing was kept") from None
-                        raise LibraryError(f"{tmp}: write error: {e.strerror or e}; "
-                                           "nothing was kept") from None
+                                f"({done:,} of {size:,} bytes copied); nothing was kept"
+                            ) from None
+                        raise LibraryError(f"{tmp}: write error: {e.strerror or e}; nothing was kept") from None
                     done += len(chunk)
                     meter.step(len(chunk))
                 try:
                     os.fsync(fd)
                 except OSError as e:
-                    raise LibraryError(f"{tmp}: cannot flush to disk: {e.strerror or e}; "
-                                       "nothing was kept") from None
+                    raise LibraryError(f"{tmp}: cannot flush to disk: {e.strerror or e}; nothing was kept") from None
             finally:
                 os.close(fd)
         if done != size:
@@ -506,8 +545,7 @@ def default_library() -> ModelLibrary:
     return ModelLibrary()
 
 
-__all__ = ["ModelLibrary", "ModelInfo", "describe_model", "default_library", "ImportCancelled",
-           "DuplicateModelError"]
+__all__ = ["ModelLibrary", "ModelInfo", "describe_model", "default_library", "ImportCancelled", "DuplicateModelError"]
 
 
 def resolve_model(path_or_name: str) -> str:

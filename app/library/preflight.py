@@ -25,22 +25,23 @@ MAX_FRACTION_OF_TOTAL = 0.90
 
 def memory_verdict(needed: int, available: int, total: int) -> tuple[str, str]:
     """(ok|warn|refuse, a one-line message with the numbers)."""
-    nums = (f"needs {format_bytes(needed)}, {format_bytes(available)} available "
-            f"of {format_bytes(total)}")
+    nums = f"needs {format_bytes(needed)}, {format_bytes(available)} available of {format_bytes(total)}"
     if needed <= OK_FRACTION_OF_AVAILABLE * available:
         return OK, f"memory: {nums}"
     if needed <= available:
         return WARN, f"memory: {nums}; little room is left for other programs"
     if needed <= MAX_FRACTION_OF_TOTAL * total:
         return WARN, f"memory: {nums}; other programs will be pushed to swap and it may run slowly"
-    return REFUSE, f"memory: {nums}; this machine does not have enough memory (try a shorter context or a smaller model)"
+    return (
+        REFUSE,
+        f"memory: {nums}; this machine does not have enough memory (try a shorter context or a smaller model)",
+    )
 
 
 CTX_STEP = 256
 
 
-def fitting_context(f: GGUFFile, kv_type: str = "f16", *, available_bytes: int | None = None
-                    ) -> tuple[int, str]:
+def fitting_context(f: GGUFFile, kv_type: str = "f16", *, available_bytes: int | None = None) -> tuple[int, str]:
     """The default context length and why: the model's training length, capped by what the
     memory estimate says fits ("ok": at most 80% of the available memory) with this KV type,
     in steps of 256 (never below 256, or the training length if that is shorter)."""
@@ -54,7 +55,7 @@ def fitting_context(f: GGUFFile, kv_type: str = "f16", *, available_bytes: int |
 
     if fits(train):
         return train, f"the model's training length, which fits in memory with a {kv_type} KV cache"
-    lo, hi = 0, train // CTX_STEP            # the largest multiple of the step that fits
+    lo, hi = 0, train // CTX_STEP  # the largest multiple of the step that fits
     while lo < hi:
         mid = (lo + hi + 1) // 2
         if fits(mid * CTX_STEP):
@@ -62,8 +63,10 @@ def fitting_context(f: GGUFFile, kv_type: str = "f16", *, available_bytes: int |
         else:
             hi = mid - 1
     n = max(lo * CTX_STEP, min(train, CTX_STEP))
-    return n, (f"what fits in {format_bytes(avail)} of available memory with a {kv_type} KV cache "
-               f"(the model was trained on {train})")
+    return n, (
+        f"what fits in {format_bytes(avail)} of available memory with a {kv_type} KV cache "
+        f"(the model was trained on {train})"
+    )
 
 
 def chat_template_status(f: GGUFFile) -> tuple[str, str]:
@@ -74,7 +77,9 @@ def chat_template_status(f: GGUFFile) -> tuple[str, str]:
     if not isinstance(tmpl, str) or not tmpl.strip():
         return "invalid", "chat template: not a text; a fallback template will be used"
     try:
-        from jinja2.sandbox import ImmutableSandboxedEnvironment   # lazy: jinja2 is slow to import; `llambda --help` loads this module
+        from jinja2.sandbox import (
+            ImmutableSandboxedEnvironment,
+        )  # lazy: jinja2 is slow to import; `llambda --help` loads this module
 
         ImmutableSandboxedEnvironment().from_string(tmpl)
     except Exception as e:  # any compile failure: the model still loads, with a fallback
@@ -85,8 +90,8 @@ def chat_template_status(f: GGUFFile) -> tuple[str, str]:
 
 @dataclass(frozen=True)
 class PreflightReport:
-    verdict: str                    # overall: ok | warn | refuse
-    memory_verdict: str             # ok | warn | refuse | unknown (no estimate possible)
+    verdict: str  # overall: ok | warn | refuse
+    memory_verdict: str  # ok | warn | refuse | unknown (no estimate possible)
     n_ctx: int | None
     weights_bytes: int
     kv_cache_bytes: int
@@ -96,7 +101,7 @@ class PreflightReport:
     total_bytes: int
     supported: bool
     support_reasons: tuple[str, ...]
-    template_status: str            # ok | missing | invalid
+    template_status: str  # ok | missing | invalid
     messages: tuple[str, ...] = field(default=())
 
     def summary(self) -> str:
@@ -110,14 +115,20 @@ class PreflightReport:
 
 
 def _system_memory() -> tuple[int, int]:
-    import psutil   # lazy: slow to import; `llambda --help` loads this module
+    import psutil  # lazy: slow to import; `llambda --help` loads this module
 
     vm = psutil.virtual_memory()
     return int(vm.available), int(vm.total)
 
 
-def preflight(model: GGUFFile | str | os.PathLike, n_ctx: int | None = None, kv_type: str = "f16",
-              *, available_bytes: int | None = None, total_bytes: int | None = None) -> PreflightReport:
+def preflight(
+    model: GGUFFile | str | os.PathLike,
+    n_ctx: int | None = None,
+    kv_type: str = "f16",
+    *,
+    available_bytes: int | None = None,
+    total_bytes: int | None = None,
+) -> PreflightReport:
     """Check a model (an open GGUFFile or a path) at `n_ctx` (default: its training context).
 
     Raises ModelFormatError for a malformed file; every other finding is in the report.
@@ -143,8 +154,10 @@ def preflight(model: GGUFFile | str | os.PathLike, n_ctx: int | None = None, kv_
         mem, mem_msg = "unknown", f"memory: no estimate ({e})"
     if est is not None:
         mem, mem_msg = memory_verdict(est.total_bytes, available_bytes, total_bytes)
-        mem_msg += (f" (weights {format_bytes(est.weights_bytes)}, KV cache "
-                    f"{format_bytes(est.kv_cache_bytes)}, scratch {format_bytes(est.scratch_bytes)})")
+        mem_msg += (
+            f" (weights {format_bytes(est.weights_bytes)}, KV cache "
+            f"{format_bytes(est.kv_cache_bytes)}, scratch {format_bytes(est.scratch_bytes)})"
+        )
     messages.append(mem_msg)
 
     tstatus, tmsg = chat_template_status(f)
@@ -162,15 +175,29 @@ def preflight(model: GGUFFile | str | os.PathLike, n_ctx: int | None = None, kv_
         except LlambdaError:
             pass
     return PreflightReport(
-        verdict=overall, memory_verdict=mem, n_ctx=n_ctx,
+        verdict=overall,
+        memory_verdict=mem,
+        n_ctx=n_ctx,
         weights_bytes=est.weights_bytes if est else 0,
         kv_cache_bytes=est.kv_cache_bytes if est else 0,
         scratch_bytes=est.scratch_bytes if est else 0,
         needed_bytes=est.total_bytes if est else 0,
-        available_bytes=available_bytes, total_bytes=total_bytes,
-        supported=supported, support_reasons=reasons, template_status=tstatus,
-        messages=tuple(messages))
+        available_bytes=available_bytes,
+        total_bytes=total_bytes,
+        supported=supported,
+        support_reasons=reasons,
+        template_status=tstatus,
+        messages=tuple(messages),
+    )
 
 
-__all__ = ["PreflightReport", "preflight", "memory_verdict", "chat_template_status", "fitting_context",
-           "OK", "WARN", "REFUSE"]
+__all__ = [
+    "PreflightReport",
+    "preflight",
+    "memory_verdict",
+    "chat_template_status",
+    "fitting_context",
+    "OK",
+    "WARN",
+    "REFUSE",
+]

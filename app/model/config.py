@@ -56,22 +56,48 @@ ARCHITECTURES: dict[str, ArchSpec] = {
     "llama": ArchSpec(runnable=True),
     "qwen2": ArchSpec(rope_kind="neox", qkv_bias=True, runnable=True),
     "qwen3": ArchSpec(rope_kind="neox", qk_norm=True, runnable=True),
-    "gemma": ArchSpec(rope_kind="neox", activation="gelu", embd_scale_sqrt=True,
-                      output_always_tied=True, runnable=True),
-    "gemma2": ArchSpec(rope_kind="neox", activation="gelu", post_norms=True, embd_scale_sqrt=True,
-                       swa_pattern=2, swa_default=4096, output_always_tied=True,
-                       softcaps=("attn", "final"),
-                       big_model_layers=46, runnable=True),
-    "gemma3": ArchSpec(rope_kind="neox", activation="gelu", post_norms=True, qk_norm=True,
-                       embd_scale_sqrt=True, swa_pattern=6, swa_own_rope_base=True, softcaps=("final",),
-                       big_model_layers=62, runnable=True),
+    "gemma": ArchSpec(
+        rope_kind="neox", activation="gelu", embd_scale_sqrt=True, output_always_tied=True, runnable=True
+    ),
+    "gemma2": ArchSpec(
+        rope_kind="neox",
+        activation="gelu",
+        post_norms=True,
+        embd_scale_sqrt=True,
+        swa_pattern=2,
+        swa_default=4096,
+        output_always_tied=True,
+        softcaps=("attn", "final"),
+        big_model_layers=46,
+        runnable=True,
+    ),
+    "gemma3": ArchSpec(
+        rope_kind="neox",
+        activation="gelu",
+        post_norms=True,
+        qk_norm=True,
+        embd_scale_sqrt=True,
+        swa_pattern=6,
+        swa_own_rope_base=True,
+        softcaps=("final",),
+        big_model_layers=62,
+        runnable=True,
+    ),
     "phi3": ArchSpec(rope_kind="neox", fused_ffn=True, fused_qkv_ok=True, runnable=True),
 }
 
 # tensors every layer needs, and those an architecture adds
-LAYER_TENSORS = ("attn_norm.weight", "attn_q.weight", "attn_k.weight", "attn_v.weight",
-                 "attn_output.weight", "ffn_norm.weight", "ffn_gate.weight", "ffn_up.weight",
-                 "ffn_down.weight")
+LAYER_TENSORS = (
+    "attn_norm.weight",
+    "attn_q.weight",
+    "attn_k.weight",
+    "attn_v.weight",
+    "attn_output.weight",
+    "ffn_norm.weight",
+    "ffn_gate.weight",
+    "ffn_up.weight",
+    "ffn_down.weight",
+)
 
 
 def layer_tensor_names(spec: ArchSpec, fused_qkv: bool = False) -> tuple[str, ...]:
@@ -143,25 +169,32 @@ class DecoderConfig:
                 note = ""
                 if name == "context_length" and value > hi:
                     note = f" (its KV cache alone would need {format_bytes(self.kv_cache_bytes(value))})"
-                raise ModelFormatError(
-                    f"{self.arch}.{name} is {value}, outside the sane range {lo}..{hi}{note}")
+                raise ModelFormatError(f"{self.arch}.{name} is {value}, outside the sane range {lo}..{hi}{note}")
         if self.n_head % self.n_head_kv:
             raise ModelFormatError(
-                f"{self.arch}: {self.n_head} query heads cannot be shared by {self.n_head_kv} KV heads")
+                f"{self.arch}: {self.n_head} query heads cannot be shared by {self.n_head_kv} KV heads"
+            )
         if self.rope_dim % 2:
             raise ModelFormatError(f"{self.arch}.rope.dimension_count {self.rope_dim} is odd")
         if len(self.swa_layers) not in (0, self.n_layer):
             raise ModelFormatError(
-                f"{self.arch}: {len(self.swa_layers)} sliding-window flags for {self.n_layer} layers")
+                f"{self.arch}: {len(self.swa_layers)} sliding-window flags for {self.n_layer} layers"
+            )
         if not (0 <= self.rope_base_swa < 1e12):
             raise ModelFormatError(
-                f"{self.arch}.rope.freq_base_swa is {self.rope_base_swa}, not a positive finite number")
-        for name, number in (("rope.freq_base", self.rope_base), ("rope.scaling.factor", self.rope_scale),
-                             ("rope.scaling.attn_factor", self.rope_attn_factor)):
+                f"{self.arch}.rope.freq_base_swa is {self.rope_base_swa}, not a positive finite number"
+            )
+        for name, number in (
+            ("rope.freq_base", self.rope_base),
+            ("rope.scaling.factor", self.rope_scale),
+            ("rope.scaling.attn_factor", self.rope_attn_factor),
+        ):
             if not (0 < number < 1e12):  # also refuses NaN
                 raise ModelFormatError(f"{self.arch}.{name} is {number}, not a positive finite number")
-        for name, number in (("attn_logit_softcapping", self.attn_softcap),
-                             ("final_logit_softcapping", self.final_softcap)):
+        for name, number in (
+            ("attn_logit_softcapping", self.attn_softcap),
+            ("final_logit_softcapping", self.final_softcap),
+        ):
             if not (0 <= number < 1e12):
                 raise ModelFormatError(f"{self.arch}.{name} is {number}, not a non-negative finite number")
         if not (self.norm_eps > 0 and self.norm_eps < 1):
@@ -190,7 +223,7 @@ def _sliding_window(md: Metadata, p: str, spec: ArchSpec, n_layer: int) -> tuple
         return 0, ()
     key = p + "attention.sliding_window_pattern"
     a = md.array_info(key)
-    if a is not None and a.elem_type == ValueType.BOOL:      # one flag per layer, as written
+    if a is not None and a.elem_type == ValueType.BOOL:  # one flag per layer, as written
         raw = md.get(key)
     else:
         raw = md.integer_or_array(key, spec.swa_pattern) if key in md else spec.swa_pattern
@@ -210,8 +243,9 @@ def config_from_gguf(f: GGUFFile) -> DecoderConfig:
     arch = md.string("general.architecture")
     spec = ARCHITECTURES.get(arch)
     if spec is None:
-        raise UnsupportedModelError(f"architecture {arch!r} is not supported "
-                                    f"(known: {', '.join(sorted(ARCHITECTURES))})")
+        raise UnsupportedModelError(
+            f"architecture {arch!r} is not supported (known: {', '.join(sorted(ARCHITECTURES))})"
+        )
     p = arch + "."
     n_embd = _int(md, p + "embedding_length")
     n_head = _int(md, p + "attention.head_count")
@@ -235,7 +269,7 @@ def config_from_gguf(f: GGUFFile) -> DecoderConfig:
     n_vocab = emb.dims[1] if len(emb.dims) == 2 else 0
 
     scaling = md.string(p + "rope.scaling.type", "none")
-    if scaling == "longrope":   # the factor tensors carry it
+    if scaling == "longrope":  # the factor tensors carry it
         scaling = "none"
     if scaling not in ("none", "linear", "yarn"):
         raise UnsupportedModelError(f"{arch}: rope scaling {scaling!r} is not supported")
@@ -246,12 +280,13 @@ def config_from_gguf(f: GGUFFile) -> DecoderConfig:
     if window and spec.swa_own_rope_base:
         rope_base_swa = md.number(p + "rope.freq_base_swa", 10000.0)
     caps = {}
-    for kind in ("attn", "final"):   # checked always, applied where llama.cpp reads them
+    for kind in ("attn", "final"):  # checked always, applied where llama.cpp reads them
         key = f"{p}{kind}_logit_softcapping"
         value = md.number(key, 0.0)
         if not (0 <= value < 1e12):
-            raise ModelFormatError(f"{f.path}: {arch}.{kind}_logit_softcapping is {value}, "
-                                   f"not a non-negative finite number")
+            raise ModelFormatError(
+                f"{f.path}: {arch}.{kind}_logit_softcapping is {value}, not a non-negative finite number"
+            )
         caps[kind] = value if kind in spec.softcaps else 0.0
     attn_scale = 0.0
     if spec.big_model_layers and n_layer == spec.big_model_layers:
@@ -279,8 +314,9 @@ def config_from_gguf(f: GGUFFile) -> DecoderConfig:
             rope_base_swa=rope_base_swa,
             attn_scale=attn_scale,
             rope_freqs="rope_freqs.weight" in f.tensors,
-            rope_longrope="rope_freqs.weight" not in f.tensors and "rope_factors_short.weight" in f.tensors
-                          and "rope_factors_long.weight" in f.tensors,
+            rope_longrope="rope_freqs.weight" not in f.tensors
+            and "rope_factors_short.weight" in f.tensors
+            and "rope_factors_long.weight" in f.tensors,
             rope_attn_factor=md.number(p + "rope.scaling.attn_factor", 1.0),
             attn_softcap=caps["attn"],
             final_softcap=caps["final"],
@@ -292,5 +328,6 @@ def config_from_gguf(f: GGUFFile) -> DecoderConfig:
         raise ModelFormatError(msg if msg.startswith(f.path) else f"{f.path}: {msg}") from None
     if emb.dims[0] != cfg.n_embd:
         raise ModelFormatError(
-            f"{f.path}: token_embd.weight rows have {emb.dims[0]} values, embedding_length says {n_embd}")
+            f"{f.path}: token_embd.weight rows have {emb.dims[0]} values, embedding_length says {n_embd}"
+        )
     return cfg

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from app.gguf.reader import GGUFFile
 from app.model.config import DecoderConfig, config_from_gguf
 
-KV_BYTES = {"f16": 2, "f32": 4, "q8_0": 34 / 32}     # per value (q8_0: 32 int8 + a float16 scale)
+KV_BYTES = {"f16": 2, "f32": 4, "q8_0": 34 / 32}  # per value (q8_0: 32 int8 + a float16 scale)
 DEFAULT_BATCH = 512
 
 
@@ -34,8 +34,9 @@ def scratch_bytes(cfg: DecoderConfig, n_ctx: int, n_batch: int = DEFAULT_BATCH) 
     return n_batch * per_token + scores + logits
 
 
-def estimate_memory(f: GGUFFile, n_ctx: int | None = None, kv_type: str = "f16",
-                    cfg: DecoderConfig | None = None) -> MemoryEstimate:
+def estimate_memory(
+    f: GGUFFile, n_ctx: int | None = None, kv_type: str = "f16", cfg: DecoderConfig | None = None
+) -> MemoryEstimate:
     """Memory to run `f` at `n_ctx` positions (default: the training context)."""
     cfg = cfg or config_from_gguf(f)
     n_ctx = cfg.n_ctx_train if n_ctx is None else n_ctx
@@ -44,4 +45,3 @@ def estimate_memory(f: GGUFFile, n_ctx: int | None = None, kv_type: str = "f16",
         raise ValueError(f"kv_type must be one of {tuple(KV_BYTES)}, not {kv_type!r}")
     kv = int(cfg.kv_cache_bytes(n_ctx, 1) * KV_BYTES[kv_type])
     return MemoryEstimate(weights, kv, scratch_bytes(cfg, n_ctx))
-

@@ -31,7 +31,7 @@ class Verdict:
 def runnable_tensor_types() -> frozenset[int] | None:
     """Type ids the compiled kernel library can run, or None when it is not built."""
     try:
-        from app.kernels import SUPPORTED_TYPES   # lazy: numpy and the compiled library; a broken install has none
+        from app.kernels import SUPPORTED_TYPES  # lazy: numpy and the compiled library; a broken install has none
     except ImportError:
         return None
     return frozenset(SUPPORTED_TYPES)
@@ -49,10 +49,13 @@ def check_tokenizer_metadata(f: GGUFFile) -> None:
     n = tokens.count  # type: ignore[union-attr]  # not None: string_array raised above
     emb = f.tensors.get("token_embd.weight")
     if emb is not None and len(emb.dims) == 2 and emb.dims[1] != n:
-        raise ModelFormatError(f"{f.path}: tokenizer.ggml.tokens has {n} entries but token_embd.weight "
-                               f"has {emb.dims[1]} rows")
-    for key, types in (("tokenizer.ggml.scores", {ValueType.FLOAT32}),
-                       ("tokenizer.ggml.token_type", {ValueType.INT32, ValueType.UINT32})):
+        raise ModelFormatError(
+            f"{f.path}: tokenizer.ggml.tokens has {n} entries but token_embd.weight has {emb.dims[1]} rows"
+        )
+    for key, types in (
+        ("tokenizer.ggml.scores", {ValueType.FLOAT32}),
+        ("tokenizer.ggml.token_type", {ValueType.INT32, ValueType.UINT32}),
+    ):
         if key not in md:
             continue
         a = md.array_info(key)
@@ -83,10 +86,16 @@ def missing_tensors(f: GGUFFile, cfg: DecoderConfig) -> list[str]:
     return [name for name in need if name not in f.tensors]
 
 
-GLOBAL_TENSORS = ("token_embd.weight", "output_norm.weight", "output_norm.bias", "output.weight",
-                  "rope_freqs.weight", "rope_factors_short.weight", "rope_factors_long.weight")
-BIASES = ("attn_norm.bias", "attn_q.bias", "attn_k.bias", "attn_v.bias", "attn_output.bias",
-          "ffn_norm.bias")
+GLOBAL_TENSORS = (
+    "token_embd.weight",
+    "output_norm.weight",
+    "output_norm.bias",
+    "output.weight",
+    "rope_freqs.weight",
+    "rope_factors_short.weight",
+    "rope_factors_long.weight",
+)
+BIASES = ("attn_norm.bias", "attn_q.bias", "attn_k.bias", "attn_v.bias", "attn_output.bias", "ffn_norm.bias")
 
 
 def unused_tensors(f: GGUFFile, cfg: DecoderConfig) -> dict[str, list[str]]:
@@ -121,8 +130,7 @@ def support_verdict(f: GGUFFile) -> Verdict:
         reasons.append(f"architecture {arch!r} is not supported")
     elif not ARCHITECTURES[arch].runnable:
         spec = ARCHITECTURES[arch]
-        reasons.append(f"architecture {arch!r} is not supported yet"
-                       + (f" ({spec.lacking})" if spec.lacking else ""))
+        reasons.append(f"architecture {arch!r} is not supported yet" + (f" ({spec.lacking})" if spec.lacking else ""))
     else:
         try:
             cfg = config_from_gguf(f)
@@ -161,5 +169,12 @@ def require_supported(f: GGUFFile) -> Verdict:
     return v
 
 
-__all__ = ["Verdict", "support_verdict", "missing_tensors", "unused_tensors", "require_supported",
-           "check_tokenizer_metadata", "runnable_tensor_types"]
+__all__ = [
+    "Verdict",
+    "support_verdict",
+    "missing_tensors",
+    "unused_tensors",
+    "require_supported",
+    "check_tokenizer_metadata",
+    "runnable_tensor_types",
+]

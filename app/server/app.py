@@ -10,6 +10,7 @@ reach a loopback server through DNS rebinding or a cross-site POST); CORS only f
 origin given; Bearer key in constant time; bodies capped. Decoding happens on the engine owner's
 thread (app/server/owner.py); this module only awaits its events.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -77,14 +78,20 @@ class ServerOptions:
         return is_loopback_host(self.host)
 
 
-def _error(status: int, message: str, type: str | None = None, code: str | None = None,
-           param: str | None = None, headers: dict | None = None) -> JSONResponse:
+def _error(
+    status: int,
+    message: str,
+    type: str | None = None,
+    code: str | None = None,
+    param: str | None = None,
+    headers: dict | None = None,
+) -> JSONResponse:
     type = type or ("invalid_request_error" if status < 500 else "server_error")
-    return JSONResponse(wire.error_body(message, type, param, code), status_code=status,
-                        headers=headers)
+    return JSONResponse(wire.error_body(message, type, param, code), status_code=status, headers=headers)
 
 
 # -- guards (plain ASGI middleware: they never buffer or wrap a streamed body) ------------------
+
 
 class RequestLog:
     """One log line per request: method, path, status, tokens, seconds (never the prompt)."""
@@ -112,8 +119,14 @@ class RequestLog:
             extra = f" {tokens[0]}+{tokens[1]} tok" if tokens else ""
             if st.get("note"):
                 extra += f" ({st['note']})"
-            log.info("%s %s %s%s %.3fs", scope.get("method"), scope.get("path"),
-                     status[0] or "-", extra, time.perf_counter() - t0)
+            log.info(
+                "%s %s %s%s %.3fs",
+                scope.get("method"),
+                scope.get("path"),
+                status[0] or "-",
+                extra,
+                time.perf_counter() - t0,
+            )
 
 
 class HostGuard:
@@ -167,19 +180,24 @@ class BearerGuard:
         ok = hmac.compare_digest(hashlib.sha256(token.strip()).digest(), self.digest)
         if not (ok and scheme.lower() == b"bearer"):
             scope["state"]["note"] = "no or wrong key"
-            return await _error(401, "a valid API key is needed: Authorization: Bearer KEY",
-                                code="invalid_api_key",
-                                headers={"WWW-Authenticate": "Bearer"})(scope, receive, send)
+            return await _error(
+                401,
+                "a valid API key is needed: Authorization: Bearer KEY",
+                code="invalid_api_key",
+                headers={"WWW-Authenticate": "Bearer"},
+            )(scope, receive, send)
         await self.app(scope, receive, send)
 
 
 # -- the API ----------------------------------------------------------------------------------------
 
+
 class Api:
-    def __init__(self, owner: EngineOwner | ForwardingOwner, model_id: str, options: ServerOptions,
-                 created: int | None = None):
+    def __init__(
+        self, owner: EngineOwner | ForwardingOwner, model_id: str, options: ServerOptions, created: int | None = None
+    ):
         self.owner = owner
-        self.model_id = model_id        # may change (the window loads another model)
+        self.model_id = model_id  # may change (the window loads another model)
         self.options = options
         self.created = int(created or time.time())
         self.requests_served = 0
@@ -241,8 +259,7 @@ class Api:
             else:
                 n_vocab = getattr(engine.tokenizer, "n_vocab", None) or len(engine.tokenizer)
                 if any(not 0 <= t < n_vocab for t in spec.prompt):
-                    raise RequestRejected(f"'prompt' has token ids outside 0..{n_vocab - 1}",
-                                          param="prompt")
+                    raise RequestRejected(f"'prompt' has token ids outside 0..{n_vocab - 1}", param="prompt")
                 ids = list(spec.prompt)
             return self._request(ids, spec, "prompt", engine.n_ctx)
 
@@ -257,16 +274,25 @@ class Api:
             raise RequestRejected(
                 f"the {what} are {n} tokens, and this model's context holds {n_ctx} "
                 f"(room is needed for at least one token of reply)",
-                code="context_length_exceeded", param=what)
+                code="context_length_exceeded",
+                param=what,
+            )
         max_tokens = n_ctx - n if spec.max_tokens is None else spec.max_tokens
         if n + max_tokens > n_ctx:
             raise RequestRejected(
                 f"the {what} ({n} tokens) and max_tokens ({max_tokens}) are {n + max_tokens} "
                 f"tokens; this model's context holds {n_ctx}",
-                code="context_length_exceeded", param="max_tokens")
-        return GenerationRequest(tuple(ids), max_tokens=max_tokens, sampler=spec.sampler,
-                                 stop_strings=spec.stop, stop_on_eog=not spec.ignore_eos,
-                                 context_policy="stop")
+                code="context_length_exceeded",
+                param="max_tokens",
+            )
+        return GenerationRequest(
+            tuple(ids),
+            max_tokens=max_tokens,
+            sampler=spec.sampler,
+            stop_strings=spec.stop,
+            stop_on_eog=not spec.ignore_eos,
+            context_policy="stop",
+        )
 
     async def _run(self, request: Request, prepare, spec, chat: bool) -> Response:
         job = self.owner.submit(Job(prepare))
@@ -303,7 +329,7 @@ class Api:
             return Response(status_code=499)
         finally:
             watcher.cancel()
-            job.cancel()        # a no-op after Finished; stops the engine on any other way out
+            job.cancel()  # a no-op after Finished; stops the engine on any other way out
         self._done(state, fin)
         build = wire.chat_response if chat else wire.completion_response
         return JSONResponse(build(rid, self.model_id, created, fin))
@@ -326,7 +352,7 @@ class Api:
                 job.cancel()
                 state["note"] = "client left mid-stream"
                 return
-            while not job.events.empty():       # what arrived together is written together
+            while not job.events.empty():  # what arrived together is written together
                 events.append(job.events.get_nowait())
             if _GONE in events:
                 state["note"] = "client left mid-stream"
@@ -335,8 +361,13 @@ class Api:
             for ev in events:
                 if isinstance(ev, TextPiece):
                     if ev.text:
-                        out.append(_sse(wire.chat_chunk(rid, model, created, {"content": ev.text})
-                                        if chat else wire.completion_chunk(rid, model, created, ev.text)))
+                        out.append(
+                            _sse(
+                                wire.chat_chunk(rid, model, created, {"content": ev.text})
+                                if chat
+                                else wire.completion_chunk(rid, model, created, ev.text)
+                            )
+                        )
                 elif isinstance(ev, JobFailed):
                     out.append(_sse(wire.error_body(ev.message, "server_error")))
                     ended = True
@@ -349,14 +380,16 @@ class Api:
                 yield b"".join(out)
         yield b"data: [DONE]\n\n"
 
-    def _last_chunks(self, fin: Finished, rid: str, created: int, spec, chat: bool,
-                     state: dict) -> list[bytes]:
+    def _last_chunks(self, fin: Finished, rid: str, created: int, spec, chat: bool, state: dict) -> list[bytes]:
         """The chunk with the finish reason (and timings), then usage if the client asked."""
         self._done(state, fin)
         build = wire.chat_chunk if chat else wire.completion_chunk
         first: Any = {} if chat else ""
-        out = [_sse(build(rid, self.model_id, created, first, wire.finish_reason(fin),
-                          extra={"timings": wire.timings(fin)}))]
+        out = [
+            _sse(
+                build(rid, self.model_id, created, first, wire.finish_reason(fin), extra={"timings": wire.timings(fin)})
+            )
+        ]
         if spec.include_usage:
             out.append(_sse(build(rid, self.model_id, created, None, usage_=wire.usage(fin))))
         return out
@@ -370,7 +403,7 @@ class _Disconnected(Exception):
     pass
 
 
-_GONE = object()       # put in a job's event queue when its client disconnects
+_GONE = object()  # put in a job's event queue when its client disconnects
 
 
 async def _watch_disconnect(receive, job: Job) -> None:
@@ -388,7 +421,7 @@ async def _next_event(job: Job):
     """The job's next event, or _Disconnected when the client went first."""
     ev = await job.events.get()
     if ev is _GONE:
-        job.events.put_nowait(_GONE)        # stays gone for any later read
+        job.events.put_nowait(_GONE)  # stays gone for any later read
         raise _Disconnected()
     return ev
 
@@ -413,25 +446,30 @@ class SSEResponse(Response):
             async for chunk in self.chunks:
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
             await send({"type": "http.response.body", "body": b"", "more_body": False})
-        except OSError:             # the connection broke while writing: the client is gone
+        except OSError:  # the connection broke while writing: the client is gone
             scope["state"]["note"] = "client left mid-stream"
         finally:
-            self.job.cancel()       # a no-op once Finished arrived
+            self.job.cancel()  # a no-op once Finished arrived
             self.watcher.cancel()
             await self.chunks.aclose()
 
 
 # -- the application ------------------------------------------------------------------------------
 
-def create_app(owner: EngineOwner | ForwardingOwner, model_id: str, options: ServerOptions | None = None,
-               created: int | None = None):
+
+def create_app(
+    owner: EngineOwner | ForwardingOwner,
+    model_id: str,
+    options: ServerOptions | None = None,
+    created: int | None = None,
+):
     """The ASGI app (with its guards) serving `owner`'s engine as `model_id`; its `.api` is the
     Api object (model_id, requests_served)."""
     options = options or ServerOptions()
     api = Api(owner, model_id, options, created)
 
     async def not_found(request: Request, exc: Exception) -> Response:
-        assert isinstance(exc, HTTPException)     # registered for HTTPException only
+        assert isinstance(exc, HTTPException)  # registered for HTTPException only
         if exc.status_code == 405:
             return _error(405, f"{request.method} is not allowed on {request.url.path}")
         if exc.status_code == 404:
@@ -442,17 +480,22 @@ def create_app(owner: EngineOwner | ForwardingOwner, model_id: str, options: Ser
         log.error("internal error on %s: %s: %s", request.url.path, type(exc).__name__, exc)
         return _error(500, "internal server error")
 
-    routes = [Route("/health", api.health, methods=["GET"]),
-              Route("/v1/models", api.models, methods=["GET"]),
-              Route("/v1/chat/completions", api.chat_completions, methods=["POST"]),
-              Route("/v1/completions", api.completions, methods=["POST"])]
+    routes = [
+        Route("/health", api.health, methods=["GET"]),
+        Route("/v1/models", api.models, methods=["GET"]),
+        Route("/v1/chat/completions", api.chat_completions, methods=["POST"]),
+        Route("/v1/completions", api.completions, methods=["POST"]),
+    ]
     app = Starlette(routes=routes, exception_handlers={HTTPException: not_found, Exception: internal})
     app.state.api = api
     inner: ASGIApp = BearerGuard(app, options.api_key)
     if options.cors_origin:
-        inner = CORSMiddleware(inner, allow_origins=[options.cors_origin],
-                               allow_methods=["GET", "POST"],
-                               allow_headers=["Authorization", "Content-Type"])
+        inner = CORSMiddleware(
+            inner,
+            allow_origins=[options.cors_origin],
+            allow_methods=["GET", "POST"],
+            allow_headers=["Authorization", "Content-Type"],
+        )
     guarded = RequestLog(HostGuard(inner, options))
     guarded.api = api  # type: ignore[attr-defined]  # for tests and the CLI to reach the API
     return guarded

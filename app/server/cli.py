@@ -4,6 +4,7 @@ Safe by default: binds 127.0.0.1; any other address needs --api-key (the command
 without one). The socket is bound here, before uvicorn starts, so a taken port is one line of
 error and --port 0 picks a free one (the line on stderr says which).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -21,31 +22,43 @@ __all__ = ["add_serve_args", "run_serve", "bind_socket", "model_id_of", "make_se
 
 log = logging.getLogger(__name__)
 
-MAX_CONNECTIONS = 64        # beyond this many open connections uvicorn answers 503
+MAX_CONNECTIONS = 64  # beyond this many open connections uvicorn answers 503
 
 
 def add_serve_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("model", nargs="?",
-                   help="a GGUF file, or the name of a model in the library "
-                        "(default: the library's most recently used model)")
-    p.add_argument("--host", default="127.0.0.1",
-                   help="address to listen on (default 127.0.0.1: this computer only; any other "
-                        "address needs --api-key)")
+    p.add_argument(
+        "model",
+        nargs="?",
+        help="a GGUF file, or the name of a model in the library (default: the library's most recently used model)",
+    )
+    p.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to listen on (default 127.0.0.1: this computer only; any other address needs --api-key)",
+    )
     p.add_argument("--port", type=_port, default=8080, help="TCP port (0: any free port)")
-    p.add_argument("--api-key", default=None,
-                   help="clients must send 'Authorization: Bearer KEY' (also read from "
-                        "LLAMBDA_API_KEY)")
-    p.add_argument("--ctx", type=positive_int, default=None,
-                   help="context length in tokens (default: the training length, capped by what fits in memory)")
+    p.add_argument(
+        "--api-key", default=None, help="clients must send 'Authorization: Bearer KEY' (also read from LLAMBDA_API_KEY)"
+    )
+    p.add_argument(
+        "--ctx",
+        type=positive_int,
+        default=None,
+        help="context length in tokens (default: the training length, capped by what fits in memory)",
+    )
     p.add_argument("--threads", type=int, default=D.THREADS, help="worker threads (default: physical cores)")
-    p.add_argument("--kv-type", choices=D.KV_TYPES, default=D.KV_TYPE,
-                   help="KV cache precision (q8_0: half the memory of f16)")
+    p.add_argument(
+        "--kv-type", choices=D.KV_TYPES, default=D.KV_TYPE, help="KV cache precision (q8_0: half the memory of f16)"
+    )
     p.add_argument("--batch", type=positive_int, default=D.N_BATCH, help="prompt tokens per decoder call")
-    p.add_argument("--cors-origin", default=None, metavar="ORIGIN",
-                   help="let web pages of this one origin (e.g. http://localhost:3000) call the "
-                        "server; without it no CORS headers are sent")
-    p.add_argument("--log-prompts", action="store_true",
-                   help="also log the prompts' text (never logged otherwise)")
+    p.add_argument(
+        "--cors-origin",
+        default=None,
+        metavar="ORIGIN",
+        help="let web pages of this one origin (e.g. http://localhost:3000) call the "
+        "server; without it no CORS headers are sent",
+    )
+    p.add_argument("--log-prompts", action="store_true", help="also log the prompts' text (never logged otherwise)")
 
 
 def _port(text: str) -> int:
@@ -60,13 +73,12 @@ def _port(text: str) -> int:
 
 def check_exposure(host: str, api_key: str | None, cors_origin: str | None) -> str | None:
     """The reason to refuse these settings, or None."""
-    from app.server.app import is_loopback_host   # lazy: starlette; `llambda --help` loads this module
+    from app.server.app import is_loopback_host  # lazy: starlette; `llambda --help` loads this module
 
     if not host:
         return "--host is empty"
     if not is_loopback_host(host) and not api_key:
-        return (f"--host {host} lets other computers connect: give an --api-key "
-                f"(or keep the default 127.0.0.1)")
+        return f"--host {host} lets other computers connect: give an --api-key (or keep the default 127.0.0.1)"
     if api_key is not None and len(api_key) < 8:
         return "--api-key must be at least 8 characters"
     if cors_origin is not None and (cors_origin == "*" or "://" not in cors_origin):
@@ -76,8 +88,7 @@ def check_exposure(host: str, api_key: str | None, cors_origin: str | None) -> s
 
 def bind_socket(host: str, port: int) -> socket.socket:
     """A listening TCP socket on host:port (OSError with the reason if it cannot be had)."""
-    infos = socket.getaddrinfo(host.strip("[]"), port, type=socket.SOCK_STREAM,
-                               flags=socket.AI_PASSIVE)
+    infos = socket.getaddrinfo(host.strip("[]"), port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     family, _, _, _, addr = infos[0]
     sock = socket.socket(family, socket.SOCK_STREAM)
     try:
@@ -123,17 +134,24 @@ def _setup_logging() -> None:
 def make_server(app, sock: socket.socket):
     """A uvicorn server for `app` (run it with `server.run(sockets=[sock])`; stop it by setting
     `server.should_exit`)."""
-    import uvicorn   # lazy: heavy; `llambda --help` loads this module
+    import uvicorn  # lazy: heavy; `llambda --help` loads this module
 
-    config = uvicorn.Config(app, log_config=None, access_log=False, lifespan="off",
-                            limit_concurrency=MAX_CONNECTIONS, timeout_keep_alive=5,
-                            timeout_graceful_shutdown=3, server_header=False)
-    return uvicorn.Server(config)     # catches Ctrl+C / SIGTERM when run on the main thread
+    config = uvicorn.Config(
+        app,
+        log_config=None,
+        access_log=False,
+        lifespan="off",
+        limit_concurrency=MAX_CONNECTIONS,
+        timeout_keep_alive=5,
+        timeout_graceful_shutdown=3,
+        server_header=False,
+    )
+    return uvicorn.Server(config)  # catches Ctrl+C / SIGTERM when run on the main thread
 
 
 def run_serve(args: argparse.Namespace) -> int:
-    from app.server.app import ServerOptions, create_app   # lazy: starlette and asyncio; `llambda --help`
-    from app.server.owner import EngineOwner               # loads this module
+    from app.server.app import ServerOptions, create_app  # lazy: starlette and asyncio; `llambda --help`
+    from app.server.owner import EngineOwner  # loads this module
 
     api_key = args.api_key or os.environ.get("LLAMBDA_API_KEY") or None
     problem = check_exposure(args.host, api_key, args.cors_origin)
@@ -147,8 +165,7 @@ def run_serve(args: argparse.Namespace) -> int:
     try:
         sock = bind_socket(args.host, args.port)
     except OSError as e:
-        print(f"llambda serve: error: cannot listen on {args.host}:{args.port}: "
-              f"{e.strerror or e}", file=sys.stderr)
+        print(f"llambda serve: error: cannot listen on {args.host}:{args.port}: {e.strerror or e}", file=sys.stderr)
         return EXIT_USAGE
     _setup_logging()
     with sock:
@@ -157,17 +174,22 @@ def run_serve(args: argparse.Namespace) -> int:
         try:
             host, port = sock.getsockname()[:2]
             shown = f"[{host}]" if ":" in host else host
-            options = ServerOptions(host=args.host, port=port, api_key=api_key,
-                                    cors_origin=args.cors_origin, log_prompts=args.log_prompts)
+            options = ServerOptions(
+                host=args.host, port=port, api_key=api_key, cors_origin=args.cors_origin, log_prompts=args.log_prompts
+            )
             # a library name is the model's id; a file is known by its name
             model_id = model_id_of(args.model) if os.path.exists(args.model) else args.model
             app = create_app(owner, model_id, options)
-            print(f"llambda serve: {model_id} on http://{shown}:{port}/v1 "
-                  f"(context {eng.n_ctx}, {eng.kv_type} KV cache, {eng.n_threads} threads"
-                  f"{', key required' if api_key else ''}); Ctrl+C stops", file=sys.stderr, flush=True)
+            print(
+                f"llambda serve: {model_id} on http://{shown}:{port}/v1 "
+                f"(context {eng.n_ctx}, {eng.kv_type} KV cache, {eng.n_threads} threads"
+                f"{', key required' if api_key else ''}); Ctrl+C stops",
+                file=sys.stderr,
+                flush=True,
+            )
             try:
                 make_server(app, sock).run(sockets=[sock])
-            except KeyboardInterrupt:       # uvicorn re-raises the Ctrl+C it shut down for
+            except KeyboardInterrupt:  # uvicorn re-raises the Ctrl+C it shut down for
                 pass
             print("llambda serve: stopped", file=sys.stderr)
         finally:

@@ -9,6 +9,7 @@ is aborted inside its current decoder call (within one token).
 
 Not here: HTTP and the OpenAI wire format (app/server/app.py, app/server/openai_wire.py).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -24,19 +25,20 @@ from app.errors import one_line
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Job", "JobFailed", "Prepared", "RequestRejected", "JobQueue", "EngineOwner",
-           "ForwardingOwner"]
+__all__ = ["Job", "JobFailed", "Prepared", "RequestRejected", "JobQueue", "EngineOwner", "ForwardingOwner"]
 
 
 @dataclass(frozen=True)
 class Prepared:
     """The job reached the engine and its request is built (first event of every job that runs)."""
+
     request: GenerationRequest
 
 
 @dataclass(frozen=True)
 class JobFailed:
     """The job's request could not be built or run: `status` is the HTTP status to answer with."""
+
     status: int
     message: str
     code: str | None = None
@@ -46,8 +48,7 @@ class JobFailed:
 class RequestRejected(Exception):
     """Raised by a job's `prepare` for a request the engine cannot take (a 400 by default)."""
 
-    def __init__(self, message: str, status: int = 400, code: str | None = None,
-                 param: str | None = None):
+    def __init__(self, message: str, status: int = 400, code: str | None = None, param: str | None = None):
         super().__init__(message)
         self.status, self.code, self.param = status, code, param
 
@@ -57,15 +58,14 @@ class Job:
     thread; events (Prepared, the engine's events, JobFailed) arrive on `self.events`, an asyncio
     queue of the loop that created the job; the last one is a Finished or a JobFailed."""
 
-    def __init__(self, prepare: Callable[[object], GenerationRequest],
-                 loop: asyncio.AbstractEventLoop | None = None):
+    def __init__(self, prepare: Callable[[object], GenerationRequest], loop: asyncio.AbstractEventLoop | None = None):
         self.prepare = prepare
         self.loop = loop or asyncio.get_running_loop()
         self.events: asyncio.Queue = asyncio.Queue()
         self.cancelled = threading.Event()
         self._owner: "JobQueue | None" = None
         self._lock = threading.Lock()
-        self._pending: list = []            # pushed, not yet moved to `events`
+        self._pending: list = []  # pushed, not yet moved to `events`
         self._scheduled = False
 
     def push(self, event) -> None:
@@ -78,7 +78,7 @@ class Job:
             self._scheduled = True
         try:
             self.loop.call_soon_threadsafe(self._deliver)
-        except RuntimeError:        # the loop is closed: nobody is listening any more
+        except RuntimeError:  # the loop is closed: nobody is listening any more
             self.cancelled.set()
 
     def _deliver(self) -> None:
@@ -221,7 +221,7 @@ def _run_one(job: Job, engine, finished) -> None:
     try:
         for event in engine.generate(request):
             if job.cancelled.is_set():
-                engine.cancel()     # the generator ends with "cancelled" at its next check
+                engine.cancel()  # the generator ends with "cancelled" at its next check
             job.push(event)
             if isinstance(event, Finished):
                 finished.append(event)

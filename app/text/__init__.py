@@ -12,16 +12,25 @@ conditions, and chat templates rendered in a sandbox. Nothing here imports Qt or
     show(stream.finish())                             # when generation ends for another reason
 """
 
-from app.text.chat import (ChatTemplate, chat_prompt_tokens, chat_template_names, load_chat_template,
-                           render_chat)
+from app.text.chat import ChatTemplate, chat_prompt_tokens, chat_template_names, load_chat_template, render_chat
 from app.text.cli import cli_tokenize, tokenize_json_lines
 from app.text.stream import Detokenizer, StopMatcher, StreamStep, TextStream
 from app.text.tokenizer import Tokenizer, load_tokenizer
 from app.text.vocab import Vocab
 
 __all__ = [
-    "ChatTemplate", "chat_prompt_tokens", "chat_template_names", "load_chat_template", "render_chat",
-    "cli_tokenize", "tokenize_json_lines",
-    "Detokenizer", "StopMatcher", "StreamStep", "TextStream",
-    "Tokenizer", "Vocab", "load_tokenizer",
+    "ChatTemplate",
+    "chat_prompt_tokens",
+    "chat_template_names",
+    "load_chat_template",
+    "render_chat",
+    "cli_tokenize",
+    "tokenize_json_lines",
+    "Detokenizer",
+    "StopMatcher",
+    "StreamStep",
+    "TextStream",
+    "Tokenizer",
+    "Vocab",
+    "load_tokenizer",
 ]

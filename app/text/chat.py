@@ -15,8 +15,15 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from app.errors import TemplateError
-from app.text.sandbox import (MAX_OUTPUT_CHARS, TIME_LIMIT_S, TemplateRaised, compile_template, render_bounded,
-                              short_reason, strftime_now_for)
+from app.text.sandbox import (
+    MAX_OUTPUT_CHARS,
+    TIME_LIMIT_S,
+    TemplateRaised,
+    compile_template,
+    render_bounded,
+    short_reason,
+    strftime_now_for,
+)
 from app.text.templates import FALLBACKS, choose_fallback, detect_family
 
 log = logging.getLogger(__name__)
@@ -47,9 +54,18 @@ def _check_messages(messages) -> list[dict]:
     return out
 
 
-def render_chat(template: str, messages, add_generation_prompt: bool = True, bos_token: str = "",
-                eos_token: str = "", fold_system_prompt: bool | None = None, now: datetime | None = None,
-                time_limit: float | None = None, max_chars: int = MAX_OUTPUT_CHARS, **extra) -> str:
+def render_chat(
+    template: str,
+    messages,
+    add_generation_prompt: bool = True,
+    bos_token: str = "",
+    eos_token: str = "",
+    fold_system_prompt: bool | None = None,
+    now: datetime | None = None,
+    time_limit: float | None = None,
+    max_chars: int = MAX_OUTPUT_CHARS,
+    **extra,
+) -> str:
     """The prompt text `template` makes of `messages`.
 
     A system message that the template rejects (raise_exception) or silently drops is folded
@@ -59,8 +75,14 @@ def render_chat(template: str, messages, add_generation_prompt: bool = True, bos
     time_limit = time_limit or TIME_LIMIT_S
 
     def context(msgs):
-        return dict(extra, messages=msgs, add_generation_prompt=add_generation_prompt, bos_token=bos_token,
-                    eos_token=eos_token, strftime_now=strftime_now_for(clock))
+        return dict(
+            extra,
+            messages=msgs,
+            add_generation_prompt=add_generation_prompt,
+            bos_token=bos_token,
+            eos_token=eos_token,
+            strftime_now=strftime_now_for(clock),
+        )
 
     has_system = any(m["role"] == "system" and m.get("content") for m in messages)
     if fold_system_prompt and has_system:
@@ -80,29 +102,35 @@ def render_chat(template: str, messages, add_generation_prompt: bool = True, bos
 
 # ---- the model's template ------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class ChatTemplate:
     """A chat template ready to render: its source, where it came from, and the special texts."""
 
     source: str
-    name: str = "default"           # "default" or the variant name (tokenizer.chat_template.NAME)
-    family: str | None = None       # chatml, llama2, llama3, mistral, gemma, phi3, zephyr...
-    fallback: bool = False          # True when the model's own template was missing or broken
+    name: str = "default"  # "default" or the variant name (tokenizer.chat_template.NAME)
+    family: str | None = None  # chatml, llama2, llama3, mistral, gemma, phi3, zephyr...
+    fallback: bool = False  # True when the model's own template was missing or broken
     bos_token: str = ""
     eos_token: str = ""
-    note: str = ""                  # why the model's own template is not used (it has one)
+    note: str = ""  # why the model's own template is not used (it has one)
 
     def render(self, messages, add_generation_prompt: bool = True, **kwargs) -> str:
-        return render_chat(self.source, messages, add_generation_prompt=add_generation_prompt,
-                           bos_token=kwargs.pop("bos_token", self.bos_token),
-                           eos_token=kwargs.pop("eos_token", self.eos_token), **kwargs)
+        return render_chat(
+            self.source,
+            messages,
+            add_generation_prompt=add_generation_prompt,
+            bos_token=kwargs.pop("bos_token", self.bos_token),
+            eos_token=kwargs.pop("eos_token", self.eos_token),
+            **kwargs,
+        )
 
 
 def chat_template_names(metadata) -> list[str]:
     """Names of the templates a model carries: "default" and each tokenizer.chat_template.NAME."""
     names = ["default"] if "tokenizer.chat_template" in metadata else []
     prefix = "tokenizer.chat_template."
-    names += sorted(k[len(prefix):] for k in metadata.keys() if k.startswith(prefix))
+    names += sorted(k[len(prefix) :] for k in metadata.keys() if k.startswith(prefix))
     return names
 
 
@@ -167,8 +195,9 @@ def load_chat_template(gguf_file, tokenizer=None, name: str | None = None) -> Ch
         except ValueError as e:
             problem = f"{key} is not a string ({short_reason(e)})"
     elif name not in (None, "default"):
-        raise TemplateError(f"the model has no chat template named {name!r} "
-                            f"(it has: {', '.join(chat_template_names(md)) or 'none'})")
+        raise TemplateError(
+            f"the model has no chat template named {name!r} (it has: {', '.join(chat_template_names(md)) or 'none'})"
+        )
     else:
         problem = NO_TEMPLATE
     if source is not None:
@@ -177,7 +206,7 @@ def load_chat_template(gguf_file, tokenizer=None, name: str | None = None) -> Ch
             return ChatTemplate(source, name or "default", detect_family(source), False, bos, eos)
         except TemplateError as e:
             problem = str(e)
-    assert problem is not None      # every way here without a usable template names its problem
+    assert problem is not None  # every way here without a usable template names its problem
     return fallback_template(md, tokenizer, problem, name)
 
 
@@ -200,14 +229,19 @@ def content_spans(text: str, messages, tokenizer) -> list[tuple[int, int]]:
     return spans
 
 
-def chat_prompt_tokens(tokenizer, template: ChatTemplate, messages, add_generation_prompt: bool = True,
-                       **kwargs) -> list[int]:
+def chat_prompt_tokens(
+    tokenizer, template: ChatTemplate, messages, add_generation_prompt: bool = True, **kwargs
+) -> list[int]:
     """Token ids of a rendered conversation. Special tokens are parsed where the template writes
     them, never inside message contents (a user typing "<|im_end|>" gets plain text). BOS is added
     when the model asks for it, unless the rendered text already starts with it."""
     text = template.render(messages, add_generation_prompt=add_generation_prompt, **kwargs)
-    ids = tokenizer.encode(text, add_special=False, parse_special=True,
-                           plain_spans=content_spans(text, _check_messages(messages), tokenizer))
+    ids = tokenizer.encode(
+        text,
+        add_special=False,
+        parse_special=True,
+        plain_spans=content_spans(text, _check_messages(messages), tokenizer),
+    )
     if tokenizer.add_bos and tokenizer.bos_id is not None and (not ids or ids[0] != tokenizer.bos_id):
         ids.insert(0, tokenizer.bos_id)
     if tokenizer.add_eos and tokenizer.eos_id is not None:

@@ -15,8 +15,9 @@ from app.gguf import open_gguf
 from app.text.tokenizer import Tokenizer, load_tokenizer
 
 
-def tokenize_json_lines(tokenizer: Tokenizer, lines: Iterable[str], special: bool = False,
-                        add_special: bool = True) -> Iterator[str]:
+def tokenize_json_lines(
+    tokenizer: Tokenizer, lines: Iterable[str], special: bool = False, add_special: bool = True
+) -> Iterator[str]:
     """One JSON array of ids for each line holding a JSON string; blank lines are skipped."""
     for n, line in enumerate(lines, 1):
         if not line.strip():
@@ -30,8 +31,15 @@ def tokenize_json_lines(tokenizer: Tokenizer, lines: Iterable[str], special: boo
         yield json.dumps(tokenizer.encode(text, add_special=add_special, parse_special=special))
 
 
-def cli_tokenize(model: str, text: str | None = None, as_json: bool = False, special: bool = False,
-                 add_special: bool = True, stdin: TextIO | None = None, stdout: TextIO | None = None) -> int:
+def cli_tokenize(
+    model: str,
+    text: str | None = None,
+    as_json: bool = False,
+    special: bool = False,
+    add_special: bool = True,
+    stdin: TextIO | None = None,
+    stdout: TextIO | None = None,
+) -> int:
     """Run `llambda tokenize`; returns 0. Raises ModelFormatError / TokenizerError / ValueError."""
     stdin = stdin or sys.stdin
     stdout = stdout or sys.stdout

@@ -15,8 +15,10 @@ _LLAMA3 = _CONTRACTIONS + r"|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N
 _QWEN2 = _CONTRACTIONS + r"|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
 # Upper-then-lower word shapes written with lookaheads (letters that are not a-z, then letters that
 # are not A-Z), the form llama.cpp runs; combining marks are not part of these words.
-_CASED = (r"[^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))*((?=[\p{L}])([^A-Z]))+{c}"
-          r"|[^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))+((?=[\p{L}])([^A-Z]))*{c}")
+_CASED = (
+    r"[^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))*((?=[\p{L}])([^A-Z]))+{c}"
+    r"|[^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))+((?=[\p{L}])([^A-Z]))*{c}"
+)
 _DEEPSEEK_LETTERS = (  # written with escapes: several of these letters have canonical decompositions
     "[A-Za-z\xb5\xc0-\xd6\xd8-\xf6\xf8-\u01ba\u01bc-\u01bf\u01c4-\u0293\u0295-\u02af\u0370-\u0373"
     "\u0376\u0377\u037b-\u037d\u037f\u0386\u0388-\u038a\u038c\u038e-\u03a1\u03a3-\u03f5\u03f7-\u0481"
@@ -30,8 +32,10 @@ _DEEPSEEK_LETTERS = (  # written with escapes: several of these letters have can
     "\uff21-\uff3a\uff41-\uff5a\U00010400-\U0001044f\U000104b0-\U000104d3\U000104d8-\U000104fb"
     "\U00010c80-\U00010cb2\U00010cc0-\U00010cf2\U000118a0-\U000118df\U0001e900-\U0001e943]+"
 )
-_DS3_MAIN = (r"[!\"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+"
-             r"| ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+_DS3_MAIN = (
+    r"[!\"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+"
+    r"| ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
 
 # llama.cpp runs expressions that name explicit non-ASCII ranges on text where every non-ASCII
 # whitespace character has been replaced by U+000B, so such ranges never match those characters.
@@ -43,41 +47,105 @@ SPLITS: dict[str, list[str]] = {
     "gpt2": [_GPT2],
     "llama3": [_LLAMA3],
     "qwen2": [_QWEN2],
-    "qwen35": [_CONTRACTIONS + r"|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*"
-               r"|\s*[\r\n]+|\s+(?!\S)|\s+"],
+    "qwen35": [
+        _CONTRACTIONS + r"|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*"
+        r"|\s*[\r\n]+|\s+(?!\S)|\s+"
+    ],
     "starcoder": [r"\p{N}", _GPT2],
     "falcon": [r"[\p{P}\$\+<=>\^~\|`]+", _GPT2, r"[0-9][0-9][0-9]"],
-    "deepseek-llm": [r"[\r\n]", r"\s?" + _DEEPSEEK_LETTERS, "\\s?[!-/:-~\uff01-\uff0f\uff1a-\uff5e\u2018-\u201f\u3000-\u3002" + _NOT_WIDE_SPACE + "]+",
-                     r"\s+\z", _CJK, r"\p{N}+"],
+    "deepseek-llm": [
+        r"[\r\n]",
+        r"\s?" + _DEEPSEEK_LETTERS,
+        "\\s?[!-/:-~\uff01-\uff0f\uff1a-\uff5e\u2018-\u201f\u3000-\u3002" + _NOT_WIDE_SPACE + "]+",
+        r"\s+\z",
+        _CJK,
+        r"\p{N}+",
+    ],
     "deepseek-coder": [r"[\r\n]", r"\s?\p{L}+", r"\s?\p{P}+", _CJK, r"\p{N}"],
     "deepseek-v3": [r"\p{N}{1,3}", r"[一-龥぀-ゟ゠-ヿ]+", _DS3_MAIN],
     "bloom": [r" ?[^(\s|.,!?…。，、।۔،)]+"],
     "viking": [r" ?[^(\s|.,!?…。，、।۔،)]+", r"\p{N}"],
     "tekken": [_CASED.replace("{c}", "") + r"|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+"],
-    "gpt-4o": [_CASED.replace("{c}", _CONTRACTIONS + "?") + r"|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*"
-               r"|\s*[\r\n]+|\s+(?!\S)|\s+"],
-    "chameleon": [r"<sentinel:[0-9]+>", r"(IMGIMG)((A|B|C|D|E|F|G|H|I){1,4})Z", r"([\t\n]|    |  )", r"\p{N}",
-                  r"[\p{P}!-/:-@\[-`{-~]", _GPT2],
+    "gpt-4o": [
+        _CASED.replace("{c}", _CONTRACTIONS + "?") + r"|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*"
+        r"|\s*[\r\n]+|\s+(?!\S)|\s+"
+    ],
+    "chameleon": [
+        r"<sentinel:[0-9]+>",
+        r"(IMGIMG)((A|B|C|D|E|F|G|H|I){1,4})Z",
+        r"([\t\n]|    |  )",
+        r"\p{N}",
+        r"[\p{P}!-/:-@\[-`{-~]",
+        _GPT2,
+    ],
     "superbpe": [r"\p{N}+", r"(?=(\d{3})+(?!\d))"],
-    "bailingmoe": [r"'(?:[sSdDmMtT]|[lL][lL]|[vV][eE]|[rR][eE])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"
-                   r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]|\s+(?!\S)|\s+"],
-    "seed-coder": [_CONTRACTIONS + r"|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1}| ?[^\s\p{L}\p{N}\r\n]+|\s*[\r\n]+"
-                   r"|\s+(?!\S)|\s+"],
-    "minicpm5": [r"\p{N}{1,3}", _CONTRACTIONS + r"|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}+| ?[^\s\p{L}\p{N}]+[\r\n]*"
-                 r"|\s*[\r\n]+|\s+(?!\S)|\s+"],
+    "bailingmoe": [
+        r"'(?:[sSdDmMtT]|[lL][lL]|[vV][eE]|[rR][eE])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"
+        r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]|\s+(?!\S)|\s+"
+    ],
+    "seed-coder": [
+        _CONTRACTIONS + r"|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1}| ?[^\s\p{L}\p{N}\r\n]+|\s*[\r\n]+"
+        r"|\s+(?!\S)|\s+"
+    ],
+    "minicpm5": [
+        r"\p{N}{1,3}",
+        _CONTRACTIONS + r"|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}+| ?[^\s\p{L}\p{N}]+[\r\n]*"
+        r"|\s*[\r\n]+|\s+(?!\S)|\s+",
+    ],
 }
 
 # Other names that share one of the lists above.
 ALIASES: dict[str, str] = {
-    **dict.fromkeys(["llama-bpe", "llama-v3", "falcon3", "falcon-h1", "pixtral", "midm-2.0", "lfm2",
-                     "jina-v5-nano", "dbrx", "smaug-bpe", "chatglm-bpe", "glm4", "glm5"], "llama3"),
-    **dict.fromkeys(["qwen2", "deepseek-r1-qwen", "kormo", "f2llmv2", "stablelm2", "megrez", "hunyuan",
-                     "solar-open", "grok-2"], "qwen2"),
-    **dict.fromkeys(["starcoder", "refact", "command-r", "smollm", "codeshell", "exaone", "minerva-7b",
-                     "mellum2"], "starcoder"),
-    **dict.fromkeys(["gpt-2", "gpt2", "phi-2", "jina-es", "jina-de", "gigachat", "jina-v2-es", "jina-v2-de",
-                     "a.x-4.0", "mellum", "modern-bert", "jina-v1-en", "jina-v2-code", "roberta-bpe", "mpt",
-                     "olmo", "jais", "trillion", "granite-docling", "exaone4"], "gpt2"),
+    **dict.fromkeys(
+        [
+            "llama-bpe",
+            "llama-v3",
+            "falcon3",
+            "falcon-h1",
+            "pixtral",
+            "midm-2.0",
+            "lfm2",
+            "jina-v5-nano",
+            "dbrx",
+            "smaug-bpe",
+            "chatglm-bpe",
+            "glm4",
+            "glm5",
+        ],
+        "llama3",
+    ),
+    **dict.fromkeys(
+        ["qwen2", "deepseek-r1-qwen", "kormo", "f2llmv2", "stablelm2", "megrez", "hunyuan", "solar-open", "grok-2"],
+        "qwen2",
+    ),
+    **dict.fromkeys(
+        ["starcoder", "refact", "command-r", "smollm", "codeshell", "exaone", "minerva-7b", "mellum2"], "starcoder"
+    ),
+    **dict.fromkeys(
+        [
+            "gpt-2",
+            "gpt2",
+            "phi-2",
+            "jina-es",
+            "jina-de",
+            "gigachat",
+            "jina-v2-es",
+            "jina-v2-de",
+            "a.x-4.0",
+            "mellum",
+            "modern-bert",
+            "jina-v1-en",
+            "jina-v2-code",
+            "roberta-bpe",
+            "mpt",
+            "olmo",
+            "jais",
+            "trillion",
+            "granite-docling",
+            "exaone4",
+        ],
+        "gpt2",
+    ),
     **dict.fromkeys(["deepseek-v3", "hunyuan-dense", "joyai-llm", "hy_v4"], "deepseek-v3"),
     **dict.fromkeys(["bloom", "gpt3-finnish", "poro-chat"], "bloom"),
     **dict.fromkeys(["gpt-4o", "llama4", "kanana2", "talkie", "minimax-m2"], "gpt-4o"),
@@ -85,9 +153,25 @@ ALIASES: dict[str, str] = {
 }
 
 # Families where a whole pre-split word that is itself a token is taken as is, merges unused.
-IGNORE_MERGES = frozenset(["llama3", "llama-bpe", "llama-v3", "falcon3", "falcon-h1", "pixtral", "midm-2.0",
-                           "lfm2", "jina-v5-nano", "tekken", "glm4", "glm5", "minicpm5", "youtu",
-                           "granite-embed-multi-97m"])
+IGNORE_MERGES = frozenset(
+    [
+        "llama3",
+        "llama-bpe",
+        "llama-v3",
+        "falcon3",
+        "falcon-h1",
+        "pixtral",
+        "midm-2.0",
+        "lfm2",
+        "jina-v5-nano",
+        "tekken",
+        "glm4",
+        "glm5",
+        "minicpm5",
+        "youtu",
+        "granite-embed-multi-97m",
+    ]
+)
 
 
 def split_expressions(pre: str) -> tuple[list[str], bool]:
@@ -99,15 +183,54 @@ def split_expressions(pre: str) -> tuple[list[str], bool]:
         return SPLITS[key], True
     return SPLITS["default"], False
 
+
 # Byte-level families whose detokenizer does not tidy spaces before punctuation ("clean_spaces").
-NO_CLEAN_SPACES = frozenset([
-    "deepseek-llm", "deepseek-coder", "deepseek-v3", "spark2_5", "youtu", "sarvam-moe", "command-r", "qwen2",
-    "deepseek-r1-qwen", "kormo", "f2llmv2", "qwen35", "poro-chat", "viking", "tekken", "smollm", "chameleon",
-    "gpt-4o", "llama4", "kanana2", "talkie", "granite-embed-multi-97m", "tiny_aya", "cohere2moe", "superbpe",
-    "trillion", "granite-docling", "bailingmoe", "bailingmoe2", "llada-moe", "seed-coder", "hunyuan",
-    "hunyuan-dense", "hy_v4", "joyai-llm", "kimi-k2", "ufakzeka", "grok-2", "afmoe", "laguna", "minimax-m2",
-    "solar-open",
-])
+NO_CLEAN_SPACES = frozenset(
+    [
+        "deepseek-llm",
+        "deepseek-coder",
+        "deepseek-v3",
+        "spark2_5",
+        "youtu",
+        "sarvam-moe",
+        "command-r",
+        "qwen2",
+        "deepseek-r1-qwen",
+        "kormo",
+        "f2llmv2",
+        "qwen35",
+        "poro-chat",
+        "viking",
+        "tekken",
+        "smollm",
+        "chameleon",
+        "gpt-4o",
+        "llama4",
+        "kanana2",
+        "talkie",
+        "granite-embed-multi-97m",
+        "tiny_aya",
+        "cohere2moe",
+        "superbpe",
+        "trillion",
+        "granite-docling",
+        "bailingmoe",
+        "bailingmoe2",
+        "llada-moe",
+        "seed-coder",
+        "hunyuan",
+        "hunyuan-dense",
+        "hy_v4",
+        "joyai-llm",
+        "kimi-k2",
+        "ufakzeka",
+        "grok-2",
+        "afmoe",
+        "laguna",
+        "minimax-m2",
+        "solar-open",
+    ]
+)
 
 
 def clean_up_spaces(text: bytes) -> bytes:

@@ -38,14 +38,14 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 from app.errors import TemplateError
 
 
-TIME_LIMIT_S = 2.0                # a render that takes longer is stopped
-MAX_OUTPUT_CHARS = 4_000_000      # a prompt longer than this is refused
-MAX_TEMPLATE_CHARS = 128 * 1024   # template source (the longest known real ones: about 20 KB)
-MAX_VALUE_CHARS = 4_000_000       # any value a template builds or turns into text (see _size)
-MAX_STEP_CHARS = 16_000_000       # what one operation may build before its result is checked
-MAX_BUILT_CHARS = 32_000_000      # everything one render builds, added up
-MAX_INT_ARG = 1_000_000           # widths, repeat counts and other sizes passed to calls
-MAX_STRFTIME_CHARS = 1000         # a strftime_now format
+TIME_LIMIT_S = 2.0  # a render that takes longer is stopped
+MAX_OUTPUT_CHARS = 4_000_000  # a prompt longer than this is refused
+MAX_TEMPLATE_CHARS = 128 * 1024  # template source (the longest known real ones: about 20 KB)
+MAX_VALUE_CHARS = 4_000_000  # any value a template builds or turns into text (see _size)
+MAX_STEP_CHARS = 16_000_000  # what one operation may build before its result is checked
+MAX_BUILT_CHARS = 32_000_000  # everything one render builds, added up
+MAX_INT_ARG = 1_000_000  # widths, repeat counts and other sizes passed to calls
+MAX_STRFTIME_CHARS = 1000  # a strftime_now format
 
 
 class TemplateRaised(TemplateError):
@@ -56,13 +56,13 @@ class _Raised(Exception):
     """A template called raise_exception(message)."""
 
 
-class _Timeout(BaseException):      # not swallowed by an `except Exception` on its way out
+class _Timeout(BaseException):  # not swallowed by an `except Exception` on its way out
     pass
 
 
 def short_reason(text: object, limit: int = 300) -> str:
     text = " ".join(str(text).split())
-    return text if len(text) <= limit else text[:limit - 1] + "…"
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _unsafe(message: str):
@@ -80,10 +80,10 @@ def _unsafe(message: str):
 # of what it built), no output past MAX_OUTPUT_CHARS; and by a deadline checked on every line of
 # Python it runs.
 
-_ITEM = 8                                   # each element of a container (a pointer, a separator)
+_ITEM = 8  # each element of a container (a pointer, a separator)
 
 
-_MEMO_MIN = 16          # containers this long have their size remembered for the render
+_MEMO_MIN = 16  # containers this long have their size remembered for the render
 
 
 def _size(value, limit: int = MAX_VALUE_CHARS) -> int:
@@ -107,7 +107,7 @@ def _size(value, limit: int = MAX_VALUE_CHARS) -> int:
             if known is None:
                 memo[id(v)] = (v, None)
                 memo[id(v)] = known = (v, _measure(v))
-            elif known[1] is None:                  # met again inside itself: a cycle
+            elif known[1] is None:  # met again inside itself: a cycle
                 return limit + 1
             total += known[1]
         elif isinstance(v, (list, tuple, set, frozenset)):
@@ -120,7 +120,7 @@ def _size(value, limit: int = MAX_VALUE_CHARS) -> int:
                 stack.extend(v.keys())
                 stack.extend(v.values())
         elif isinstance(v, Namespace):
-            attrs = v._Namespace__attrs      # noqa: SLF001 - what it holds is what it costs
+            attrs = v._Namespace__attrs  # noqa: SLF001 - what it holds is what it costs
             total += 16 + 2 * _ITEM * len(attrs)
             if total <= limit:
                 stack.extend(attrs.values())
@@ -128,7 +128,7 @@ def _size(value, limit: int = MAX_VALUE_CHARS) -> int:
             total += 5
         elif isinstance(v, int):
             total += _ITEM + v.bit_length() // 3
-        else:                               # floats, ranges, generators, macros, loops: short
+        else:  # floats, ranges, generators, macros, loops: short
             total += 24
         if total > limit:
             return total
@@ -176,7 +176,7 @@ def _check_step(bound: int) -> None:
         raise _unsafe(f"an operation would build about {bound} characters")
 
 
-_render_state = threading.local()   # the running render's deadline, what it built, sizes measured
+_render_state = threading.local()  # the running render's deadline, what it built, sizes measured
 
 
 def _shallow(value) -> int:
@@ -209,7 +209,7 @@ def _check_size_args(args, kwargs) -> None:
 
 
 _BIG_NUMBER_IN_FORMAT = re.compile(r"\d{7,}")
-_DIGITS = {k: re.compile(r"\d{%d}" % k) for k in range(1, 7)}     # the widest width, found quickly
+_DIGITS = {k: re.compile(r"\d{%d}" % k) for k in range(1, 7)}  # the widest width, found quickly
 MAX_INT_BITS = 1_000_000
 
 
@@ -226,7 +226,7 @@ def _format_bound(fmt: str, fields: int, values) -> int:
     widest = 0
     for k in range(6, 0, -1):
         if _DIGITS[k].search(fmt):
-            widest = 10 ** k - 1
+            widest = 10**k - 1
             break
     biggest = max((_check_size(v) for v in values), default=0)
     return len(fmt) + fields * (biggest + widest)
@@ -302,8 +302,9 @@ class _Sandbox(ImmutableSandboxedEnvironment):
 
     def call_binop(self, context, operator, left, right):
         if operator == "**":
-            if isinstance(right, int) and (abs(right) > 4096 or (
-                    isinstance(left, int) and left.bit_length() * abs(right) > MAX_INT_BITS)):
+            if isinstance(right, int) and (
+                abs(right) > 4096 or (isinstance(left, int) and left.bit_length() * abs(right) > MAX_INT_BITS)
+            ):
                 raise _unsafe("exponent too large")
         elif operator == "*":
             for a, b in ((left, right), (right, left)):
@@ -311,7 +312,7 @@ class _Sandbox(ImmutableSandboxedEnvironment):
                     if max(b, 0) > MAX_VALUE_CHARS or _size(a, MAX_VALUE_CHARS) * max(b, 0) > MAX_VALUE_CHARS:
                         raise _unsafe("repetition too large")
         elif operator == "%" and isinstance(left, str):
-            if "*" in left:                 # widths taken from the values
+            if "*" in left:  # widths taken from the values
                 _check_size_args(_printf_values(right), {})
             _check_step(_format_bound(left, left.count("%"), _printf_values(right)))
         elif type(left) is str and type(right) is str:
@@ -332,12 +333,12 @@ class _Sandbox(ImmutableSandboxedEnvironment):
         if isinstance(obj, str) and argument in ("format", "format_map"):
             _check_format(obj)
         result = super().getitem(obj, argument)
-        if isinstance(argument, slice):         # a slice is a new value
+        if isinstance(argument, slice):  # a slice is a new value
             _check_result(result)
         return result
 
     def call(self, __context, __obj, *args, **kwargs):
-        target = getattr(__obj, "__wrapped__", __obj)       # str.format comes wrapped by the sandbox
+        target = getattr(__obj, "__wrapped__", __obj)  # str.format comes wrapped by the sandbox
         owner = getattr(target, "__self__", None)
         _check_inputs(owner if isinstance(owner, (str, list, tuple, dict)) else None, args, kwargs)
         if isinstance(owner, str):
@@ -402,7 +403,7 @@ def _filter_bound(name: str, args, kwargs, skip: int) -> None:
         if isinstance(old, str) and isinstance(new, str):
             _str_method_bound("replace", text, (old, new, -1 if count is None else count), {})
     elif name == "format" and text is not None:
-        if "*" in text:                     # widths taken from the values
+        if "*" in text:  # widths taken from the values
             _check_size_args(rest, kwargs)
         _check_step(_format_bound(text, text.count("%"), rest + list(kwargs.values())))
     elif name == "indent" and text is not None:
@@ -413,12 +414,11 @@ def _filter_bound(name: str, args, kwargs, skip: int) -> None:
         raise _unsafe(f"{name} on {len(text)} characters (limit {MAX_SLOW_FILTER_CHARS})")
     elif name == "wordwrap" and text is not None:
         width, wrap = arg(0, "width", 79), arg(2, "wrapstring") or "\n"
-        broken = len(text) // max(width, 1) if isinstance(width, int) else 0    # long words cut
+        broken = len(text) // max(width, 1) if isinstance(width, int) else 0  # long words cut
         lines = len(text.split()) + text.count("\n") + 1 + broken
         _check_step(len(text) + lines * len(str(wrap)))
     elif name == "urlize" and text is not None:
-        extra = sum(len(str(kwargs.get(k) or "")) for k in ("target", "rel")) + \
-            sum(len(str(v)) for v in rest[2:4] if v)
+        extra = sum(len(str(kwargs.get(k) or "")) for k in ("target", "rel")) + sum(len(str(v)) for v in rest[2:4] if v)
         _check_step(2 * len(text) + len(text.split()) * (64 + extra))
     elif name == "list" and text is not None:
         _check_step(len(text) * (1 + _ITEM))
@@ -433,10 +433,10 @@ def _guard_filter(name, f):
 
     @functools.wraps(f)
     def guarded(*args, **kwargs):
-        _check_inputs(args[skip - 1:], kwargs)
+        _check_inputs(args[skip - 1 :], kwargs)
         _filter_bound(name, args, kwargs, skip)
-        if name == "join" and len(args) >= skip:        # a generator is measured before joining
-            args = (*args[:skip - 1], list(args[skip - 1]), *args[skip:])
+        if name == "join" and len(args) >= skip:  # a generator is measured before joining
+            args = (*args[: skip - 1], list(args[skip - 1]), *args[skip:])
             sep = args[skip] if len(args) > skip else kwargs.get("d", "")
             _check_step(_size(args[skip - 1], MAX_STEP_CHARS) + len(str(sep)) * len(args[skip - 1]))
         result = f(*args, **kwargs)
@@ -501,9 +501,15 @@ def strftime_now_for(clock: datetime):
 
 @functools.lru_cache(maxsize=1)
 def _environment() -> _Sandbox:
-    env = _Sandbox(trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=False, autoescape=False,
-                   extensions=[jinja2.ext.loopcontrols, _GenerationTag], undefined=jinja2.Undefined,
-                   finalize=_finalize)
+    env = _Sandbox(
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=False,
+        autoescape=False,
+        extensions=[jinja2.ext.loopcontrols, _GenerationTag],
+        undefined=jinja2.Undefined,
+        finalize=_finalize,
+    )
     env.filters["sum"] = _sum
     env.filters["tojson"] = _tojson
     for name in list(env.filters):
@@ -513,7 +519,7 @@ def _environment() -> _Sandbox:
     return env
 
 
-MAX_CODE_CHARS = 4_000_000        # Python source Jinja may generate from a template
+MAX_CODE_CHARS = 4_000_000  # Python source Jinja may generate from a template
 
 
 @contextlib.contextmanager
@@ -550,7 +556,7 @@ def compile_template(source: str, time_limit: float | None = None) -> jinja2.Tem
     env = _environment()
     try:
         with _bounded(time_limit):
-            code = env.compile(source, raw=True)         # parsed and turned into Python source
+            code = env.compile(source, raw=True)  # parsed and turned into Python source
             if len(code) > MAX_CODE_CHARS:
                 raise TemplateError(f"the chat template is too complex ({len(code)} characters of code)")
         return env.template_class.from_code(env, compile(code, "<template>", "exec"), env.make_globals(None))
@@ -569,9 +575,21 @@ def compile_template(source: str, time_limit: float | None = None) -> jinja2.Tem
 # template's length, which is capped; its runtime and sandbox; the checks here, whose walks stop
 # at their limits, looking at the clock now and then); everything else, the template's own code
 # first, line by line.
-_QUICK_FILES = frozenset(m.__file__ for m in (
-    jinja2.lexer, jinja2.parser, jinja2.compiler, jinja2.optimizer, jinja2.idtracking, jinja2.visitor,
-    jinja2.nodes, jinja2.runtime, jinja2.sandbox, sys.modules[__name__]))
+_QUICK_FILES = frozenset(
+    m.__file__
+    for m in (
+        jinja2.lexer,
+        jinja2.parser,
+        jinja2.compiler,
+        jinja2.optimizer,
+        jinja2.idtracking,
+        jinja2.visitor,
+        jinja2.nodes,
+        jinja2.runtime,
+        jinja2.sandbox,
+        sys.modules[__name__],
+    )
+)
 _LOOPING = frozenset(f.__code__ for f in (_sum, _indent_cost))
 
 
@@ -605,5 +623,3 @@ def render_bounded(source: str, context: dict, time_limit: float, max_chars: int
         raise TemplateError("the chat template ran out of memory; stopped") from None
     except Exception as e:  # noqa: BLE001 - a template error of any kind is one line
         raise TemplateError(f"the chat template failed: {type(e).__name__}: {short_reason(e)}") from None
-
-

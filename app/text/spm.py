@@ -63,14 +63,26 @@ def model_proto(vocab: Vocab) -> bytes:
         else:
             kind = _PIECE_NORMAL
         raw = text.encode("utf-8", "surrogatepass")
-        body = tag_piece + _varint(len(raw)) + raw + tag_score + packed_scores[4 * i:4 * i + 4] \
-            + tag_type + bytes((kind,))
+        body = (
+            tag_piece
+            + _varint(len(raw))
+            + raw
+            + tag_score
+            + packed_scores[4 * i : 4 * i + 4]
+            + tag_type
+            + bytes((kind,))
+        )
         parts.append(b"\x0a" + _varint(len(body)) + body)
-    trainer = (_field_varint(3, _MODEL_BPE) + _field_varint(4, n) + _field_varint(35, 1)
-               + _field_varint(40, unk) + _field_varint(41, (1 << 64) - 1) + _field_varint(42, (1 << 64) - 1)
-               + _field_varint(43, (1 << 64) - 1))
-    normalizer = (_field_bytes(1, b"identity") + _field_varint(3, 0) + _field_varint(4, 0)
-                  + _field_varint(5, 0))
+    trainer = (
+        _field_varint(3, _MODEL_BPE)
+        + _field_varint(4, n)
+        + _field_varint(35, 1)
+        + _field_varint(40, unk)
+        + _field_varint(41, (1 << 64) - 1)
+        + _field_varint(42, (1 << 64) - 1)
+        + _field_varint(43, (1 << 64) - 1)
+    )
+    normalizer = _field_bytes(1, b"identity") + _field_varint(3, 0) + _field_varint(4, 0) + _field_varint(5, 0)
     return b"".join(parts) + _field_bytes(2, trainer) + _field_bytes(3, normalizer)
 
 
@@ -78,7 +90,7 @@ class SentencePieceMerger:
     """Merges already-escaped text (spaces as U+2581) into token ids with the sentencepiece library."""
 
     def __init__(self, vocab: Vocab):
-        import sentencepiece   # lazy: heavy; only SentencePiece vocabularies need it
+        import sentencepiece  # lazy: heavy; only SentencePiece vocabularies need it
 
         self._sp = sentencepiece.SentencePieceProcessor()
         try:

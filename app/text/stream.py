@@ -74,8 +74,8 @@ class StopMatcher:
                 if buf.endswith(s[:n]):
                     keep = n
                     break
-        self._held = buf[len(buf) - keep:] if keep else ""
-        return buf[:len(buf) - keep] if keep else buf
+        self._held = buf[len(buf) - keep :] if keep else ""
+        return buf[: len(buf) - keep] if keep else buf
 
     def flush(self) -> str:
         """The held tail, at the end of generation (it turned out not to be a stop string)."""
@@ -88,8 +88,8 @@ class StreamStep:
     """One token's effect: `text` to show now, and why the stream stopped (None: it goes on)."""
 
     text: str
-    stop: str | None = None          # "eog" or "stop_string"
-    stop_string: str | None = None   # the stop string matched, for "stop_string"
+    stop: str | None = None  # "eog" or "stop_string"
+    stop_string: str | None = None  # the stop string matched, for "stop_string"
 
 
 class TextStream:
@@ -98,8 +98,14 @@ class TextStream:
     `push(token)` returns a StreamStep; once it reports a stop, further tokens are ignored.
     `finish()` returns the last pending text when generation ends for another reason (length)."""
 
-    def __init__(self, tokenizer: Tokenizer, stop_strings: Iterable[str] = (), stop_on_eog: bool = True,
-                 special: bool = False, strip_leading_space: bool | None = None):
+    def __init__(
+        self,
+        tokenizer: Tokenizer,
+        stop_strings: Iterable[str] = (),
+        stop_on_eog: bool = True,
+        special: bool = False,
+        strip_leading_space: bool | None = None,
+    ):
         self._tok = tokenizer
         self._detok = Detokenizer(tokenizer, special=special, strip_leading_space=strip_leading_space)
         self._stops = StopMatcher(stop_strings)

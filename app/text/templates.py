@@ -86,8 +86,14 @@ ZEPHYR = (
 )
 
 FALLBACKS: dict[str, str] = {
-    "chatml": CHATML, "llama2": LLAMA2, "llama3": LLAMA3, "mistral": MISTRAL, "mistral-v3": MISTRAL_V3,
-    "gemma": GEMMA, "phi3": PHI3, "zephyr": ZEPHYR,
+    "chatml": CHATML,
+    "llama2": LLAMA2,
+    "llama3": LLAMA3,
+    "mistral": MISTRAL,
+    "mistral-v3": MISTRAL_V3,
+    "gemma": GEMMA,
+    "phi3": PHI3,
+    "zephyr": ZEPHYR,
 }
 
 

@@ -18,8 +18,17 @@ import numpy as np
 from app.errors import TokenizerError
 from app.text.pretokenize import IGNORE_MERGES, NO_CLEAN_SPACES, clean_up_spaces, split_expressions
 from app.text.spm import SentencePieceMerger
-from app.text.vocab import (ATTR_BYTE, ATTR_CONTROL, ATTR_LSTRIP, ATTR_NORMAL, ATTR_RSTRIP, ATTR_UNKNOWN,
-                            ATTR_USER_DEFINED, Vocab, warn_once)
+from app.text.vocab import (
+    ATTR_BYTE,
+    ATTR_CONTROL,
+    ATTR_LSTRIP,
+    ATTR_NORMAL,
+    ATTR_RSTRIP,
+    ATTR_UNKNOWN,
+    ATTR_USER_DEFINED,
+    Vocab,
+    warn_once,
+)
 
 _SPACE = " "
 _ESCAPED_SPACE = "\u2581"
@@ -47,13 +56,15 @@ class _ByteLevelBPE:
     """Byte-level BPE through `tokenizers`: split expressions, then GPT-2 byte mapping, then merges."""
 
     def __init__(self, vocab: Vocab):
-        from tokenizers import Regex, Tokenizer, pre_tokenizers   # lazy: heavy; only byte-level BPE needs it
+        from tokenizers import Regex, Tokenizer, pre_tokenizers  # lazy: heavy; only byte-level BPE needs it
         from tokenizers.models import BPE
 
         exprs, known = split_expressions(vocab.pre)
         if not known:
-            warn_once(f"unknown pre-tokenizer {vocab.pre!r}: using the default split; "
-                      "token ids may differ from the model's own tokenizer")
+            warn_once(
+                f"unknown pre-tokenizer {vocab.pre!r}: using the default split; "
+                "token ids may differ from the model's own tokenizer"
+            )
         elif not vocab.pre:
             warn_once("the model names no pre-tokenizer (tokenizer.ggml.pre): using the default split")
         merges = []
@@ -62,7 +73,7 @@ class _ByteLevelBPE:
             cut = m.find(" ", 1)
             if cut < 0:
                 continue
-            a, b = m[:cut], m[cut + 1:]
+            a, b = m[:cut], m[cut + 1 :]
             if a in table and b in table and a + b in table:  # llama.cpp could never emit anything else
                 merges.append((a, b))
         # A byte character missing from the vocabulary still takes part in merging (it blocks its
@@ -79,13 +90,16 @@ class _ByteLevelBPE:
                 model = BPE(table, merges, ignore_merges=vocab.pre in IGNORE_MERGES)
             except TypeError:  # tokenizers older than 0.20 has no ignore_merges
                 if vocab.pre in IGNORE_MERGES:
-                    warn_once("this tokenizers library cannot skip merges for whole-word tokens; "
-                              "a few token ids may differ from the model's own tokenizer")
+                    warn_once(
+                        "this tokenizers library cannot skip merges for whole-word tokens; "
+                        "a few token ids may differ from the model's own tokenizer"
+                    )
                 model = BPE(table, merges)
             self._tok = Tokenizer(model)
             self._tok.pre_tokenizer = pre_tokenizers.Sequence(
                 [pre_tokenizers.Split(Regex(e), behavior="isolated") for e in exprs]
-                + [pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+                + [pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)]
+            )
         except Exception as e:  # the library raises plain Exception subclasses
             raise TokenizerError(f"the byte-level BPE vocabulary could not be built: {e}") from e
 
@@ -110,7 +124,7 @@ class Tokenizer:
         special = np.flatnonzero(attrs & (ATTR_CONTROL | ATTR_USER_DEFINED | ATTR_UNKNOWN))
         # Longest text first; ties keep id order (deterministic).
         self._special = sorted((int(i) for i in special), key=lambda i: -len(vocab.tokens[i].encode()))
-        self._pieces: list[bytes | None] = [None] * vocab.n_vocab   # lazily filled piece cache
+        self._pieces: list[bytes | None] = [None] * vocab.n_vocab  # lazily filled piece cache
         self._user_defined_only = [i for i in self._special if not attrs[i] & (ATTR_CONTROL | ATTR_UNKNOWN)]
         self._user_defined_set = frozenset(self._user_defined_only)
 
@@ -155,10 +169,19 @@ class Tokenizer:
         def named(i):
             return None if i is None else {"id": i, "text": v.tokens[i]}
 
-        return {"model": v.model, "pre": v.pre or None, "n_vocab": v.n_vocab, "n_merges": len(v.merges),
-                "bos": named(v.ids["bos"]), "eos": named(v.ids["eos"]), "eot": named(v.ids["eot"]),
-                "eog": [named(i) for i in sorted(v.eog_ids)], "add_bos": v.add_bos, "add_eos": v.add_eos,
-                "add_space_prefix": v.add_space_prefix}
+        return {
+            "model": v.model,
+            "pre": v.pre or None,
+            "n_vocab": v.n_vocab,
+            "n_merges": len(v.merges),
+            "bos": named(v.ids["bos"]),
+            "eos": named(v.ids["eos"]),
+            "eot": named(v.ids["eot"]),
+            "eog": [named(i) for i in sorted(v.eog_ids)],
+            "add_bos": v.add_bos,
+            "add_eos": v.add_eos,
+            "add_space_prefix": v.add_space_prefix,
+        }
 
     def is_eog(self, token: int) -> bool:
         return token in self.vocab.eog_ids
@@ -177,8 +200,13 @@ class Tokenizer:
         return self.vocab.token_to_id.get(text)
 
     # ---- encoding -----------------------------------------------------------------------------
-    def encode(self, text: str, add_special: bool = True, parse_special: bool = False,
-               plain_spans: list[tuple[int, int]] | None = None) -> list[int]:
+    def encode(
+        self,
+        text: str,
+        add_special: bool = True,
+        parse_special: bool = False,
+        plain_spans: list[tuple[int, int]] | None = None,
+    ) -> list[int]:
         """Token ids of `text`; `add_special` adds BOS/EOS as the model asks; `parse_special` lets
         control-token strings in `text` become control tokens (only for template output).
         `plain_spans` [(start, end), ...] are character ranges where control tokens are never
@@ -258,7 +286,7 @@ class Tokenizer:
                 if pos < end:
                     nxt.append((pos, end))
             frags = nxt
-        return [f if isinstance(f, int) else text[f[0]:f[1]] for f in frags]
+        return [f if isinstance(f, int) else text[f[0] : f[1]] for f in frags]
 
     # ---- decoding -----------------------------------------------------------------------------
     def _check(self, token: int) -> int:

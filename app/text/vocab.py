@@ -33,26 +33,85 @@ ATTR_LSTRIP = 1 << 7
 ATTR_RSTRIP = 1 << 8
 
 _ATTR_OF_TYPE = {
-    TYPE_UNDEFINED: ATTR_UNDEFINED, TYPE_NORMAL: ATTR_NORMAL, TYPE_UNKNOWN: ATTR_UNKNOWN,
-    TYPE_CONTROL: ATTR_CONTROL, TYPE_USER_DEFINED: ATTR_USER_DEFINED, TYPE_UNUSED: ATTR_UNUSED,
+    TYPE_UNDEFINED: ATTR_UNDEFINED,
+    TYPE_NORMAL: ATTR_NORMAL,
+    TYPE_UNKNOWN: ATTR_UNKNOWN,
+    TYPE_CONTROL: ATTR_CONTROL,
+    TYPE_USER_DEFINED: ATTR_USER_DEFINED,
+    TYPE_UNUSED: ATTR_UNUSED,
     TYPE_BYTE: ATTR_BYTE,
 }
 
 # Texts that mark a token as the end of a turn / of generation (facts about real vocabularies).
-EOT_TEXTS = ("<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|end_of_text|>",
-             "<EOT>", "_<EOT>", "[EOT]", "<｜end▁of▁sentence｜>", "<end_of_utterance>")
+EOT_TEXTS = (
+    "<|eot_id|>",
+    "<|im_end|>",
+    "<|end|>",
+    "<end_of_turn>",
+    "<|endoftext|>",
+    "<|end_of_text|>",
+    "<EOT>",
+    "_<EOT>",
+    "[EOT]",
+    "<｜end▁of▁sentence｜>",
+    "<end_of_utterance>",
+)
 EOM_TEXTS = ("<|eom_id|>",)
-EOG_TEXTS = ("<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>",
-             "<end_of_turn>", "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]",
-             "<|end_of_text|>", "<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>",
-             "<｜end▁of▁sentence｜>", "[e~[")
+EOG_TEXTS = (
+    "<|eot_id|>",
+    "<|im_end|>",
+    "<|end|>",
+    "<|return|>",
+    "<|call|>",
+    "<|flush|>",
+    "<|calls|>",
+    "<end_of_turn>",
+    "<|endoftext|>",
+    "</s>",
+    "<|eom_id|>",
+    "<EOT>",
+    "_<EOT>",
+    "[EOT]",
+    "[EOS]",
+    "<|end_of_text|>",
+    "<end_of_utterance>",
+    "<eos>",
+    "<turn|>",
+    "<|tool_response>",
+    "<｜end▁of▁sentence｜>",
+    "[e~[",
+)
 FIM_TEXTS = {
-    "fim_pre": ("<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<｜fim▁begin｜>", "<PRE>", "▁<PRE>",
-                "<|code_prefix|>", "<|prefix|>"),
-    "fim_suf": ("<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<｜fim▁hole｜>", "<SUF>", "▁<SUF>",
-                "<|code_suffix|>", "<|suffix|>"),
-    "fim_mid": ("<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<｜fim▁end｜>", "<MID>", "▁<MID>",
-                "<|code_middle|>", "<|middle|>"),
+    "fim_pre": (
+        "<|fim_prefix|>",
+        "<fim-prefix>",
+        "<fim_prefix>",
+        "<｜fim▁begin｜>",
+        "<PRE>",
+        "▁<PRE>",
+        "<|code_prefix|>",
+        "<|prefix|>",
+    ),
+    "fim_suf": (
+        "<|fim_suffix|>",
+        "<fim-suffix>",
+        "<fim_suffix>",
+        "<｜fim▁hole｜>",
+        "<SUF>",
+        "▁<SUF>",
+        "<|code_suffix|>",
+        "<|suffix|>",
+    ),
+    "fim_mid": (
+        "<|fim_middle|>",
+        "<fim-middle>",
+        "<fim_middle>",
+        "<｜fim▁end｜>",
+        "<MID>",
+        "▁<MID>",
+        "<|code_middle|>",
+        "<|middle|>",
+    ),
     "fim_pad": ("<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]"),
     "fim_rep": ("<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>"),
     "fim_sep": ("<|file_sep|>",),
@@ -60,35 +119,58 @@ FIM_TEXTS = {
 ALWAYS_RENDERED = ("<|channel|>", "<|message|>", "<|start|>", "<|constrain|>")
 
 _ID_KEYS = {
-    "bos": "tokenizer.ggml.bos_token_id", "eos": "tokenizer.ggml.eos_token_id",
-    "eot": "tokenizer.ggml.eot_token_id", "eom": "tokenizer.ggml.eom_token_id",
-    "unk": "tokenizer.ggml.unknown_token_id", "sep": "tokenizer.ggml.seperator_token_id",
-    "pad": "tokenizer.ggml.padding_token_id", "mask": "tokenizer.ggml.mask_token_id",
-    "fim_pre": "tokenizer.ggml.fim_pre_token_id", "fim_suf": "tokenizer.ggml.fim_suf_token_id",
-    "fim_mid": "tokenizer.ggml.fim_mid_token_id", "fim_pad": "tokenizer.ggml.fim_pad_token_id",
-    "fim_rep": "tokenizer.ggml.fim_rep_token_id", "fim_sep": "tokenizer.ggml.fim_sep_token_id",
+    "bos": "tokenizer.ggml.bos_token_id",
+    "eos": "tokenizer.ggml.eos_token_id",
+    "eot": "tokenizer.ggml.eot_token_id",
+    "eom": "tokenizer.ggml.eom_token_id",
+    "unk": "tokenizer.ggml.unknown_token_id",
+    "sep": "tokenizer.ggml.seperator_token_id",
+    "pad": "tokenizer.ggml.padding_token_id",
+    "mask": "tokenizer.ggml.mask_token_id",
+    "fim_pre": "tokenizer.ggml.fim_pre_token_id",
+    "fim_suf": "tokenizer.ggml.fim_suf_token_id",
+    "fim_mid": "tokenizer.ggml.fim_mid_token_id",
+    "fim_pad": "tokenizer.ggml.fim_pad_token_id",
+    "fim_rep": "tokenizer.ggml.fim_rep_token_id",
+    "fim_sep": "tokenizer.ggml.fim_sep_token_id",
 }
-_DEPRECATED_ID_KEYS = {"fim_pre": "tokenizer.ggml.prefix_token_id", "fim_suf": "tokenizer.ggml.suffix_token_id",
-                       "fim_mid": "tokenizer.ggml.middle_token_id"}
+_DEPRECATED_ID_KEYS = {
+    "fim_pre": "tokenizer.ggml.prefix_token_id",
+    "fim_suf": "tokenizer.ggml.suffix_token_id",
+    "fim_mid": "tokenizer.ggml.middle_token_id",
+}
 
 SUPPORTED_MODELS = ("llama", "gpt2")
 
 # Byte-level families whose tokenizer adds BOS unless the file says otherwise.
-_BPE_ADD_BOS = frozenset(["llama3", "llama-v3", "llama-bpe", "falcon3", "falcon-h1", "pixtral", "midm-2.0", "lfm2",
-                          "jina-v5-nano", "tekken", "chameleon"])
+_BPE_ADD_BOS = frozenset(
+    [
+        "llama3",
+        "llama-v3",
+        "llama-bpe",
+        "falcon3",
+        "falcon-h1",
+        "pixtral",
+        "midm-2.0",
+        "lfm2",
+        "jina-v5-nano",
+        "tekken",
+        "chameleon",
+    ]
+)
 
 
 @dataclass
 class Vocab:
     """Everything a tokenizer needs, checked. `attrs[i]` are ATTR_* flags of token i."""
 
-    model: str                      # tokenizer.ggml.model: "llama" (SentencePiece) or "gpt2" (byte-level BPE)
-    pre: str                        # tokenizer.ggml.pre ("" when absent)
+    model: str  # tokenizer.ggml.model: "llama" (SentencePiece) or "gpt2" (byte-level BPE)
+    pre: str  # tokenizer.ggml.pre ("" when absent)
     tokens: list[str]
-    attrs: np.ndarray               # (n_vocab,) int32 ATTR_* flags
-    scores: np.ndarray | None       # (n_vocab,) float32, SentencePiece merge priority
-    merges: list[str]               # "a b" strings, byte-level BPE only
-    ids: dict[str, int | None]      # bos, eos, eot, eom, unk, sep, pad, mask, fim_*
+    attrs: np.ndarray  # (n_vocab,) int32 ATTR_* flags
+    scores: np.ndarray | None  # (n_vocab,) float32, SentencePiece merge priority
+    merges: list[str]  # "a b" strings, byte-level BPE only
+    ids: dict[str, int | None]  # bos, eos, eot, eom, unk, sep, pad, mask, fim_*
     add_bos: bool
     add_eos: bool
     add_space_prefix: bool
@@ -123,8 +205,9 @@ def _read_vocab(md, where: str) -> Vocab:
     if model is None:
         raise TokenizerError(f"{where}: no tokenizer.ggml.model in the file")
     if model not in SUPPORTED_MODELS:
-        raise TokenizerError(f"{where}: tokenizer model {model!r} is not supported "
-                             f"(supported: {', '.join(SUPPORTED_MODELS)})")
+        raise TokenizerError(
+            f"{where}: tokenizer model {model!r} is not supported (supported: {', '.join(SUPPORTED_MODELS)})"
+        )
     pre = md.string("tokenizer.ggml.pre", "") if model == "gpt2" else ""
     if "tokenizer.ggml.tokens" not in md:
         raise TokenizerError(f"{where}: no tokenizer.ggml.tokens in the file")
@@ -231,8 +314,9 @@ def _read_vocab(md, where: str) -> Vocab:
         if (v := ids[k]) is not None:
             eog.add(v)
     texts = {tokens[i] for i in eog}
-    if "<|end|>" in texts and (("<|return|>" in texts and "<|call|>" in texts)
-                               or ("<|calls|>" in texts and "<|flush|>" in texts)):
+    if "<|end|>" in texts and (
+        ("<|return|>" in texts and "<|call|>" in texts) or ("<|calls|>" in texts and "<|flush|>" in texts)
+    ):
         end = token_to_id["<|end|>"]
         eog.discard(end)
         attrs[end] = ATTR_USER_DEFINED
@@ -251,9 +335,20 @@ def _read_vocab(md, where: str) -> Vocab:
                 i = token_to_id[t]
                 attrs[i] = (attrs[i] | ATTR_RSTRIP) if on else (attrs[i] & ~ATTR_RSTRIP)
 
-    return Vocab(model=model, pre=pre, tokens=tokens, attrs=attrs, scores=scores, merges=merges, ids=ids,
-                 add_bos=add_bos, add_eos=add_eos, add_space_prefix=add_space_prefix,
-                 eog_ids=frozenset(eog), token_to_id=token_to_id)
+    return Vocab(
+        model=model,
+        pre=pre,
+        tokens=tokens,
+        attrs=attrs,
+        scores=scores,
+        merges=merges,
+        ids=ids,
+        add_bos=add_bos,
+        add_eos=add_eos,
+        add_space_prefix=add_space_prefix,
+        eog_ids=frozenset(eog),
+        token_to_id=token_to_id,
+    )
 
 
 def warn_once(message: str) -> None:

@@ -15,11 +15,13 @@ LOG_PROMPTS_KEY = "log_prompts"
 
 
 def about_text() -> str:
-    from app.diagnostics import version_line, version_report   # lazy: only Help needs it (start-up)
+    from app.diagnostics import version_line, version_report  # lazy: only Help needs it (start-up)
 
-    return (f"{version_line()}\n\n"
-            "Llambda: chat with language models on your own CPU, offline.\n"
-            "Its inference engine is its own: C kernels driven from Python.\n\n" + version_report())
+    return (
+        f"{version_line()}\n\n"
+        "Llambda: chat with language models on your own CPU, offline.\n"
+        "Its inference engine is its own: C kernels driven from Python.\n\n" + version_report()
+    )
 
 
 def show_about(window) -> QMessageBox:
@@ -37,14 +39,16 @@ def show_about(window) -> QMessageBox:
 
 def copy_diagnostics(window) -> str:
     """Put the diagnostics report on the clipboard and say so; returns the text."""
-    from app.diagnostics import diagnostics_text   # lazy: only Help needs it (start-up)
+    from app.diagnostics import diagnostics_text  # lazy: only Help needs it (start-up)
 
     text = diagnostics_text()
     QApplication.clipboard().setText(text)
     logs.get("ui").info("diagnostics copied to the clipboard (%d lines)", text.count("\n"))
     if hasattr(window, "show_notice"):
-        window.show_notice("Diagnostics copied: paste them into your bug report "
-                           "(home folder names and conversation text are left out).")
+        window.show_notice(
+            "Diagnostics copied: paste them into your bug report "
+            "(home folder names and conversation text are left out)."
+        )
     return text
 
 
@@ -80,15 +84,19 @@ def model_identity_of(info: dict | None) -> dict | None:
     """The identity of the loaded model from the window's model facts (describe + engine)."""
     if not info:
         return None
-    return {"name": info.get("name"), "sha256": info.get("sha256"),
-            "quantization": info.get("file_type") or info.get("quantization")}
+    return {
+        "name": info.get("name"),
+        "sha256": info.get("sha256"),
+        "quantization": info.get("file_type") or info.get("quantization"),
+    }
 
 
 def identity_tooltip(message) -> str:
     """A reply's hover text: which model file answered, and with which Llambda ("" for the
     user's messages and replies from before schema v3)."""
     if getattr(message, "role", "") != "assistant" or not (
-            getattr(message, "model_sha256", None) or getattr(message, "app_version", None)):
+        getattr(message, "model_sha256", None) or getattr(message, "app_version", None)
+    ):
         return ""
     parts = [f"Answered by {message.model or 'an unnamed model'}"]
     if message.model_quant:
@@ -104,7 +112,7 @@ def show_model_identity(chat_view, store, message_id: int) -> None:
     """Set the hover text of a reply just finished (the view built it before it was recorded)."""
     try:
         msg = store.get_message(message_id)
-    except Exception as e:          # a missing row only loses a tooltip
+    except Exception as e:  # a missing row only loses a tooltip
         logs.get("ui").info("no model identity for message %s: %s", message_id, e)
         return
     for w in chat_view.messages:
@@ -112,4 +120,13 @@ def show_model_identity(chat_view, store, message_id: int) -> None:
             w.setToolTip(identity_tooltip(msg))
 
 
-__all__ = ["model_identity_of", "identity_tooltip", "show_model_identity", "show_about", "copy_diagnostics", "add_help_actions", "about_text", "LOG_PROMPTS_KEY"]
+__all__ = [
+    "model_identity_of",
+    "identity_tooltip",
+    "show_model_identity",
+    "show_about",
+    "copy_diagnostics",
+    "add_help_actions",
+    "about_text",
+    "LOG_PROMPTS_KEY",
+]

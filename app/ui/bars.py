@@ -8,8 +8,18 @@ from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
-    QComboBox, QFrame, QHBoxLayout, QLabel, QPlainTextEdit, QProgressBar, QPushButton, QSizePolicy,
-    QStyle, QStyleOptionComboBox, QStylePainter, QVBoxLayout,
+    QComboBox,
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QPlainTextEdit,
+    QProgressBar,
+    QPushButton,
+    QSizePolicy,
+    QStyle,
+    QStyleOptionComboBox,
+    QStylePainter,
+    QVBoxLayout,
 )
 from app.ui.qt_fix import emit
 
@@ -85,7 +95,7 @@ class ModelBar(QFrame):
         row.addWidget(self.info_button)
 
     def resizeEvent(self, event) -> None:  # noqa: N802 (Qt's name)
-        self.title.setVisible(event.size().width() >= 560)    # room for the picker first
+        self.title.setVisible(event.size().width() >= 560)  # room for the picker first
         super().resizeEvent(event)
 
 
@@ -157,9 +167,11 @@ class Composer(QFrame):
         self.send_button = _button("Send", "Send message", "sendButton")
         self.stop_button = _button("Stop", "Stop generating", "stopButton", "Stop (Esc)")
         self.regenerate_button = _button("Regenerate", "Regenerate the last reply", tip="Regenerate (Ctrl+R)")
-        self.attach_button = _button("Attach…", "Attach a file",
-                                     tip="Attach a text, Markdown, source or PDF file to the message "
-                                         "(or drop it on the window)")
+        self.attach_button = _button(
+            "Attach…",
+            "Attach a file",
+            tip="Attach a text, Markdown, source or PDF file to the message (or drop it on the window)",
+        )
         self.attach_button.setObjectName("attachButton")
         row.addWidget(self.attach_button, 0, Qt.AlignTop)
         row.addWidget(self.input, 1)

@@ -10,8 +10,16 @@ from __future__ import annotations
 from PySide6.QtCore import QEvent, QSize, Qt, QTimer, Signal
 from PySide6.QtGui import QFontDatabase, QGuiApplication, QTextOption
 from PySide6.QtWidgets import (
-    QFrame, QHBoxLayout, QLabel, QMenu, QPlainTextEdit, QPushButton, QScrollArea, QSizePolicy,
-    QVBoxLayout, QWidget,
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QMenu,
+    QPlainTextEdit,
+    QPushButton,
+    QScrollArea,
+    QSizePolicy,
+    QVBoxLayout,
+    QWidget,
 )
 
 from app.ui.about import identity_tooltip
@@ -19,8 +27,8 @@ from app.ui.markdown import CodeSegment, TextSegment, render
 from app.ui.qt_fix import emit
 
 RENDER_EVERY_MS = 80
-SHOW_LAST = 40              # messages drawn when a conversation opens; the rest on request
-SHOW_CHARS = 20000          # longer texts are shown cut (drawing megabytes would freeze the window)
+SHOW_LAST = 40  # messages drawn when a conversation opens; the rest on request
+SHOW_CHARS = 20000  # longer texts are shown cut (drawing megabytes would freeze the window)
 CODE_MAX_LINES = 24
 
 EMPTY_TEXT = (
@@ -39,7 +47,7 @@ class WrappedLabel(QLabel):
     of 60 paragraphs cost 20-25 ms of UI thread per update, almost all of it re-measuring the 59
     paragraphs that had not changed."""
 
-    measurements = 0            # real (uncached) measurements by all such labels, for tests
+    measurements = 0  # real (uncached) measurements by all such labels, for tests
 
     def __init__(self, *args):
         super().__init__(*args)
@@ -91,7 +99,7 @@ class WrappedLabel(QLabel):
 
 def _plain_label(text: str, name: str) -> QLabel:
     label = WrappedLabel()
-    label.setTextFormat(Qt.PlainText)          # never interpreted as HTML
+    label.setTextFormat(Qt.PlainText)  # never interpreted as HTML
     label.setText(text)
     label.setWordWrap(True)
     label.setTextInteractionFlags(Qt.TextSelectableByMouse | Qt.TextSelectableByKeyboard)
@@ -111,8 +119,10 @@ def _discard(layout, widget: QWidget) -> None:
 def _shown(text: str) -> str:
     if len(text) <= SHOW_CHARS:
         return text
-    return (text[:SHOW_CHARS] + f"\n\n… ({len(text) - SHOW_CHARS:,} more characters not shown; "
-            "Copy copies the whole message)")
+    return (
+        text[:SHOW_CHARS] + f"\n\n… ({len(text) - SHOW_CHARS:,} more characters not shown; "
+        "Copy copies the whole message)"
+    )
 
 
 class CodeBlock(QFrame):
@@ -156,8 +166,9 @@ class CodeBlock(QFrame):
             self.editor.setPlainText(segment.code)
             n_lines = segment.code.count("\n") + 1
             lines = min(CODE_MAX_LINES, max(1, n_lines))
-            self.editor.setVerticalScrollBarPolicy(Qt.ScrollBarAlwaysOff if n_lines <= CODE_MAX_LINES
-                                                   else Qt.ScrollBarAsNeeded)
+            self.editor.setVerticalScrollBarPolicy(
+                Qt.ScrollBarAlwaysOff if n_lines <= CODE_MAX_LINES else Qt.ScrollBarAsNeeded
+            )
             fm = self.editor.fontMetrics()
             widest = max((fm.horizontalAdvance(line) for line in segment.code.split("\n")), default=0)
             extra = self.editor.horizontalScrollBar().sizeHint().height() if widest > 560 else 0
@@ -176,9 +187,9 @@ LIMIT_TEXT = "The reply stopped at the length limit for one reply (Settings → 
 class MessageWidget(QFrame):
     """One message: who, its actions, and its body."""
 
-    edit_requested = Signal(int)               # message id
-    continue_requested = Signal(int)           # message id: go on past the token limit
-    version_requested = Signal(int, int)       # message id, version index (Regenerate kept them)
+    edit_requested = Signal(int)  # message id
+    continue_requested = Signal(int)  # message id: go on past the token limit
+    version_requested = Signal(int, int)  # message id, version index (Regenerate kept them)
 
     def __init__(self, message_id: int, role: str, text: str, status: str = "complete", parent=None):
         super().__init__(parent)
@@ -215,8 +226,7 @@ class MessageWidget(QFrame):
         for b, step, name in ((self.prev_button, -1, "Earlier version"), (self.next_button, 1, "Later version")):
             b.setObjectName("messageAction")
             b.setAccessibleName(name)
-            b.clicked.connect(lambda _=False, d=step: emit(self.version_requested, self.message_id,
-                                                           self.version + d))
+            b.clicked.connect(lambda _=False, d=step: emit(self.version_requested, self.message_id, self.version + d))
         head.addWidget(self.prev_button)
         head.addWidget(self.version_label)
         head.addWidget(self.next_button)
@@ -310,13 +320,13 @@ class MessageWidget(QFrame):
                 widget.set_segment(seg)
             elif widget.text() != seg.html:
                 widget.setText(seg.html)
-        for w in self.parts[len(segments):]:
+        for w in self.parts[len(segments) :]:
             _discard(self.body, w)
-        del self.parts[len(segments):]
+        del self.parts[len(segments) :]
 
     def _text_label(self) -> QLabel:
         label = WrappedLabel()
-        label.setTextFormat(Qt.RichText)       # produced by app.ui.markdown: every input char escaped
+        label.setTextFormat(Qt.RichText)  # produced by app.ui.markdown: every input char escaped
         label.setWordWrap(True)
         label.setOpenExternalLinks(False)
         label.setTextInteractionFlags(Qt.TextSelectableByMouse | Qt.TextSelectableByKeyboard)
@@ -365,7 +375,7 @@ class ChatView(QScrollArea):
         self.empty.setTextFormat(Qt.PlainText)
         self.empty.setWordWrap(True)
         self.empty.setAlignment(Qt.AlignCenter)
-        self.column.addWidget(self.empty, 1)       # centred while shown; messages go below it
+        self.column.addWidget(self.empty, 1)  # centred while shown; messages go below it
         self.starter = QFrame()
         self.starter.setObjectName("starterBox")
         srow = QVBoxLayout(self.starter)
@@ -403,7 +413,7 @@ class ChatView(QScrollArea):
         self.streaming = None
         self._pending_text = None
         self.messages = []
-        while self.column.count() > 3:      # keep the empty label, the starter box and the end stretch
+        while self.column.count() > 3:  # keep the empty label, the starter box and the end stretch
             w = self.column.itemAt(2).widget()
             if w is None:
                 self.column.takeAt(2)
@@ -439,7 +449,7 @@ class ChatView(QScrollArea):
         """Add one stored message below the ones shown (a message just sent): the column is not
         rebuilt, so sending in a long conversation costs one bubble, not the whole history."""
         for w in self.messages:
-            w.show_limit(False)                # "Continue" belongs to the last reply only
+            w.show_limit(False)  # "Continue" belongs to the last reply only
         self._history.append(m)
         self._show_stored(m, is_last=True)
         self._stick_to_bottom = True
@@ -454,12 +464,12 @@ class ChatView(QScrollArea):
         if m.role == "assistant" and isinstance(versions, list) and len(versions) > 1:
             index = timings.get("version")
             w.set_versions(index if isinstance(index, int) else len(versions) - 1, len(versions))
-        if is_last and m.role == "assistant" and m.status == "complete" \
-                and timings.get("stop_reason") == "length":
+        if is_last and m.role == "assistant" and m.status == "complete" and timings.get("stop_reason") == "length":
             w.show_limit(True)
         if timings.get("context_shifts"):
-            self._insert_marker_before(w, "Context full: the oldest part of the conversation "
-                                          "was dropped for this reply")
+            self._insert_marker_before(
+                w, "Context full: the oldest part of the conversation was dropped for this reply"
+            )
         return w
 
     def on_earlier_button_clicked(self) -> None:
@@ -499,7 +509,7 @@ class ChatView(QScrollArea):
         marker.setAlignment(Qt.AlignCenter)
         index = self.column.indexOf(widget) if widget is not None else self.column.count() - 1
         self.column.insertWidget(index, marker)
-        marker.setVisible(self.inner.isVisible())   # now, not on the next turn of the event loop
+        marker.setVisible(self.inner.isVisible())  # now, not on the next turn of the event loop
         return marker
 
     def begin_reply(self, message_id: int) -> MessageWidget:
@@ -531,8 +541,7 @@ class ChatView(QScrollArea):
             self._render_timer.start()
 
     def mark_context_shift(self, dropped: int) -> None:
-        self._insert_marker_before(self.streaming, "Context full: the oldest part of the conversation "
-                                                   "was dropped here")
+        self._insert_marker_before(self.streaming, "Context full: the oldest part of the conversation was dropped here")
 
     def finish_reply(self, text: str, status: str, at_limit: bool = False) -> None:
         if self.streaming is not None:

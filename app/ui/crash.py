@@ -35,14 +35,18 @@ def save_report(exc_type, exc, tb, where: str = "") -> Path | None:
     Returns its path, or None when the folder cannot be written."""
     folder = log_path().parent
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    text = ["Llambda crash report", f"time: {time.strftime('%Y-%m-%d %H:%M:%S %z')}",
-            f"where: {where or threading.current_thread().name}", ""]
+    text = [
+        "Llambda crash report",
+        f"time: {time.strftime('%Y-%m-%d %H:%M:%S %z')}",
+        f"where: {where or threading.current_thread().name}",
+        "",
+    ]
     text += traceback.format_exception(exc_type, exc, tb)
     try:
-        from app.diagnostics import version_report   # lazy: only a crash report needs it (start-up)
+        from app.diagnostics import version_report  # lazy: only a crash report needs it (start-up)
 
         text += ["", version_report()]
-    except Exception as e:      # the report matters more than its appendix
+    except Exception as e:  # the report matters more than its appendix
         text += ["", f"(versions unavailable: {type(e).__name__}: {e})"]
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -51,8 +55,7 @@ def save_report(exc_type, exc, tb, where: str = "") -> Path | None:
         while path.exists():
             n += 1
             path = folder / f"crash-{stamp}-{os.getpid()}-{n}.txt"
-        path.write_text("".join(line if line.endswith("\n") else line + "\n" for line in text),
-                        encoding="utf-8")
+        path.write_text("".join(line if line.endswith("\n") else line + "\n" for line in text), encoding="utf-8")
         return path
     except OSError as e:
         log.error("could not save a crash report in %s: %s", folder, e)
@@ -68,7 +71,7 @@ class CrashHandler(QObject):
     """Owns sys.excepthook and threading.excepthook while installed. `reports` lists the saved
     files and `dialog` is the last dialog shown (tests look at both)."""
 
-    crashed = Signal(str, str)          # one-line reason, report path ("" when none was saved)
+    crashed = Signal(str, str)  # one-line reason, report path ("" when none was saved)
 
     def __init__(self, window=None):
         super().__init__(window)
@@ -97,22 +100,24 @@ class CrashHandler(QObject):
             return
         try:
             reason = reason_of(exc_type, exc)
-            log.error("uncaught exception: %s", reason, exc_info=(exc_type, exc, tb),
-                      extra={"file_only": True})         # the traceback: the log file only
+            log.error(
+                "uncaught exception: %s", reason, exc_info=(exc_type, exc, tb), extra={"file_only": True}
+            )  # the traceback: the log file only
             path = save_report(exc_type, exc, tb, where)
             if path is not None:
                 self.reports.append(path)
                 log.warning("%s; crash report saved: %s", reason, path)
             self.reasons.append(reason)
             emit(self.crashed, reason, str(path or ""))
-        except Exception:          # never let the hook itself raise into Qt
+        except Exception:  # never let the hook itself raise into Qt
             sys.__excepthook__(exc_type, exc, tb)
 
     def thread_excepthook(self, args) -> None:
         if args.exc_type is SystemExit:
             return
-        self.excepthook(args.exc_type, args.exc_value, args.exc_traceback,
-                        where=f"thread {getattr(args.thread, 'name', '?')}")
+        self.excepthook(
+            args.exc_type, args.exc_value, args.exc_traceback, where=f"thread {getattr(args.thread, 'name', '?')}"
+        )
 
     def on_crashed(self, reason: str, path: str) -> None:
         """The dialog, on the UI thread: one line of reason, where the report is."""
@@ -121,10 +126,13 @@ class CrashHandler(QObject):
         box.setIcon(QMessageBox.Critical)
         box.setWindowTitle("Something went wrong")
         box.setTextFormat(Qt.PlainText)
-        box.setText(f"Something went wrong inside Llambda: {reason}\n\nLlambda keeps running; "
-                    "if something looks wrong, restart it.")
-        box.setInformativeText(f"A report was saved to {path}" if path else
-                               "No report could be saved (the logs folder cannot be written).")
+        box.setText(
+            f"Something went wrong inside Llambda: {reason}\n\nLlambda keeps running; "
+            "if something looks wrong, restart it."
+        )
+        box.setInformativeText(
+            f"A report was saved to {path}" if path else "No report could be saved (the logs folder cannot be written)."
+        )
         box.setAccessibleName("Something went wrong")
         box.setStandardButtons(QMessageBox.Ok)
         if self.dialog is not None:

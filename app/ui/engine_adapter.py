@@ -44,7 +44,8 @@ def sampler_settings(settings: dict):
         top_p=min(1.0, max(1e-6, float(settings.get("top_p", D.TOP_P)))),
         min_p=min(1.0, max(0.0, float(settings.get("min_p", D.MIN_P)))),
         repeat_penalty=max(1e-3, float(settings.get("repeat_penalty", D.REPEAT_PENALTY))),
-        seed=D.seed_or_none(settings.get("seed", D.SEED)))
+        seed=D.seed_or_none(settings.get("seed", D.SEED)),
+    )
 
 
 class RealEngine:
@@ -52,16 +53,23 @@ class RealEngine:
         self.engine = None
         self.warnings: list[str] = []
         self._prefetch: tuple[threading.Thread, threading.Event] | None = None
-        self._chat = None               # the last conversation answered (whose state to save)
-        self._chat_tokens: list[int] | None = None     # the cache when its reply finished
+        self._chat = None  # the last conversation answered (whose state to save)
+        self._chat_tokens: list[int] | None = None  # the cache when its reply finished
         self.kv: StateKeeper | None = None  # saved KV states: made at the first load, kept across loads
         self._kv_budget: int | None = None  # the disk budget asked for (None: KVStore's default)
-        self.reply_notes: dict = {}     # template_facts when the last reply's template gave way
+        self.reply_notes: dict = {}  # template_facts when the last reply's template gave way
 
     # -- loading -------------------------------------------------------------------------------
 
-    def load(self, path: str, n_ctx: int, n_threads: int, progress: Callable[[float], None],
-             kv_type: str = "f16", speculation: dict | None = None) -> dict:
+    def load(
+        self,
+        path: str,
+        n_ctx: int,
+        n_threads: int,
+        progress: Callable[[float], None],
+        kv_type: str = "f16",
+        speculation: dict | None = None,
+    ) -> dict:
         """speculation: {"speculation": off|lookup|draft, "draft": "auto" or a path, "draft_max"}
         (the window's settings; None: the defaults). A draft that cannot be used (none in the
         library, too big for memory with the model, another vocabulary) leaves prompt lookup on,
@@ -73,15 +81,22 @@ class RealEngine:
         if spec["speculation"] == "draft":
             draft, note, n_ctx, why = plan_draft(path, spec["draft"], int(n_ctx), kv_type)
         mode = spec["speculation"] if spec["speculation"] != "draft" else "lookup"
-        engine = Engine.load(path, n_ctx=int(n_ctx) or None, n_threads=int(n_threads), kv_type=kv_type,
-                             kv_store=self._keeper(), speculation=mode, draft_max=int(spec["draft_max"]))
+        engine = Engine.load(
+            path,
+            n_ctx=int(n_ctx) or None,
+            n_threads=int(n_threads),
+            kv_type=kv_type,
+            kv_store=self._keeper(),
+            speculation=mode,
+            draft_max=int(spec["draft_max"]),
+        )
         try:
             if why is not None:
                 engine.n_ctx_reason = why
             if draft:
                 try:
                     engine.set_speculation("draft", draft, int(spec["draft_max"]), kv_type)
-                except LlambdaError as e:       # another vocabulary, an unsupported file...
+                except LlambdaError as e:  # another vocabulary, an unsupported file...
                     note = f"The draft model is not used: {one_line(str(e))}"
                     log.warning("draft %s not used: %s", draft, e)
             progress(0.9)
@@ -95,18 +110,25 @@ class RealEngine:
         self.engine = engine
         progress(1.0)
         decoder = engine.decoder
-        return {"n_ctx": engine.n_ctx, "n_ctx_reason": engine.n_ctx_reason, "kv_type": engine.kv_type,
-                "pool_size": engine.n_threads, "isa": getattr(decoder, "isa", ""),
-                "kv_cache_bytes": getattr(decoder, "kv_bytes", 0),
-                "template_family": getattr(template, "family", None),
-                "template_warnings": list(self.warnings), **template_facts(template),
-                "speculation_kind": self.speculation().get("spec_kind", "off"),
-                "speculation_note": note, "drafts": draft_choices(path)}
+        return {
+            "n_ctx": engine.n_ctx,
+            "n_ctx_reason": engine.n_ctx_reason,
+            "kv_type": engine.kv_type,
+            "pool_size": engine.n_threads,
+            "isa": getattr(decoder, "isa", ""),
+            "kv_cache_bytes": getattr(decoder, "kv_bytes", 0),
+            "template_family": getattr(template, "family", None),
+            "template_warnings": list(self.warnings),
+            **template_facts(template),
+            "speculation_kind": self.speculation().get("spec_kind", "off"),
+            "speculation_note": note,
+            "drafts": draft_choices(path),
+        }
 
     def _keeper(self) -> StateKeeper:
         """The saved states' keeper, its memory budget a quarter of the memory free now (1 GiB at
         most: states are tens to hundreds of MB each)."""
-        import psutil   # lazy: see app.ui.worker.PRELOAD
+        import psutil  # lazy: see app.ui.worker.PRELOAD
 
         ram = min(DEFAULT_RAM_BUDGET_BYTES, psutil.virtual_memory().available // 4)
         if self.kv is None or self.kv.closed:
@@ -135,13 +157,13 @@ class RealEngine:
         return self._chat.save_state()
 
     def _unload(self) -> None:
-        self._stop_prefetch()           # its views into the mapping must be gone before unmapping
+        self._stop_prefetch()  # its views into the mapping must be gone before unmapping
         if self.engine is not None:
             self.engine.close()
         self.engine = None
         self._chat = None
         if self.kv is not None:
-            self.kv.forget_memory()     # the states in memory were the old model's
+            self.kv.forget_memory()  # the states in memory were the old model's
 
     def close(self) -> None:
         """Unload, and finish writing the saved states (closing the app waits for them)."""
@@ -164,9 +186,12 @@ class RealEngine:
             return
         if not turns or turns[-1]["role"] != "user":
             raise ValueError("the conversation must end with a user message")
-        template = getattr(self.engine, "_template", None)      # a failing one is replaced in the turn
-        chat = Chat(self.engine, system=system,
-                    context_policy=OVERFLOW_TO_POLICY.get(settings.get("overflow", D.OVERFLOW), D.OVERFLOW))
+        template = getattr(self.engine, "_template", None)  # a failing one is replaced in the turn
+        chat = Chat(
+            self.engine,
+            system=system,
+            context_policy=OVERFLOW_TO_POLICY.get(settings.get("overflow", D.OVERFLOW), D.OVERFLOW),
+        )
         chat.messages = [dict(m) for m in turns[:-1]]
         self._chat, self._chat_tokens = chat, None
         # What the prompt will cost, said before its first batch (which can take half a minute
@@ -177,9 +202,10 @@ class RealEngine:
                 reused = min(self.engine.session.common_prefix(ids), max(0, len(ids) - 1))
                 yield PromptProgress(0, len(ids) - reused, reused)
         except Exception:
-            pass                # the turn itself reports what is wrong with the conversation
-        events = chat.send(turns[-1]["content"], sampler_settings(settings),
-                           max_tokens=int(settings.get("max_tokens", D.MAX_TOKENS)))
+            pass  # the turn itself reports what is wrong with the conversation
+        events = chat.send(
+            turns[-1]["content"], sampler_settings(settings), max_tokens=int(settings.get("max_tokens", D.MAX_TOKENS))
+        )
         yield from self._reply(events, template)
 
     def _reply(self, events: Iterator[Event], template) -> Iterator[Event]:
@@ -203,16 +229,22 @@ class RealEngine:
         so_far = turns[-1]["content"]
         template = getattr(self.engine, "_template", None)
         chat = Chat(self.engine, system=system[0]["content"] if system else None)
-        chat.messages = [dict(m) for m in turns]        # its key: the system prompt, first message
+        chat.messages = [dict(m) for m in turns]  # its key: the system prompt, first message
         self._chat, self._chat_tokens = chat, None
         ids = self.engine.chat_prompt(system + turns[:-1])
         ids = ids + self.engine.tokenizer.encode(so_far, add_special=False, parse_special=False)
         n_ctx = self.engine.n_ctx
         if len(ids) >= n_ctx:
-            raise ValueError(f"the conversation fills the context ({len(ids)} of {n_ctx} tokens): "
-                             "start a new chat, or raise the context length in Settings")
-        req = GenerationRequest(tuple(ids), max_tokens=int(settings.get("max_tokens", 512)),
-                                sampler=sampler_settings(settings), context_policy="stop")
+            raise ValueError(
+                f"the conversation fills the context ({len(ids)} of {n_ctx} tokens): "
+                "start a new chat, or raise the context length in Settings"
+            )
+        req = GenerationRequest(
+            tuple(ids),
+            max_tokens=int(settings.get("max_tokens", 512)),
+            sampler=sampler_settings(settings),
+            context_policy="stop",
+        )
         yield from self._reply(self.engine.generate(req), template)
 
     # -- reading the weights in ----------------------------------------------------------------
@@ -233,8 +265,9 @@ class RealEngine:
             return
         stop = threading.Event()
         check = getattr(engine.file, "check_unchanged", None)
-        thread = threading.Thread(target=read_ahead, args=(mm, progress, stop, check),
-                                  name="llambda-read-ahead", daemon=True)
+        thread = threading.Thread(
+            target=read_ahead, args=(mm, progress, stop, check), name="llambda-read-ahead", daemon=True
+        )
         self._prefetch = (thread, stop)
         thread.start()
 
@@ -284,12 +317,12 @@ def plan_draft(path: str, draft: str, n_ctx: int, kv_type: str) -> tuple[str | N
 
     try:
         found = resolve_draft(path, draft)
-    except (LlambdaError, OSError) as e:     # a draft that is gone, an unreadable library
+    except (LlambdaError, OSError) as e:  # a draft that is gone, an unreadable library
         return None, f"The draft model is not used: {one_line(str(e))}", n_ctx, None
     if found is None:
         return None, "No model in the library can draft for this one: prompt lookup instead.", n_ctx, None
     why = None
-    if not n_ctx:           # the engine's own choice, made here so both models are counted at it
+    if not n_ctx:  # the engine's own choice, made here so both models are counted at it
         with open_gguf(path) as f:
             n_ctx, why = fitting_context(f, kv_type)
     verdict, msg = draft_memory(preflight(path, n_ctx, kv_type), found, kv_type)
@@ -303,7 +336,7 @@ def draft_choices(path: str) -> dict[str, str]:
     crosses to the window as plain data, in order)."""
     try:
         return {p: n for n, p in library_draft_choices(path)}
-    except Exception as e:          # an unreadable library offers no choice, and the load goes on
+    except Exception as e:  # an unreadable library offers no choice, and the load goes on
         log.info("no draft choices: %s", e)
         return {}
 
@@ -315,16 +348,19 @@ def template_facts(template) -> dict:
     note = getattr(template, "note", "")
     if not note:
         return {}
-    return {"template_status": f"not used: {note}",
-            "template_note": f"This model's chat template cannot be used: {note}."}
+    return {
+        "template_status": f"not used: {note}",
+        "template_note": f"This model's chat template cannot be used: {note}.",
+    }
 
 
-READ_AHEAD_CHUNK = 64 << 20     # bytes per step of the read-ahead pass (one progress report each)
+READ_AHEAD_CHUNK = 64 << 20  # bytes per step of the read-ahead pass (one progress report each)
 PAGE = mmap.PAGESIZE
 
 
-def read_ahead(mm, progress: Callable[[float], None], stop: threading.Event,
-               check: Callable[[], None] | None = None) -> int:
+def read_ahead(
+    mm, progress: Callable[[float], None], stop: threading.Event, check: Callable[[], None] | None = None
+) -> int:
     """Bring a read-only mapping into memory: ask the kernel to read it ahead (WILLNEED), then
     touch one byte per page in chunks (numpy's loop runs without the interpreter lock), so the
     pages are resident when the first reply needs them. Returns the bytes gone through.

@@ -13,8 +13,18 @@ import threading
 
 from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtWidgets import (
-    QDialog, QFrame, QHBoxLayout, QLabel, QLineEdit, QListWidget, QListWidgetItem, QPushButton, QTableWidget,
-    QTableWidgetItem, QVBoxLayout, QWidget,
+    QDialog,
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QListWidget,
+    QListWidgetItem,
+    QPushButton,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
 )
 
 from app.errors import one_line
@@ -25,10 +35,10 @@ from app.units import format_bytes
 class _Bridge(QObject):
     """Lives on the UI thread; its signals are emitted from worker threads (queued to the UI)."""
 
-    searched = Signal(object, object)           # (query, list of hit dicts | error text)
-    listed = Signal(object, object)             # (repo id, RepoFiles | error text)
-    judged = Signal(object, object, object)     # (repo id, file name, verdict dict | error text)
-    download_event = Signal(object)             # a DownloadQueue event dict
+    searched = Signal(object, object)  # (query, list of hit dicts | error text)
+    listed = Signal(object, object)  # (repo id, RepoFiles | error text)
+    judged = Signal(object, object, object)  # (repo id, file name, verdict dict | error text)
+    download_event = Signal(object)  # a DownloadQueue event dict
 
 
 def _duration(s) -> str:
@@ -50,7 +60,7 @@ def progress_text(e: dict) -> str:
 class GetModelsPage(QDialog):
     """Search, pick a file that fits, download it. One per window, kept while the window lives."""
 
-    model_ready = Signal(str)       # sha256 of a model now in the library
+    model_ready = Signal(str)  # sha256 of a model now in the library
 
     def __init__(self, parent=None):
         super().__init__(parent)
@@ -62,7 +72,7 @@ class GetModelsPage(QDialog):
         self.bridge.listed.connect(self.on_bridge_listed)
         self.bridge.judged.connect(self.on_bridge_judged)
         self.bridge.download_event.connect(self.on_bridge_download_event)
-        self.repo = None                # RepoFiles shown
+        self.repo = None  # RepoFiles shown
         self.rows: dict[str, int] = {}  # download key -> row in the downloads list
         self._queue = None
 
@@ -102,7 +112,8 @@ class GetModelsPage(QDialog):
         self.download_button.setEnabled(False)
         self.download_button.clicked.connect(self.on_download_button_clicked)
         self.files.itemSelectionChanged.connect(
-            lambda: self.download_button.setEnabled(bool(self.files.selectedItems())))
+            lambda: self.download_button.setEnabled(bool(self.files.selectedItems()))
+        )
         row.addStretch(1)
         row.addWidget(self.download_button)
         col.addLayout(row)
@@ -115,9 +126,11 @@ class GetModelsPage(QDialog):
         self.pause_button = QPushButton("Pause")
         self.resume_button = QPushButton("Resume")
         self.cancel_button = QPushButton("Cancel")
-        for b, slot in ((self.pause_button, self.on_pause_button_clicked),
-                        (self.resume_button, self.on_resume_button_clicked),
-                        (self.cancel_button, self.on_cancel_button_clicked)):
+        for b, slot in (
+            (self.pause_button, self.on_pause_button_clicked),
+            (self.resume_button, self.on_resume_button_clicked),
+            (self.cancel_button, self.on_cancel_button_clicked),
+        ):
             b.clicked.connect(slot)
             row.addWidget(b)
         row.addStretch(1)
@@ -165,6 +178,7 @@ class GetModelsPage(QDialog):
             except Exception as e:
                 found = one_line(str(e))
             emit(self.bridge.searched, query, found)
+
         self._in_thread(work)
 
     def on_search_button_clicked(self) -> None:
@@ -174,11 +188,15 @@ class GetModelsPage(QDialog):
         if isinstance(found, str):
             self.status.setText(found)
             return
-        self.status.setText(f"{len(found)} GGUF repositories for {query!r}, most downloaded first. "
-                            "Pick one to see its files." if found else f"No GGUF models found for {query!r}.")
+        self.status.setText(
+            f"{len(found)} GGUF repositories for {query!r}, most downloaded first. Pick one to see its files."
+            if found
+            else f"No GGUF models found for {query!r}."
+        )
         for h in found:
-            item = QListWidgetItem(f"{h['repo_id']}    ↓ {h['downloads']:,}   ♥ {h['likes']:,}"
-                                   + ("   (gated)" if h["gated"] else ""))
+            item = QListWidgetItem(
+                f"{h['repo_id']}    ↓ {h['downloads']:,}   ♥ {h['likes']:,}" + ("   (gated)" if h["gated"] else "")
+            )
             item.setData(Qt.UserRole, h["repo_id"])
             self.results.addItem(item)
 
@@ -206,6 +224,7 @@ class GetModelsPage(QDialog):
                 except Exception as e:
                     v = one_line(str(e))
                 emit(self.bridge.judged, repo_id, f.name, v)
+
         self._in_thread(work)
 
     def on_bridge_listed(self, repo_id, listed) -> None:
@@ -220,8 +239,12 @@ class GetModelsPage(QDialog):
         self.status.setText(f"{repo.repo_id}: {len(repo.files)} GGUF files{note}. Checking each header…")
         self.files.setRowCount(len(repo.files))
         for i, f in enumerate(repo.files):
-            cells = (f.name + (f" ({len(f.parts)} parts)" if f.split else ""), f.quantization,
-                     format_bytes(f.size), "checking…")
+            cells = (
+                f.name + (f" ({len(f.parts)} parts)" if f.split else ""),
+                f.quantization,
+                format_bytes(f.size),
+                "checking…",
+            )
             for j, text in enumerate(cells):
                 item = QTableWidgetItem(text)
                 item.setData(Qt.UserRole, f.name)
@@ -239,8 +262,9 @@ class GetModelsPage(QDialog):
             return
         for i in range(self.files.rowCount()):
             if self.files.item(i, 0).data(Qt.UserRole) == name:
-                text = verdict if isinstance(verdict, str) else \
-                    f"{verdict['verdict']}: " + "; ".join(verdict["messages"])
+                text = (
+                    verdict if isinstance(verdict, str) else f"{verdict['verdict']}: " + "; ".join(verdict["messages"])
+                )
                 item = self.files.item(i, 3)
                 item.setText(text)
                 item.setToolTip(text)
@@ -265,15 +289,15 @@ class GetModelsPage(QDialog):
         return item.data(Qt.UserRole) if item is not None else None
 
     def on_pause_button_clicked(self) -> None:
-        if (key := self._selected_key()):
+        if key := self._selected_key():
             self.queue.pause(key)
 
     def on_resume_button_clicked(self) -> None:
-        if (key := self._selected_key()):
+        if key := self._selected_key():
             self.queue.resume(key)
 
     def on_cancel_button_clicked(self) -> None:
-        if (key := self._selected_key()):
+        if key := self._selected_key():
             self.queue.cancel(key)
 
     def _row(self, key: str, name: str = "") -> QListWidgetItem:
@@ -295,8 +319,10 @@ class GetModelsPage(QDialog):
             job = e["job"]
             item = self._row(job["key"], job["name"])
             pct = 100 * job["have"] // max(job["size"], 1)
-            item.setText(f"{job['name']} — {job['state']} ({pct}% of {format_bytes(job['size'])})"
-                         + (f": {job['message']}" if job.get("message") else ""))
+            item.setText(
+                f"{job['name']} — {job['state']} ({pct}% of {format_bytes(job['size'])})"
+                + (f": {job['message']}" if job.get("message") else "")
+            )
             return
         item = self._row(e["key"])
         name = item.data(Qt.UserRole + 1) or ""
@@ -327,7 +353,7 @@ class GetModelsPage(QDialog):
 class FirstModelsPanel(QFrame):
     """The empty first screen's offer: suggested models, each one click away, and a search."""
 
-    download_requested = Signal(str, str)     # (repo id, file name)
+    download_requested = Signal(str, str)  # (repo id, file name)
     search_requested = Signal(str)
 
     def __init__(self, parent: QWidget | None = None):

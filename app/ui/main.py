@@ -34,13 +34,14 @@ def make_app(argv: list[str] | None = None) -> QApplication:
 def _close_on_signals(window) -> None:
     """Ctrl+C in the terminal (or SIGTERM) closes the window the normal way: the reply in flight
     is kept, the geometry saved. A timer lets Python run its signal handlers inside Qt's loop."""
+
     def close(*_):
         window.close()
 
     for sig in (signal.SIGINT, signal.SIGTERM):
         try:
             signal.signal(sig, close)
-        except (ValueError, OSError):      # not the main thread, or not supported here
+        except (ValueError, OSError):  # not the main thread, or not supported here
             pass
     window._signal_timer = QTimer(window)
     window._signal_timer.timeout.connect(lambda: None)
@@ -67,7 +68,7 @@ class FileOpenForwarder(QObject):
 def quiet_excepthook(kind, value, tb) -> None:
     """An exception escaping a slot becomes one line on stderr (and the log), never a traceback:
     the window goes on."""
-    if logging.getLogger().handlers:      # a log file is set up: the traceback goes there only
+    if logging.getLogger().handlers:  # a log file is set up: the traceback goes there only
         logging.getLogger("app.ui").error("uncaught in the window", exc_info=(kind, value, tb))
     print(f"llambda: internal error: {kind.__name__}: {one_line(str(value))}", file=sys.stderr)
 
@@ -76,7 +77,9 @@ def run_window(args) -> int:
     """Open the window (on `args.file` when given) and run until it closes; returns the exit code."""
     app = make_app()
     sys.excepthook = quiet_excepthook
-    from app.ui.window import MainWindow   # lazy: looked up at each call (tests replace it); make_app alone needs no window
+    from app.ui.window import (
+        MainWindow,
+    )  # lazy: looked up at each call (tests replace it); make_app alone needs no window
 
     try:
         window = MainWindow()

@@ -114,7 +114,7 @@ def _blocks(lines: list[str]) -> list[str]:
         if h:
             end_para()
             end_list()
-            level = min(len(h.group(1)) + 2, 6)    # chat headings stay modest
+            level = min(len(h.group(1)) + 2, 6)  # chat headings stay modest
             out.append(f"<h{level}>{inline(h.group(2))}</h{level}>")
             continue
         if _RULE.match(line):

@@ -31,7 +31,7 @@ class ModelFilesMixin:
         except Exception as e:
             entries = []
             self.show_notice(f"The model library cannot be read: {e}")
-        select_sha = select_sha or self.model_picker.currentData()     # a refresh keeps the choice
+        select_sha = select_sha or self.model_picker.currentData()  # a refresh keeps the choice
         self.model_picker.blockSignals(True)
         self.model_picker.clear()
         self.model_picker.addItem("Choose a model…" if entries else "No models yet: drop a GGUF file", None)
@@ -43,7 +43,7 @@ class ModelFilesMixin:
                 self.model_picker.setCurrentIndex(i)
         self.model_picker.blockSignals(False)
 
-    ASK_ABOVE_BYTES = 1 << 30     # a file this big: ask once whether to copy it or use it in place
+    ASK_ABOVE_BYTES = 1 << 30  # a file this big: ask once whether to copy it or use it in place
 
     def open_model_file(self, path: str, keep_in_place: bool | None = None) -> None:
         """Pre-flight, import and load a model file (drop, File → Open, command line). A big
@@ -79,10 +79,14 @@ class ModelFilesMixin:
         size = os.path.getsize(path)
         box = QMessageBox(self)
         box.setWindowTitle("Add this model")
-        box.setText(f"{os.path.basename(path)} is {size / 2**30:.1f} GB. Copy it into your model library, "
-                    "or use it where it is?")
-        box.setInformativeText("A copy keeps working if the original is moved or deleted, and takes the "
-                               "same space again. Used where it is, the file must stay in place.")
+        box.setText(
+            f"{os.path.basename(path)} is {size / 2**30:.1f} GB. Copy it into your model library, "
+            "or use it where it is?"
+        )
+        box.setInformativeText(
+            "A copy keeps working if the original is moved or deleted, and takes the "
+            "same space again. Used where it is, the file must stay in place."
+        )
         copy = box.addButton("Copy into the library", QMessageBox.AcceptRole)
         in_place = box.addButton("Use it where it is", QMessageBox.AcceptRole)
         box.addButton(QMessageBox.Cancel)
@@ -136,8 +140,9 @@ class ModelFilesMixin:
             self.load_library_model(sha)
 
     def open_dialog(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(self, "Open a model", os.path.expanduser("~"),
-                                              "GGUF models (*.gguf);;All files (*)")
+        path, _ = QFileDialog.getOpenFileName(
+            self, "Open a model", os.path.expanduser("~"), "GGUF models (*.gguf);;All files (*)"
+        )
         if path:
             self.open_model_file(path)
 
@@ -149,16 +154,23 @@ class ModelFilesMixin:
         if self._closed:
             return
         params = facts.get("n_params") or 0
-        parts = [facts.get("model_name") or facts.get("name") or "model",
-                 facts.get("architecture") or "?",
-                 f"{params / 1e6:.0f}M parameters" if params < 1e9 else f"{params / 1e9:.1f}B parameters",
-                 facts.get("quantization") or "?",
-                 f"{(facts.get('file_size') or 0) / 2**20:.0f} MB file"]
+        parts = [
+            facts.get("model_name") or facts.get("name") or "model",
+            facts.get("architecture") or "?",
+            f"{params / 1e6:.0f}M parameters" if params < 1e9 else f"{params / 1e9:.1f}B parameters",
+            facts.get("quantization") or "?",
+            f"{(facts.get('file_size') or 0) / 2**20:.0f} MB file",
+        ]
         needed = facts.get("needed_bytes") or 0
         if needed:
             parts.append(f"needs {needed / 2**20:.0f} MB of memory at context {facts.get('n_ctx')}")
-        parts.append({"ok": "chat template ok", "missing": "no chat template (fallback)",
-                      "invalid": "chat template broken (fallback)"}.get(facts.get("template_status"), ""))
+        parts.append(
+            {
+                "ok": "chat template ok",
+                "missing": "no chat template (fallback)",
+                "invalid": "chat template broken (fallback)",
+            }.get(facts.get("template_status"), "")
+        )
         verdict = facts.get("verdict", "")
         self.preflight_label.setText(f"{verdict.upper()}: " + " · ".join(p for p in parts if p))
         self.progress_label.setText("Importing")
@@ -174,8 +186,9 @@ class ModelFilesMixin:
         if self._closed:
             return
         self.refresh_models(entry.get("sha256"))
-        self._load_note = (f"{entry.get('name')} is already in your library; selected it."
-                           if entry.get("duplicate") else "")
+        self._load_note = (
+            f"{entry.get('name')} is already in your library; selected it." if entry.get("duplicate") else ""
+        )
 
     def on_worker_import_failed(self, reason: str) -> None:
         if self._closed:
@@ -207,16 +220,16 @@ class ModelFilesMixin:
     def on_worker_model_loaded(self, info: dict) -> None:
         if self._closed:
             return
-        gc_guard.freeze_survivors()          # the model's tokenizer and engine live on
+        gc_guard.freeze_survivors()  # the model's tokenizer and engine live on
         self.model_busy = False
         self.model_info = info
         if getattr(self, "_starter_running", False):
-            from app.starter import MODEL_SHA256   # lazy: app.starter loads the library (numpy)
+            from app.starter import MODEL_SHA256  # lazy: app.starter loads the library (numpy)
 
             self._starter_running = False
             self.refresh_models(MODEL_SHA256)
         self.chat.starter.hide()
-        for item in self.attachments:        # counted again with this model's tokenizer
+        for item in self.attachments:  # counted again with this model's tokenizer
             item["counted"] = False
             emit(self.count_requested, item["id"], item["attachment"].text)
         self.progress.setValue(1000)
@@ -226,17 +239,17 @@ class ModelFilesMixin:
         isa = str(info.get("isa") or info.get("kernels") or "")
         if isa == "ref" or isa.endswith(": ref"):
             self._load_note = (self._load_note + " " if self._load_note else "") + (
-                "This processor has no AVX2: Llambda runs its portable reference kernels, "
-                "which are much slower.")
-        if info.get("template_note"):        # the model's own chat template is not used
+                "This processor has no AVX2: Llambda runs its portable reference kernels, which are much slower."
+            )
+        if info.get("template_note"):  # the model's own chat template is not used
             self._load_note = " ".join(x for x in (self._load_note, info["template_note"]) if x)
-        if info.get("speculation_note"):     # the draft model asked for is not used, and why
+        if info.get("speculation_note"):  # the draft model asked for is not used, and why
             self._load_note = " ".join(x for x in (self._load_note, info["speculation_note"]) if x)
         self.show_notice(self._load_note)
         self._load_note = ""
         self.statusBar().showMessage(f"Ready: {info.get('name') or os.path.basename(info.get('path', ''))}", 4000)
         if not (self.chat.messages and self._shown_id == self.state.current_id):
-            self.show_current()              # the empty state now says the model is ready
+            self.show_current()  # the empty state now says the model is ready
         self._update_controls()
         self.input.setFocus()
 
@@ -281,9 +294,8 @@ class ModelFilesMixin:
             return
         event.acceptProposedAction()
         attach = [f for f in files if can_attach(f)]
-        if attach:                            # text, Markdown, code, PDF: attached to the message
+        if attach:  # text, Markdown, code, PDF: attached to the message
             for f in attach:
                 self.attach_file(f)
             return
         self.open_model_file(files[0])
-

@@ -13,22 +13,35 @@ import os
 from PySide6.QtCore import Qt, QUrl, Signal
 from PySide6.QtGui import QDesktopServices
 from PySide6.QtWidgets import (
-    QAbstractItemView, QComboBox, QDialog, QDialogButtonBox, QFormLayout, QHBoxLayout, QHeaderView, QLabel,
-    QMessageBox, QPushButton, QTableWidget, QTableWidgetItem, QVBoxLayout,
+    QAbstractItemView,
+    QComboBox,
+    QDialog,
+    QDialogButtonBox,
+    QFormLayout,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QMessageBox,
+    QPushButton,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
 )
 
 from app.ui.qt_fix import emit
 from app.units import format_last_used, format_size
 
 STORAGE = {"copy": "copy in the library", "link": "linked in place", "reference": "used in place"}
-IMPORT_MODES = (("copy", "Copy it into the library (the original can then be moved or deleted)"),
-                ("in_place", "Use it where it is (no copy; keep the file there)"))
+IMPORT_MODES = (
+    ("copy", "Copy it into the library (the original can then be moved or deleted)"),
+    ("in_place", "Use it where it is (no copy; keep the file there)"),
+)
 COLUMNS = ("Name", "Architecture", "Quantization", "Size", "Context", "Last used", "Kept as", "File")
 
 
 def trained_context(path) -> str:
     try:
-        from app.gguf import open_gguf   # lazy: numpy; the window loads this module at start
+        from app.gguf import open_gguf  # lazy: numpy; the window loads this module at start
 
         with open_gguf(path) as f:
             arch = f.metadata.string("general.architecture", "")
@@ -39,7 +52,7 @@ def trained_context(path) -> str:
 
 
 class ModelsDialog(QDialog):
-    load_requested = Signal(str)           # sha256
+    load_requested = Signal(str)  # sha256
     open_in_place_requested = Signal(str)  # a file found in another app's folder
     import_mode_changed = Signal(str)
 
@@ -49,7 +62,7 @@ class ModelsDialog(QDialog):
         self.setWindowTitle("Models")
         self.setObjectName("modelsDialog")
         self.setAccessibleName("Models")
-        self.confirm = self._confirm            # tests replace these two
+        self.confirm = self._confirm  # tests replace these two
         self.reveal = self._reveal
         lay = QVBoxLayout(self)
         self.table = QTableWidget(0, len(COLUMNS))
@@ -67,8 +80,11 @@ class ModelsDialog(QDialog):
         self.load_button = QPushButton("Load")
         self.remove_button = QPushButton("Remove…")
         self.reveal_button = QPushButton("Show in file manager")
-        for b, slot in ((self.load_button, self.on_load_button_clicked), (self.remove_button, self.on_remove_button_clicked),
-                        (self.reveal_button, self.on_reveal_button_clicked)):
+        for b, slot in (
+            (self.load_button, self.on_load_button_clicked),
+            (self.remove_button, self.on_remove_button_clicked),
+            (self.reveal_button, self.on_reveal_button_clicked),
+        ):
             b.clicked.connect(slot)
             row.addWidget(b)
         row.addStretch(1)
@@ -82,10 +98,12 @@ class ModelsDialog(QDialog):
         self.import_mode.setAccessibleName("When you open a model file")
         for key, label in IMPORT_MODES:
             self.import_mode.addItem(label, key)
-        self.import_mode.setCurrentIndex(max(0, [k for k, _ in IMPORT_MODES].index(import_mode)
-                                             if import_mode in dict(IMPORT_MODES) else 0))
+        self.import_mode.setCurrentIndex(
+            max(0, [k for k, _ in IMPORT_MODES].index(import_mode) if import_mode in dict(IMPORT_MODES) else 0)
+        )
         self.import_mode.currentIndexChanged.connect(
-            lambda _i: emit(self.import_mode_changed, self.import_mode.currentData()))
+            lambda _i: emit(self.import_mode_changed, self.import_mode.currentData())
+        )
         form.addRow("When you open a model file", self.import_mode)
         lay.addLayout(form)
 
@@ -132,8 +150,16 @@ class ModelsDialog(QDialog):
             state = self.library.status(e)
             kept = STORAGE.get(e.storage, e.storage) + ("" if state == "ok" else f" ({state})")
             shown_path = e.source if e.storage != "copy" and e.source else str(path)
-            values = (e.name, e.architecture, e.quantization, format_size(e.size), trained_context(path),
-                      format_last_used(e.last_used), kept, shown_path)
+            values = (
+                e.name,
+                e.architecture,
+                e.quantization,
+                format_size(e.size),
+                trained_context(path),
+                format_last_used(e.last_used),
+                kept,
+                shown_path,
+            )
             for c, v in enumerate(values):
                 item = QTableWidgetItem(str(v))
                 item.setToolTip(str(v))
@@ -165,11 +191,15 @@ class ModelsDialog(QDialog):
         if e is None:
             return
         if e.storage == "copy":
-            text = (f"Remove {e.name} from your library? Its copy ({format_size(e.size)}) is deleted; "
-                    f"the file you imported it from is not touched.")
+            text = (
+                f"Remove {e.name} from your library? Its copy ({format_size(e.size)}) is deleted; "
+                f"the file you imported it from is not touched."
+            )
         else:
-            text = (f"Remove {e.name} from your library? The file stays where it is "
-                    f"({e.source or e.path}); Llambda only forgets it.")
+            text = (
+                f"Remove {e.name} from your library? The file stays where it is "
+                f"({e.source or e.path}); Llambda only forgets it."
+            )
         if not self.confirm(text):
             return
         try:
@@ -186,7 +216,7 @@ class ModelsDialog(QDialog):
     # -- other apps -------------------------------------------------------------------------------
 
     def on_scan_button_clicked(self, folders=None) -> None:
-        from app.library.elsewhere import find_models, other_app_folders   # lazy: app.library loads numpy (start-up)
+        from app.library.elsewhere import find_models, other_app_folders  # lazy: app.library loads numpy (start-up)
 
         folders = other_app_folders() if folders is None else folders
         self.found_models = find_models(folders)
@@ -201,8 +231,9 @@ class ModelsDialog(QDialog):
         if not folders:
             self.found_note.setText("No folder of LM Studio, GPT4All, Jan or the Hugging Face cache here.")
         else:
-            self.found_note.setText(f"{len(self.found_models)} model file(s) in "
-                                    + ", ".join(sorted({a for a, _ in folders})) + ".")
+            self.found_note.setText(
+                f"{len(self.found_models)} model file(s) in " + ", ".join(sorted({a for a, _ in folders})) + "."
+            )
 
     def on_use_found_button_clicked(self) -> None:
         r = self.found.currentRow()

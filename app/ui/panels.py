@@ -8,8 +8,18 @@ import os
 
 from PySide6.QtCore import QEvent, Qt, QTimer, Signal
 from PySide6.QtWidgets import (
-    QFormLayout, QFrame, QHBoxLayout, QLabel, QLineEdit, QListWidget, QListWidgetItem, QMenu, QPushButton,
-    QSizePolicy, QVBoxLayout, QAbstractItemView,
+    QFormLayout,
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QListWidget,
+    QListWidgetItem,
+    QMenu,
+    QPushButton,
+    QSizePolicy,
+    QVBoxLayout,
+    QAbstractItemView,
 )
 
 from app.ui.markdown import plain_tooltip
@@ -21,12 +31,12 @@ UNDO_SECONDS = 10
 
 class ConversationPanel(QFrame):
     new_requested = Signal()
-    selected = Signal(int)                    # conversation id
+    selected = Signal(int)  # conversation id
     rename_requested = Signal(int, str)
     delete_requested = Signal(int)
     undo_requested = Signal()
     search_changed = Signal(str)
-    export_requested = Signal(int)            # conversation id
+    export_requested = Signal(int)  # conversation id
 
     def __init__(self, parent=None):
         super().__init__(parent)
@@ -97,8 +107,12 @@ class ConversationPanel(QFrame):
 
     def eventFilter(self, obj, event) -> bool:  # noqa: N802 (Qt's name)
         """Delete (or Backspace on macOS keyboards) deletes the selected chat; Undo brings it back."""
-        if obj is self.list and event.type() == QEvent.KeyPress and event.key() in (Qt.Key_Delete, Qt.Key_Backspace) \
-                and self.list.state() != QAbstractItemView.EditingState:
+        if (
+            obj is self.list
+            and event.type() == QEvent.KeyPress
+            and event.key() in (Qt.Key_Delete, Qt.Key_Backspace)
+            and self.list.state() != QAbstractItemView.EditingState
+        ):
             self.on_delete_button_clicked()
             return True
         return super().eventFilter(obj, event)
@@ -213,8 +227,10 @@ class ElidedLabel(QLabel):
 def _break_long_words(text: str, limit: int = 28) -> str:
     """Words longer than `limit` (a hash, a long file name) get break opportunities, so a
     wrapping label never cuts them mid-word at its edge."""
-    return " ".join(w if len(w) <= limit else "\u200b".join(w[i:i + limit] for i in range(0, len(w), limit))
-                    for w in text.split(" "))
+    return " ".join(
+        w if len(w) <= limit else "\u200b".join(w[i : i + limit] for i in range(0, len(w), limit))
+        for w in text.split(" ")
+    )
 
 
 def _bytes(n) -> str:
@@ -224,9 +240,18 @@ def _bytes(n) -> str:
 
 
 class ModelInfoPanel(QFrame):
-    ROWS = ("Model", "Architecture", "Parameters", "Quantization", "Context", "File", "Size",
-            "Chat template", "Kernels")
-    ELIDED = ("File",)          # a path does not wrap well: it ends in "…" in the middle instead
+    ROWS = (
+        "Model",
+        "Architecture",
+        "Parameters",
+        "Quantization",
+        "Context",
+        "File",
+        "Size",
+        "Chat template",
+        "Kernels",
+    )
+    ELIDED = ("File",)  # a path does not wrap well: it ends in "…" in the middle instead
 
     def __init__(self, parent=None):
         super().__init__(parent)
@@ -269,8 +294,9 @@ class ModelInfoPanel(QFrame):
             ctx += f": {info['n_ctx_reason']}"
         elif ctx_train:
             ctx += f" (trained for {ctx_train})"
-        template = info.get("template_status") or ("present" if info.get("chat_template") else
-                                                   ("none: a fallback is used" if info else "–"))
+        template = info.get("template_status") or (
+            "present" if info.get("chat_template") else ("none: a fallback is used" if info else "–")
+        )
         vals = {
             "Model": info.get("name") or (os.path.basename(path) if path else "none loaded"),
             "Architecture": info.get("architecture") or "–",
@@ -286,7 +312,7 @@ class ModelInfoPanel(QFrame):
             label = self.values[k]
             if isinstance(label, ElidedLabel):
                 label.set_full_text(str(v))
-            else:                           # prose wraps; only a long unbroken run is cut
+            else:  # prose wraps; only a long unbroken run is cut
                 label.setText(_break_long_words(str(v)))
                 label.setToolTip(plain_tooltip(str(v)))
         verdict = info.get("verdict") or {}

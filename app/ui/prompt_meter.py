@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 import time
 
-MIN_TOKENS_FOR_SPEED = 16    # fewer new prompt tokens give no meaningful prompt speed
+MIN_TOKENS_FOR_SPEED = 16  # fewer new prompt tokens give no meaningful prompt speed
 
 
 class PromptMeter:
@@ -61,8 +61,15 @@ class PromptMeter:
         rate = self.done / (self._last_batch_at - self.t0) if self.done and self._last_batch_at > self.t0 else 0.0
         left = self.total - self.done
         eta = max(0.0, left / rate - (now - self._last_batch_at)) if rate > 0 and left > 0 else None
-        return {"done": self.done, "total": self.total, "reused": self.reused,
-                "tok_s": rate or None, "eta_s": eta, "elapsed_s": elapsed, "active": self.active}
+        return {
+            "done": self.done,
+            "total": self.total,
+            "reused": self.reused,
+            "tok_s": rate or None,
+            "eta_s": eta,
+            "elapsed_s": elapsed,
+            "active": self.active,
+        }
 
 
 class Ticker:
@@ -80,7 +87,7 @@ class Ticker:
             try:
                 self._fn()
             except Exception:
-                pass            # a figure that cannot be read is skipped, the next tick retries
+                pass  # a figure that cannot be read is skipped, the next tick retries
 
     def stop(self) -> None:
         self._stop.set()

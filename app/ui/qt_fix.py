@@ -32,7 +32,7 @@ def _emit_loses_a_reference() -> bool:
 
 
 EMIT_LOSES_TRUE = _emit_loses_a_reference()
-if EMIT_LOSES_TRUE:                    # give back what the probe took
+if EMIT_LOSES_TRUE:  # give back what the probe took
     for _ in range(8):
         _incref(True)
 

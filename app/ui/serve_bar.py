@@ -7,13 +7,13 @@ window's wait behind them; nothing decodes on the engine from another thread. uv
 plain Python thread; Qt only carries the jobs to the worker. Listens on 127.0.0.1 only, with the
 same guards as `llambda serve` (app/server/app.py).
 """
+
 from __future__ import annotations
 
 import threading
 
 from PySide6.QtCore import QTimer, Signal
-from PySide6.QtWidgets import (QApplication, QCheckBox, QHBoxLayout, QLabel, QLineEdit, QSpinBox,
-                               QToolButton, QWidget)
+from PySide6.QtWidgets import QApplication, QCheckBox, QHBoxLayout, QLabel, QLineEdit, QSpinBox, QToolButton, QWidget
 
 from app.ui.qt_fix import emit
 
@@ -22,7 +22,7 @@ REFRESH_MS = 500
 
 
 class ServeBar(QWidget):
-    job_requested = Signal(object, object)      # (owner, job) -> the worker's queue
+    job_requested = Signal(object, object)  # (owner, job) -> the worker's queue
     serving_changed = Signal(bool)
 
     def __init__(self, worker, parent=None):
@@ -41,7 +41,9 @@ class ServeBar(QWidget):
         lay.setContentsMargins(6, 0, 6, 0)
         lay.setSpacing(4)
         self.switch = QCheckBox("Serve on port")
-        self.switch.setToolTip("Serve this model on localhost: an OpenAI-compatible API for other programs on this computer")
+        self.switch.setToolTip(
+            "Serve this model on localhost: an OpenAI-compatible API for other programs on this computer"
+        )
         self.switch.setEnabled(False)
         self.switch.setAccessibleName("Serve this model")
         self.port = QSpinBox()
@@ -97,7 +99,7 @@ class ServeBar(QWidget):
 
     def start(self, port: int) -> bool:
         """Listen on 127.0.0.1:port (0: any free port). False, with `self.error`, if it cannot."""
-        from app.server.app import ServerOptions, create_app   # lazy: starlette and uvicorn, only to serve
+        from app.server.app import ServerOptions, create_app  # lazy: starlette and uvicorn, only to serve
         from app.server.cli import bind_socket, make_server
         from app.server.owner import ForwardingOwner
 
@@ -114,8 +116,9 @@ class ServeBar(QWidget):
         app = create_app(owner, self.model_id or "model", ServerOptions(port=port))
         self.owner, self.api = owner, app.api
         self.server = make_server(app, sock)
-        self.thread = threading.Thread(target=self._run, args=(self.server, sock), daemon=True,
-                                       name=f"llambda-serve-{port}")
+        self.thread = threading.Thread(
+            target=self._run, args=(self.server, sock), daemon=True, name=f"llambda-serve-{port}"
+        )
         self.thread.start()
         self.url = f"http://127.0.0.1:{port}/v1"
         self.address.setText(self.url)

@@ -13,8 +13,20 @@ import os
 
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
-    QComboBox, QDialog, QDialogButtonBox, QDoubleSpinBox, QFormLayout, QFrame, QGroupBox, QLabel, QPlainTextEdit,
-    QPushButton, QScrollArea, QSpinBox, QVBoxLayout, QWidget,
+    QComboBox,
+    QDialog,
+    QDialogButtonBox,
+    QDoubleSpinBox,
+    QFormLayout,
+    QFrame,
+    QGroupBox,
+    QLabel,
+    QPlainTextEdit,
+    QPushButton,
+    QScrollArea,
+    QSpinBox,
+    QVBoxLayout,
+    QWidget,
 )
 
 from app.chats.settings import MAX_DRAFT_MAX, MAX_KV_BUDGET_MB
@@ -35,7 +47,7 @@ HELP = {
     "Threads": "CPU threads for the engine; automatic uses one per physical core (reloads the model).",
     "When the context is full": "Go on by forgetting the oldest messages, or stop the reply.",
     "Saved conversation states": "Disk kept so a conversation you reopen answers at once; "
-                                 "the least recently used go first (off: none kept).",
+    "the least recently used go first (off: none kept).",
     "Speculation": "Guess tokens ahead and check several at once: the same reply, sooner (reloads the model).",
     "Most guesses per pass": "The most tokens guessed ahead each time; more pays when guesses are often right.",
     "Theme": "Light or dark colours, or the same as the rest of your desktop.",
@@ -51,14 +63,19 @@ SPECULATION_LABELS = {
 def speculation_choices(drafts: dict[str, str], current: tuple[str, str]) -> list[tuple[str, str, str]]:
     """(label, mode, draft) of each choice: off, prompt lookup, an automatic draft, each
     compatible draft by name, and the saved draft when it is not among them (kept, not lost)."""
-    out = [(SPECULATION_LABELS["off"], "off", ""), (SPECULATION_LABELS["lookup"], "lookup", ""),
-           (SPECULATION_LABELS["auto"], "draft", "auto")]
+    out = [
+        (SPECULATION_LABELS["off"], "off", ""),
+        (SPECULATION_LABELS["lookup"], "lookup", ""),
+        (SPECULATION_LABELS["auto"], "draft", "auto"),
+    ]
     out += [(f"Draft model: {name}", "draft", path) for path, name in drafts.items()]
     mode, draft = current
     if mode == "draft" and draft not in [c[2] for c in out]:
-        out.append((f"Draft model: {os.path.basename(draft)} (not in the library's choices for this model)",
-                    "draft", draft))
+        out.append(
+            (f"Draft model: {os.path.basename(draft)} (not in the library's choices for this model)", "draft", draft)
+        )
     return out
+
 
 OVERFLOW_LABELS = {
     "shift": "Drop the oldest messages and go on (context shift)",
@@ -76,7 +93,7 @@ def _with_help(widget: QWidget, name: str) -> QWidget:
     note = QLabel(HELP[name])
     note.setObjectName("settingHelp")
     note.setTextFormat(Qt.PlainText)
-    note.setWordWrap(False)         # one line each: wrapped labels in a form get cut in height
+    note.setWordWrap(False)  # one line each: wrapped labels in a form get cut in height
     note.setAccessibleName(f"{name}: help")
     widget.setToolTip(HELP[name])
     lay.addWidget(note)
@@ -84,8 +101,17 @@ def _with_help(widget: QWidget, name: str) -> QWidget:
 
 
 class SettingsDialog(QDialog):
-    def __init__(self, system_prompt: str, sampling: dict, engine: dict, max_threads: int, parent=None,
-                 theme: str = "system", measured: dict | None = None, drafts: dict | None = None):
+    def __init__(
+        self,
+        system_prompt: str,
+        sampling: dict,
+        engine: dict,
+        max_threads: int,
+        parent=None,
+        theme: str = "system",
+        measured: dict | None = None,
+        drafts: dict | None = None,
+    ):
         """measured: the thread counts `llambda bench --threads auto` found fastest
         (app.engine.threads.load_measured()); when given, a button offers the generation one.
         drafts: the library's models that can draft for the open model ({path: name})."""
@@ -146,13 +172,18 @@ class SettingsDialog(QDialog):
         self.n_ctx.setSingleStep(256)
         self.kv_type = QComboBox()
         self.kv_type.setAccessibleName("KV cache")
-        for key, label in (("f16", "16-bit (f16)"), ("q8_0", "8-bit (q8_0): half the memory"),
-                           ("f32", "32-bit (f32)")):
+        for key, label in (("f16", "16-bit (f16)"), ("q8_0", "8-bit (q8_0): half the memory"), ("f32", "32-bit (f32)")):
             self.kv_type.addItem(label, key)
         self.kv_type.setCurrentIndex(max(0, self.kv_type.findData(engine.get("kv_type", "f16"))))
         eform.addRow("KV cache", self.kv_type)
-        self.threads = ispin("Threads", 0, max(1, max_threads), min(int(engine["threads"]), max(1, max_threads)),
-                             "automatic", target=eform)
+        self.threads = ispin(
+            "Threads",
+            0,
+            max(1, max_threads),
+            min(int(engine["threads"]), max(1, max_threads)),
+            "automatic",
+            target=eform,
+        )
         self.use_measured = None
         best = (measured or {}).get("tg_threads") or (measured or {}).get("pp_threads")
         if best:
@@ -161,33 +192,49 @@ class SettingsDialog(QDialog):
             self.use_measured.setAccessibleName("Use the measured fastest thread count")
             self.use_measured.setToolTip(
                 f"llambda bench --threads auto ({measured.get('when', '')}) found {best} threads fastest "
-                f"for replies" + (f" and {pp} for reading prompts" if pp else ""))
+                f"for replies" + (f" and {pp} for reading prompts" if pp else "")
+            )
             self.use_measured.clicked.connect(lambda: self.threads.setValue(min(int(best), self.threads.maximum())))
             eform.addRow("", self.use_measured)
         self.overflow = QComboBox()
         self.overflow.setAccessibleName("When the context is full")
         for key in OVERFLOW_POLICIES:
             self.overflow.addItem(OVERFLOW_LABELS[key], key)
-        self.overflow.setCurrentIndex(max(0, OVERFLOW_POLICIES.index(engine["overflow"])
-                                          if engine["overflow"] in OVERFLOW_POLICIES else 0))
+        self.overflow.setCurrentIndex(
+            max(0, OVERFLOW_POLICIES.index(engine["overflow"]) if engine["overflow"] in OVERFLOW_POLICIES else 0)
+        )
         eform.addRow("When the context is full", _with_help(self.overflow, "When the context is full"))
-        self.kv_budget = ispin("Saved conversation states", 0, MAX_KV_BUDGET_MB,
-                               engine.get("kv_budget_mb", ENGINE_DEFAULTS["kv_budget_mb"]), "off", target=eform)
+        self.kv_budget = ispin(
+            "Saved conversation states",
+            0,
+            MAX_KV_BUDGET_MB,
+            engine.get("kv_budget_mb", ENGINE_DEFAULTS["kv_budget_mb"]),
+            "off",
+            target=eform,
+        )
         self.kv_budget.setSuffix(" MB")
         self.kv_budget.setSingleStep(256)
         self.speculation = QComboBox()
         self.speculation.setAccessibleName("Speculation")
-        current = (engine.get("speculation", ENGINE_DEFAULTS["speculation"]),
-                   engine.get("draft", ENGINE_DEFAULTS["draft"]))
+        current = (
+            engine.get("speculation", ENGINE_DEFAULTS["speculation"]),
+            engine.get("draft", ENGINE_DEFAULTS["draft"]),
+        )
         self.speculation_choices = speculation_choices(dict(drafts or {}), current)
         for label, _, _ in self.speculation_choices:
             self.speculation.addItem(label)
         self.speculation.setCurrentIndex(self._speculation_index(*current))
         eform.addRow("Speculation", _with_help(self.speculation, "Speculation"))
-        self.draft_max = ispin("Most guesses per pass", 1, MAX_DRAFT_MAX,
-                               engine.get("draft_max", ENGINE_DEFAULTS["draft_max"]), target=eform)
+        self.draft_max = ispin(
+            "Most guesses per pass",
+            1,
+            MAX_DRAFT_MAX,
+            engine.get("draft_max", ENGINE_DEFAULTS["draft_max"]),
+            target=eform,
+        )
         self.speculation.currentIndexChanged.connect(
-            lambda i: self.draft_max.setEnabled(self.speculation_choices[i][1] != "off"))
+            lambda i: self.draft_max.setEnabled(self.speculation_choices[i][1] != "off")
+        )
         self.draft_max.setEnabled(current[0] != "off")
         lay.addWidget(eng)
 
@@ -245,24 +292,32 @@ class SettingsDialog(QDialog):
         for i, (_, m, d) in enumerate(self.speculation_choices):
             if m == mode and (m != "draft" or d == draft):
                 return i
-        return 1                        # prompt lookup, the default
+        return 1  # prompt lookup, the default
 
     def theme_choice(self) -> str:
         return self.theme.currentData()
 
     def values(self) -> tuple[str, dict, dict]:
         sampling = {
-            "temperature": round(self.temperature.value(), 4), "top_k": self.top_k.value(),
-            "top_p": round(self.top_p.value(), 4), "min_p": round(self.min_p.value(), 4),
-            "repeat_penalty": round(self.repeat_penalty.value(), 4), "seed": self.seed.value(),
+            "temperature": round(self.temperature.value(), 4),
+            "top_k": self.top_k.value(),
+            "top_p": round(self.top_p.value(), 4),
+            "min_p": round(self.min_p.value(), 4),
+            "repeat_penalty": round(self.repeat_penalty.value(), 4),
+            "seed": self.seed.value(),
             "max_tokens": self.max_tokens.value(),
         }
-        engine = {"n_ctx": self.n_ctx.value(), "threads": self.threads.value(),
-                  "overflow": self.overflow.currentData(), "kv_type": self.kv_type.currentData(),
-                  "kv_budget_mb": self.kv_budget.value()}
+        engine = {
+            "n_ctx": self.n_ctx.value(),
+            "threads": self.threads.value(),
+            "overflow": self.overflow.currentData(),
+            "kv_type": self.kv_type.currentData(),
+            "kv_budget_mb": self.kv_budget.value(),
+        }
         _, mode, draft = self.speculation_choices[self.speculation.currentIndex()]
-        engine.update({"speculation": mode, "draft": draft or ENGINE_DEFAULTS["draft"],
-                       "draft_max": self.draft_max.value()})
+        engine.update(
+            {"speculation": mode, "draft": draft or ENGINE_DEFAULTS["draft"], "draft_max": self.draft_max.value()}
+        )
         return self.system_prompt.toPlainText(), sampling, engine
 
 

@@ -11,8 +11,14 @@ import dataclasses
 import logging
 from dataclasses import dataclass, field
 
-from app.chats.settings import (ENGINE_DEFAULTS, OVERFLOW_POLICIES, SAMPLING_DEFAULTS, clean, engine_settings,
-                                sampling_defaults)
+from app.chats.settings import (
+    ENGINE_DEFAULTS,
+    OVERFLOW_POLICIES,
+    SAMPLING_DEFAULTS,
+    clean,
+    engine_settings,
+    sampling_defaults,
+)
 from app.chats.recovery import open_store
 from app.chats.store import COMPLETE, ERROR, INTERRUPTED, TOKEN_KEYS, ChatStore, Conversation, Message
 from app.errors import StoreError
@@ -22,7 +28,6 @@ log = logging.getLogger(__name__)
 
 NEW_TITLE = "New chat"
 TITLE_CHARS = 48
-
 
 
 def not_saved_line(what: str, e: Exception) -> str:
@@ -41,20 +46,28 @@ def reply_timings(finished, figures: dict) -> dict:
     out = dict(figures)
     if finished is not None:
         s = finished.stats
-        out.update(prompt_tokens=s.prompt_tokens, completion_tokens=s.generated_tokens,
-                   prompt_evaluated=s.prompt_tokens_evaluated, prompt_reused=s.prompt_tokens_reused,
-                   prompt_tok_s=round(s.prompt_tok_s, 2), gen_tok_s=round(s.generation_tok_s, 2),
-                   ttft_s=round(s.ttft_s, 4), stop_reason=finished.stop_reason,
-                   peak_rss_bytes=s.peak_rss_bytes, threads=s.threads, isa=s.isa)
+        out.update(
+            prompt_tokens=s.prompt_tokens,
+            completion_tokens=s.generated_tokens,
+            prompt_evaluated=s.prompt_tokens_evaluated,
+            prompt_reused=s.prompt_tokens_reused,
+            prompt_tok_s=round(s.prompt_tok_s, 2),
+            gen_tok_s=round(s.generation_tok_s, 2),
+            ttft_s=round(s.ttft_s, 4),
+            stop_reason=finished.stop_reason,
+            peak_rss_bytes=s.peak_rss_bytes,
+            threads=s.threads,
+            isa=s.isa,
+        )
         out["stopped"] = bool(out.get("stopped")) or finished.stop_reason == "cancelled"
     if int(out.get("prompt_evaluated", MIN_TOKENS_FOR_SPEED) or 0) < MIN_TOKENS_FOR_SPEED:
-        out.pop("prompt_tok_s", None)   # a speed over a handful of new tokens means nothing
+        out.pop("prompt_tok_s", None)  # a speed over a handful of new tokens means nothing
     return out
 
 
 def title_from(text: str) -> str:
     line = " ".join(text.split())
-    return line if len(line) <= TITLE_CHARS else line[:TITLE_CHARS - 1].rstrip() + "…"
+    return line if len(line) <= TITLE_CHARS else line[: TITLE_CHARS - 1].rstrip() + "…"
 
 
 @dataclass
@@ -66,8 +79,8 @@ class Reply:
     message_id: int
     text: str = ""
     shifts: list[int] = field(default_factory=list)
-    continued_from: int = 0         # tokens the message had before a Continue
-    versions: list = field(default_factory=list)   # earlier versions of this reply (Regenerate)
+    continued_from: int = 0  # tokens the message had before a Continue
+    versions: list = field(default_factory=list)  # earlier versions of this reply (Regenerate)
 
 
 class ChatState:
@@ -82,13 +95,13 @@ class ChatState:
         # Replies whose last write failed (a full disk): message id -> what finish_reply was
         # given, written again before the next change to the store (`save_unsaved`).
         self.unsaved: dict[int, tuple[dict, str, str]] = {}
-        self.save_problem: str | None = None     # one line, set when a reply could not be saved
+        self.save_problem: str | None = None  # one line, set when a reply could not be saved
 
     def close(self) -> None:
         self.save_unsaved()
         try:
             self.store.close()
-        except StoreError as e:            # the last text of a reply could not be written
+        except StoreError as e:  # the last text of a reply could not be written
             log.warning("conversation store closed with unsaved text: %s", e)
 
     def take_save_problem(self) -> str | None:
@@ -132,8 +145,9 @@ class ChatState:
     def new_conversation(self, model: str | None = None) -> int:
         defaults = sampling_defaults(self.store)
         system = self.store.get_setting("system_prompt_default", "") or ""
-        self.current_id = self.store.create_conversation(NEW_TITLE, model=model, system_prompt=system,
-                                                         sampling=defaults)
+        self.current_id = self.store.create_conversation(
+            NEW_TITLE, model=model, system_prompt=system, sampling=defaults
+        )
         return self.current_id
 
     def select(self, conv_id: int | None) -> None:
@@ -167,8 +181,12 @@ class ChatState:
             for i, m in enumerate(out):
                 if m.id in self.unsaved:
                     timings, text, status = self.unsaved[m.id]
-                    out[i] = dataclasses.replace(m, content=text, status=status, timings={
-                        k: v for k, v in timings.items() if k not in TOKEN_KEYS})
+                    out[i] = dataclasses.replace(
+                        m,
+                        content=text,
+                        status=status,
+                        timings={k: v for k, v in timings.items() if k not in TOKEN_KEYS},
+                    )
         return out
 
     # -- settings ------------------------------------------------------------------------------
@@ -226,9 +244,12 @@ class ChatState:
         msg_id = self.store.begin_reply(self.current_id, model=model)
         if identity:
             try:
-                self.store.record_model(msg_id, name=identity.get("name") or model,
-                                        sha256=identity.get("sha256"),
-                                        quantization=identity.get("quantization"))
+                self.store.record_model(
+                    msg_id,
+                    name=identity.get("name") or model,
+                    sha256=identity.get("sha256"),
+                    quantization=identity.get("quantization"),
+                )
             except StoreError as e:
                 log.warning("model of reply %d not recorded: %s", msg_id, e)
         self.reply = Reply(self._next_request, self.current_id, msg_id)
@@ -239,8 +260,13 @@ class ChatState:
         """Go on with an assistant message that stopped at the token limit: the new text is
         appended to it (the same message, its text so far kept)."""
         msg = self.store.get_message(message_id)
-        self.reply = Reply(self._next_request, msg.conversation_id, message_id, text=msg.content,
-                           continued_from=msg.completion_tokens or 0)
+        self.reply = Reply(
+            self._next_request,
+            msg.conversation_id,
+            message_id,
+            text=msg.content,
+            continued_from=msg.completion_tokens or 0,
+        )
         self._next_request += 1
         return self.reply
 
@@ -251,7 +277,7 @@ class ChatState:
         r.text += text
         try:
             self.store.update_reply(r.message_id, r.text)
-        except StoreError as e:             # the text stays here; finish_reply tries again
+        except StoreError as e:  # the text stays here; finish_reply tries again
             if self.save_problem is None:
                 log.warning("reply %d not saved: %s", r.message_id, e)
             self.save_problem = not_saved_line("This reply", e)
@@ -270,10 +296,14 @@ class ChatState:
         timings = {k: v for k, v in stats.items() if isinstance(v, (int, float, str, bool))}
         if r.continued_from and isinstance(timings.get("completion_tokens"), int):
             timings["completion_tokens"] += r.continued_from
-        if r.versions:              # this reply is a regeneration: the earlier ones stay beside it
-            versions = r.versions + [{"content": r.text, "completion_tokens": timings.get("completion_tokens"),
-                                      "status": ERROR if error is not None else
-                                      (INTERRUPTED if stats.get("stopped") else COMPLETE)}]
+        if r.versions:  # this reply is a regeneration: the earlier ones stay beside it
+            versions = r.versions + [
+                {
+                    "content": r.text,
+                    "completion_tokens": timings.get("completion_tokens"),
+                    "status": ERROR if error is not None else (INTERRUPTED if stats.get("stopped") else COMPLETE),
+                }
+            ]
             timings["versions"] = versions
             timings["version"] = len(versions) - 1
         if r.shifts:
@@ -286,11 +316,12 @@ class ChatState:
             status = INTERRUPTED if stats.get("stopped") else COMPLETE
         try:
             self.store.finish_reply(r.message_id, timings, text=r.text, status=status)
-        except StoreError as e:             # kept, and written before the next change
+        except StoreError as e:  # kept, and written before the next change
             log.warning("reply %d not saved: %s", r.message_id, e)
             self.unsaved[r.message_id] = (timings, r.text, status)
-            self.save_problem = (not_saved_line("This reply", e) +
-                                 " It stays on screen and is saved as soon as there is room again.")
+            self.save_problem = (
+                not_saved_line("This reply", e) + " It stays on screen and is saved as soon as there is room again."
+            )
         return r
 
     # -- versions of a reply (Regenerate keeps the earlier ones) -------------------------------------
@@ -327,9 +358,12 @@ class ChatState:
         timings = {k: val for k, val in (m.timings or {}).items()}
         timings["versions"], timings["version"] = vs, index
         status = v.get("status") if v.get("status") in (COMPLETE, INTERRUPTED, ERROR) else COMPLETE
-        self.store.finish_reply(message_id, {"prompt_tokens": m.prompt_tokens,
-                                             "completion_tokens": v.get("completion_tokens"), **timings},
-                                text=v["content"], status=status)
+        self.store.finish_reply(
+            message_id,
+            {"prompt_tokens": m.prompt_tokens, "completion_tokens": v.get("completion_tokens"), **timings},
+            text=v["content"],
+            status=status,
+        )
         return self.store.get_message(message_id)
 
     def truncate_from(self, message_id: int) -> None:
@@ -350,4 +384,12 @@ class ChatState:
         return None
 
 
-__all__ = ["ChatState", "Reply", "not_saved_line", "SAMPLING_DEFAULTS", "ENGINE_DEFAULTS", "OVERFLOW_POLICIES", "title_from"]
+__all__ = [
+    "ChatState",
+    "Reply",
+    "not_saved_line",
+    "SAMPLING_DEFAULTS",
+    "ENGINE_DEFAULTS",
+    "OVERFLOW_POLICIES",
+    "title_from",
+]

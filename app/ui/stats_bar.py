@@ -51,7 +51,7 @@ def prompt_progress_text(p: dict, short: bool = False) -> str:
 
 def _rss() -> int:
     try:
-        import psutil   # lazy: slow to import (preload_modules loads it once the window is built)
+        import psutil  # lazy: slow to import (preload_modules loads it once the window is built)
 
         return int(psutil.Process(os.getpid()).memory_info().rss)
     except Exception:
@@ -88,7 +88,7 @@ class StatsBar(QWidget):
         self.figures: dict = {}
         self.compact = False
         self.model_bytes = 0
-        self.updates = 0                    # how many times the text was refreshed (tests)
+        self.updates = 0  # how many times the text was refreshed (tests)
         self.timer = QTimer(self)
         self.timer.setInterval(REFRESH_MS)
         self.timer.timeout.connect(self.on_timer_timeout)
@@ -113,9 +113,22 @@ class StatsBar(QWidget):
         keep = {k: self.figures[k] for k in ("pool_size",) if k in self.figures}
         self.figures = {**keep, "n_ctx": n_ctx, "threads_busy": 0.0, "prompt": None}
         if figures:
-            self.figures.update({k: v for k, v in figures.items()
-                                 if k in ("gen_tok_s", "prompt_tok_s", "ttft_s", "n_ctx_used",
-                                          "prompt_tokens", "prompt_evaluated", "prompt_reused")})
+            self.figures.update(
+                {
+                    k: v
+                    for k, v in figures.items()
+                    if k
+                    in (
+                        "gen_tok_s",
+                        "prompt_tok_s",
+                        "ttft_s",
+                        "n_ctx_used",
+                        "prompt_tokens",
+                        "prompt_evaluated",
+                        "prompt_reused",
+                    )
+                }
+            )
         self.refresh()
 
     def on_timer_timeout(self) -> None:
@@ -124,7 +137,7 @@ class StatsBar(QWidget):
     def text(self) -> str:
         return "   ".join(self.labels[k].text() for k in self.FIELDS)
 
-    COMPACT_BELOW = 1050       # px of the bar: shorter words below this, so nothing is cut
+    COMPACT_BELOW = 1050  # px of the bar: shorter words below this, so nothing is cut
 
     def resizeEvent(self, event) -> None:  # noqa: N802 (Qt's name)
         compact = event.size().width() < self.COMPACT_BELOW
@@ -142,8 +155,11 @@ class StatsBar(QWidget):
         ttft = f.get("ttft_s")
         unit = "t/s" if c else "tok/s"
         tpp = f.get("spec_tokens_per_pass")
-        spec = (f" ({tpp:.1f} tok/pass, {f.get('spec_acceptance', 0):.0%} of guesses kept, "
-                f"×{f.get('spec_speedup', 1):.2f})" if tpp and f.get("spec_passes") and not c else "")
+        spec = (
+            f" ({tpp:.1f} tok/pass, {f.get('spec_acceptance', 0):.0%} of guesses kept, ×{f.get('spec_speedup', 1):.2f})"
+            if tpp and f.get("spec_passes") and not c
+            else ""
+        )
         self.labels["gen"].setText(f"gen {gen:.1f} {unit}{spec}" if gen else f"gen – {unit}")
         progress = f.get("prompt")
         reused = int(f.get("prompt_reused") or 0)
@@ -160,18 +176,26 @@ class StatsBar(QWidget):
         else:
             text = f"{name} – {unit}"
         self.labels["prompt"].setText(text.replace("tok/s", unit))
-        self.labels["ttft"].setText(f"{'ttft' if c else 'first token'} {ttft:.2f} s" if ttft is not None
-                                    else ("ttft –" if c else "first token –"))
+        self.labels["ttft"].setText(
+            f"{'ttft' if c else 'first token'} {ttft:.2f} s"
+            if ttft is not None
+            else ("ttft –" if c else "first token –")
+        )
         n_ctx = f.get("n_ctx")
         used = f.get("n_ctx_used")
-        self.labels["ctx"].setText(f"{'ctx' if c else 'context'} {used if used is not None else '–'}/{n_ctx}"
-                                   if n_ctx else ("ctx –" if c else "context –"))
-        self.labels["mem"].setText(f"RAM {_mb(_rss())}" if c else
-                                   f"RAM {_mb(_rss())} · model {_mb(self.model_bytes)}")
+        self.labels["ctx"].setText(
+            f"{'ctx' if c else 'context'} {used if used is not None else '–'}/{n_ctx}"
+            if n_ctx
+            else ("ctx –" if c else "context –")
+        )
+        self.labels["mem"].setText(f"RAM {_mb(_rss())}" if c else f"RAM {_mb(_rss())} · model {_mb(self.model_bytes)}")
         size = f.get("pool_size")
         busy = f.get("threads_busy", 0.0) or 0.0
-        self.labels["threads"].setText((f"thr {busy:.1f}/{size}" if c else f"threads {busy:.1f}/{size} busy")
-                                       if size else ("thr –" if c else "threads –"))
+        self.labels["threads"].setText(
+            (f"thr {busy:.1f}/{size}" if c else f"threads {busy:.1f}/{size} busy")
+            if size
+            else ("thr –" if c else "threads –")
+        )
         self.updates += 1
 
 

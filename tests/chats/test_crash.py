@@ -26,8 +26,13 @@ pytestmark = pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SI
 
 def run_and_kill(db: Path, run: int, rnd: random.Random) -> tuple[list[str], bool]:
     """Start a writer, kill it at a random moment, return (lines it printed, was it past open)."""
-    proc = subprocess.Popen([sys.executable, "-m", "tests.chats.crash_child", str(db), str(run)],
-                            cwd=REPO, stdout=subprocess.PIPE, text=True, env=dict(os.environ))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.chats.crash_child", str(db), str(run)],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ),
+    )
     lines: list[str] = []
     ready = threading.Event()
 
@@ -39,10 +44,10 @@ def run_and_kill(db: Path, run: int, rnd: random.Random) -> tuple[list[str], boo
     t = threading.Thread(target=reader, daemon=True)
     t.start()
     if run % 4 == 0:
-        time.sleep(rnd.uniform(0.0, 0.15))      # may land while it starts, opens or creates the DB
+        time.sleep(rnd.uniform(0.0, 0.15))  # may land while it starts, opens or creates the DB
     else:
         assert ready.wait(30), "writer never became ready"
-        time.sleep(rnd.uniform(0.01, 0.25))     # lands in the middle of writing
+        time.sleep(rnd.uniform(0.01, 0.25))  # lands in the middle of writing
     proc.send_signal(signal.SIGKILL)
     proc.wait(30)
     t.join(30)
@@ -53,8 +58,8 @@ def run_and_kill(db: Path, run: int, rnd: random.Random) -> tuple[list[str], boo
 def test_sigkill_while_writing_never_corrupts(tmp_path):
     db = tmp_path / "chats.sqlite3"
     rnd = random.Random(20261129)
-    users: dict[int, str] = {}        # message id -> text the child saw committed
-    replies: dict[int, str] = {}      # finished reply id -> text
+    users: dict[int, str] = {}  # message id -> text the child saw committed
+    replies: dict[int, str] = {}  # finished reply id -> text
     kills_mid_write = 0
     for run in range(N_KILLS):
         lines, was_ready = run_and_kill(db, run, rnd)
@@ -89,7 +94,7 @@ def test_sigkill_while_writing_never_corrupts(tmp_path):
                 assert status == "interrupted" and mid not in replies
                 assert reply_text(content.count("tok")) == content
     assert kills_mid_write >= N_KILLS // 2
-    assert len(replies) >= N_KILLS // 2                # the writers really wrote between kills (fewer on a loaded machine)
+    assert len(replies) >= N_KILLS // 2  # the writers really wrote between kills (fewer on a loaded machine)
     with ChatStore(db) as s:
         interrupted = s._read("SELECT count(*) FROM messages WHERE status = 'interrupted'")[0][0]
-    assert interrupted >= 5                            # kills did land in the middle of replies
+    assert interrupted >= 5  # kills did land in the middle of replies

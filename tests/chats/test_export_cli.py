@@ -10,11 +10,19 @@ from app.chats.store import ChatStore
 
 
 def make_chat(store: ChatStore) -> int:
-    conv = store.create_conversation("Numbers", model="SmolLM2", system_prompt="Be brief.",
-                                     sampling={"temperature": 0.2})
+    conv = store.create_conversation(
+        "Numbers", model="SmolLM2", system_prompt="Be brief.", sampling={"temperature": 0.2}
+    )
     store.add_message(conv, "user", "Count to three", model="SmolLM2")
-    store.add_message(conv, "assistant", "One, two, three. ```py\nprint(3)\n```", model="SmolLM2",
-                      prompt_tokens=20, completion_tokens=9, timings={"gen_tok_s": 31.5, "stop_reason": "eog"})
+    store.add_message(
+        conv,
+        "assistant",
+        "One, two, three. ```py\nprint(3)\n```",
+        model="SmolLM2",
+        prompt_tokens=20,
+        completion_tokens=9,
+        timings={"gen_tok_s": 31.5, "stop_reason": "eog"},
+    )
     store.add_message(conv, "user", "And four?")
     cut = store.begin_reply(conv, model="SmolLM2")
     store.finish_reply(cut, {"completion_tokens": 2}, text="Four", status="interrupted")
@@ -35,7 +43,7 @@ def test_json_round_trips_through_an_import(tmp_path):
         path = export_json(a, conv, tmp_path / "chat.json")
         new = import_json(b, path)
         assert _comparable(conversation_to_dict(b, new)) == _comparable(conversation_to_dict(a, conv))
-        assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []   # no temp file left
+        assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temp file left
 
 
 def test_import_refuses_what_is_not_an_export(tmp_path):
@@ -44,10 +52,17 @@ def test_import_refuses_what_is_not_an_export(tmp_path):
     from app.chats.export import ExportError
 
     with ChatStore(tmp_path / "s.sqlite3") as s:
-        for text, words in (("{}", "format"), ("not json", "not JSON"),
-                            (json.dumps({"format": "llambda-conversation", "version": 9, "messages": []}), "version"),
-                            (json.dumps({"format": "llambda-conversation", "version": 1,
-                                         "messages": [{"role": "wizard", "content": "x"}]}), "message 1")):
+        for text, words in (
+            ("{}", "format"),
+            ("not json", "not JSON"),
+            (json.dumps({"format": "llambda-conversation", "version": 9, "messages": []}), "version"),
+            (
+                json.dumps(
+                    {"format": "llambda-conversation", "version": 1, "messages": [{"role": "wizard", "content": "x"}]}
+                ),
+                "message 1",
+            ),
+        ):
             p = tmp_path / "bad.json"
             p.write_text(text)
             with pytest.raises(ExportError, match=words):

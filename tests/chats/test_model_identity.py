@@ -19,19 +19,26 @@ def raw(path):
 def test_version_2_database_is_backed_up_then_gains_the_identity_columns(tmp_path):
     p = tmp_path / "c.db"
     db = raw(p)
-    schema.migrate(db, p, target=2)                    # as the previous Llambda left it
+    schema.migrate(db, p, target=2)  # as the previous Llambda left it
     db.execute("INSERT INTO conversations (title, model, created, updated) VALUES ('old', 'm', 1.0, 2.0)")
-    db.execute("INSERT INTO messages (conversation_id, role, content, created, model) "
-               "VALUES (1, 'assistant', 'old reply', 1.5, 'm')")
+    db.execute(
+        "INSERT INTO messages (conversation_id, role, content, created, model) "
+        "VALUES (1, 'assistant', 'old reply', 1.5, 'm')"
+    )
     db.close()
 
     with ChatStore(p) as s:
         assert s.schema_version == schema.SCHEMA_VERSION == 3
         assert s.backup_path is not None and s.backup_path.name.startswith("c.db.backup-v2-")
         [m] = s.messages(1)
-        assert (m.content, m.model, m.model_sha256, m.model_quant, m.app_version) == \
-            ("old reply", "m", None, None, None)
-        assert identity_tooltip(m) == ""               # nothing recorded: no hover text
+        assert (m.content, m.model, m.model_sha256, m.model_quant, m.app_version) == (
+            "old reply",
+            "m",
+            None,
+            None,
+            None,
+        )
+        assert identity_tooltip(m) == ""  # nothing recorded: no hover text
         assert s.integrity_check() == []
     b = raw(s.backup_path)
     assert schema.user_version(b) == 2

@@ -36,11 +36,16 @@ def test_store_lives_in_the_data_folder_never_the_cache(store, isolated_home):
 
 
 def test_conversation_fields_round_trip(store):
-    cid = store.create_conversation("Trip", model="smollm2", system_prompt="Be brief.",
-                                    sampling={"temperature": 0.5, "top_p": 0.9})
+    cid = store.create_conversation(
+        "Trip", model="smollm2", system_prompt="Be brief.", sampling={"temperature": 0.5, "top_p": 0.9}
+    )
     c = store.get_conversation(cid)
-    assert (c.title, c.model, c.system_prompt, c.sampling) == ("Trip", "smollm2", "Be brief.",
-                                                              {"temperature": 0.5, "top_p": 0.9})
+    assert (c.title, c.model, c.system_prompt, c.sampling) == (
+        "Trip",
+        "smollm2",
+        "Be brief.",
+        {"temperature": 0.5, "top_p": 0.9},
+    )
     assert c.created == c.updated and not c.damaged
     store.update_conversation(cid, sampling={"temperature": 1.0}, model="other")
     c2 = store.get_conversation(cid)
@@ -55,7 +60,7 @@ def test_user_message_is_committed_at_once(store):
     with pytest.raises(ValueError):
         store.add_message(cid, "wizard", "no")
     with pytest.raises(StoreError):
-        store.add_message(9999, "user", "no such conversation")      # foreign keys are on
+        store.add_message(9999, "user", "no such conversation")  # foreign keys are on
 
 
 def test_streaming_reply_is_written_at_least_every_interval(tmp_path):
@@ -64,12 +69,12 @@ def test_streaming_reply_is_written_at_least_every_interval(tmp_path):
     rid = s.begin_reply(cid, model="m")
     on_disk = lambda: raw(s.path).execute("SELECT content, status FROM messages WHERE id = ?", (rid,)).fetchone()
     assert on_disk() == ("", "streaming")
-    assert s.update_reply(rid, "a") is False          # too soon after begin
+    assert s.update_reply(rid, "a") is False  # too soon after begin
     time.sleep(0.25)
     assert s.update_reply(rid, "a b") is True
     assert on_disk() == ("a b", "streaming")
     assert s.update_reply(rid, "a b c") is False
-    s.flush()                                         # a timer may flush a stalled stream
+    s.flush()  # a timer may flush a stalled stream
     assert on_disk() == ("a b c", "streaming")
     s.update_reply(rid, "a b c d")
     s.finish_reply(rid, {"prompt_tokens": 7, "completion_tokens": 4, "tg_tokens_per_s": 12.5, "pp_ms": 3.0})
@@ -84,7 +89,7 @@ def test_reply_left_streaming_is_marked_interrupted_on_open(tmp_path):
     cid = s.create_conversation("x")
     rid = s.begin_reply(cid)
     s.update_reply(rid, "half a rep")
-    s._conn.close()                                   # as if the process died
+    s._conn.close()  # as if the process died
     s._conn = None
     s2 = ChatStore(tmp_path / "c.db", stale_stream_after=0)
     m = s2.get_message(rid)
@@ -101,11 +106,11 @@ def test_rename_soft_delete_restore_purge(store):
     store.delete_conversation(b)
     assert [c.id for c in store.list_conversations()] == [a]
     assert [c.id for c in store.list_conversations(deleted_only=True)] == [b]
-    store.restore_conversation(b)                      # undo
+    store.restore_conversation(b)  # undo
     assert {c.id for c in store.list_conversations()} == {a, b}
     assert store.messages(b)[0].content == "keep me"
     store.delete_conversation(b)
-    assert store.purge_deleted(older_than=3600) == 0   # too recent
+    assert store.purge_deleted(older_than=3600) == 0  # too recent
     assert store.purge_deleted() == 1
     assert raw(store.path).execute("SELECT count(*) FROM messages").fetchone() == (0,)  # cascade
 
@@ -117,10 +122,10 @@ def test_search_is_full_text_and_skips_the_bin(store):
     b = store.create_conversation("Travel")
     store.add_message(b, "user", "Trains from Lyon to Geneva")
     hits = store.search("boil")
-    assert {h.message_id for h in hits} == {1, 2}     # prefix: boil matches boiled
+    assert {h.message_id for h in hits} == {1, 2}  # prefix: boil matches boiled
     assert all(h.title == "Cooking" and "[" in h.snippet for h in hits)
     assert [h.conversation_id for h in store.search("geneva trains")] == [b]
-    assert store.search('"unbalanced AND (quote -:*') == []      # user text is never FTS syntax
+    assert store.search('"unbalanced AND (quote -:*') == []  # user text is never FTS syntax
     assert store.search("   ") == []
     store.delete_conversation(a)
     assert store.search("egg") == []
@@ -160,11 +165,17 @@ def test_damaged_rows_do_not_hide_the_others(store):
         store.add_message(cid, "assistant", f"reply in {cid}")
     bad, worse = ids[1], ids[2]
     db = raw(store.path)
-    db.execute("UPDATE conversations SET title = CAST(x'fffe41' AS TEXT), sampling = 'not json{', "
-               "created = 'yesterday' WHERE id = ?", (bad,))
+    db.execute(
+        "UPDATE conversations SET title = CAST(x'fffe41' AS TEXT), sampling = 'not json{', "
+        "created = 'yesterday' WHERE id = ?",
+        (bad,),
+    )
     db.execute("UPDATE conversations SET sampling = x'00ff', updated = x'01', model = 42 WHERE id = ?", (worse,))
-    db.execute("UPDATE messages SET content = CAST(x'c328' AS TEXT), timings = '[1,2]', "
-               "completion_tokens = 'many', role = 'robot' WHERE conversation_id = ? AND role = 'assistant'", (ids[3],))
+    db.execute(
+        "UPDATE messages SET content = CAST(x'c328' AS TEXT), timings = '[1,2]', "
+        "completion_tokens = 'many', role = 'robot' WHERE conversation_id = ? AND role = 'assistant'",
+        (ids[3],),
+    )
     db.close()
     convs = {c.id: c for c in store.list_conversations()}
     assert set(convs) == set(ids)
@@ -199,11 +210,13 @@ def test_newer_schema_is_refused(tmp_path):
 def test_migration_from_version_1_takes_a_backup_first(tmp_path):
     p = tmp_path / "c.db"
     db = raw(p)
-    schema.migrate(db, p, target=1)                    # the first layout, as an old Llambda made it
+    schema.migrate(db, p, target=1)  # the first layout, as an old Llambda made it
     assert schema.user_version(db) == 1
     db.execute("INSERT INTO conversations (title, model, created, updated) VALUES ('old chat', 'm', 1.0, 2.0)")
     db.execute("INSERT INTO messages (conversation_id, role, content, created) VALUES (1, 'user', 'old words', 1.5)")
-    db.execute("INSERT INTO messages (conversation_id, role, content, created) VALUES (1, 'assistant', 'old reply', 1.6)")
+    db.execute(
+        "INSERT INTO messages (conversation_id, role, content, created) VALUES (1, 'assistant', 'old reply', 1.6)"
+    )
     db.close()
 
     s = ChatStore(p)
@@ -212,11 +225,13 @@ def test_migration_from_version_1_takes_a_backup_first(tmp_path):
     [c] = s.list_conversations()
     assert (c.title, c.model, c.sampling, c.system_prompt, c.damaged) == ("old chat", "m", {}, "", False)
     assert [(m.role, m.content, m.status, m.updated) for m in s.messages(c.id)] == [
-        ("user", "old words", "complete", 1.5), ("assistant", "old reply", "complete", 1.6)]
-    assert [h.message_id for h in s.search("old words")] == [1]      # old text is indexed
+        ("user", "old words", "complete", 1.5),
+        ("assistant", "old reply", "complete", 1.6),
+    ]
+    assert [h.message_id for h in s.search("old words")] == [1]  # old text is indexed
     assert s.integrity_check() == []
     s.close()
-    b = raw(s.backup_path)                              # the backup is the old database, whole
+    b = raw(s.backup_path)  # the backup is the old database, whole
     assert schema.user_version(b) == 1
     assert b.execute("SELECT content FROM messages ORDER BY id").fetchall() == [("old words",), ("old reply",)]
     # opening again neither migrates nor backs up
@@ -254,7 +269,7 @@ def test_a_corrupted_page_hides_only_its_own_conversation(tmp_path):
     for cid in ids:
         s.add_message(cid, "user", f"hello {cid}")
     victim = ids[1]
-    s.update_conversation(victim, system_prompt="Z" * 20000)   # spills onto overflow pages
+    s.update_conversation(victim, system_prompt="Z" * 20000)  # spills onto overflow pages
     s.close()
     db = raw(p)
     db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
@@ -263,8 +278,8 @@ def test_a_corrupted_page_hides_only_its_own_conversation(tmp_path):
     data = bytearray(p.read_bytes())
     hit = 0
     for off in range(0, len(data), page):
-        if data[off + 4: off + 200] == b"Z" * 196 and hit == 0:   # an overflow page of the victim
-            data[off: off + 4] = (0xFFFFFF00).to_bytes(4, "big")   # its next-page pointer, wrecked
+        if data[off + 4 : off + 200] == b"Z" * 196 and hit == 0:  # an overflow page of the victim
+            data[off : off + 4] = (0xFFFFFF00).to_bytes(4, "big")  # its next-page pointer, wrecked
             hit += 1
     assert hit == 1
     p.write_bytes(bytes(data))
@@ -274,7 +289,7 @@ def test_a_corrupted_page_hides_only_its_own_conversation(tmp_path):
     assert set(convs) == set(ids)
     assert convs[victim].damaged and not convs[ids[0]].damaged and not convs[ids[2]].damaged
     assert [m.content for m in s.messages(ids[2])] == [f"hello {ids[2]}"]
-    assert s.integrity_check() != []                   # and the damage is reported, not hidden
+    assert s.integrity_check() != []  # and the damage is reported, not hidden
     s.close()
 
 
@@ -297,7 +312,7 @@ def test_threads_and_two_connections_share_the_store(tmp_path):
     import threading
 
     p = tmp_path / "c.db"
-    a, b = ChatStore(p, reply_flush_interval=0), ChatStore(p)     # e.g. the window and the CLI
+    a, b = ChatStore(p, reply_flush_interval=0), ChatStore(p)  # e.g. the window and the CLI
     cid = a.create_conversation("shared")
     errors = []
 
@@ -305,7 +320,7 @@ def test_threads_and_two_connections_share_the_store(tmp_path):
         try:
             for i in range(30):
                 store.add_message(cid, "user", f"{tag} {i}")
-        except Exception as e:          # noqa: BLE001 - reported below
+        except Exception as e:  # noqa: BLE001 - reported below
             errors.append(e)
 
     threads = [threading.Thread(target=writer, args=(s, t)) for s, t in ((a, "a"), (a, "a2"), (b, "b"))]

@@ -1,4 +1,5 @@
 """Shared engine fixtures: the SmolLM2 goldens, ISA levels this CPU has."""
+
 from __future__ import annotations
 
 import json

@@ -4,6 +4,7 @@ under one key as fast as it can until killed, printing "saved N" after each save
 Usage: python -m tests.engine.kv_crash_child FOLDER START. States START+1, START+2... State N holds tokens [N] * (N % 7 + 1) and
 `image(N)` (deterministic), so the parent can tell which one a file holds and check every byte.
 """
+
 from __future__ import annotations
 
 import sys

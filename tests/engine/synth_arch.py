@@ -8,6 +8,7 @@ scaling (llama, qwen2). Written with
 gguf.GGUFWriter with the tiny byte-level vocabulary of tests/synth.py (so llama.cpp loads them);
 norm weights random, not ones.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -23,14 +24,28 @@ FEATURES = {
     # frequency divisors in rope_freqs.weight
     "llama_variant": dict(arch="llama", sliding_window=6, rope_freqs=True, rope_base=500000.0),
     "gemma": dict(gemma=True),
-    "gemma2": dict(post_norms=True, sliding_window=5, attn_softcap=20.0, final_softcap=15.0,
-                   gemma=True),
+    "gemma2": dict(post_norms=True, sliding_window=5, attn_softcap=20.0, final_softcap=15.0, gemma=True),
     # at gemma2-27B's 46 layers llama.cpp scales queries by 1/sqrt(n_embd / n_head), not by
     # 1/sqrt(key_length): a key_length of 24 against n_embd / n_head = 16 tells them apart
-    "gemma2_46": dict(arch="gemma2", post_norms=True, sliding_window=5, attn_softcap=20.0,
-                      final_softcap=15.0, gemma=True, key_length=24, n_layer=46),
-    "gemma3": dict(post_norms=True, qk_norm=True, sliding_window=4, gemma=True, key_length=24,
-                   rope_base=1000000.0, rope_base_swa=10000.0),
+    "gemma2_46": dict(
+        arch="gemma2",
+        post_norms=True,
+        sliding_window=5,
+        attn_softcap=20.0,
+        final_softcap=15.0,
+        gemma=True,
+        key_length=24,
+        n_layer=46,
+    ),
+    "gemma3": dict(
+        post_norms=True,
+        qk_norm=True,
+        sliding_window=4,
+        gemma=True,
+        key_length=24,
+        rope_base=1000000.0,
+        rope_base_swa=10000.0,
+    ),
     # fused QKV and gate/up, half the head dims rotated, LongRoPE factors and attention factor:
     # the short factors within the original context (llama.cpp's n_ctx 512 <= 4096) ...
     "phi3": dict(fused=True, rope_dim=8, longrope=True, orig_ctx=4096),
@@ -45,16 +60,25 @@ FEATURES = {
 }
 
 
-def write_arch_model(path: str | Path, name: str, seed: int = 0, n_embd: int = 64, n_head: int = 4,
-                     n_head_kv: int = 2, n_ff: int = 96, n_layer: int | None = None,
-                     tied: bool = False, swa_pattern: int | list[bool] | None = None) -> Path:
+def write_arch_model(
+    path: str | Path,
+    name: str,
+    seed: int = 0,
+    n_embd: int = 64,
+    n_head: int = 4,
+    n_head_kv: int = 2,
+    n_ff: int = 96,
+    n_layer: int | None = None,
+    tied: bool = False,
+    swa_pattern: int | list[bool] | None = None,
+) -> Path:
     import gguf
 
     from tests.synth import tiny_vocab
 
     f = FEATURES[name]
     arch = f.get("arch", name)
-    if n_layer is None:                 # gemma3: one global layer after five local ones, then local
+    if n_layer is None:  # gemma3: one global layer after five local ones, then local
         n_layer = f.get("n_layer", 7 if arch == "gemma3" else 3)
     rng = np.random.default_rng(seed)
     path = Path(path)
@@ -88,9 +112,9 @@ def write_arch_model(path: str | Path, name: str, seed: int = 0, n_embd: int = 6
     w.add_file_type(0)
     if f.get("sliding_window"):
         w.add_uint32(f"{arch}.attention.sliding_window", f["sliding_window"])
-    if isinstance(swa_pattern, list):           # attention.sliding_window_pattern, as a flag a layer
+    if isinstance(swa_pattern, list):  # attention.sliding_window_pattern, as a flag a layer
         w.add_array(f"{arch}.attention.sliding_window_pattern", swa_pattern)
-    elif swa_pattern is not None:               # or as a period
+    elif swa_pattern is not None:  # or as a period
         w.add_uint32(f"{arch}.attention.sliding_window_pattern", swa_pattern)
     if f.get("attn_softcap"):
         w.add_float32(f"{arch}.attn_logit_softcapping", f["attn_softcap"])
@@ -109,7 +133,7 @@ def write_arch_model(path: str | Path, name: str, seed: int = 0, n_embd: int = 6
         w.add_tensor(name, (around + rng.standard_normal(shape) * scale).astype(np.float32))
 
     # gemma scales embeddings by sqrt(n_embd): smaller ones keep the residual stream near 1
-    t("token_embd.weight", n_vocab, n_embd, scale=n_embd ** -0.5 if f.get("gemma") else 1.0)
+    t("token_embd.weight", n_vocab, n_embd, scale=n_embd**-0.5 if f.get("gemma") else 1.0)
     if f.get("rope_freqs"):
         # Llama-3.1-shaped divisors: 1 for high frequencies, up to 8 for the low ones
         w.add_tensor("rope_freqs.weight", np.linspace(1.0, 8.0, head_dim // 2).astype(np.float32))
@@ -139,7 +163,7 @@ def write_arch_model(path: str | Path, name: str, seed: int = 0, n_embd: int = 6
             t(p + "post_ffw_norm.weight", n_embd, scale=0.1, around=1.0)
         t(p + "ffn_norm.weight", n_embd, scale=0.1, around=1.0)
         if f.get("fused"):
-            t(p + "ffn_up.weight", 2 * n_ff, n_embd)       # gate rows first, then up
+            t(p + "ffn_up.weight", 2 * n_ff, n_embd)  # gate rows first, then up
         else:
             t(p + "ffn_gate.weight", n_ff, n_embd)
             t(p + "ffn_up.weight", n_ff, n_embd)

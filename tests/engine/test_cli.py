@@ -1,4 +1,5 @@
 """The engine's command functions (registered by app/cli.py as generate / chat / bench)."""
+
 from __future__ import annotations
 
 import argparse
@@ -24,26 +25,65 @@ def parse(add, argv):
 
 
 def test_generate_json_raw_greedy(tiny_path, capsys):
-    args = parse(cli.add_generate_args, [str(tiny_path), "--prompt", "the cat", "--raw",
-                                         "--temperature", "0", "--max-tokens", "6", "--json",
-                                         "--threads", "1", "--ctx", "64", "--kv-type", "f32"])
+    args = parse(
+        cli.add_generate_args,
+        [
+            str(tiny_path),
+            "--prompt",
+            "the cat",
+            "--raw",
+            "--temperature",
+            "0",
+            "--max-tokens",
+            "6",
+            "--json",
+            "--threads",
+            "1",
+            "--ctx",
+            "64",
+            "--kv-type",
+            "f32",
+        ],
+    )
     assert cli.run_generate(args) == 0
     out = json.loads(capsys.readouterr().out)
     assert set(out) == {"prompt_ids", "ids", "text", "stop_reason", "stats"}
     assert out["stop_reason"] in ("length", "eog")
     ref = ReferenceModel(tiny_path).forward(out["prompt_ids"] + out["ids"][:-1])
-    assert out["ids"] == [int(t) for t in ref[len(out["prompt_ids"]) - 1:].argmax(-1)]
-    for k in ("prompt_tokens", "generated_tokens", "prompt_tok_s", "generation_tok_s", "ttft_s",
-              "peak_rss_bytes", "threads"):
+    assert out["ids"] == [int(t) for t in ref[len(out["prompt_ids"]) - 1 :].argmax(-1)]
+    for k in (
+        "prompt_tokens",
+        "generated_tokens",
+        "prompt_tok_s",
+        "generation_tok_s",
+        "ttft_s",
+        "peak_rss_bytes",
+        "threads",
+    ):
         assert k in out["stats"]
 
 
 def test_generate_chat_template_and_usage_errors(tiny_path, capsys):
-    args = parse(cli.add_generate_args, [str(tiny_path), "--prompt", "hi", "--system", "be brief",
-                                         "--max-tokens", "3", "--json", "--seed", "1", "--ctx", "64"])
+    args = parse(
+        cli.add_generate_args,
+        [
+            str(tiny_path),
+            "--prompt",
+            "hi",
+            "--system",
+            "be brief",
+            "--max-tokens",
+            "3",
+            "--json",
+            "--seed",
+            "1",
+            "--ctx",
+            "64",
+        ],
+    )
     assert cli.run_generate(args) == 0
     out = json.loads(capsys.readouterr().out)
-    assert len(out["prompt_ids"]) > 10          # the ChatML wrapping of both turns
+    assert len(out["prompt_ids"]) > 10  # the ChatML wrapping of both turns
     bad = parse(cli.add_generate_args, [str(tiny_path), "--prompt", "x", "--raw", "--system", "s"])
     assert cli.run_generate(bad) == 2
     bad = parse(cli.add_generate_args, [str(tiny_path), "--prompt", "x", "--temperature", "-1"])
@@ -51,8 +91,9 @@ def test_generate_chat_template_and_usage_errors(tiny_path, capsys):
 
 
 def test_bench_json(tiny_path, capsys):
-    args = parse(cli.add_bench_args, [str(tiny_path), "--threads", "1", "--pp", "16", "--tg", "4",
-                                      "--reps", "2", "--json"])
+    args = parse(
+        cli.add_bench_args, [str(tiny_path), "--threads", "1", "--pp", "16", "--tg", "4", "--reps", "2", "--json"]
+    )
     assert cli.run_bench(args) == 0
     rows = json.loads(capsys.readouterr().out)
     assert [(r["threads"], r["test"]) for r in rows] == [(1, "pp16"), (1, "tg4")]
@@ -72,8 +113,10 @@ def test_bench_depth_runs_every_test_after_that_many_cached_tokens(tiny_path, ca
         return real(self, tokens, start_pos, all_logits)
 
     monkeypatch.setattr(CDecoder, "decode", spy)
-    args = parse(cli.add_bench_args, [str(tiny_path), "--threads", "1", "--pp", "16", "--tg", "4",
-                                      "--reps", "1", "--depth", "40"])
+    args = parse(
+        cli.add_bench_args,
+        [str(tiny_path), "--threads", "1", "--pp", "16", "--tg", "4", "--reps", "1", "--depth", "40"],
+    )
     assert cli.run_bench(args) == 0
     assert "pp16 @ d40" in capsys.readouterr().out
     assert calls[0] == (40, 0)
@@ -83,8 +126,7 @@ def test_bench_depth_runs_every_test_after_that_many_cached_tokens(tiny_path, ca
 
 
 def test_chat_reads_turns_until_exit(tiny_path, capsys):
-    args = parse(cli.add_chat_args, [str(tiny_path), "--max-tokens", "4", "--temperature", "0",
-                                     "--ctx", "128"])
+    args = parse(cli.add_chat_args, [str(tiny_path), "--max-tokens", "4", "--temperature", "0", "--ctx", "128"])
     stdin = io.StringIO("hello\n\n/reset\nagain\n/exit\nnever read\n")
     stdout = io.StringIO()
     assert cli.run_chat(args, stdin=stdin, stdout=stdout) == 0
@@ -101,10 +143,30 @@ def test_generate_resident_memory_within_file_plus_kv_plus_80mb(smollm2_path):
     import sys
 
     n_ctx = 2048
-    out = subprocess.run([sys.executable, "-m", "app.engine.cli", "generate", str(smollm2_path),
-                          "--prompt", "Name a colour.", "--max-tokens", "16", "--temperature", "0",
-                          "--ctx", str(n_ctx), "--threads", "2", "--json"],
-                         capture_output=True, text=True, check=True, timeout=120)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "app.engine.cli",
+            "generate",
+            str(smollm2_path),
+            "--prompt",
+            "Name a colour.",
+            "--max-tokens",
+            "16",
+            "--temperature",
+            "0",
+            "--ctx",
+            str(n_ctx),
+            "--threads",
+            "2",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
     stats = json.loads(out.stdout)["stats"]
     kv = 2 * 30 * n_ctx * 3 * 64 * 2
     slice_ = 4 * 2**20
@@ -112,8 +174,9 @@ def test_generate_resident_memory_within_file_plus_kv_plus_80mb(smollm2_path):
     assert 0 < stats["peak_rss_bytes"] <= limit, (stats["peak_rss_bytes"] / 2**20, limit / 2**20)
 
 
-@pytest.mark.skipif(not hasattr(__import__("signal"), "SIGINT") or __import__("os").name == "nt",
-                    reason="POSIX signals")
+@pytest.mark.skipif(
+    not hasattr(__import__("signal"), "SIGINT") or __import__("os").name == "nt", reason="POSIX signals"
+)
 def test_chat_ctrl_c_stops_the_reply_not_the_chat(smollm2_path):
     """A long reply (a story, 300 tokens allowed) stops at Ctrl+C; the next turn is answered;
     /exit leaves with status 0."""
@@ -122,11 +185,27 @@ def test_chat_ctrl_c_stops_the_reply_not_the_chat(smollm2_path):
     import sys
     import time
 
-    p = subprocess.Popen([sys.executable, "-m", "app.engine.cli", "chat", str(smollm2_path),
-                          "--max-tokens", "300", "--ctx", "512", "--threads", "2",
-                          "--temperature", "0"],
-                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         text=True)
+    p = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "app.engine.cli",
+            "chat",
+            str(smollm2_path),
+            "--max-tokens",
+            "300",
+            "--ctx",
+            "512",
+            "--threads",
+            "2",
+            "--temperature",
+            "0",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     import threading
 
     chunks: list[str] = []
@@ -139,7 +218,7 @@ def test_chat_ctrl_c_stops_the_reply_not_the_chat(smollm2_path):
                 break
             chunks.append(c)
             if len(chunks) > 20:
-                started.set()           # the reply is streaming: the handler is installed
+                started.set()  # the reply is streaming: the handler is installed
 
     reader = threading.Thread(target=read_stdout, daemon=True)
     reader.start()

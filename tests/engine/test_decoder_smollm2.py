@@ -18,6 +18,7 @@ gap at which we diverge is a heavy-tailed statistic of that noise: over 72 promp
 0.07..0.66 between builds of the kernels that differ only in rounding order. A wrong decoder
 (a bad norm epsilon, RoPE base, head layout) moves the mean by whole units and fails check 1.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -29,8 +30,8 @@ from tests.engine.conftest import ISA_LEVELS
 
 GAP_TOLERANCE = 0.75
 MEAN_TOP8_TOLERANCE = 0.2
-MAX_WIDE_DIVERGENCES_PER_PROMPT = 1.0     # gap >= 0.1; llama.cpp vs itself: 0.33 per prompt
-FULL_LEVEL = "avx2" if "avx2" in ISA_LEVELS else ISA_LEVELS[-1]   # every prompt at this level
+MAX_WIDE_DIVERGENCES_PER_PROMPT = 1.0  # gap >= 0.1; llama.cpp vs itself: 0.33 per prompt
+FULL_LEVEL = "avx2" if "avx2" in ISA_LEVELS else ISA_LEVELS[-1]  # every prompt at this level
 
 
 def teacher_forced(d: CDecoder, case: dict) -> tuple[list[tuple[int, float]], float]:
@@ -53,7 +54,7 @@ def test_greedy_goldens_at_every_isa_level(smollm2_file, smollm2_goldens, isa):
     cfg = config_from_gguf(smollm2_file)
     cases = smollm2_goldens["cases"]
     if isa != FULL_LEVEL:
-        cases = cases[::4] if isa != "ref" else cases[5:6]   # fewer prompts elsewhere (suite time)
+        cases = cases[::4] if isa != "ref" else cases[5:6]  # fewer prompts elsewhere (suite time)
     wide = []
     with CDecoder(smollm2_file, cfg, 256, n_threads=2, isa=isa) as d:
         for case in cases:
@@ -135,12 +136,34 @@ def test_llambda_isa_environment_runs_the_whole_engine_at_that_level(smollm2_pat
     import subprocess
     import sys
 
-    case = smollm2_goldens["cases"][6]          # "1, 2, 3, 4, 5," ... (raw)
+    case = smollm2_goldens["cases"][6]  # "1, 2, 3, 4, 5," ... (raw)
     env = dict(os.environ, LLAMBDA_ISA=isa)
-    out = subprocess.run([sys.executable, "-m", "app.engine.cli", "generate", str(smollm2_path),
-                          "--prompt", case["text"], "--raw", "--temperature", "0",
-                          "--max-tokens", "24", "--threads", "2", "--ctx", "256", "--json"],
-                         capture_output=True, text=True, env=env, check=True, timeout=120)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "app.engine.cli",
+            "generate",
+            str(smollm2_path),
+            "--prompt",
+            case["text"],
+            "--raw",
+            "--temperature",
+            "0",
+            "--max-tokens",
+            "24",
+            "--threads",
+            "2",
+            "--ctx",
+            "256",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+        timeout=120,
+    )
     got = json.loads(out.stdout)
     assert got["prompt_ids"] == case["prompt_ids"]
     assert got["stats"]["isa"].startswith(isa)
@@ -160,12 +183,35 @@ def test_a_seed_gives_the_same_reply_at_any_level_and_thread_count(smollm2_path)
 
     replies = set()
     for isa, threads in ((ISA_LEVELS[-1], 2), ("avx2" if "avx2" in ISA_LEVELS else "ref", 1)):
-        out = subprocess.run([sys.executable, "-m", "app.engine.cli", "generate", str(smollm2_path),
-                              "--prompt", "Tell me about the sea.", "--temperature", "0.9",
-                              "--top-k", "50", "--seed", "7", "--max-tokens", "48",
-                              "--threads", str(threads), "--ctx", "256", "--json"],
-                             capture_output=True, text=True, check=True, timeout=120,
-                             env=dict(os.environ, LLAMBDA_ISA=isa))
+        out = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "app.engine.cli",
+                "generate",
+                str(smollm2_path),
+                "--prompt",
+                "Tell me about the sea.",
+                "--temperature",
+                "0.9",
+                "--top-k",
+                "50",
+                "--seed",
+                "7",
+                "--max-tokens",
+                "48",
+                "--threads",
+                str(threads),
+                "--ctx",
+                "256",
+                "--json",
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=120,
+            env=dict(os.environ, LLAMBDA_ISA=isa),
+        )
         got = json.loads(out.stdout)
         assert got["stats"]["isa"].startswith(isa) and got["stats"]["threads"] == threads
         replies.add((tuple(got["ids"]), got["text"]))

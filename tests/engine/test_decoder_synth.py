@@ -5,6 +5,7 @@ reference and llama.cpp (measured ~4e-5: only summation order differs); KL(llama
 every position's next-token distribution < 1e-9 nats (the figure `llambda perplexity` reports). KV cache f16 against the
 reference with K/V rounded to float16 the same way: < 2e-2 (measured ~4e-3).
 """
+
 from __future__ import annotations
 
 import json
@@ -42,7 +43,7 @@ def test_f32_cache_matches_reference_and_llamacpp(synth, isa):
     assert np.abs(got - ref).max() < 1e-3
     assert np.abs(got - gold).max() < 1e-3
     assert (got.argmax(-1) == gold.argmax(-1)).all()
-    kld = kl_divergence_rows(gold, got)             # the fidelity figure of `llambda perplexity`
+    kld = kl_divergence_rows(gold, got)  # the fidelity figure of `llambda perplexity`
     print(f"{c['name']} {isa}: KLD vs llama.cpp mean {kld.mean():.3g} max {kld.max():.3g}")
     assert kld.max() < 1e-9, kld.max()
 

@@ -7,6 +7,7 @@ the same gap tolerance (llama.cpp's own batch-vs-one-by-one noise floor).
 The variant files are ~100 MB each and need llama.cpp to make, so the suite does not make them:
 .ci/run does (scripts/make_test_variants.py); a missing file fails its test with that command.
 """
+
 from __future__ import annotations
 
 import json
@@ -24,7 +25,7 @@ from tests.engine.test_decoder_smollm2 import GAP_TOLERANCE, MEAN_TOP8_TOLERANCE
 
 GOLDEN = DATA / "smollm2_variants.json"
 VARIANTS = json.loads(GOLDEN.read_text())["variants"] if GOLDEN.exists() else []
-MEAN_TOP4_TOLERANCE = MEAN_TOP8_TOLERANCE   # measured 0.08..0.12 (F16: 0.002, BF16: 0.013)
+MEAN_TOP4_TOLERANCE = MEAN_TOP8_TOLERANCE  # measured 0.08..0.12 (F16: 0.002, BF16: 0.013)
 
 
 def _variant_path(v: dict) -> Path:
@@ -35,18 +36,22 @@ def _variant_path(v: dict) -> Path:
 @pytest.mark.parametrize("variant", VARIANTS, ids=lambda v: v["type"])
 def test_variant_greedy_goldens(variant):
     path = _variant_path(variant)
-    how = ("make it with scripts/make_test_variants.py, run by a Python that has "
-           "llama-cpp-python==0.3.36 (.ci/run does this)")
+    how = (
+        "make it with scripts/make_test_variants.py, run by a Python that has "
+        "llama-cpp-python==0.3.36 (.ci/run does this)"
+    )
     if not path.exists():
         pytest.fail(f"{path} missing; {how}", pytrace=False)
-    if path.stat().st_size != variant["size"]:   # (full SHA-256 checked when the file is made;
-        pytest.fail(f"{path} differs from the file the goldens were made from; {how}",  # hashing
-                    pytrace=False)                                                        # 1.5 GB costs 5 s)
+    if path.stat().st_size != variant["size"]:  # (full SHA-256 checked when the file is made;
+        pytest.fail(
+            f"{path} differs from the file the goldens were made from; {how}",  # hashing
+            pytrace=False,
+        )  # 1.5 GB costs 5 s)
     with open_gguf(path) as f:
         cfg = config_from_gguf(f)
         with CDecoder(f, cfg, 256, n_threads=2) as d:
-            k = VARIANTS.index(variant) % 2             # raw and chat prompts alternate
-            for case in variant["cases"][3 * k:3 * k + 1]:
+            k = VARIANTS.index(variant) % 2  # raw and chat prompts alternate
+            for case in variant["cases"][3 * k : 3 * k + 1]:
                 misses, mean_diff = teacher_forced(d, case)
                 label = f"{variant['type']} {case['text'][-30:]!r}"
                 assert all(g < GAP_TOLERANCE for _, g in misses), f"{label}: {misses}"
@@ -70,4 +75,4 @@ def test_variant_is_the_same_at_every_isa_level(variant):
     _, want_logits, want_ids = runs[-1]
     for isa, logits, ids in runs[:-1]:
         assert np.array_equal(logits.view(np.uint32), want_logits.view(np.uint32)), isa
-        assert ids == want_ids[:len(ids)], isa
+        assert ids == want_ids[: len(ids)], isa

@@ -1,6 +1,7 @@
 """Generation end to end: events, stop reasons, context policies, cancel, seeds, statistics.
 Oracle for greedy tokens: the numpy reference forward pass (tiny model) and llama.cpp's goldens
 (SmolLM2)."""
+
 from __future__ import annotations
 
 import threading
@@ -9,8 +10,7 @@ import numpy as np
 import pytest
 
 from app.engine.engine import Chat, Engine
-from app.engine.generate import (ContextShifted, Finished, GenerationRequest, PromptProgress,
-                                 TextPiece)
+from app.engine.generate import ContextShifted, Finished, GenerationRequest, PromptProgress, TextPiece
 from app.engine.sampler import SamplerSettings
 from tests.reference.forward import ReferenceModel
 from tests.synth import TinySpec, write_tiny_model
@@ -37,7 +37,7 @@ def test_greedy_tokens_follow_the_reference_argmax(tiny):
     events, fin = run(eng, GenerationRequest(tuple(prompt), max_tokens=20, stop_on_eog=False))
     assert fin.stop_reason == "length" and len(fin.ids) == 20
     ref = ReferenceModel(path).forward(list(prompt) + list(fin.ids[:-1]))
-    want = ref[len(prompt) - 1:].argmax(-1)
+    want = ref[len(prompt) - 1 :].argmax(-1)
     assert list(fin.ids) == [int(t) for t in want]
     shown = "".join(e.text for e in events if isinstance(e, TextPiece))
     assert shown == fin.text == eng.tokenizer.decode(fin.ids)
@@ -55,8 +55,7 @@ def test_stop_string_and_max_tokens_zero(tiny):
     _, free = run(eng, GenerationRequest(prompt, max_tokens=12, stop_on_eog=False))
     stop = free.text[3:5]
     assert stop
-    events, fin = run(eng, GenerationRequest(prompt, max_tokens=12, stop_on_eog=False,
-                                             stop_strings=(stop,)))
+    events, fin = run(eng, GenerationRequest(prompt, max_tokens=12, stop_on_eog=False, stop_strings=(stop,)))
     assert fin.stop_reason == "stop_string" and fin.stop_string == stop
     assert stop not in fin.text and free.text.startswith(fin.text)
     _, fin = run(eng, GenerationRequest(prompt, max_tokens=0))
@@ -65,11 +64,12 @@ def test_stop_string_and_max_tokens_zero(tiny):
 
 def test_context_full_stop_and_shift(tiny):
     eng, path = tiny
-    prompt = tuple(eng.raw_prompt("x" * 50))          # 50 tokens, context 64
+    prompt = tuple(eng.raw_prompt("x" * 50))  # 50 tokens, context 64
     _, fin = run(eng, GenerationRequest(prompt, max_tokens=40, stop_on_eog=False))
     assert fin.stop_reason == "context_full" and len(fin.ids) == 64 - 50 + 1
-    events, fin = run(eng, GenerationRequest(prompt, max_tokens=40, stop_on_eog=False,
-                                             context_policy="shift", n_keep=4))
+    events, fin = run(
+        eng, GenerationRequest(prompt, max_tokens=40, stop_on_eog=False, context_policy="shift", n_keep=4)
+    )
     shifts = [e for e in events if isinstance(e, ContextShifted)]
     assert fin.stop_reason == "length" and len(fin.ids) == 40 and shifts
     assert fin.stats.context_shifts == len(shifts)
@@ -77,8 +77,7 @@ def test_context_full_stop_and_shift(tiny):
     # afresh gives, so the last token is the reference's arg-max over them
     eng.session.shift_in_place = False
     try:
-        _, fin = run(eng, GenerationRequest(prompt, max_tokens=40, stop_on_eog=False,
-                                            context_policy="shift", n_keep=4))
+        _, fin = run(eng, GenerationRequest(prompt, max_tokens=40, stop_on_eog=False, context_policy="shift", n_keep=4))
         ref = ReferenceModel(path).forward(list(eng.session.tokens))
         assert int(ref[-1].argmax()) == fin.ids[-1]
     finally:
@@ -121,7 +120,7 @@ def test_same_seed_same_text_and_cancel(tiny):
             fin = ev
     assert fin.stop_reason == "cancelled" and len(fin.ids) <= 4
     _, again = run(eng, GenerationRequest(prompt, max_tokens=5, stop_on_eog=False))
-    assert again.stop_reason == "length"       # a cancel does not leak into the next request
+    assert again.stop_reason == "length"  # a cancel does not leak into the next request
 
 
 def test_smollm2_chat_generation_matches_llamacpp(smollm2_path, smollm2_goldens):
@@ -131,7 +130,7 @@ def test_smollm2_chat_generation_matches_llamacpp(smollm2_path, smollm2_goldens)
         ids = eng.chat_prompt(messages)
         assert ids == case["prompt_ids"]
         _, fin = run(eng, GenerationRequest(tuple(ids), max_tokens=16))
-        want = case["ids"][:len(fin.ids)]
+        want = case["ids"][: len(fin.ids)]
         assert list(fin.ids) == want and fin.stop_reason in ("eog", "length")
         assert fin.stats.sample_share < 0.03
         chat = Chat(eng)
@@ -156,11 +155,13 @@ def test_kv_shift_in_place_equals_fresh_decode_on_one_layer(tmp_path, kv_type, t
     short = ids[:6] + ids[20:]
     with open_gguf(path) as f:
         cfg = config_from_gguf(f)
-        with CDecoder(f, cfg, 64, kv_type=kv_type, n_threads=1) as a, \
-                CDecoder(f, cfg, 64, kv_type=kv_type, n_threads=1) as b:
+        with (
+            CDecoder(f, cfg, 64, kv_type=kv_type, n_threads=1) as a,
+            CDecoder(f, cfg, 64, kv_type=kv_type, n_threads=1) as b,
+        ):
             s = Session(a, n_batch=16)
             s.feed(ids)
-            got = s.feed(short + [7, 8])           # finds the dropped block, shifts in place
+            got = s.feed(short + [7, 8])  # finds the dropped block, shifts in place
             assert s.last_evaluated == 2 and s.tokens == short + [7, 8]
             want = b.decode(short + [7, 8], 0)
             np.testing.assert_allclose(got, want, atol=tol)
@@ -174,8 +175,14 @@ def test_chat_drops_oldest_turns_and_reuses_the_cache(smollm2_path):
     with Engine(smollm2_path, n_ctx=192, n_threads=2) as eng:
         chat = Chat(eng, system="You are brief.", reserve=48)
         shifted, last = [], None
-        for q in ["Name a fruit.", "Name a colour.", "Name an animal.", "Name a city.",
-                  "Name a river.", "Name a planet."]:
+        for q in [
+            "Name a fruit.",
+            "Name a colour.",
+            "Name an animal.",
+            "Name a city.",
+            "Name a river.",
+            "Name a planet.",
+        ]:
             for ev in chat.send(q, SamplerSettings(temperature=0.0), max_tokens=24):
                 if isinstance(ev, ContextShifted):
                     shifted.append(ev)
@@ -211,13 +218,20 @@ class _PerToken:
         self._d.clear_abort()
 
 
-PENALIZED = SamplerSettings(temperature=0.9, seed=5, top_k=20, top_p=0.9, min_p=0.02,
-                            repeat_penalty=1.3, frequency_penalty=0.2, presence_penalty=0.1,
-                            penalty_last_n=8)
+PENALIZED = SamplerSettings(
+    temperature=0.9,
+    seed=5,
+    top_k=20,
+    top_p=0.9,
+    min_p=0.02,
+    repeat_penalty=1.3,
+    frequency_penalty=0.2,
+    presence_penalty=0.1,
+    penalty_last_n=8,
+)
 
 
-@pytest.mark.parametrize("settings", [SamplerSettings(temperature=0.0), PENALIZED],
-                         ids=["greedy", "sampled"])
+@pytest.mark.parametrize("settings", [SamplerSettings(temperature=0.0), PENALIZED], ids=["greedy", "sampled"])
 def test_a_run_in_c_equals_the_per_token_loop(tiny, settings):
     """Same tokens, same cache contents: the C loop samples with the same window and the same
     uniform draws (Sampler.uniforms) as sample() token by token."""
@@ -233,7 +247,7 @@ def test_a_run_in_c_equals_the_per_token_loop(tiny, settings):
         sampler = Sampler(settings)
         toks, ts, cancelled = s.sample_run(logits, sampler, 30, max_seconds=60)
         assert not cancelled and len(toks) == 30 and ts >= 0
-        assert s.tokens == list(prompt) + toks[:-1]          # all but the last decoded
+        assert s.tokens == list(prompt) + toks[:-1]  # all but the last decoded
         got.append(toks)
     assert got[0] == got[1]
 
@@ -248,13 +262,13 @@ def test_a_run_stops_at_a_stop_id_and_at_its_time_limit(tiny):
     free, _, _ = s.sample_run(s.feed(prompt), Sampler(), 12, max_seconds=60)
     s = Session(eng.decoder, n_batch=8)
     toks, _, _ = s.sample_run(s.feed(prompt), Sampler(), 12, stop_ids={free[4]}, max_seconds=60)
-    assert toks == free[:free.index(free[4]) + 1]             # the stop id ends the run, undecoded
+    assert toks == free[: free.index(free[4]) + 1]  # the stop id ends the run, undecoded
     assert s.n_past == len(prompt) + len(toks) - 1
     s = Session(eng.decoder, n_batch=8)
     toks, _, _ = s.sample_run(s.feed(prompt), Sampler(), 12, max_seconds=0.0)
-    assert len(toks) == 1 and s.n_past == len(prompt)        # no time: one token, nothing decoded
+    assert len(toks) == 1 and s.n_past == len(prompt)  # no time: one token, nothing decoded
     with pytest.raises(Exception):
-        s.sample_run(s.logits, Sampler(), eng.n_ctx, max_seconds=60)   # would overflow the context
+        s.sample_run(s.logits, Sampler(), eng.n_ctx, max_seconds=60)  # would overflow the context
 
 
 def test_a_run_holds_no_interpreter_lock(tiny):
@@ -266,7 +280,7 @@ def test_a_run_holds_no_interpreter_lock(tiny):
     _, path = tiny
     counts = []
     with Engine(path, n_ctx=256, n_threads=1, kv_type="f32") as eng:
-        for _ in range(5):              # a busy machine may not run the counter at once: retry
+        for _ in range(5):  # a busy machine may not run the counter at once: retry
             s = Session(eng.decoder)
             logits = s.feed(eng.raw_prompt("a"))
             ticks, stop = [0], threading.Event()
@@ -311,7 +325,7 @@ def test_a_seed_gives_the_same_text_however_the_runs_are_cut(tiny):
     eng, _ = tiny
     prompt = eng.raw_prompt("one seed")
     got = []
-    for max_seconds in (60.0, 0.0):            # one long run; runs of one token each
+    for max_seconds in (60.0, 0.0):  # one long run; runs of one token each
         s = Session(eng.decoder, n_batch=8)
         logits = s.feed(prompt)
         sampler = Sampler(PENALIZED)
@@ -336,14 +350,37 @@ def test_llk_generate_refuses_bad_arguments(tiny):
     hist, out = np.zeros(8, np.int32), np.zeros(8, np.int32)
     u = np.zeros(8)
     n_out = ffi.new("int64_t *")
-    args = dict(d=d.ptr, logits=ffi.from_buffer("float[]", logits), n_vocab=d.n_vocab, pos=0,
-                hist=ffi.from_buffer("int32_t[]", hist), n_hist=0, n_window=0, p=s.params,
-                u=ffi.from_buffer("double[]", u), stop=ffi.NULL, n_stop=0, max_tokens=4,
-                max_seconds=1.0, scratch=ffi.from_buffer(s.scratch(d.n_vocab)),
-                out=ffi.from_buffer("int32_t[]", out), n_out=n_out, ts=ffi.NULL)
+    args = dict(
+        d=d.ptr,
+        logits=ffi.from_buffer("float[]", logits),
+        n_vocab=d.n_vocab,
+        pos=0,
+        hist=ffi.from_buffer("int32_t[]", hist),
+        n_hist=0,
+        n_window=0,
+        p=s.params,
+        u=ffi.from_buffer("double[]", u),
+        stop=ffi.NULL,
+        n_stop=0,
+        max_tokens=4,
+        max_seconds=1.0,
+        scratch=ffi.from_buffer(s.scratch(d.n_vocab)),
+        out=ffi.from_buffer("int32_t[]", out),
+        n_out=n_out,
+        ts=ffi.NULL,
+    )
     assert lib.llk_generate(*args.values()) == 0 and n_out[0] == 4
-    eng.session.reset()                    # that run wrote the cache behind the session's back
-    for bad in (dict(d=ffi.NULL), dict(logits=ffi.NULL), dict(n_vocab=0), dict(pos=-1),
-                dict(max_tokens=0), dict(n_stop=1), dict(scratch=ffi.NULL), dict(out=ffi.NULL),
-                dict(n_out=ffi.NULL), dict(u=ffi.NULL)):
-        assert lib.llk_generate(*{**args, **bad}.values()) == 1, bad    # LLK_ERR_ARG
+    eng.session.reset()  # that run wrote the cache behind the session's back
+    for bad in (
+        dict(d=ffi.NULL),
+        dict(logits=ffi.NULL),
+        dict(n_vocab=0),
+        dict(pos=-1),
+        dict(max_tokens=0),
+        dict(n_stop=1),
+        dict(scratch=ffi.NULL),
+        dict(out=ffi.NULL),
+        dict(n_out=ffi.NULL),
+        dict(u=ffi.NULL),
+    ):
+        assert lib.llk_generate(*{**args, **bad}.values()) == 1, bad  # LLK_ERR_ARG

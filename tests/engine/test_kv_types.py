@@ -1,6 +1,7 @@
 """KV cache types per session (f16, q8_0, f32) and the context the engine picks by itself: the
 memory estimate and `inspect` use the KV type, and the decoder allocates what they say; the
 default context is the training length capped by what the estimate says fits."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -50,6 +51,7 @@ def test_a_q8_0_cache_needs_head_sizes_in_blocks_of_32(tmp_path):
     path = write_tiny_model(tmp_path / "t.gguf", TinySpec(), seed=1)
     with open_gguf(path) as f:
         from app.model import config_from_gguf
+
         hd = config_from_gguf(f).head_dim
     assert hd == 16
     with pytest.raises(ValueError, match="multiple of 32"):
@@ -68,4 +70,4 @@ def test_default_context_is_the_training_length_capped_by_memory(smollm2_path):
         n8, _ = fitting_context(f, "q8_0", available_bytes=avail)
         assert n16 % 256 == 0 and 256 <= n16 < train and "fits" in why16
         assert estimate_memory(f, n16).total_bytes <= 0.8 * avail < estimate_memory(f, n16 + 256).total_bytes
-        assert n8 > n16                     # the 8-bit cache fits a longer context
+        assert n8 > n16  # the 8-bit cache fits a longer context

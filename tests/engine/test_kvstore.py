@@ -2,6 +2,7 @@
 the state it was saved from; reopening a conversation decodes only what is new; every kind of
 hostile or foreign file is ignored with a log line and the answer equals the uncached one; the
 size budget evicts the least recently used."""
+
 from __future__ import annotations
 
 import hashlib
@@ -22,7 +23,7 @@ GREEDY = SamplerSettings(temperature=0.0)
 SYSTEM = "You answer in one short sentence."
 FIRST = "Name three colours of the rainbow and say which one is in the middle."
 SECOND = "And which one comes last?"
-N_CTX = 480          # under 512: no attention split, so batch sizes change no bit of the cache
+N_CTX = 480  # under 512: no attention split, so batch sizes change no bit of the cache
 
 
 def bits(x):
@@ -59,22 +60,31 @@ def conversation(engines, tmp_path_factory):
     b.session.reset()
     _, cold = reply(b, history, SECOND)
     path = store.path_for(a.model_id, chat.state_key)
-    return {"store": store, "history": history, "cold": cold, "path": path,
-            "good": path.read_bytes(), "key": chat.state_key, "saved_tokens": list(a.session.tokens)}
+    return {
+        "store": store,
+        "history": history,
+        "cold": cold,
+        "path": path,
+        "good": path.read_bytes(),
+        "key": chat.state_key,
+        "saved_tokens": list(a.session.tokens),
+    }
 
 
 @pytest.mark.parametrize("kv_type", ["f16", "q8_0", "f32"])
 def test_restored_state_gives_the_same_logits_bit_for_bit(smollm2_path, tmp_path, kv_type):
-    with Engine(smollm2_path, n_ctx=N_CTX, n_threads=2, kv_type=kv_type, kv_store=KVStore(tmp_path)) as a, \
-            Engine(smollm2_path, n_ctx=N_CTX, n_threads=1, kv_type=kv_type, kv_store=KVStore(tmp_path)) as b:
+    with (
+        Engine(smollm2_path, n_ctx=N_CTX, n_threads=2, kv_type=kv_type, kv_store=KVStore(tmp_path)) as a,
+        Engine(smollm2_path, n_ctx=N_CTX, n_threads=1, kv_type=kv_type, kv_store=KVStore(tmp_path)) as b,
+    ):
         ids = a.chat_prompt([{"role": "user", "content": FIRST * 3}])
         a.session.feed(ids)
         assert a.save_state("k")
-        assert not a.save_state("k")                    # unchanged: not written again
+        assert not a.save_state("k")  # unchanged: not written again
         assert b.restore_state("k", ids + [42]) == len(ids)
         assert b.session.tokens == ids
         np.testing.assert_array_equal(b.decoder.kv_read(len(ids)), a.decoder.kv_read(len(ids)))
-        for tok in (42, 7, 1000):                      # the next steps agree bit for bit
+        for tok in (42, 7, 1000):  # the next steps agree bit for bit
             assert np.array_equal(bits(a.session.step(tok)), bits(b.session.step(tok)))
 
 
@@ -86,21 +96,23 @@ def test_a_state_saved_in_the_background_is_the_cache_at_the_save_bit_for_bit(sm
     from tests.engine.test_kvkeeper import SlowStore
 
     slow = SlowStore(tmp_path)
-    with Engine(smollm2_path, n_ctx=N_CTX, n_threads=2, kv_store=StateKeeper(slow)) as a, \
-            Engine(smollm2_path, n_ctx=N_CTX, n_threads=1, kv_store=KVStore(tmp_path)) as b:
+    with (
+        Engine(smollm2_path, n_ctx=N_CTX, n_threads=2, kv_store=StateKeeper(slow)) as a,
+        Engine(smollm2_path, n_ctx=N_CTX, n_threads=1, kv_store=KVStore(tmp_path)) as b,
+    ):
         ids = a.chat_prompt([{"role": "user", "content": FIRST * 3}])
         a.session.feed(ids)
         want = a.decoder.kv_read(len(ids))
-        assert a.save_state("k")                    # a snapshot; the writer waits
+        assert a.save_state("k")  # a snapshot; the writer waits
         assert slow.started.wait(30) and slow.writes == []
-        a.session.feed(a.chat_prompt([{"role": "user", "content": SECOND * 5}]))   # cache overwritten
+        a.session.feed(a.chat_prompt([{"role": "user", "content": SECOND * 5}]))  # cache overwritten
         assert not np.array_equal(a.decoder.kv_read(len(ids)), want)
         slow.release.set()
         assert a.kv_store.close(30) and slow.writes == [("k", len(ids))]
         assert b.restore_state("k", ids + [42]) == len(ids)
         np.testing.assert_array_equal(b.decoder.kv_read(len(ids)), want)
         a.session.reset()
-        a.session.feed(ids)                         # decoded afresh: the cache at the save again
+        a.session.feed(ids)  # decoded afresh: the cache at the save again
         np.testing.assert_array_equal(a.decoder.kv_read(len(ids)), want)
         for tok in (42, 7, 1000):
             assert np.array_equal(bits(a.session.step(tok)), bits(b.session.step(tok)))
@@ -120,8 +132,8 @@ def test_reopening_decodes_only_what_is_new_and_answers_as_uncached(engines, con
 
 def _fields(raw: bytes):
     magic, version, hlen = struct.unpack_from("<8sII", raw)
-    header = json.loads(raw[16:16 + hlen])
-    return magic, version, header, raw[16 + hlen:-32]
+    header = json.loads(raw[16 : 16 + hlen])
+    return magic, version, header, raw[16 + hlen : -32]
 
 
 def _rebuild(magic, version, header, body) -> bytes:
@@ -135,6 +147,7 @@ def _edit_header(**changes):
         magic, version, header, body = _fields(raw)
         header.update(changes)
         return _rebuild(magic, version, header, body)
+
     return f
 
 
@@ -143,10 +156,12 @@ def _flip(where):
         b = bytearray(raw)
         _, _, header, _ = _fields(raw)
         hlen = struct.unpack_from("<I", raw, 12)[0]
-        at = {"header": 16 + hlen // 2, "tokens": 16 + hlen + 5, "image": len(raw) - 32 - 1000,
-              "digest": len(raw) - 3}[where]
+        at = {"header": 16 + hlen // 2, "tokens": 16 + hlen + 5, "image": len(raw) - 32 - 1000, "digest": len(raw) - 3}[
+            where
+        ]
         b[at] ^= 0x10
         return bytes(b)
+
     return f
 
 
@@ -154,15 +169,15 @@ def _bad_tokens(raw):
     magic, version, header, body = _fields(raw)
     body = bytearray(body)
     n = header["n_tokens"]
-    body[4 * (n - 1):4 * n] = struct.pack("<i", 10 ** 8)   # the last: the rest still matches
+    body[4 * (n - 1) : 4 * n] = struct.pack("<i", 10**8)  # the last: the rest still matches
     return _rebuild(magic, version, header, bytes(body))
 
 
 DAMAGE = {
     "empty": lambda raw: b"",
     "truncated_in_header": lambda raw: raw[:40],
-    "truncated_in_tokens": lambda raw: raw[:16 + struct.unpack_from("<I", raw, 12)[0] + 8],
-    "truncated_in_image": lambda raw: raw[:len(raw) // 2],
+    "truncated_in_tokens": lambda raw: raw[: 16 + struct.unpack_from("<I", raw, 12)[0] + 8],
+    "truncated_in_image": lambda raw: raw[: len(raw) // 2],
     "truncated_last_byte": lambda raw: raw[:-1],
     "one_byte_more": lambda raw: raw + b"\0",
     "flipped_header": _flip("header"),
@@ -176,29 +191,30 @@ DAMAGE = {
     "future_version": lambda raw: _rebuild(b"LLKVSAVE", 2, *_fields(raw)[2:]),
     "not_our_magic": lambda raw: _rebuild(b"GGUF\0\0\0\0", 1, *_fields(raw)[2:]),
     "tokens_outside_vocab": _bad_tokens,
-    "huge_token_count": _edit_header(n_tokens=10 ** 9),
+    "huge_token_count": _edit_header(n_tokens=10**9),
 }
 
 
 # every case answers end to end in the default run for these; the rest check the restore step
 # (nothing loaded, a log line) by default and answer end to end with -m slow
-ANSWERED = {"truncated_in_image", "flipped_image", "other_model", "future_version",
-            "symlink_elsewhere", "directory"}
-CASES = [pytest.param(d, True, id=f"{d}-answer") for d in sorted(ANSWERED)] + \
-        [pytest.param(d, False, id=d) for d in sorted(DAMAGE) + ["symlink_elsewhere", "directory"]] + \
-        [pytest.param(d, True, id=f"{d}-answer", marks=pytest.mark.slow) for d in sorted(DAMAGE)
-         if d not in ANSWERED]
+ANSWERED = {"truncated_in_image", "flipped_image", "other_model", "future_version", "symlink_elsewhere", "directory"}
+CASES = (
+    [pytest.param(d, True, id=f"{d}-answer") for d in sorted(ANSWERED)]
+    + [pytest.param(d, False, id=d) for d in sorted(DAMAGE) + ["symlink_elsewhere", "directory"]]
+    + [pytest.param(d, True, id=f"{d}-answer", marks=pytest.mark.slow) for d in sorted(DAMAGE) if d not in ANSWERED]
+)
 
 
 @pytest.mark.parametrize("damage,answer", CASES)
 def test_hostile_state_files_are_ignored_and_the_answer_equals_the_uncached_one(
-        engines, conversation, damage, answer, tmp_path, caplog):
+    engines, conversation, damage, answer, tmp_path, caplog
+):
     a, b = engines
     path, good = conversation["path"], conversation["good"]
     path.unlink()
     if damage == "symlink_elsewhere":
         elsewhere = tmp_path / "elsewhere.llkv"
-        elsewhere.write_bytes(good)               # even a valid state is not read through a link
+        elsewhere.write_bytes(good)  # even a valid state is not read through a link
         os.symlink(elsewhere, path)
     elif damage == "directory":
         path.mkdir()
@@ -215,11 +231,12 @@ def test_hostile_state_files_are_ignored_and_the_answer_equals_the_uncached_one(
             else:
                 chat = Chat(b, system=SYSTEM)
                 chat.messages = [dict(m) for m in conversation["history"]]
-                ids = b.chat_prompt([{"role": "system", "content": SYSTEM}] + chat.messages +
-                                    [{"role": "user", "content": SECOND}])
+                ids = b.chat_prompt(
+                    [{"role": "system", "content": SYSTEM}] + chat.messages + [{"role": "user", "content": SECOND}]
+                )
                 assert b.restore_state(conversation["key"], ids) == 0 and b.session.n_past == 0
         assert any("ignored" in r.getMessage() for r in caplog.records), caplog.text
-        if damage == "directory" and answer:      # saving over it fails cleanly, with a log line
+        if damage == "directory" and answer:  # saving over it fails cleanly, with a log line
             caplog.clear()
             with caplog.at_level(logging.INFO, logger="app.engine.kvstore"):
                 assert chat.save_state() is False
@@ -237,16 +254,16 @@ def test_the_budget_evicts_the_least_recently_used(tmp_path):
     sig = {"kv_type": "f16"}
     image = np.arange(1000, dtype=np.uint8)
     size = store.save("m", "a", sig, [1, 2, 3], image).stat().st_size
-    store.budget_bytes = 3 * size + size // 2          # room for three states
+    store.budget_bytes = 3 * size + size // 2  # room for three states
     for i, key in enumerate(["a", "b", "c"]):
         assert store.save("m", key, sig, [1, 2, 3], image) is not None or key == "a"
         os.utime(store.path_for("m", key), (1000 + i, 1000 + i))
-    assert store.load("m", "a", sig, 100) is not None          # "a" is now the most recent
+    assert store.load("m", "a", sig, 100) is not None  # "a" is now the most recent
     assert store.save("m", "d", sig, [1, 2, 3, 4], image) is not None
     left = {k for k in "abcd" if store.path_for("m", k).exists()}
     assert left == {"a", "c", "d"}
-    assert store.save("m", "big", sig, [1], np.zeros(5 * size, np.uint8)) is None   # over the budget
-    assert store.peek("m", "c", sig, 2) is None                # 3 tokens do not fit n_ctx 2
+    assert store.save("m", "big", sig, [1], np.zeros(5 * size, np.uint8)) is None  # over the budget
+    assert store.peek("m", "c", sig, 2) is None  # 3 tokens do not fit n_ctx 2
 
 
 def test_model_identity_is_the_library_hash_or_a_sampled_hash(tmp_path):
@@ -256,7 +273,7 @@ def test_model_identity_is_the_library_hash_or_a_sampled_hash(tmp_path):
     one, two = tmp_path / "one.gguf", tmp_path / "two.gguf"
     data = random.Random(3).randbytes(3 << 20)
     one.write_bytes(data)
-    two.write_bytes(data[:-1] + bytes([data[-1] ^ 0xFF]))     # differs in the last byte only
+    two.write_bytes(data[:-1] + bytes([data[-1] ^ 0xFF]))  # differs in the last byte only
     assert model_identity(one).startswith("sampled:")
     assert model_identity(one) != model_identity(two)
 
@@ -282,9 +299,13 @@ def test_sigkill_while_saving_leaves_the_old_state_or_the_new_one(tmp_path):
     previous, runs_that_saved = None, 0
     for run in range(8):
         start = 1000 * (run + 1)
-        proc = subprocess.Popen([sys.executable, "-m", "tests.engine.kv_crash_child", str(tmp_path),
-                                 str(start)], cwd=repo, stdout=subprocess.PIPE, text=True,
-                                env=dict(os.environ))
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "tests.engine.kv_crash_child", str(tmp_path), str(start)],
+            cwd=repo,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=dict(os.environ),
+        )
         lines: list[str] = []
         ready = threading.Event()
 
@@ -314,5 +335,5 @@ def test_sigkill_while_saving_leaves_the_old_state_or_the_new_one(tmp_path):
         assert toks == tokens(n)
         assert np.array_equal(img, image(n))
         previous = n
-    assert runs_that_saved >= 4                 # most runs were killed after saving something
+    assert runs_that_saved >= 4  # most runs were killed after saving something
     assert not [p for p in tmp_path.iterdir() if p.suffix == ".llkv" and p != path]

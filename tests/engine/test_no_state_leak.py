@@ -14,10 +14,12 @@ from app.engine.sampler import SamplerSettings
 
 SETTINGS = SamplerSettings(temperature=0.8, seed=1234)
 A = [{"role": "user", "content": "Write one sentence about cats."}]
-B = [{"role": "system", "content": "You answer briefly."},
-     {"role": "user", "content": "Name three colours of the rainbow."}]
+B = [
+    {"role": "system", "content": "You answer briefly."},
+    {"role": "user", "content": "Name three colours of the rainbow."},
+]
 N = 16
-N_CTX = 64                # A and B fit with their replies; a long reply does not
+N_CTX = 64  # A and B fit with their replies; a long reply does not
 
 
 def reply(eng: Engine, messages, max_tokens: int = N, **kw) -> Finished:
@@ -35,7 +37,7 @@ def engine(smollm2_path):
 @pytest.fixture(scope="module")
 def first_a(engine):
     fin = reply(engine, A)
-    assert fin.stats.generated_tokens == N        # long enough to compare
+    assert fin.stats.generated_tokens == N  # long enough to compare
     return fin.ids
 
 
@@ -48,9 +50,18 @@ def test_a_then_b_then_a(engine, first_a):
 def test_a_after_a_context_shift(engine, first_a):
     # a reply longer than the context left: the session drops old tokens and shifts the cache
     ids = engine.chat_prompt(B)
-    events = list(engine.generate(GenerationRequest(tuple(ids), max_tokens=engine.n_ctx - len(ids) + 16,
-                                                    sampler=SETTINGS, stop_on_eog=False,
-                                                    context_policy="shift", n_keep=1)))
+    events = list(
+        engine.generate(
+            GenerationRequest(
+                tuple(ids),
+                max_tokens=engine.n_ctx - len(ids) + 16,
+                sampler=SETTINGS,
+                stop_on_eog=False,
+                context_policy="shift",
+                n_keep=1,
+            )
+        )
+    )
     assert any(isinstance(ev, ContextShifted) for ev in events), "the test needs a context shift"
     assert reply(engine, A).ids == first_a
 
@@ -77,8 +88,15 @@ def test_a_after_switching_models_and_back(smollm2_path, tmp_path):
     from tests.synth import write_tiny_model
 
     other = write_tiny_model(tmp_path / "tiny.gguf")
-    settings = {"temperature": 0.8, "seed": 1234, "max_tokens": N, "top_k": 40, "top_p": 0.95,
-                "min_p": 0.05, "repeat_penalty": 1.0}
+    settings = {
+        "temperature": 0.8,
+        "seed": 1234,
+        "max_tokens": N,
+        "top_k": 40,
+        "top_p": 0.95,
+        "min_p": 0.05,
+        "repeat_penalty": 1.0,
+    }
 
     def answer(eng, messages):
         return "".join(ev.text for ev in eng.generate(messages, settings) if isinstance(ev, TextPiece))

@@ -2,6 +2,7 @@
 matrix, the packed copy replaces the file's mapped pages instead of adding to them, and the
 logits stay those of the reference level bit for bit (held for every prompt and level in
 test_decoder_smollm2.py; here for a prompt long enough to leave every register-tile remainder)."""
+
 from __future__ import annotations
 
 import os
@@ -15,8 +16,10 @@ from app.engine.decoder import CDecoder
 from app.gguf import open_gguf
 from app.model import config_from_gguf
 
-pytestmark = pytest.mark.skipif("avx2" not in K.ISA_NAMES[: K.best_isa_level() + 1],
-                                reason="this CPU has no AVX2 (the reference level packs nothing)")
+pytestmark = pytest.mark.skipif(
+    "avx2" not in K.ISA_NAMES[: K.best_isa_level() + 1],
+    reason="this CPU has no AVX2 (the reference level packs nothing)",
+)
 
 
 def test_avx2_packs_and_the_copy_replaces_the_mapped_pages(smollm2_path):

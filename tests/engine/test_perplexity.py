@@ -4,6 +4,7 @@ plus the bad inputs: empty, too short or binary text, a base from another model 
 truncated or damaged base -- each one line on stderr, exit 2 (usage) or 3 (bad file), and no
 file written half-way.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -20,8 +21,10 @@ from tests.reference.forward import ReferenceModel
 from tests.synth import TinySpec, write_tiny_model
 
 CTX = 64
-WORDS = ("the clock on the market hall stopped at a quarter past four, and a pigeon "
-         "had built its nest against the escapement; def tick(n): return n + 1\n")
+WORDS = (
+    "the clock on the market hall stopped at a quarter past four, and a pigeon "
+    "had built its nest against the escapement; def tick(n): return n + 1\n"
+)
 
 
 @pytest.fixture(scope="module")
@@ -29,9 +32,12 @@ def tiny(tmp_path_factory):
     d = tmp_path_factory.mktemp("ppl")
     text = d / "text.txt"
     text.write_text(WORDS * 4, encoding="utf-8")
-    return {"model": write_tiny_model(d / "tiny.gguf", TinySpec(), seed=5),
-            "other": write_tiny_model(d / "other.gguf", TinySpec(n_layer=1), seed=9),
-            "text": text, "dir": d}
+    return {
+        "model": write_tiny_model(d / "tiny.gguf", TinySpec(), seed=5),
+        "other": write_tiny_model(d / "other.gguf", TinySpec(n_layer=1), seed=9),
+        "text": text,
+        "dir": d,
+    }
 
 
 def run(argv, capsys):
@@ -55,8 +61,8 @@ def _reference_scores(model_path, text_path):
     ref = ReferenceModel(model_path, n_ctx=CTX)
     tlp, lps = [], []
     for chunk in plan.chunks:
-        lp = P.log_softmax_rows(ref.forward(list(chunk))[plan.first:CTX - 1])
-        tlp.extend(lp[np.arange(lp.shape[0]), list(chunk[plan.first + 1:])])
+        lp = P.log_softmax_rows(ref.forward(list(chunk))[plan.first : CTX - 1])
+        tlp.extend(lp[np.arange(lp.shape[0]), list(chunk[plan.first + 1 :])])
         lps.append(lp)
     return plan, np.array(tlp), np.concatenate(lps)
 
@@ -78,7 +84,7 @@ def test_save_then_compare_itself_and_another_model(tiny, capsys):
     code, out, err = run([tiny["model"], tiny["text"], "--ctx", CTX, "--save-logits", base], capsys)
     assert code == 0, err
     assert "perplexity:" in out and base.exists()
-    assert "chunk 1/" in err                     # progress, plain lines when not a terminal
+    assert "chunk 1/" in err  # progress, plain lines when not a terminal
     b = P.read_base(str(base))
     assert b.header["n_ctx"] == CTX and b.k == P.TOP_K and b.header["model"]["file"] == "tiny.gguf"
     # the same model against its own base: KLD ~0 (float32 storage), full agreement
@@ -136,10 +142,16 @@ def test_plan_chunks_bos_and_hashes():
         P.make_plan(ids[:31], 32, 1)
 
 
-@pytest.mark.parametrize("content, message", [
-    (b"", "empty"), (b"   \n\t\n", "empty"), (b"short text", "fewer than one chunk"),
-    (b"\x7fELF\x02\x01\x01\x00\x00\x00" * 50, "binary"), (b"caf\xe9 " * 100, "not UTF-8"),
-])
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (b"", "empty"),
+        (b"   \n\t\n", "empty"),
+        (b"short text", "fewer than one chunk"),
+        (b"\x7fELF\x02\x01\x01\x00\x00\x00" * 50, "binary"),
+        (b"caf\xe9 " * 100, "not UTF-8"),
+    ],
+)
 def test_bad_text_is_one_line_exit_2_nothing_written(tiny, capsys, content, message):
     bad = tiny["dir"] / "bad.txt"
     bad.write_bytes(content)
@@ -160,6 +172,7 @@ def test_base_from_another_text_or_model_is_refused(tiny, capsys, tmp_path):
     assert code == 2 and "--ctx 64" in err
     # a model with another vocabulary (the SentencePiece tiny model)
     from tests.synth import write_tiny_spm_model
+
     spm = write_tiny_spm_model(tmp_path / "spm.gguf")
     code, _, err = run([spm, tiny["text"], "--kl-divergence", base], capsys)
     assert code == 2 and ("another vocabulary" in err or "other token ids" in err), err
@@ -170,10 +183,14 @@ def test_truncated_or_damaged_base_is_exit_3(tiny, capsys, tmp_path):
     base = tmp_path / "base.bin"
     assert run([tiny["model"], tiny["text"], "--ctx", CTX, "--save-logits", base], capsys)[0] == 0
     raw = base.read_bytes()
-    cases = {"truncated": raw[:len(raw) // 2], "header only": raw[:40], "empty": b"",
-             "damaged": raw[:100] + bytes([raw[100] ^ 1]) + raw[101:],
-             "not a base": b"GGUF" + bytes(200),
-             "version 9": raw[:8] + (9).to_bytes(4, "little") + raw[12:]}
+    cases = {
+        "truncated": raw[: len(raw) // 2],
+        "header only": raw[:40],
+        "empty": b"",
+        "damaged": raw[:100] + bytes([raw[100] ^ 1]) + raw[101:],
+        "not a base": b"GGUF" + bytes(200),
+        "version 9": raw[:8] + (9).to_bytes(4, "little") + raw[12:],
+    }
     for what, data in cases.items():
         bad = tmp_path / "bad.bin"
         bad.write_bytes(data)
@@ -200,8 +217,9 @@ def test_save_is_atomic(tiny, tmp_path, monkeypatch, capsys):
     monkeypatch.undo()
     assert code != 0 and "No space left" in err
     assert base.read_bytes() == b"old" and os.listdir(tmp_path) == ["base.bin"]
-    code, _, err = run([tiny["model"], tiny["text"], "--ctx", CTX, "--save-logits",
-                        tmp_path / "no" / "such" / "dir.bin"], capsys)
+    code, _, err = run(
+        [tiny["model"], tiny["text"], "--ctx", CTX, "--save-logits", tmp_path / "no" / "such" / "dir.bin"], capsys
+    )
     assert code == 2 and "not writable" in err
 
 
@@ -227,8 +245,9 @@ def test_registered_in_the_main_command_line(tiny, capsys):
     from app import cli as main_cli
 
     assert "perplexity" in main_cli.SUBCOMMANDS
-    code = main_cli.main(["perplexity", str(tiny["model"]), str(tiny["text"]), "--ctx", str(CTX),
-                          "--chunks", "1", "--json"])
+    code = main_cli.main(
+        ["perplexity", str(tiny["model"]), str(tiny["text"]), "--ctx", str(CTX), "--chunks", "1", "--json"]
+    )
     assert code == 0 and json.loads(capsys.readouterr().out)["n_chunks"] == 1
     with pytest.raises(SystemExit):
         main_cli.main(["perplexity", "--help"])

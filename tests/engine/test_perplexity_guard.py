@@ -55,6 +55,7 @@ gave KLD 0.0334 (x12.4), top-1 87.2%, PPL ratio 1.041 (tried once, reverted).
 A missing model file fails with the command that makes it (.ci/run does); it never skips. A level
 the CPU lacks (avx512 here) is not collected.
 """
+
 from __future__ import annotations
 
 import json
@@ -92,22 +93,25 @@ def _model_path(name: str) -> Path:
         return require_smollm2()
     if name == "gemma3":
         from tests.engine.test_decoder_gemma3 import fetch_gemma3
+
         try:
             return fetch_gemma3()
         except Exception as e:
             pytest.fail(str(e), pytrace=False)
     path = cache_dir() / "variants" / FLOORS["models"][name]["file"]
     if not path.exists():
-        pytest.fail(f"{path} missing; make it with scripts/make_test_variants.py, run by a Python "
-                    "that has llama-cpp-python==0.3.36 (.ci/run does this)", pytrace=False)
+        pytest.fail(
+            f"{path} missing; make it with scripts/make_test_variants.py, run by a Python "
+            "that has llama-cpp-python==0.3.36 (.ci/run does this)",
+            pytrace=False,
+        )
     return path
 
 
 def _measure(f, cfg, tok, base: P.BaseFile, isa: str, keep_logits: bool = False):
     ids = tok.encode(TEXT, add_special=True, parse_special=False)
-    plan = P.make_plan(ids, int(base.header["n_ctx"]), tok.bos_id if tok.add_bos else None,
-                       base.n_chunks)
-    base.check_against(plan, cfg.n_vocab)          # our tokenizer gave llama.cpp's ids
+    plan = P.make_plan(ids, int(base.header["n_ctx"]), tok.bos_id if tok.add_bos else None, base.n_chunks)
+    base.check_against(plan, cfg.n_vocab)  # our tokenizer gave llama.cpp's ids
     with CDecoder(f, cfg, plan.n_ctx, n_threads=2, isa=isa) as d:
         scores = list(P.score_chunks(d, plan, base=base))
         logits = d.decode(plan.chunks[0], 0, all_logits=True) if keep_logits else None
@@ -121,19 +125,20 @@ def _floor(entry: dict, base: P.BaseFile) -> dict:
     return {"kld": float(kld.mean()), "top1": float(top1.mean()), "ppl_ratio": ratio}
 
 
-def _check(label: str, ours: P.Summary, floor: dict, factor: float = KLD_FACTOR,
-           ppl_tol: float = PPL_RATIO_TOL) -> str:
+def _check(label: str, ours: P.Summary, floor: dict, factor: float = KLD_FACTOR, ppl_tol: float = PPL_RATIO_TOL) -> str:
     """The criteria, each widened by the sampling error of the positions measured (SE_WIDTH
     standard errors) where that is the larger: a bound tighter than the measurement's own noise
     would fail on the text chosen, not on the engine."""
     kld_bound = factor * floor["kld"] + SE_WIDTH * ours.kld_se
     top1_bound = floor["top1"] - max(TOP1_SLACK, SE_WIDTH * ours.top1_se)
     ppl_bound = max(ppl_tol, factor * abs(floor["ppl_ratio"] - 1), SE_WIDTH * ours.ppl_ratio_se)
-    figures = (f"{label}: KLD {ours.kld_mean:.5f} (llama.cpp floor {floor['kld']:.5f}, "
-               f"x{ours.kld_mean / floor['kld']:.2f}; bound {kld_bound:.5f}), top-1 "
-               f"{100 * ours.top1:.1f}% (floor {100 * floor['top1']:.1f}%; bound "
-               f"{100 * top1_bound:.1f}%), PPL ratio {ours.ppl_ratio:.4f} (llama.cpp's own "
-               f"{floor['ppl_ratio']:.4f}; bound 1 +- {ppl_bound:.4f})")
+    figures = (
+        f"{label}: KLD {ours.kld_mean:.5f} (llama.cpp floor {floor['kld']:.5f}, "
+        f"x{ours.kld_mean / floor['kld']:.2f}; bound {kld_bound:.5f}), top-1 "
+        f"{100 * ours.top1:.1f}% (floor {100 * floor['top1']:.1f}%; bound "
+        f"{100 * top1_bound:.1f}%), PPL ratio {ours.ppl_ratio:.4f} (llama.cpp's own "
+        f"{floor['ppl_ratio']:.4f}; bound 1 +- {ppl_bound:.4f})"
+    )
     print(figures)
     assert ours.kld_mean <= kld_bound, figures
     assert ours.top1 >= top1_bound, figures
@@ -155,8 +160,12 @@ def test_fidelity_at_the_best_level(model):
     base = P.read_base(str(DATA / "llamacpp" / f"{name}.bin"))
     ours, _ = _measure(f, cfg, tok, base, BEST)
     assert ours.n_positions == FLOORS["models"][name]["n_positions"]
-    _check(f"{name} {BEST}", ours, _floor(FLOORS["models"][name], base),
-           ppl_tol=PPL_RATIO_TOL_BY_MODEL.get(name, PPL_RATIO_TOL))
+    _check(
+        f"{name} {BEST}",
+        ours,
+        _floor(FLOORS["models"][name], base),
+        ppl_tol=PPL_RATIO_TOL_BY_MODEL.get(name, PPL_RATIO_TOL),
+    )
 
 
 # The other levels' runs of the variants are behind `slow` (~3 minutes of reference kernels):
@@ -165,8 +174,9 @@ QUICK_OTHER_LEVELS = ("Q4_1", "gemma3")
 
 
 @pytest.mark.parametrize("isa", [i for i in ISA_LEVELS if i != BEST])
-@pytest.mark.parametrize("name", [pytest.param(n, marks=() if n in QUICK_OTHER_LEVELS else pytest.mark.slow)
-                                  for n in MODELS])
+@pytest.mark.parametrize(
+    "name", [pytest.param(n, marks=() if n in QUICK_OTHER_LEVELS else pytest.mark.slow) for n in MODELS]
+)
 def test_fidelity_at_the_other_levels(name, isa):
     """The short base (one chunk of 64) at each other level, held to the same criteria, and its
     logits equal to the best level's bit for bit."""
@@ -188,8 +198,11 @@ def _variant_file(name: str) -> Path:
     variants = json.loads((DATA.parent / "engine" / "smollm2_variants.json").read_text())["variants"]
     path = cache_dir() / "variants" / next(v["file"] for v in variants if v["type"] == name)
     if not path.exists():
-        pytest.fail(f"{path} missing; make it with scripts/make_test_variants.py, run by a Python "
-                    "that has llama-cpp-python==0.3.36 (.ci/run does this)", pytrace=False)
+        pytest.fail(
+            f"{path} missing; make it with scripts/make_test_variants.py, run by a Python "
+            "that has llama-cpp-python==0.3.36 (.ci/run does this)",
+            pytrace=False,
+        )
     return path
 
 
@@ -197,6 +210,7 @@ def test_quantizations_rank_as_expected_against_an_f16_base(tmp_path):
     """What a user does with `--kl-divergence`: a base saved from the F16 file (through the base
     file format), each quantization measured against it on one chunk (255 positions): the KLD
     orders them by their bits, Q8_0 < Q6_K < Q4_K_M < Q3_K_M < Q2_K."""
+
     def run(name, base=None, k=0):
         with open_gguf(_variant_file(name)) as f:
             cfg, tok = config_from_gguf(f), load_tokenizer(f)
@@ -206,8 +220,9 @@ def test_quantizations_rank_as_expected_against_an_f16_base(tmp_path):
                 return plan, cfg, list(P.score_chunks(d, plan, k=k, base=base))
 
     plan, cfg, scores = run("F16", k=P.TOP_K)
-    P.write_base(str(tmp_path / "f16.bin"), plan, scores, cfg.n_vocab, "", {"file": "F16"},
-                 {"file": "fidelity_text.txt"}, "test")
+    P.write_base(
+        str(tmp_path / "f16.bin"), plan, scores, cfg.n_vocab, "", {"file": "F16"}, {"file": "fidelity_text.txt"}, "test"
+    )
     base = P.read_base(str(tmp_path / "f16.bin"))
     kld = {name: P.kld_against(base, run(name, base)[2]).kld_mean for name in ORDER}
     print("KLD against F16:", {k: round(v, 5) for k, v in kld.items()})

@@ -1,4 +1,5 @@
 """The sampler against a naive full-sort oracle, its seeded determinism, and its cost."""
+
 from __future__ import annotations
 
 import time
@@ -14,7 +15,7 @@ def naive_candidates(logits: np.ndarray, s: SamplerSettings) -> list[int]:
     order = np.argsort(-logits, kind="stable")
     keep = list(order)
     if s.top_k > 0:
-        keep = keep[:s.top_k]
+        keep = keep[: s.top_k]
     if s.top_p < 1:
         p = np.exp(logits[keep].astype(np.float64) - logits.max())
         p /= p.sum()
@@ -32,7 +33,7 @@ def naive_candidates(logits: np.ndarray, s: SamplerSettings) -> list[int]:
 
 def naive_penalties(logits, context, s: SamplerSettings):
     out = logits.astype(np.float64).copy()
-    window = list(context)[-s.penalty_last_n:] if s.penalty_last_n else []
+    window = list(context)[-s.penalty_last_n :] if s.penalty_last_n else []
     for t in set(window):
         c = window.count(t)
         v = out[t]
@@ -64,8 +65,15 @@ def test_penalties_match_naive_oracle():
     """With every filter off the candidates are the whole vocabulary, best first, with their
     penalised logits; ids outside the vocabulary in the context are ignored."""
     rng = np.random.default_rng(1)
-    s = SamplerSettings(repeat_penalty=1.3, frequency_penalty=0.2, presence_penalty=0.5,
-                        penalty_last_n=16, top_k=0, top_p=1.0, min_p=0.0)
+    s = SamplerSettings(
+        repeat_penalty=1.3,
+        frequency_penalty=0.2,
+        presence_penalty=0.5,
+        penalty_last_n=16,
+        top_k=0,
+        top_p=1.0,
+        min_p=0.0,
+    )
     logits = rng.standard_normal(500).astype(np.float32) * 3
     context = list(rng.integers(0, 40, 50)) + [-1, 500, 10**9]
     ids, vals = Sampler(s).candidates(logits, context)
@@ -74,14 +82,14 @@ def test_penalties_match_naive_oracle():
     np.testing.assert_allclose(vals, want[ids], rtol=1e-6, atol=1e-6)
     assert list(ids) == list(np.argsort(-want.astype(np.float32), kind="stable"))
     untouched = Sampler(SamplerSettings(top_k=0, top_p=1.0, min_p=0.0)).candidates(logits, context)[1]
-    np.testing.assert_array_equal(np.sort(untouched), np.sort(logits))   # no penalty, no change
+    np.testing.assert_array_equal(np.sort(untouched), np.sort(logits))  # no penalty, no change
 
 
 def test_greedy_takes_the_penalised_argmax_and_the_lowest_id_of_a_tie():
     logits = np.array([1.0, 5.0, 5.0, 4.9, -2.0], np.float32)
     assert Sampler(GREEDY).sample(logits) == 1
     s = SamplerSettings(temperature=0.0, repeat_penalty=1.1)
-    assert Sampler(s).sample(logits, [1, 2]) == 3          # 5 / 1.1 < 4.9
+    assert Sampler(s).sample(logits, [1, 2]) == 3  # 5 / 1.1 < 4.9
     with_nan = np.array([np.nan, 0.5, np.nan, 2.0], np.float32)
     assert Sampler(GREEDY).sample(with_nan) == 3
 
@@ -167,7 +175,9 @@ def test_sampling_a_262144_vocabulary_is_cheap_next_to_its_output_projection():
 def test_candidates_on_a_large_vocabulary_with_ties(s):
     """The subsample bound of _top on 262,144 logits, including many exact ties."""
     rng = np.random.default_rng(5)
-    for logits in ((rng.standard_normal(262144) * 3).astype(np.float32),
-                   np.round(rng.standard_normal(262144) * 4).astype(np.float32)):
+    for logits in (
+        (rng.standard_normal(262144) * 3).astype(np.float32),
+        np.round(rng.standard_normal(262144) * 4).astype(np.float32),
+    ):
         ids, _ = Sampler(s).candidates(logits)
-        assert list(ids) == naive_candidates(logits, s)   # ties: the lower id first
+        assert list(ids) == naive_candidates(logits, s)  # ties: the lower id first

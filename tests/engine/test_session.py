@@ -1,4 +1,5 @@
 """Session bookkeeping with a recording fake decoder, and cancellation of the real one."""
+
 from __future__ import annotations
 
 import threading
@@ -30,7 +31,7 @@ class FakeDecoder:
         for i, t in enumerate(tokens):
             self.cache[start_pos + i] = t
         out = np.zeros(self.n_vocab, np.float32)
-        out[sum(self.cache[:start_pos + len(tokens)]) % self.n_vocab] = 1
+        out[sum(self.cache[: start_pos + len(tokens)]) % self.n_vocab] = 1
         return out
 
     def abort(self):
@@ -50,10 +51,10 @@ def test_follow_up_decodes_only_new_tokens():
     assert d.calls == [([6, 7], 5)]
     assert int(logits.argmax()) == 28 and s.tokens == [1, 2, 3, 4, 5, 6, 7]
     d.calls.clear()
-    s.feed([1, 2, 3, 4, 5, 6, 7])            # all cached: the last token again, for its logits
+    s.feed([1, 2, 3, 4, 5, 6, 7])  # all cached: the last token again, for its logits
     assert d.calls == [([7], 6)]
     d.calls.clear()
-    s.feed([1, 2, 9, 9])                      # diverges at 2: keep 2, decode the rest
+    s.feed([1, 2, 9, 9])  # diverges at 2: keep 2, decode the rest
     assert d.calls == [([9, 9], 2)] and s.n_past == 4
 
 
@@ -82,9 +83,9 @@ def test_cancel_from_another_thread_stops_within_one_batch():
     threading.Timer(0.07, s.cancel).start()
     t = time.monotonic()
     with pytest.raises(GenerationCancelled):
-        s.feed(list(range(1, 41)))            # 10 batches of 50 ms
+        s.feed(list(range(1, 41)))  # 10 batches of 50 ms
     assert time.monotonic() - t < 0.2
-    assert s.n_past == 4                      # the finished batch stays, the aborted one does not
+    assert s.n_past == 4  # the finished batch stays, the aborted one does not
     s.clear_cancel()
     s.feed(list(range(1, 6)))
     assert s.n_past == 5

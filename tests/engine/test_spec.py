@@ -2,6 +2,7 @@
 model, and that a reply is the same with and without it -- token for token when greedy or seeded,
 in distribution when sampled (chi-square tests against the target's own probabilities and
 against plain sampling)."""
+
 from __future__ import annotations
 
 import math
@@ -14,8 +15,14 @@ from app.engine.engine import Engine
 from app.engine.generate import ContextShifted, Finished, GenerationRequest, generate
 from app.engine.sampler import GREEDY, Sampler, SamplerSettings
 from app.engine.session import Session
-from app.engine.speculative import (DraftModel, IncompatibleDraftError, PromptLookup, Speculator,
-                                    verify_pass, vocab_fingerprint)
+from app.engine.speculative import (
+    DraftModel,
+    IncompatibleDraftError,
+    PromptLookup,
+    Speculator,
+    verify_pass,
+    vocab_fingerprint,
+)
 from tests.synth import TinySpec, write_tiny_model, write_tiny_spm_model
 
 
@@ -33,6 +40,7 @@ def always(proposer, k_max=8) -> Speculator:
 
 class FixedGuess:
     """Guesses `tokens` after every context (right or wrong, the reply must not change)."""
+
     name = "fixed"
     last_match = 3
 
@@ -63,6 +71,7 @@ def run(eng, req, speculator=None):
 
 # --- prompt lookup ------------------------------------------------------------------------------
 
+
 def test_lookup_proposes_what_followed_the_longest_latest_match():
     pl = PromptLookup(min_ngram=2, max_ngram=8)
     #          0  1  2  3  4  5  6  7  8  9 10 11 12 13
@@ -70,10 +79,10 @@ def test_lookup_proposes_what_followed_the_longest_latest_match():
     # "1 2 3" matched at 1..3 (length 3) beats the later "2 3" at 7..8 (length 2)
     assert pl.propose(ctx, 2) == [50, 51] and pl.last_match == 3
     assert pl.propose(ctx, 10) == [50, 51, 7, 2, 3, 60, 61, 1, 2, 3]
-    assert pl.propose(ctx[:9] + [7, 2, 3], 3) == [7, 2, 3]         # "7 2 3" at 6..8
+    assert pl.propose(ctx[:9] + [7, 2, 3], 3) == [7, 2, 3]  # "7 2 3" at 6..8
     assert pl.propose([1, 2, 3, 50, 1, 2, 3, 60, 1, 2, 3], 3) == [60, 1, 2]  # latest on a tie
-    assert pl.propose([5, 6, 7, 8], 4) == []                        # nothing earlier
-    assert PromptLookup(min_ngram=4).propose(ctx, 2) == []          # too short a match
+    assert pl.propose([5, 6, 7, 8], 4) == []  # nothing earlier
+    assert PromptLookup(min_ngram=4).propose(ctx, 2) == []  # too short a match
     assert pl.propose(ctx, 0) == []
 
 
@@ -81,16 +90,16 @@ def test_lookup_follows_a_context_that_shrinks_and_changes():
     pl = PromptLookup(min_ngram=1)
     a = list(range(40)) + [5]
     assert pl.propose(a, 3) == [6, 7, 8]
-    assert pl.propose(a[:-1] + [30], 3) == [31, 32, 33]             # rolled back one, new tail
-    assert pl.propose([7] + a[1:20] + [12], 2) == [13, 14]          # changed everywhere
-    assert pl.propose(list(range(100, 3000)) + [2000], 2) == [2001, 2002]   # grows past its buffer
+    assert pl.propose(a[:-1] + [30], 3) == [31, 32, 33]  # rolled back one, new tail
+    assert pl.propose([7] + a[1:20] + [12], 2) == [13, 14]  # changed everywhere
+    assert pl.propose(list(range(100, 3000)) + [2000], 2) == [2001, 2002]  # grows past its buffer
 
 
 def test_k_follows_acceptance_and_cost():
     s = Speculator(PromptLookup(), k_max=8)
     assert s.choose_k(0.95, 8) >= 4
     assert s.choose_k(0.2, 8) == 0
-    s.beta = 2.0                          # a verified token costs two plain ones: never pays
+    s.beta = 2.0  # a verified token costs two plain ones: never pays
     assert s.choose_k(0.95, 8) == 0
     s.beta, s.gamma = 0.05, 0.0
     assert s.choose_k(0.95, 8) == 8
@@ -98,8 +107,10 @@ def test_k_follows_acceptance_and_cost():
 
 # --- the verify pass keeps the target distribution ----------------------------------------------
 
+
 class FixedLogits:
     """A decoder test double: the same logits after every token."""
+
     n_ctx, n_vocab = 64, 5
 
     def __init__(self, logits):
@@ -126,10 +137,10 @@ def test_verify_pass_draws_from_the_target_distribution():
     first, second, accepted = np.zeros(5), np.zeros(5), 0
     for _ in range(n):
         sess.reset()
-        sess.feed([0, 1])                       # the cache holds the prompt but its last token
+        sess.feed([0, 1])  # the cache holds the prompt but its last token
         sess.rollback(1)
         out, _ = verify_pass(sess, sampler, 1, [1, 1], ())
-        assert sess.n_past == 1 + len(out)      # prompt, pending, the accepted guesses
+        assert sess.n_past == 1 + len(out)  # prompt, pending, the accepted guesses
         first[out[0]] += 1
         if out[0] == 1:
             accepted += 1
@@ -149,22 +160,20 @@ def test_sampled_reply_distribution_agrees_with_plain_sampling(tiny):
     eng, *_ = tiny
     prompt = tuple(eng.raw_prompt("the cat in the"))
     greedy = run(eng, GenerationRequest(prompt, max_tokens=5, stop_on_eog=False))[1].ids
-    guess = FixedGuess(greedy[1:4])             # right often, wrong often
+    guess = FixedGuess(greedy[1:4])  # right often, wrong often
     arms = []
     for seeds, spec in ((range(0, 700), always(guess, 3)), (range(10_000, 10_700), None)):
         counts: dict[tuple[int, int], int] = {}
         for seed in seeds:
             s = SamplerSettings(temperature=1.0, top_k=0, top_p=1.0, min_p=0.0, seed=seed)
-            fin = run(eng, GenerationRequest(prompt, max_tokens=4, sampler=s, stop_on_eog=False),
-                      spec)[1]
+            fin = run(eng, GenerationRequest(prompt, max_tokens=4, sampler=s, stop_on_eog=False), spec)[1]
             for pos in (1, 2, 3):
                 counts[(pos, fin.ids[pos])] = counts.get((pos, fin.ids[pos]), 0) + 1
         arms.append(counts)
     assert spec is None and arms[0] != arms[1]
     keys = sorted(set(arms[0]) | set(arms[1]), key=lambda k: -(arms[0].get(k, 0) + arms[1].get(k, 0)))
     big = [k for k in keys if arms[0].get(k, 0) + arms[1].get(k, 0) >= 20]
-    table = np.array([[a.get(k, 0) for k in big] + [sum(v for k, v in a.items() if k not in big)]
-                      for a in arms], float)
+    table = np.array([[a.get(k, 0) for k in big] + [sum(v for k, v in a.items() if k not in big)] for a in arms], float)
     table = table[:, table.sum(0) > 0]
     expect = table.sum(1, keepdims=True) * table.sum(0, keepdims=True) / table.sum()
     chi2 = float(((table - expect) ** 2 / expect).sum())
@@ -174,9 +183,12 @@ def test_sampled_reply_distribution_agrees_with_plain_sampling(tiny):
 
 # --- the same reply, token for token ------------------------------------------------------------
 
-@pytest.mark.parametrize("sampler", [GREEDY, SamplerSettings(temperature=0.9, seed=5, repeat_penalty=1.3,
-                                                             penalty_last_n=16)],
-                         ids=["greedy", "seeded"])
+
+@pytest.mark.parametrize(
+    "sampler",
+    [GREEDY, SamplerSettings(temperature=0.9, seed=5, repeat_penalty=1.3, penalty_last_n=16)],
+    ids=["greedy", "seeded"],
+)
 def test_tiny_reply_is_the_same_with_every_proposer(tiny, sampler):
     eng, target, draft, _ = tiny
     prompt = tuple(eng.raw_prompt("hello there, the"))
@@ -184,8 +196,12 @@ def test_tiny_reply_is_the_same_with_every_proposer(tiny, sampler):
     plain = run(eng, req)[1]
     dm = DraftModel(draft, eng.file, eng.n_ctx, pool=eng.decoder.pool)
     try:
-        for spec in (always(PromptLookup(min_ngram=1), 8), always(FixedGuess(plain.ids[5:9]), 4),
-                     always(dm, 5), Speculator(PromptLookup())):
+        for spec in (
+            always(PromptLookup(min_ngram=1), 8),
+            always(FixedGuess(plain.ids[5:9]), 4),
+            always(dm, 5),
+            Speculator(PromptLookup()),
+        ):
             fin = run(eng, req, spec)[1]
             assert fin.ids == plain.ids and fin.text == plain.text, spec.kind
             assert eng.session.tokens == list(prompt) + list(plain.ids[:-1])
@@ -228,7 +244,7 @@ def test_stop_strings_context_shift_and_cancel_with_speculation(tiny):
     eng, *_ = tiny
     prompt = tuple(eng.raw_prompt("abc"))
     free = run(eng, GenerationRequest(prompt, max_tokens=30, stop_on_eog=False))[1]
-    stop = free.text[len(free.text) // 2:len(free.text) // 2 + 2]
+    stop = free.text[len(free.text) // 2 : len(free.text) // 2 + 2]
     req = GenerationRequest(prompt, max_tokens=30, stop_on_eog=False, stop_strings=(stop,))
     want = run(eng, req)[1]
     want_cache = list(eng.session.tokens)
@@ -240,8 +256,7 @@ def test_stop_strings_context_shift_and_cancel_with_speculation(tiny):
     ev_want, want = run(eng, req)
     ev_got, got = run(eng, req, always(PromptLookup(min_ngram=1), 8))
     assert got.ids == want.ids and got.stats.context_shifts == want.stats.context_shifts > 0
-    assert [e for e in ev_got if isinstance(e, ContextShifted)] == \
-        [e for e in ev_want if isinstance(e, ContextShifted)]
+    assert [e for e in ev_got if isinstance(e, ContextShifted)] == [e for e in ev_want if isinstance(e, ContextShifted)]
     assert got.stats.spec.passes > 0
     # cancel from another thread part way: the reply stops, and is a prefix of the full one
 
@@ -260,8 +275,8 @@ def test_stop_strings_context_shift_and_cancel_with_speculation(tiny):
     full = run(eng, req)[1]
     fin = run(eng, req, always(CancelLater(min_ngram=1), 4))[1]
     assert fin.stop_reason == "cancelled" and 0 < len(fin.ids) < 80
-    assert fin.ids == full.ids[:len(fin.ids)]
-    assert run(eng, req, always(PromptLookup(min_ngram=1)))[1].ids == full.ids   # cancel cleared
+    assert fin.ids == full.ids[: len(fin.ids)]
+    assert run(eng, req, always(PromptLookup(min_ngram=1)))[1].ids == full.ids  # cancel cleared
 
 
 def test_live_stats_report_speculation(tiny):
@@ -276,6 +291,7 @@ def test_live_stats_report_speculation(tiny):
 
 
 # --- the real model -----------------------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def smol(smollm2_path):
@@ -321,8 +337,11 @@ def test_smollm2_all_goldens_are_the_same_with_speculation(smol, smollm2_goldens
 
 def test_smollm2_seeded_sampling_is_the_same_with_speculation(smol):
     msgs = [{"role": "user", "content": "Repeat exactly: the red fox, the red fox, the red fox."}]
-    req = GenerationRequest(tuple(smol.chat_prompt(msgs)), max_tokens=40,
-                            sampler=SamplerSettings(temperature=0.7, seed=42, repeat_penalty=1.1))
+    req = GenerationRequest(
+        tuple(smol.chat_prompt(msgs)),
+        max_tokens=40,
+        sampler=SamplerSettings(temperature=0.7, seed=42, repeat_penalty=1.1),
+    )
     want = run(smol, req)[1]
     got = run(smol, req, always(PromptLookup(min_ngram=1), 6))[1]
     assert got.ids == want.ids and got.stats.spec.passes > 0
@@ -354,14 +373,27 @@ def test_compatible_drafts_and_cli_flags(tiny, capsys):
 
     eng, target, draft, other = tiny
     assert compatible_drafts(target, [target, draft, other, "/nonexistent.gguf"], 1.0) == [str(draft)]
-    assert compatible_drafts(target, [draft]) == []          # not smaller: no use as a draft
-    base = ["generate", str(target), "--raw", "--prompt", "abc", "--temperature", "0",
-            "--max-tokens", "12", "--threads", "1", "--ctx", "64", "--json"]
+    assert compatible_drafts(target, [draft]) == []  # not smaller: no use as a draft
+    base = [
+        "generate",
+        str(target),
+        "--raw",
+        "--prompt",
+        "abc",
+        "--temperature",
+        "0",
+        "--max-tokens",
+        "12",
+        "--threads",
+        "1",
+        "--ctx",
+        "64",
+        "--json",
+    ]
     import json
 
     outs = []
-    for extra in ([], ["--speculation", "off"], ["--draft", str(draft), "--draft-max", "3"],
-                  ["--draft", "auto"]):
+    for extra in ([], ["--speculation", "off"], ["--draft", str(draft), "--draft-max", "3"], ["--draft", "auto"]):
         assert main(base + extra) == 0
         outs.append(json.loads(capsys.readouterr().out))
     assert len({tuple(o["ids"]) for o in outs}) == 1

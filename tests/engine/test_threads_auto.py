@@ -1,5 +1,6 @@
 """`llambda bench --threads auto`: tries 1..N threads, marks and remembers the fastest for
 prompts (pp) and for generation (tg); the settings dialog offers the remembered one."""
+
 from __future__ import annotations
 
 import argparse
@@ -33,8 +34,12 @@ def test_threads_argument_takes_auto_or_a_list():
 
 
 def test_fastest_picks_most_tokens_per_second_and_fewer_threads_on_a_tie():
-    rows = [{"threads": 1, "test": "pp8", "tok_s": 10.0}, {"threads": 2, "test": "pp8", "tok_s": 15.0},
-            {"threads": 1, "test": "tg2", "tok_s": 5.0}, {"threads": 2, "test": "tg2", "tok_s": 5.0}]
+    rows = [
+        {"threads": 1, "test": "pp8", "tok_s": 10.0},
+        {"threads": 2, "test": "pp8", "tok_s": 15.0},
+        {"threads": 1, "test": "tg2", "tok_s": 5.0},
+        {"threads": 2, "test": "tg2", "tok_s": 5.0},
+    ]
     best = threads.fastest(rows)
     assert best["pp"]["threads"] == 2 and best["tg"]["threads"] == 1
 
@@ -88,8 +93,15 @@ def test_a_bad_measurement_file_reads_as_none(text):
 def test_settings_dialog_offers_the_measured_thread_count(qtbot):
     from app.ui.settings_dialog import SettingsDialog
 
-    sampling = {"temperature": 0.8, "top_k": 40, "top_p": 0.95, "min_p": 0.05, "repeat_penalty": 1.0,
-                "seed": -1, "max_tokens": 256}
+    sampling = {
+        "temperature": 0.8,
+        "top_k": 40,
+        "top_p": 0.95,
+        "min_p": 0.05,
+        "repeat_penalty": 1.0,
+        "seed": -1,
+        "max_tokens": 256,
+    }
     engine = {"n_ctx": 4096, "threads": 0, "overflow": "shift"}
     plain = SettingsDialog("", sampling, engine, 8)
     qtbot.addWidget(plain)

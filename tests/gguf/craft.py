@@ -35,11 +35,23 @@ def tensor_info(name: str | bytes, dims: list[int], ttype: int, offset: int) -> 
     return gstr(name) + U32.pack(len(dims)) + b"".join(U64.pack(d) for d in dims) + U32.pack(ttype) + U64.pack(offset)
 
 
-def build(kvs: list[bytes] = (), tensors: list[bytes] = (), data: bytes = b"", *, version: int = 3,
-          magic: bytes = b"GGUF", n_kv: int | None = None, n_tensors: int | None = None,
-          alignment: int = 32) -> bytes:
-    head = magic + U32.pack(version) + U64.pack(len(tensors) if n_tensors is None else n_tensors) \
+def build(
+    kvs: list[bytes] = (),
+    tensors: list[bytes] = (),
+    data: bytes = b"",
+    *,
+    version: int = 3,
+    magic: bytes = b"GGUF",
+    n_kv: int | None = None,
+    n_tensors: int | None = None,
+    alignment: int = 32,
+) -> bytes:
+    head = (
+        magic
+        + U32.pack(version)
+        + U64.pack(len(tensors) if n_tensors is None else n_tensors)
         + U64.pack(len(kvs) if n_kv is None else n_kv)
+    )
     body = head + b"".join(kvs) + b"".join(tensors)
     if data:
         body += b"\0" * (-len(body) % alignment) + data

@@ -19,8 +19,7 @@ from tests.synth import TinySpec, write_tiny_model
 
 N_MUTANTS = 10_000
 MAX_SECONDS = 1.0
-EXTREMES = [0, 1, 2, 3, 31, 32, 33, 63, 64, 255, 2**31 - 1, 2**31, 2**32 - 1, 2**32, 2**62,
-            2**63 - 1, 2**63, 2**64 - 1]
+EXTREMES = [0, 1, 2, 3, 31, 32, 33, 63, 64, 255, 2**31 - 1, 2**31, 2**32 - 1, 2**32, 2**62, 2**63 - 1, 2**63, 2**64 - 1]
 
 
 def mutate(rng: random.Random, data: bytes, other: bytes) -> bytes:
@@ -31,15 +30,15 @@ def mutate(rng: random.Random, data: bytes, other: bytes) -> bytes:
             b[rng.randrange(len(b))] = rng.randrange(256)
     elif kind == 1:  # rewrite a 64-bit little-endian field
         pos = rng.randrange(0, len(b) - 8)
-        b[pos:pos + 8] = struct.pack("<Q", rng.choice(EXTREMES))
+        b[pos : pos + 8] = struct.pack("<Q", rng.choice(EXTREMES))
     elif kind == 2:  # rewrite a 32-bit field (types, n_dims, version)
         pos = rng.randrange(0, len(b) - 4)
-        b[pos:pos + 4] = struct.pack("<I", rng.choice(EXTREMES) & 0xFFFFFFFF)
+        b[pos : pos + 4] = struct.pack("<I", rng.choice(EXTREMES) & 0xFFFFFFFF)
     elif kind == 3:  # splice: the head of one file with the tail of the other
         cut_a, cut_b = rng.randrange(len(b)), rng.randrange(len(other))
         b = b[:cut_a] + other[cut_b:]
     else:  # truncate
-        b = b[:rng.randrange(len(b))]
+        b = b[: rng.randrange(len(b))]
     return bytes(b)
 
 

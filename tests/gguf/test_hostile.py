@@ -46,32 +46,44 @@ def test_small_valid_file_parses(tmp_path):
 
 # --- case 1: magic and version ----------------------------------------------------------------
 
-@pytest.mark.parametrize("data, match", [
-    (b"GGML" + small_valid()[4:], "not a GGUF file"),
-    (b"\0" * 64, "not a GGUF file"),
-    (build([ARCH], version=0), "unsupported GGUF version 0"),
-    (build([ARCH], version=1), "version 1 is too old"),
-    (build([ARCH], version=4), "unsupported GGUF version 4"),
-    (build([ARCH], version=0x03000000), "big-endian"),
-    (build([ARCH], version=0x02000000), "big-endian"),
-    (b"", "empty"),
-    (b"GGUF\x03\0\0", "truncated"),
-])
+
+@pytest.mark.parametrize(
+    "data, match",
+    [
+        (b"GGML" + small_valid()[4:], "not a GGUF file"),
+        (b"\0" * 64, "not a GGUF file"),
+        (build([ARCH], version=0), "unsupported GGUF version 0"),
+        (build([ARCH], version=1), "version 1 is too old"),
+        (build([ARCH], version=4), "unsupported GGUF version 4"),
+        (build([ARCH], version=0x03000000), "big-endian"),
+        (build([ARCH], version=0x02000000), "big-endian"),
+        (b"", "empty"),
+        (b"GGUF\x03\0\0", "truncated"),
+    ],
+)
 def test_case1_magic_and_version(tmp_path, data, match):
     refused(tmp_path, data, match)
 
 
 # --- case 2: counts ----------------------------------------------------------------------------
 
-@pytest.mark.parametrize("n_kv, n_tensors, match", [
-    (HUGE, 0, "metadata count"), (2**63, 0, "metadata count"), (0, HUGE, "tensor count"),
-    (1000, 0, "metadata count"), (1, 1000, "tensor count"),
-])
+
+@pytest.mark.parametrize(
+    "n_kv, n_tensors, match",
+    [
+        (HUGE, 0, "metadata count"),
+        (2**63, 0, "metadata count"),
+        (0, HUGE, "tensor count"),
+        (1000, 0, "metadata count"),
+        (1, 1000, "tensor count"),
+    ],
+)
 def test_case2_counts(tmp_path, n_kv, n_tensors, match):
     refused(tmp_path, build([ARCH], n_kv=n_kv, n_tensors=n_tensors), match)
 
 
 # --- case 3: strings ---------------------------------------------------------------------------
+
 
 def test_case3_string_lengths(tmp_path):
     bad_len = U64.pack(HUGE) + b"general.name"
@@ -82,21 +94,26 @@ def test_case3_string_lengths(tmp_path):
 
 # --- case 4: arrays ----------------------------------------------------------------------------
 
-@pytest.mark.parametrize("entry, match", [
-    (kv_array("a", ValueType.UINT64, HUGE, b""), "array a of"),
-    (kv_array("a", ValueType.UINT64, 2**61, b""), "array a of"),  # count * 8 wraps in 64 bits
-    (kv_array("a", ValueType.STRING, HUGE, b""), "array a of"),
-    (kv_array("a", ValueType.STRING, 2, gstr("x") + U64.pack(2**63) + b"\0" * 16), "string 1 of"),
-    (kv_array("a", ValueType.ARRAY, 1, U32.pack(ValueType.UINT8) + U64.pack(1) + b"\0"), "nested arrays"),
-    (kv_array("a", 13, 1, b"\0" * 8), "unknown value type 13"),
-    (kv("a", 13, b"\0" * 8), "unknown value type 13"),
-    (kv("a", 0xFFFFFFFF, b"\0" * 8), "unknown value type"),
-])
+
+@pytest.mark.parametrize(
+    "entry, match",
+    [
+        (kv_array("a", ValueType.UINT64, HUGE, b""), "array a of"),
+        (kv_array("a", ValueType.UINT64, 2**61, b""), "array a of"),  # count * 8 wraps in 64 bits
+        (kv_array("a", ValueType.STRING, HUGE, b""), "array a of"),
+        (kv_array("a", ValueType.STRING, 2, gstr("x") + U64.pack(2**63) + b"\0" * 16), "string 1 of"),
+        (kv_array("a", ValueType.ARRAY, 1, U32.pack(ValueType.UINT8) + U64.pack(1) + b"\0"), "nested arrays"),
+        (kv_array("a", 13, 1, b"\0" * 8), "unknown value type 13"),
+        (kv("a", 13, b"\0" * 8), "unknown value type 13"),
+        (kv("a", 0xFFFFFFFF, b"\0" * 8), "unknown value type"),
+    ],
+)
 def test_case4_arrays_and_types(tmp_path, entry, match):
     refused(tmp_path, build([ARCH, entry]), match)
 
 
 # --- case 5: keys and text ---------------------------------------------------------------------
+
 
 def test_case5_keys(tmp_path):
     refused(tmp_path, build([kv_u32("", 1)]), "empty key")
@@ -113,18 +130,22 @@ def test_case5_invalid_utf8_value_is_replaced(tmp_path):
 
 # --- case 6 and 7: tensor descriptors ----------------------------------------------------------
 
-@pytest.mark.parametrize("info, match", [
-    (tensor_info("t", [], 0, 0), "0 dimensions"),
-    (tensor_info("t", [1, 1, 1, 1, 1], 0, 0), "5 dimensions"),
-    (tensor_info("t", [4, 0], 0, 0), "dimension of 0"),
-    (tensor_info("t", [2**63], 0, 0), "dimension of"),
-    (tensor_info("t", [2**32, 2**32, 2**32], 0, 0), "too many"),
-    (tensor_info("t", [33], 2, 0), "not a multiple of the Q4_0 block size 32"),
-    (tensor_info("t", [32], 4, 0), "unknown type id 4"),
-    (tensor_info("t", [32], 99, 0), "unknown type id 99"),
-    (tensor_info("t" * 64, [32], 0, 0), "64 bytes"),
-    (tensor_info("", [32], 0, 0), "empty name"),
-])
+
+@pytest.mark.parametrize(
+    "info, match",
+    [
+        (tensor_info("t", [], 0, 0), "0 dimensions"),
+        (tensor_info("t", [1, 1, 1, 1, 1], 0, 0), "5 dimensions"),
+        (tensor_info("t", [4, 0], 0, 0), "dimension of 0"),
+        (tensor_info("t", [2**63], 0, 0), "dimension of"),
+        (tensor_info("t", [2**32, 2**32, 2**32], 0, 0), "too many"),
+        (tensor_info("t", [33], 2, 0), "not a multiple of the Q4_0 block size 32"),
+        (tensor_info("t", [32], 4, 0), "unknown type id 4"),
+        (tensor_info("t", [32], 99, 0), "unknown type id 99"),
+        (tensor_info("t" * 64, [32], 0, 0), "64 bytes"),
+        (tensor_info("", [32], 0, 0), "empty name"),
+    ],
+)
 def test_case6_7_tensor_descriptors(tmp_path, info, match):
     refused(tmp_path, build([ARCH], [info], b"\0" * 256), match)
 
@@ -136,14 +157,18 @@ def test_case7_duplicate_tensor_names(tmp_path):
 
 # --- case 8: data offsets ----------------------------------------------------------------------
 
-@pytest.mark.parametrize("offsets, data_len, match", [
-    ([4, 64], 128, "not a multiple of the alignment"),
-    ([0, 0], 128, "overlaps"),
-    ([64, 0], 128, "overlaps or comes before"),
-    ([0, 32 * 100], 128, "truncated or damaged"),
-    ([0, 2**63], 128, "truncated or damaged"),
-    ([0, 32], 40, "truncated or damaged"),
-])
+
+@pytest.mark.parametrize(
+    "offsets, data_len, match",
+    [
+        ([4, 64], 128, "not a multiple of the alignment"),
+        ([0, 0], 128, "overlaps"),
+        ([64, 0], 128, "overlaps or comes before"),
+        ([0, 32 * 100], 128, "truncated or damaged"),
+        ([0, 2**63], 128, "truncated or damaged"),
+        ([0, 32], 40, "truncated or damaged"),
+    ],
+)
 def test_case8_offsets(tmp_path, offsets, data_len, match):
     infos = [tensor_info("a", [8], 0, offsets[0]), tensor_info("b", [8], 0, offsets[1])]
     refused(tmp_path, build([ARCH], infos, b"\0" * data_len), match)
@@ -151,18 +176,23 @@ def test_case8_offsets(tmp_path, offsets, data_len, match):
 
 # --- case 9: alignment -------------------------------------------------------------------------
 
-@pytest.mark.parametrize("entry, match", [
-    (kv_u32("general.alignment", 0), "not a power of two"),
-    (kv_u32("general.alignment", 48), "not a power of two"),
-    (kv_u32("general.alignment", 2**31), "not a power of two"),
-    (kv("general.alignment", ValueType.UINT64, U64.pack(32)), "expected UINT32"),
-    (kv_str("general.alignment", "32"), "expected UINT32"),
-])
+
+@pytest.mark.parametrize(
+    "entry, match",
+    [
+        (kv_u32("general.alignment", 0), "not a power of two"),
+        (kv_u32("general.alignment", 48), "not a power of two"),
+        (kv_u32("general.alignment", 2**31), "not a power of two"),
+        (kv("general.alignment", ValueType.UINT64, U64.pack(32)), "expected UINT32"),
+        (kv_str("general.alignment", "32"), "expected UINT32"),
+    ],
+)
 def test_case9_alignment(tmp_path, entry, match):
     refused(tmp_path, build([ARCH, entry]), match)
 
 
 # --- case 10: truncation at every byte ---------------------------------------------------------
+
 
 def test_case10_truncation_sweep_small_file(tmp_path):
     data = small_valid()
@@ -191,23 +221,36 @@ def test_case10_truncation_sweep_model_header(tmp_path):
 
 # --- case 11: metadata of the wrong type where the engine expects another ----------------------
 
+
 def _tiny(tmp_path, **extra):
     return write_tiny_model(tmp_path / "m.gguf", TinySpec(n_layer=1, n_embd=32, n_ff=64), extra_metadata=extra)
 
 
-@pytest.mark.parametrize("extra, match", [
-    ({"tokenizer.ggml.scores": ([1, 2, 3], gguf.GGUFValueType.ARRAY, gguf.GGUFValueType.INT8)},
-     "scores is ARRAY of INT8, expected an ARRAY of FLOAT32"),
-    ({"tokenizer.ggml.token_type": ([1, 1, 1], gguf.GGUFValueType.ARRAY, gguf.GGUFValueType.INT32)},
-     "token_type has 3 entries"),
-    ({"tokenizer.ggml.tokens": (["a", "b"], gguf.GGUFValueType.ARRAY, gguf.GGUFValueType.STRING)},
-     "tokens has 2 entries but token_embd.weight has"),
-    ({"tokenizer.ggml.eos_token_id": (10**6, gguf.GGUFValueType.UINT32)}, "outside the vocabulary"),
-    ({"tokenizer.ggml.bos_token_id": (-5, gguf.GGUFValueType.INT32)}, "outside the vocabulary"),
-    ({"tokenizer.ggml.model": (7, gguf.GGUFValueType.UINT32)}, "tokenizer.ggml.model is UINT32, expected a string"),
-    ({"tokenizer.ggml.tokens": ("abc", gguf.GGUFValueType.STRING)}, "expected an array of strings"),
-    ({"llama.block_count": ("thirty", gguf.GGUFValueType.STRING)}, "llama.block_count is STRING, expected an integer"),
-])
+@pytest.mark.parametrize(
+    "extra, match",
+    [
+        (
+            {"tokenizer.ggml.scores": ([1, 2, 3], gguf.GGUFValueType.ARRAY, gguf.GGUFValueType.INT8)},
+            "scores is ARRAY of INT8, expected an ARRAY of FLOAT32",
+        ),
+        (
+            {"tokenizer.ggml.token_type": ([1, 1, 1], gguf.GGUFValueType.ARRAY, gguf.GGUFValueType.INT32)},
+            "token_type has 3 entries",
+        ),
+        (
+            {"tokenizer.ggml.tokens": (["a", "b"], gguf.GGUFValueType.ARRAY, gguf.GGUFValueType.STRING)},
+            "tokens has 2 entries but token_embd.weight has",
+        ),
+        ({"tokenizer.ggml.eos_token_id": (10**6, gguf.GGUFValueType.UINT32)}, "outside the vocabulary"),
+        ({"tokenizer.ggml.bos_token_id": (-5, gguf.GGUFValueType.INT32)}, "outside the vocabulary"),
+        ({"tokenizer.ggml.model": (7, gguf.GGUFValueType.UINT32)}, "tokenizer.ggml.model is UINT32, expected a string"),
+        ({"tokenizer.ggml.tokens": ("abc", gguf.GGUFValueType.STRING)}, "expected an array of strings"),
+        (
+            {"llama.block_count": ("thirty", gguf.GGUFValueType.STRING)},
+            "llama.block_count is STRING, expected an integer",
+        ),
+    ],
+)
 def test_case11_wrong_metadata_types(tmp_path, extra, match):
     p = _tiny(tmp_path, **extra)
     with open_gguf(p) as f, pytest.raises(ModelFormatError, match=match):
@@ -218,13 +261,17 @@ def test_case11_wrong_metadata_types(tmp_path, extra, match):
 
 # --- case 12: absurd hyper-parameters ----------------------------------------------------------
 
-@pytest.mark.parametrize("key, value, match", [
-    ("llama.context_length", 10**12, r"context_length is 1000000000000.*KV cache alone would need .*TB"),
-    ("llama.embedding_length", 10**12, "embedding_length is 1000000000000"),
-    ("llama.block_count", 10**9, "block_count is 1000000000"),
-    ("llama.attention.head_count", 0, "head_count is 0"),
-    ("llama.feed_forward_length", 10**12, "feed_forward_length"),
-])
+
+@pytest.mark.parametrize(
+    "key, value, match",
+    [
+        ("llama.context_length", 10**12, r"context_length is 1000000000000.*KV cache alone would need .*TB"),
+        ("llama.embedding_length", 10**12, "embedding_length is 1000000000000"),
+        ("llama.block_count", 10**9, "block_count is 1000000000"),
+        ("llama.attention.head_count", 0, "head_count is 0"),
+        ("llama.feed_forward_length", 10**12, "feed_forward_length"),
+    ],
+)
 def test_case12_absurd_hyperparameters(tmp_path, key, value, match):
     p = _tiny(tmp_path, **{key: (value, gguf.GGUFValueType.UINT64)})
     with open_gguf(p) as f, pytest.raises(ModelFormatError, match=match):
@@ -241,11 +288,16 @@ def test_tensor_views_are_read_only(tmp_path):
         assert np.shares_memory(v, f.tensor_bytes("a.weight"))
 
 
-@pytest.mark.parametrize("key, value", [
-    ("llama.rope.freq_base", float("nan")), ("llama.rope.freq_base", -1.0),
-    ("llama.rope.scaling.factor", 0.0), ("llama.attention.layer_norm_rms_epsilon", float("inf")),
-    ("llama.final_logit_softcapping", float("nan")),
-])
+@pytest.mark.parametrize(
+    "key, value",
+    [
+        ("llama.rope.freq_base", float("nan")),
+        ("llama.rope.freq_base", -1.0),
+        ("llama.rope.scaling.factor", 0.0),
+        ("llama.attention.layer_norm_rms_epsilon", float("inf")),
+        ("llama.final_logit_softcapping", float("nan")),
+    ],
+)
 def test_case12_non_finite_hyperparameters(tmp_path, key, value):
     p = _tiny(tmp_path, **{key: (value, gguf.GGUFValueType.FLOAT32)})
     with open_gguf(p) as f, pytest.raises(ModelFormatError, match=key.split(".", 1)[1]):

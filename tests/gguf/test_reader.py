@@ -63,14 +63,18 @@ def test_every_value_type_round_trips(tmp_path):
     path = tmp_path / "types.gguf"
     w = gguf.GGUFWriter(str(path), "llama")
     values = {
-        "t.u8": (w.add_uint8, 200, ValueType.UINT8), "t.i8": (w.add_int8, -100, ValueType.INT8),
-        "t.u16": (w.add_uint16, 60000, ValueType.UINT16), "t.i16": (w.add_int16, -30000, ValueType.INT16),
+        "t.u8": (w.add_uint8, 200, ValueType.UINT8),
+        "t.i8": (w.add_int8, -100, ValueType.INT8),
+        "t.u16": (w.add_uint16, 60000, ValueType.UINT16),
+        "t.i16": (w.add_int16, -30000, ValueType.INT16),
         "t.u32": (w.add_uint32, 4_000_000_000, ValueType.UINT32),
         "t.i32": (w.add_int32, -2_000_000_000, ValueType.INT32),
-        "t.f32": (w.add_float32, 1.5, ValueType.FLOAT32), "t.bool": (w.add_bool, True, ValueType.BOOL),
+        "t.f32": (w.add_float32, 1.5, ValueType.FLOAT32),
+        "t.bool": (w.add_bool, True, ValueType.BOOL),
         "t.str": (w.add_string, "héllo ✓", ValueType.STRING),
-        "t.u64": (w.add_uint64, 2**63 + 5, ValueType.UINT64), "t.i64": (w.add_int64, -(2**62), ValueType.INT64),
-        "t.f64": (w.add_float64, 2.0 ** -40, ValueType.FLOAT64),
+        "t.u64": (w.add_uint64, 2**63 + 5, ValueType.UINT64),
+        "t.i64": (w.add_int64, -(2**62), ValueType.INT64),
+        "t.f64": (w.add_float64, 2.0**-40, ValueType.FLOAT64),
     }
     for key, (add, v, _) in values.items():
         add(key, v)
@@ -78,7 +82,10 @@ def test_every_value_type_round_trips(tmp_path):
     w.add_array("t.arr_str", ["x", "", "zz"])
     w.add_array("t.arr_f32", [0.5, 0.25])
     w.add_tensor("x", np.arange(64, dtype=np.float32).reshape(2, 32))
-    w.write_header_to_file(); w.write_kv_data_to_file(); w.write_tensors_to_file(); w.close()
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
     with open_gguf(path) as f:
         md = f.metadata
         for key, (_, v, vtype) in values.items():
@@ -111,7 +118,10 @@ def test_big_vocabulary_parses_fast(tmp_path):
     w.add_token_scores(np.linspace(0, -1, n, dtype=np.float32).tolist())
     w.add_token_types([1] * n)
     w.add_tensor("x", np.zeros(32, dtype=np.float32))
-    w.write_header_to_file(); w.write_kv_data_to_file(); w.write_tensors_to_file(); w.close()
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
     best = min(_time_open(path) for _ in range(3))
     assert best < 0.25, f"opening took {best:.3f} s"
     with open_gguf(path) as f:

@@ -34,7 +34,7 @@ def _hub_isolation(monkeypatch, tmp_path_factory):
     monkeypatch.setenv("HF_HOME", str(tmp_path_factory.mktemp("hf-home")))
     monkeypatch.delenv("HF_TOKEN", raising=False)
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")       # discard port: refused
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # discard port: refused
     import keyring
 
     from keyring.backend import KeyringBackend
@@ -72,5 +72,10 @@ def tiny_repo(hub, tiny_gguf):
 @pytest.fixture
 def smol_repo(hub, smollm2_path):
     """The SmolLM2 test file as the Hub would serve it."""
-    return hub.add(FakeRepo("test/SmolLM2-135M-Instruct-GGUF",
-                            [FakeFile("SmolLM2-135M-Instruct.Q4_1.gguf", smollm2_path)], downloads=5000))
+    return hub.add(
+        FakeRepo(
+            "test/SmolLM2-135M-Instruct-GGUF",
+            [FakeFile("SmolLM2-135M-Instruct.Q4_1.gguf", smollm2_path)],
+            downloads=5000,
+        )
+    )

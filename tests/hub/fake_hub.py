@@ -37,15 +37,15 @@ def sha256_file(path: Path) -> str:
 
 @dataclass
 class FakeFile:
-    path: str                          # rfilename
-    source: Path                       # the bytes served
-    sha256: str | None = None          # declared; None: computed from the source
-    declared_size: int | None = None   # None: the source's size
-    drop_after: int | None = None      # close the connection after this many body bytes...
-    drops: int = 0                     # ...this many times
-    status_after_drops: int | None = None   # then answer GETs with this status...
-    status_count: int = 0                   # ...this many times
-    bytes_per_s: float | None = None   # slow
+    path: str  # rfilename
+    source: Path  # the bytes served
+    sha256: str | None = None  # declared; None: computed from the source
+    declared_size: int | None = None  # None: the source's size
+    drop_after: int | None = None  # close the connection after this many body bytes...
+    drops: int = 0  # ...this many times
+    status_after_drops: int | None = None  # then answer GETs with this status...
+    status_count: int = 0  # ...this many times
+    bytes_per_s: float | None = None  # slow
     lfs: bool = True
 
     def __post_init__(self):
@@ -173,11 +173,25 @@ class _Handler(BaseHTTPRequestHandler):
     def _search(self, q: dict) -> None:
         words = (q.get("search") or [""])[0].lower()
         limit = int((q.get("limit") or ["1000"])[0])
-        hits = [r for r in self.hub.repos.values() if words in r.repo_id.lower()
-                and any(f.path.endswith(".gguf") for f in r.files)]
+        hits = [
+            r
+            for r in self.hub.repos.values()
+            if words in r.repo_id.lower() and any(f.path.endswith(".gguf") for f in r.files)
+        ]
         hits.sort(key=lambda r: -r.downloads)
-        self._json(200, [{"_id": r.sha[:24], "id": r.repo_id, "downloads": r.downloads, "likes": r.likes,
-                          "gated": "manual" if r.gated else False} for r in hits[:limit]])
+        self._json(
+            200,
+            [
+                {
+                    "_id": r.sha[:24],
+                    "id": r.repo_id,
+                    "downloads": r.downloads,
+                    "likes": r.likes,
+                    "gated": "manual" if r.gated else False,
+                }
+                for r in hits[:limit]
+            ],
+        )
 
     def _info(self, repo_id: str) -> None:
         repo = self.hub.repos.get(repo_id)
@@ -189,10 +203,21 @@ class _Handler(BaseHTTPRequestHandler):
             if f.lfs:
                 s["lfs"] = {"size": f.declared_size, "sha256": f.sha256, "pointerSize": 135}
             siblings.append(s)
-        self._json(200, {"_id": repo.sha[:24], "id": repo.repo_id, "sha": repo.sha, "private": False,
-                         "gated": "manual" if repo.gated else False, "downloads": repo.downloads,
-                         "likes": repo.likes, "tags": ["gguf", f"license:{repo.licence}"],
-                         "cardData": {"license": repo.licence}, "siblings": siblings})
+        self._json(
+            200,
+            {
+                "_id": repo.sha[:24],
+                "id": repo.repo_id,
+                "sha": repo.sha,
+                "private": False,
+                "gated": "manual" if repo.gated else False,
+                "downloads": repo.downloads,
+                "likes": repo.likes,
+                "tags": ["gguf", f"license:{repo.licence}"],
+                "cardData": {"license": repo.licence},
+                "siblings": siblings,
+            },
+        )
 
     def _resolve(self, repo_id: str, rev: str, path: str, head: bool) -> None:
         repo = self.hub.repos.get(repo_id)
@@ -205,9 +230,14 @@ class _Handler(BaseHTTPRequestHandler):
             return self._error(404, "EntryNotFound", "Entry not found", head=head)
         if repo.gated and not self._authorized():
             return self._error(401, "GatedRepo", "Access to this model is restricted", head=head)
-        meta = {"X-Repo-Commit": repo.sha, "ETag": f'"{f.sha256}"', "X-Linked-Etag": f'"{f.sha256}"',
-                "X-Linked-Size": f.declared_size, "Accept-Ranges": "bytes",
-                "Content-Type": "application/octet-stream"}
+        meta = {
+            "X-Repo-Commit": repo.sha,
+            "ETag": f'"{f.sha256}"',
+            "X-Linked-Etag": f'"{f.sha256}"',
+            "X-Linked-Size": f.declared_size,
+            "Accept-Ranges": "bytes",
+            "Content-Type": "application/octet-stream",
+        }
         if head:
             return self._send(200, b"", {**meta, "Content-Length": f.declared_size}, head=True)
         with self.hub.lock:

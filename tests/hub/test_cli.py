@@ -25,8 +25,7 @@ def test_search_prints_repositories_with_downloads_and_likes(capsys, hub, tiny_r
     assert lines[0].split() == ["REPOSITORY", "DOWNLOADS", "LIKES"]
     assert lines[1].split() == [smol_repo.repo_id, "5,000", "5"]
     code, out, _ = run(capsys, "models", "search", "tiny", "--json")
-    assert json.loads(out) == {"results": [{"repo_id": "test/tiny-GGUF", "downloads": 100, "likes": 5,
-                                            "gated": False}]}
+    assert json.loads(out) == {"results": [{"repo_id": "test/tiny-GGUF", "downloads": 100, "likes": 5, "gated": False}]}
 
 
 def test_files_lists_each_file_with_its_verdict(capsys, hub, smol_repo):
@@ -43,17 +42,20 @@ def test_files_lists_each_file_with_its_verdict(capsys, hub, smol_repo):
 def test_download_then_the_model_is_in_the_library_and_opens(capsys, hub, smol_repo):
     code, out, err = run(capsys, "models", "download", smol_repo.repo_id, "SmolLM2-135M-Instruct.Q4_1.gguf")
     assert code == 0, err
-    assert out == ("downloaded SmolLM2-135M-Instruct.Q4_1.gguf (93.8 MB, SHA-256 checked) into your library as "
-                   "SmolLM2-135M-Instruct.Q4_1\n")
-    assert "download: 100%" in err                      # progress lines (not a terminal: every 5 s and at the end)
+    assert out == (
+        "downloaded SmolLM2-135M-Instruct.Q4_1.gguf (93.8 MB, SHA-256 checked) into your library as "
+        "SmolLM2-135M-Instruct.Q4_1\n"
+    )
+    assert "download: 100%" in err  # progress lines (not a terminal: every 5 s and at the end)
     (e,) = ModelLibrary().list()
     assert e.sha256 == SMOLLM2_SHA256
     # It opens: the engine tokenizes with it by its library name.
     code, out, err = run(capsys, "tokenize", "SmolLM2-135M-Instruct.Q4_1", "Hello", "--json")
     assert code == 0 and json.loads(out) == [19556]
     code, out, _ = run(capsys, "models", "download", smol_repo.repo_id, "SmolLM2-135M-Instruct.Q4_1.gguf")
-    assert code == 0 and out == ("SmolLM2-135M-Instruct.Q4_1.gguf is already in your library as "
-                                 "SmolLM2-135M-Instruct.Q4_1\n")
+    assert code == 0 and out == (
+        "SmolLM2-135M-Instruct.Q4_1.gguf is already in your library as SmolLM2-135M-Instruct.Q4_1\n"
+    )
 
 
 def test_each_failure_is_one_line_with_an_exit_code(capsys, hub, tiny_gguf, monkeypatch):

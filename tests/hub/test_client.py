@@ -26,26 +26,37 @@ def test_repo_files_lists_gguf_files_with_size_sha_and_quantization(hub, smol_re
 
     repo = HubClient().repo_files(smol_repo.repo_id)
     assert repo.revision == smol_repo.sha and repo.licence == "apache-2.0" and not repo.gated
-    (f,) = repo.files                                   # README.md and config.json are left out
+    (f,) = repo.files  # README.md and config.json are left out
     assert (f.name, f.quantization, f.size) == ("SmolLM2-135M-Instruct.Q4_1.gguf", "Q4_1", smollm2_path.stat().st_size)
     assert f.parts[0].sha256 == SMOLLM2_SHA256
 
 
 def test_split_files_are_one_model_and_incomplete_splits_are_not_offered():
     parts = [HubPart(f"Q8_0/big-Q8_0-0000{i}-of-00003.gguf", 10, "a" * 64) for i in (2, 1, 3)]
-    parts += [HubPart("half-Q4_K_M-00001-of-00002.gguf", 5, None), HubPart("mmproj-f16.gguf", 1, None),
-              HubPart("small-IQ4_XS.gguf", 3, None)]
+    parts += [
+        HubPart("half-Q4_K_M-00001-of-00002.gguf", 5, None),
+        HubPart("mmproj-f16.gguf", 1, None),
+        HubPart("small-IQ4_XS.gguf", 3, None),
+    ]
     files, incomplete = group_gguf_files(parts)
     assert [(f.name, f.quantization, f.size, f.split) for f in files] == [
-        ("big-Q8_0.gguf", "Q8_0", 30, True), ("small-IQ4_XS.gguf", "IQ4_XS", 3, False)]
+        ("big-Q8_0.gguf", "Q8_0", 30, True),
+        ("small-IQ4_XS.gguf", "IQ4_XS", 3, False),
+    ]
     assert [p.path for p in files[0].parts] == [f"Q8_0/big-Q8_0-0000{i}-of-00003.gguf" for i in (1, 2, 3)]
     assert incomplete == ["half-Q4_K_M.gguf (1 of 2 parts)"]
 
 
-@pytest.mark.parametrize("name, quant", [("Llama-3.2-1B-Instruct-Q4_K_M.gguf", "Q4_K_M"),
-                                         ("qwen2.5-0.5b-instruct-q8_0.gguf", "Q8_0"),
-                                         ("model.BF16.gguf", "BF16"), ("model-IQ3_XXS.gguf", "IQ3_XXS"),
-                                         ("model.gguf", "?")])
+@pytest.mark.parametrize(
+    "name, quant",
+    [
+        ("Llama-3.2-1B-Instruct-Q4_K_M.gguf", "Q4_K_M"),
+        ("qwen2.5-0.5b-instruct-q8_0.gguf", "Q8_0"),
+        ("model.BF16.gguf", "BF16"),
+        ("model-IQ3_XXS.gguf", "IQ3_XXS"),
+        ("model.gguf", "?"),
+    ],
+)
 def test_quantization_from_the_file_name(name, quant):
     assert quantization_of(name) == quant
 
@@ -53,10 +64,9 @@ def test_quantization_from_the_file_name(name, quant):
 def test_the_verdict_comes_from_the_header_alone(hub, smol_repo, smollm2_path):
     client = HubClient()
     repo = client.repo_files(smol_repo.repo_id)
-    v = check_remote(client, repo.repo_id, repo.revision, repo.files[0],
-                     available_bytes=8 << 30, total_bytes=16 << 30)
+    v = check_remote(client, repo.repo_id, repo.revision, repo.files[0], available_bytes=8 << 30, total_bytes=16 << 30)
     assert (v.verdict, v.supported, v.memory, v.template) == ("ok", True, "ok", "ok")
-    assert v.n_ctx == 8192                      # SmolLM2's training length, which fits 8 GB
+    assert v.n_ctx == 8192  # SmolLM2's training length, which fits 8 GB
     # One range request of the first 2 MiB, never the whole 98 MB file.
     assert v.header_bytes == HEADER_FIRST_BYTES < smollm2_path.stat().st_size
     ranges = [h.get("Range") for m, p, h in hub.requests if m == "GET" and "/resolve/" in p]
@@ -71,11 +81,10 @@ def test_the_verdict_comes_from_the_header_alone(hub, smol_repo, smollm2_path):
 def test_a_header_longer_than_the_first_range_is_fetched_in_more_ranges(hub, smol_repo, monkeypatch):
     import app.hub.verdict as verdict
 
-    monkeypatch.setattr(verdict, "HEADER_FIRST_BYTES", 256 << 10)     # SmolLM2's header is 1.7 MB
+    monkeypatch.setattr(verdict, "HEADER_FIRST_BYTES", 256 << 10)  # SmolLM2's header is 1.7 MB
     client = HubClient()
     repo = client.repo_files(smol_repo.repo_id)
-    v = check_remote(client, repo.repo_id, repo.revision, repo.files[0], available_bytes=8 << 30,
-                     total_bytes=16 << 30)
+    v = check_remote(client, repo.repo_id, repo.revision, repo.files[0], available_bytes=8 << 30, total_bytes=16 << 30)
     assert v.supported and v.header_bytes == 2 << 20
     ranges = [h.get("Range") for m, p, h in hub.requests if m == "GET" and "/resolve/" in p]
     assert ranges == ["bytes=0-262143", "bytes=262144-524287", "bytes=524288-1048575", "bytes=1048576-2097151"]
@@ -94,6 +103,7 @@ def test_a_file_that_is_not_gguf_gets_one_line(hub, tmp_path):
 
 
 # -- failures: each one line ----------------------------------------------------------------------
+
 
 def one_line(e: BaseException) -> str:
     text = str(e)
@@ -131,7 +141,7 @@ def test_unknown_file_is_a_404(hub, tiny_repo):
 def test_gated_repository_asks_for_the_licence_and_a_token(hub, tiny_gguf):
     hub.add(FakeRepo("test/gated-GGUF", [FakeFile("g-Q8_0.gguf", tiny_gguf)], gated=True))
     client = HubClient()
-    repo = client.repo_files("test/gated-GGUF")          # the listing is public, as on the Hub
+    repo = client.repo_files("test/gated-GGUF")  # the listing is public, as on the Hub
     assert repo.gated
     with pytest.raises(HubError) as e:
         check_remote(client, repo.repo_id, repo.revision, repo.files[0])
@@ -178,10 +188,10 @@ def test_the_reader_judges_a_header_prefix_against_the_whole_size(tmp_path, tiny
         assert list(f.tensors) == names
         with pytest.raises(ModelFormatError, match="holds only the header"):
             f.tensor_bytes(names[0])
-    with pytest.raises(ModelFormatError, match="needs bytes"):          # the data region is checked
+    with pytest.raises(ModelFormatError, match="needs bytes"):  # the data region is checked
         open_gguf(prefix, full_size=size - 1).close()
     with pytest.raises(ModelFormatError, match="more than the"):
         open_gguf(prefix, full_size=cut - 1).close()
-    prefix.write_bytes(tiny_gguf.read_bytes()[:cut // 2])              # a header cut short: refused
+    prefix.write_bytes(tiny_gguf.read_bytes()[: cut // 2])  # a header cut short: refused
     with pytest.raises(ModelFormatError):
         open_gguf(prefix, full_size=size).close()

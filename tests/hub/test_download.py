@@ -39,8 +39,8 @@ def test_a_download_completes_verifies_and_is_imported(hub, smol_repo):
     entry, duplicate = run_job(job(smol_repo.repo_id, SMOL), on_event=events.append)
     assert not duplicate and entry.sha256 == SMOLLM2_SHA256 and entry.name == "SmolLM2-135M-Instruct.Q4_1"
     lib = ModelLibrary()
-    assert sha256_file(lib.resolve(entry.name)) == SMOLLM2_SHA256        # the bytes in the library
-    assert leftovers() == []                                             # nothing else is kept
+    assert sha256_file(lib.resolve(entry.name)) == SMOLLM2_SHA256  # the bytes in the library
+    assert leftovers() == []  # nothing else is kept
     stages = {e["stage"] for e in events if e["event"] == "progress"}
     assert stages == {"download", "verify", "import"}
     last = [e for e in events if e["event"] == "progress" and e["stage"] == "download"][-1]
@@ -66,9 +66,9 @@ def test_interrupted_then_resumed_in_a_new_run_ends_with_the_same_bytes(hub, smo
     with pytest.raises(HubError) as e:
         run_job(job(smol_repo.repo_id, SMOL))
     assert e.value.kind == "http" and "\n" not in str(e.value)
-    (left,) = pending_jobs()                     # a "restart": the job is read back from disk
+    (left,) = pending_jobs()  # a "restart": the job is read back from disk
     assert left.state == "failed" and 0 < left.have() <= 40_000_000
-    assert library_files() in ([], ["index.json"])           # nothing half-written in the library
+    assert library_files() in ([], ["index.json"])  # nothing half-written in the library
     have = left.have()
     entry, _ = run_job(left)
     assert entry.sha256 == SMOLLM2_SHA256 and leftovers() == []
@@ -102,8 +102,11 @@ def test_cancel_leaves_nothing_behind(hub, smol_repo):
             seen["done"] = e["done"]
 
     with pytest.raises(DownloadStopped) as e:
-        run_job(job(smol_repo.repo_id, SMOL), on_event=on_event,
-                should_stop=lambda: "cancel" if seen["done"] >= 10 << 20 else None)
+        run_job(
+            job(smol_repo.repo_id, SMOL),
+            on_event=on_event,
+            should_stop=lambda: "cancel" if seen["done"] >= 10 << 20 else None,
+        )
     assert e.value.how == "cancel" and "nothing was kept" in str(e.value)
     assert leftovers() == [] and pending_jobs() == [] and ModelLibrary().list() == []
 
@@ -146,7 +149,10 @@ def test_no_network_mid_way_keeps_the_bytes(hub, smol_repo, monkeypatch):
     monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")
     with pytest.raises(HubError) as e:
         run_job(j)
-    assert e.value.kind == "offline" and (pending_jobs()[0].state, pending_jobs()[0].message) == ("failed", str(e.value))
+    assert e.value.kind == "offline" and (pending_jobs()[0].state, pending_jobs()[0].message) == (
+        "failed",
+        str(e.value),
+    )
 
 
 def test_disk_space_is_checked_before_the_first_byte(hub, smol_repo, monkeypatch):
@@ -175,8 +181,9 @@ def test_a_split_model_is_downloaded_whole_and_joined(hub, tmp_path, monkeypatch
     monkeypatch.setenv("HF_ENDPOINT", hub.url)
     parts = sorted((tmp_path / "split").glob("m-*-of-*.gguf"))
     assert len(parts) == 3
-    hub.add(FakeRepo("test/split-GGUF", [FakeFile(f"Tiny-F32-0000{i}-of-00003.gguf", p)
-                                         for i, p in enumerate(parts, 1)]))
+    hub.add(
+        FakeRepo("test/split-GGUF", [FakeFile(f"Tiny-F32-0000{i}-of-00003.gguf", p) for i, p in enumerate(parts, 1)])
+    )
     repo = HubClient().repo_files("test/split-GGUF")
     (f,) = repo.files
     assert f.name == "Tiny-F32.gguf" and f.split and f.size == sum(p.stat().st_size for p in parts)
@@ -194,8 +201,9 @@ def test_a_split_model_is_downloaded_whole_and_joined(hub, tmp_path, monkeypatch
         assert [k for k in a.metadata if not k.startswith("split.")] == list(b.metadata)
         for k in b.metadata:
             va, vb = a.metadata.get(k), b.metadata.get(k)
-            assert (list(va) if hasattr(va, "__len__") and not isinstance(va, str) else va) == \
-                   (list(vb) if hasattr(vb, "__len__") and not isinstance(vb, str) else vb), k
+            assert (list(va) if hasattr(va, "__len__") and not isinstance(va, str) else va) == (
+                list(vb) if hasattr(vb, "__len__") and not isinstance(vb, str) else vb
+            ), k
     assert leftovers() == []
 
 
@@ -207,8 +215,12 @@ def test_the_queue_runs_jobs_one_at_a_time_and_reports_plain_events(hub, tiny_gg
 
     write_tiny_model(other, seed=1)
     shutil.copy(tiny_gguf, tmp_path / "a.gguf")
-    hub.add(FakeRepo("test/two-GGUF", [FakeFile("a-F32.gguf", tiny_gguf, bytes_per_s=2e6),
-                                        FakeFile("b-F32.gguf", other, bytes_per_s=2e6)]))
+    hub.add(
+        FakeRepo(
+            "test/two-GGUF",
+            [FakeFile("a-F32.gguf", tiny_gguf, bytes_per_s=2e6), FakeFile("b-F32.gguf", other, bytes_per_s=2e6)],
+        )
+    )
     events, done = [], threading.Event()
     running = []
 

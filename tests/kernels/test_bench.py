@@ -1,5 +1,6 @@
 """The benchmark functions behind `llambda bench --kernels` run and report sane fields (tiny sizes
 here; the real figures come from `python -m app.kernels`, never from the test suite)."""
+
 from __future__ import annotations
 
 import app.kernels as K
@@ -35,7 +36,6 @@ def test_simd_levels_run_their_own_grid_kernels():
     if K.best_isa_level() < 1:
         return
     for t in (16, 17, 22, 18, 21, 19, 29, 34, 35, 39):
-        rows = K.bench_in_cache(types=[t], levels=["ref", K.best_isa_level()], n_rows=8, n_cols=2048,
-                                inner=4, reps=3)
+        rows = K.bench_in_cache(types=[t], levels=["ref", K.best_isa_level()], n_rows=8, n_cols=2048, inner=4, reps=3)
         ref, simd = rows[0]["bytes_per_s"], rows[1]["bytes_per_s"]
         assert simd > 2 * ref, (K.TYPE_NAMES[t], simd / ref)

@@ -7,6 +7,7 @@ only the exact integer parts (sums of level x activation products) are free to b
 order. The contract of each kernel family is written where its reference is (llk_ref.c,
 llk_ref_iq.c); these tests hold every level, and the 1 x 4 matmul kernels, to it.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -25,15 +26,17 @@ def assert_same_bits(got, want, what):
     g, w = bits(got), bits(want)
     if not np.array_equal(g, w):
         i = int(np.flatnonzero(g.reshape(-1) != w.reshape(-1))[0])
-        raise AssertionError(f"{what}: element {i}: {np.asarray(got).reshape(-1)[i]!r} != "
-                             f"{np.asarray(want).reshape(-1)[i]!r} (reference)")
+        raise AssertionError(
+            f"{what}: element {i}: {np.asarray(got).reshape(-1)[i]!r} != "
+            f"{np.asarray(want).reshape(-1)[i]!r} (reference)"
+        )
 
 
 def _lengths(t: int) -> list[int]:
     bs = K.block_size(t)
-    if bs == 1:      # every tail shape of the 8-, 16- and 32-float steps
+    if bs == 1:  # every tail shape of the 8-, 16- and 32-float steps
         return [1, 5, 8, 15, 16, 17, 24, 31, 32, 33, 40, 47, 63, 64, 100, 576, 1000]
-    if bs == 32:     # whole and partial groups of 8 blocks, pairs and odd blocks
+    if bs == 32:  # whole and partial groups of 8 blocks, pairs and odd blocks
         return [32 * k for k in (1, 2, 3, 6, 7, 8, 9, 16, 17, 18, 24, 33)]
     return [256 * k for k in (1, 2, 3, 5)]
 
@@ -42,6 +45,7 @@ def _rows(t: int, n: int, n_rows: int, seed: int) -> np.ndarray:
     if t in GGUF_QUANTIZABLE and t not in (0, 1, 30):
         from gguf import GGMLQuantizationType as T
         from gguf.quants import quantize
+
         w = np.random.default_rng(seed).standard_normal((n_rows, n)).astype(np.float32)
         return quantize(w, T(t)).reshape(n_rows, -1)
     return K.random_weights(t, n_rows, n, seed=seed)
@@ -77,8 +81,11 @@ def pool():
 @pytest.mark.parametrize("t", ALL_TYPES, ids=name)
 def test_matmul_rows_equal_matvec_and_reference(t, isa, pool):
     """Prompt batches (the 1 x 4 kernels) give each token exactly its one-token product."""
-    n_cols = 9 * K.block_size(t) if K.block_size(t) == 32 else 2 * max(K.block_size(t), 128) + (
-        40 if K.block_size(t) == 1 else 0)
+    n_cols = (
+        9 * K.block_size(t)
+        if K.block_size(t) == 32
+        else 2 * max(K.block_size(t), 128) + (40 if K.block_size(t) == 1 else 0)
+    )
     n_rows, n_tok = 13, 9
     w = _rows(t, n_cols, n_rows, seed=t)
     x = np.random.default_rng(t).standard_normal((n_tok, n_cols)).astype(np.float32)
@@ -91,15 +98,19 @@ def test_matmul_rows_equal_matvec_and_reference(t, isa, pool):
 
 @pytest.mark.parametrize("isa", SIMD_LEVELS)
 @pytest.mark.parametrize("kv_dtype", [np.float32, np.float16])
-@pytest.mark.parametrize("cfg", ATTNS + LONG_ATTNS[:3],
-                         ids=lambda c: f"h{c.n_head}-kv{c.n_head_kv}-d{c.head_dim}-w{c.window}")
+@pytest.mark.parametrize(
+    "cfg", ATTNS + LONG_ATTNS[:3], ids=lambda c: f"h{c.n_head}-kv{c.n_head_kv}-d{c.head_dim}-w{c.window}"
+)
 def test_attention_is_bit_identical_to_reference(cfg, kv_dtype, isa, pool):
     rng = np.random.default_rng(cfg.head_dim)
-    for n_kv, pos in ((23, [0, 3, 10, 17, 21, 22]), (700, [699])):   # batch; one long split token
+    for n_kv, pos in ((23, [0, 3, 10, 17, 21, 22]), (700, [699])):  # batch; one long split token
         q = rng.standard_normal((len(pos), cfg.n_head, cfg.head_dim)).astype(np.float32)
         k = (rng.standard_normal((n_kv, cfg.n_head_kv, cfg.head_dim)) * 2).astype(kv_dtype)
         v = rng.standard_normal((n_kv, cfg.n_head_kv, cfg.head_dim)).astype(kv_dtype)
         p = np.array(pos, np.int32)
         for threads in (pool, None):
-            assert_same_bits(K.attention(threads, cfg, q, k, v, p, isa=isa),
-                             K.attention(threads, cfg, q, k, v, p, isa="ref"), f"n_kv={n_kv}")
+            assert_same_bits(
+                K.attention(threads, cfg, q, k, v, p, isa=isa),
+                K.attention(threads, cfg, q, k, v, p, isa="ref"),
+                f"n_kv={n_kv}",
+            )

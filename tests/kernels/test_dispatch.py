@@ -1,4 +1,5 @@
 """Dispatch and type traits: levels, LLAMBDA_ISA forcing, supported types, argument checks."""
+
 from __future__ import annotations
 
 import os
@@ -61,8 +62,13 @@ def _isa_in_child(value: str | None) -> str:
     env.pop("LLAMBDA_ISA", None)
     if value is not None:
         env["LLAMBDA_ISA"] = value
-    r = subprocess.run([sys.executable, "-c", "import app.kernels as k; print(k.isa_level())"],
-                       env=env, capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [sys.executable, "-c", "import app.kernels as k; print(k.isa_level())"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 0, r.stderr
     return r.stdout.strip()
 
@@ -80,11 +86,11 @@ def test_env_cannot_raise_or_break():
 
 def test_bad_arguments_raise_kernel_error():
     with pytest.raises(KernelError):
-        K.dequantize_row(5, np.zeros(64, np.uint8), 32)          # type 5 (Q4_2) is gone
+        K.dequantize_row(5, np.zeros(64, np.uint8), 32)  # type 5 (Q4_2) is gone
     with pytest.raises(KernelError):
-        K.dequantize_row(2, np.zeros(64, np.uint8), 33)          # not a block multiple
+        K.dequantize_row(2, np.zeros(64, np.uint8), 33)  # not a block multiple
     with pytest.raises(KernelError):
-        K.dequantize_row(2, np.zeros(10, np.uint8), 32)          # too few bytes
+        K.dequantize_row(2, np.zeros(10, np.uint8), 32)  # too few bytes
     with pytest.raises(KernelError):
         K.vec_dot(2, np.zeros(18, np.uint8), np.zeros(8, np.uint8), 32)
     with pytest.raises(KernelError):
@@ -109,10 +115,11 @@ print("ok")
 """
 
 
-@pytest.mark.skipif(K.best_isa_level() < 2 or "vnni" not in K.isa_name(2),
-                    reason="needs an AVX-512 VNNI CPU to compare the two AVX-512 builds")
+@pytest.mark.skipif(
+    K.best_isa_level() < 2 or "vnni" not in K.isa_name(2),
+    reason="needs an AVX-512 VNNI CPU to compare the two AVX-512 builds",
+)
 def test_avx512_without_vnni_matches_reference():
     env = dict(os.environ, LLAMBDA_ISA="avx512-novnni")
-    r = subprocess.run([sys.executable, "-c", NOVNNI_CHECK], env=env, capture_output=True,
-                       text=True, timeout=120)
+    r = subprocess.run([sys.executable, "-c", NOVNNI_CHECK], env=env, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]

@@ -2,6 +2,7 @@
 d * q is exact in float32, attention over a Q8_0 cache must equal, bit for bit, attention over a
 float32 cache holding the dequantized values, at every ISA level (the summation contract), and
 every level must equal the reference."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -14,11 +15,11 @@ from tests.kernels.test_ops import attn_ref
 
 Q8_ATTNS = [
     K.AttentionConfig(4, 4, 32),
-    K.AttentionConfig(9, 3, 64),                      # SmolLM2's GQA
-    K.AttentionConfig(14, 2, 64),                     # groups of 7: two subgroups
-    K.AttentionConfig(4, 2, 96),                      # 96: a 16-value tail at 512 bits
-    K.AttentionConfig(4, 1, 256, softcap=30.0),       # Gemma 3's head size, soft-capped
-    K.AttentionConfig(4, 2, 32, window=5),            # sliding window
+    K.AttentionConfig(9, 3, 64),  # SmolLM2's GQA
+    K.AttentionConfig(14, 2, 64),  # groups of 7: two subgroups
+    K.AttentionConfig(4, 2, 96),  # 96: a 16-value tail at 512 bits
+    K.AttentionConfig(4, 1, 256, softcap=30.0),  # Gemma 3's head size, soft-capped
+    K.AttentionConfig(4, 2, 32, window=5),  # sliding window
 ]
 IDS = [f"h{c.n_head}-kv{c.n_head_kv}-d{c.head_dim}-w{c.window}" for c in Q8_ATTNS]
 
@@ -26,7 +27,7 @@ IDS = [f"h{c.n_head}-kv{c.n_head_kv}-d{c.head_dim}-w{c.window}" for c in Q8_ATTN
 def _caches(cfg, n_kv, rng):
     k = (rng.standard_normal((n_kv, cfg.n_head_kv * cfg.head_dim)) * 2).astype(np.float32)
     v = rng.standard_normal((n_kv, cfg.n_head_kv * cfg.head_dim)).astype(np.float32)
-    k[3, :32] = 0.0                                  # an all-zero block (d = 0)
+    k[3, :32] = 0.0  # an all-zero block (d = 0)
     kq, vq = K.quantize_kv_q8_0(k), K.quantize_kv_q8_0(v)
     n = cfg.n_head_kv * cfg.head_dim
     shape = (n_kv, cfg.n_head_kv, cfg.head_dim)
@@ -42,9 +43,10 @@ def test_quantize_kv_q8_0_matches_gguf_layout():
     assert q.shape == (5, 4 * 34)
     back = K.dequantize_kv_q8_0(q, 128)
     d = np.abs(x.reshape(5, 4, 32)).max(axis=2) / 127
-    assert np.all(np.abs(back - x).reshape(5, 4, 32) <= d[..., None] * (0.5 + 127 * 2.0 ** -11))
+    assert np.all(np.abs(back - x).reshape(5, 4, 32) <= d[..., None] * (0.5 + 127 * 2.0**-11))
     from gguf import GGMLQuantizationType as T
     from gguf.quants import dequantize
+
     np.testing.assert_array_equal(dequantize(q, T.Q8_0).reshape(5, 128), back)
 
 
@@ -53,7 +55,7 @@ def test_quantize_kv_q8_0_matches_gguf_layout():
 def test_q8_attention_equals_f32_attention_of_the_same_values(cfg, isa):
     rng = np.random.default_rng(cfg.head_dim + cfg.n_head)
     with K.ThreadPool(2) as pool:
-        for n_kv, pos in ((23, [0, 3, 10, 17, 21, 22]), (700, [699])):   # batch; a split token
+        for n_kv, pos in ((23, [0, 3, 10, 17, 21, 22]), (700, [699])):  # batch; a split token
             kq, vq, kf, vf = _caches(cfg, n_kv, rng)
             q = rng.standard_normal((len(pos), cfg.n_head, cfg.head_dim)).astype(np.float32)
             p = np.array(pos, np.int32)

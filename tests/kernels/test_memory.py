@@ -1,4 +1,5 @@
 """10,000 library calls in a row leave the process no bigger: no leak per call, in C or in glue."""
+
 from __future__ import annotations
 
 import gc
@@ -9,7 +10,7 @@ import psutil
 import app.kernels as K
 
 N_CALLS = 10_000
-MAX_GROWTH_BYTES = 4 << 20     # allocator noise; a leak of even 1 KiB per call would be 10 MB
+MAX_GROWTH_BYTES = 4 << 20  # allocator noise; a leak of even 1 KiB per call would be 10 MB
 
 
 def test_ten_thousand_calls_no_memory_growth():
@@ -23,14 +24,16 @@ def test_ten_thousand_calls_no_memory_growth():
     rope = K.RopeConfig(64)
     out = np.empty(64, np.float32)
     with K.ThreadPool(2) as pool:
+
         def burst(count):
             for i in range(count):
-                K.matvec(pool, t, w, n, x, out=out)      # allocates activations in C each call
+                K.matvec(pool, t, w, n, x, out=out)  # allocates activations in C each call
                 if i % 4 == 0:
                     K.dequantize_row(t, w[0], n)
                     K.attention(pool, cfg, q, kv, kv, [7])
                     K.rope(rope, q, [i])
-        burst(500)                                       # warm up caches, arenas
+
+        burst(500)  # warm up caches, arenas
         gc.collect()
         before = proc.memory_info().rss
         burst(N_CALLS)

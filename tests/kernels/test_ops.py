@@ -1,6 +1,7 @@
 """Decoder operations against numpy in float64: norms, activations, element-wise, RoPE (normal,
 NeoX, partial, linear / YaRN / Llama-3 scaling) and attention (GQA, causal, sliding window,
 soft-capping, f16 and f32 caches)."""
+
 from __future__ import annotations
 
 import math
@@ -24,7 +25,7 @@ def test_norms(n):
     w = RNG.standard_normal(n).astype(np.float32)
     b = RNG.standard_normal(n).astype(np.float32)
     xd = x.astype(np.float64)
-    rms = xd / np.sqrt((xd ** 2).mean(-1, keepdims=True) + 1e-5)
+    rms = xd / np.sqrt((xd**2).mean(-1, keepdims=True) + 1e-5)
     close(K.rms_norm(x, w, eps=1e-5), rms * w)
     close(K.rms_norm(x, eps=1e-5), rms)
     mu = xd.mean(-1, keepdims=True)
@@ -50,7 +51,7 @@ def test_activations():
     u = RNG.standard_normal(x.size).astype(np.float32)
     xd = x.astype(np.float64)
     silu = xd / (1 + np.exp(-xd))
-    gelu = 0.5 * xd * (1 + np.tanh(math.sqrt(2 / math.pi) * (xd + 0.044715 * xd ** 3)))
+    gelu = 0.5 * xd * (1 + np.tanh(math.sqrt(2 / math.pi) * (xd + 0.044715 * xd**3)))
     gelu_erf = 0.5 * xd * (1 + np.vectorize(math.erf)(xd / math.sqrt(2)))
     close(K.silu(x), silu)
     close(K.gelu(x), gelu)
@@ -78,12 +79,15 @@ def rope_ref(cfg: K.RopeConfig, x: np.ndarray, pos: np.ndarray) -> np.ndarray:
         wl = 2 * math.pi / inv
         lo_wl, hi_wl = cfg.n_ctx_orig / cfg.low_freq_factor, cfg.n_ctx_orig / cfg.high_freq_factor
         smooth = (cfg.n_ctx_orig / wl - cfg.low_freq_factor) / (cfg.high_freq_factor - cfg.low_freq_factor)
-        new = np.where(wl < hi_wl, inv, np.where(wl > lo_wl, inv / cfg.factor,
-                                                 (1 - smooth) * inv / cfg.factor + smooth * inv))
+        new = np.where(
+            wl < hi_wl, inv, np.where(wl > lo_wl, inv / cfg.factor, (1 - smooth) * inv / cfg.factor + smooth * inv)
+        )
         th = pos[:, None] * new[None, :]
     elif cfg.scaling == "yarn":
+
         def corr(turns):
             return n_rot * math.log(cfg.n_ctx_orig / (turns * 2 * math.pi)) / (2 * math.log(cfg.freq_base))
+
         lo = max(0.0, math.floor(corr(cfg.beta_fast)))
         hi = min(n_rot - 1.0, math.ceil(corr(cfg.beta_slow)))
         ramp = 1 - np.clip((i - lo) / max(0.001, hi - lo), 0, 1)
@@ -108,7 +112,7 @@ def rope_ref(cfg: K.RopeConfig, x: np.ndarray, pos: np.ndarray) -> np.ndarray:
 ROPES = [
     K.RopeConfig(64),
     K.RopeConfig(64, neox=True, freq_base=1e6),
-    K.RopeConfig(64, n_rot=32, neox=True),                         # partial rotary (Phi-style)
+    K.RopeConfig(64, n_rot=32, neox=True),  # partial rotary (Phi-style)
     K.RopeConfig(80, n_rot=40),
     K.RopeConfig(64, scaling="linear", freq_scale=0.25),
     K.RopeConfig(128, neox=True, freq_base=5e5, scaling="llama3", n_ctx_orig=8192, factor=8.0),
@@ -117,16 +121,18 @@ ROPES = [
 ]
 
 
-@pytest.mark.parametrize("cfg", ROPES, ids=lambda c: f"{c.head_dim}-{c.n_rot}-{'neox' if c.neox else 'norm'}-{c.scaling}")
+@pytest.mark.parametrize(
+    "cfg", ROPES, ids=lambda c: f"{c.head_dim}-{c.n_rot}-{'neox' if c.neox else 'norm'}-{c.scaling}"
+)
 def test_rope(cfg):
     x = RNG.standard_normal((5, 3, cfg.head_dim)).astype(np.float32)
     pos = np.array([0, 1, 17, 1000, 31999], np.int32)
     got = K.rope(cfg, x, pos)
     np.testing.assert_allclose(got, rope_ref(cfg, x, pos), rtol=1e-5, atol=2e-5)
     n_rot = cfg.n_rot or cfg.head_dim
-    np.testing.assert_array_equal(got[..., n_rot:], x[..., n_rot:])    # pass-through dims
+    np.testing.assert_array_equal(got[..., n_rot:], x[..., n_rot:])  # pass-through dims
     if cfg.scaling == "none" and cfg.attn_factor == 1.0:
-        np.testing.assert_array_equal(got[0], x[0])                     # position 0: identity
+        np.testing.assert_array_equal(got[0], x[0])  # position 0: identity
 
 
 def test_rope_scaling_properties():
@@ -146,8 +152,7 @@ def test_rope_freq_factors_as_in_gguf_rope_freqs():
     inv = 5e5 ** (-2 * i / 128)
     wl = 2 * math.pi / inv
     smooth = (8192 / wl - 1.0) / (4.0 - 1.0)
-    new = np.where(wl < 8192 / 4.0, inv, np.where(wl > 8192 / 1.0, inv / 8.0,
-                                                  (1 - smooth) * inv / 8.0 + smooth * inv))
+    new = np.where(wl < 8192 / 4.0, inv, np.where(wl > 8192 / 1.0, inv / 8.0, (1 - smooth) * inv / 8.0 + smooth * inv))
     cff = K.RopeConfig(128, neox=True, freq_base=5e5, freq_factors=tuple(inv / new))
     x = RNG.standard_normal((3, 2, 128)).astype(np.float32)
     pos = np.array([5, 900, 20000], np.int32)
@@ -196,27 +201,29 @@ def attn_ref(cfg: K.AttentionConfig, q, k, v, pos):
 
 ATTNS = [
     K.AttentionConfig(4, 4, 32),
-    K.AttentionConfig(4, 2, 128),                                # the register-held head sizes
-    K.AttentionConfig(3, 3, 20),                                 # a head size with a scalar tail
-    K.AttentionConfig(9, 3, 64),                                 # GQA as in SmolLM2
-    K.AttentionConfig(14, 2, 64),                                # groups of 7: two subgroups
-    K.AttentionConfig(4, 2, 96),                                 # phi3's 96 = 64 + 32 at 512 bits
-    K.AttentionConfig(3, 1, 48),                                 # 48 = three 16-value steps
-    K.AttentionConfig(8, 1, 16, softcap=30.0),                   # MQA + Gemma-2 soft-capping
-    K.AttentionConfig(4, 2, 32, window=5),                       # sliding window
+    K.AttentionConfig(4, 2, 128),  # the register-held head sizes
+    K.AttentionConfig(3, 3, 20),  # a head size with a scalar tail
+    K.AttentionConfig(9, 3, 64),  # GQA as in SmolLM2
+    K.AttentionConfig(14, 2, 64),  # groups of 7: two subgroups
+    K.AttentionConfig(4, 2, 96),  # phi3's 96 = 64 + 32 at 512 bits
+    K.AttentionConfig(3, 1, 48),  # 48 = three 16-value steps
+    K.AttentionConfig(8, 1, 16, softcap=30.0),  # MQA + Gemma-2 soft-capping
+    K.AttentionConfig(4, 2, 32, window=5),  # sliding window
     K.AttentionConfig(2, 2, 8, causal=False, scale=0.5),
 ]
 
 
 @pytest.mark.parametrize("isa", LEVELS)
 @pytest.mark.parametrize("kv_dtype", [np.float32, np.float16])
-@pytest.mark.parametrize("cfg", ATTNS, ids=lambda c: f"h{c.n_head}-kv{c.n_head_kv}-d{c.head_dim}-w{c.window}-c{c.softcap}")
+@pytest.mark.parametrize(
+    "cfg", ATTNS, ids=lambda c: f"h{c.n_head}-kv{c.n_head_kv}-d{c.head_dim}-w{c.window}-c{c.softcap}"
+)
 def test_attention(cfg, kv_dtype, isa):
     n_kv, n_tok = 23, 6
     q = RNG.standard_normal((n_tok, cfg.n_head, cfg.head_dim)).astype(np.float32)
     k = (RNG.standard_normal((n_kv, cfg.n_head_kv, cfg.head_dim)) * 2).astype(kv_dtype)
     v = RNG.standard_normal((n_kv, cfg.n_head_kv, cfg.head_dim)).astype(kv_dtype)
-    pos = np.array([0, 3, 10, 17, 21, 22], np.int32)             # a prompt batch at its positions
+    pos = np.array([0, 3, 10, 17, 21, 22], np.int32)  # a prompt batch at its positions
     want = attn_ref(cfg, q, k, v, pos)
     with K.ThreadPool(2) as pool:
         got = K.attention(pool, cfg, q, k, v, pos, isa=isa)
@@ -238,13 +245,33 @@ def test_attention_rejects_bad_shapes():
 def test_fp16_conversions_match_numpy():
     """The library's own float16 rounding (round to nearest even, subnormals, overflow to inf)."""
     rng = np.random.default_rng(5)
-    x = np.concatenate([
-        rng.standard_normal(4000).astype(np.float32) * 100,
-        (rng.standard_normal(1000) * 1e-6).astype(np.float32),            # float16 subnormals
-        np.array([0.0, -0.0, 65504.0, 65519.99, 65520.0, 1e9, -1e9, np.inf, -np.inf,
-                  6.1035156e-05, 5.9604645e-08, 2.9802322e-08, 2.9802326e-08, 1.0009765625,
-                  1.00048828125, 1.00146484375], np.float32),              # edges and ties
-    ])
+    x = np.concatenate(
+        [
+            rng.standard_normal(4000).astype(np.float32) * 100,
+            (rng.standard_normal(1000) * 1e-6).astype(np.float32),  # float16 subnormals
+            np.array(
+                [
+                    0.0,
+                    -0.0,
+                    65504.0,
+                    65519.99,
+                    65520.0,
+                    1e9,
+                    -1e9,
+                    np.inf,
+                    -np.inf,
+                    6.1035156e-05,
+                    5.9604645e-08,
+                    2.9802322e-08,
+                    2.9802326e-08,
+                    1.0009765625,
+                    1.00048828125,
+                    1.00146484375,
+                ],
+                np.float32,
+            ),  # edges and ties
+        ]
+    )
     h = np.empty(x.size, np.uint16)
     K.lib.llk_fp32_to_fp16(K.ffi.from_buffer("float[]", x), K.ffi.from_buffer("uint16_t[]", h), x.size)
     with np.errstate(over="ignore"):
@@ -263,12 +290,14 @@ LONG_ATTNS = [
     K.AttentionConfig(14, 2, 64),
     K.AttentionConfig(4, 1, 256, softcap=50.0),
     K.AttentionConfig(4, 2, 32, window=300),
-    K.AttentionConfig(4, 2, 32, window=5),                       # most splits see nothing
+    K.AttentionConfig(4, 2, 32, window=5),  # most splits see nothing
 ]
 
 
 @pytest.mark.parametrize("isa", LEVELS)
-@pytest.mark.parametrize("cfg", LONG_ATTNS, ids=lambda c: f"h{c.n_head}-kv{c.n_head_kv}-d{c.head_dim}-w{c.window}-c{c.softcap}")
+@pytest.mark.parametrize(
+    "cfg", LONG_ATTNS, ids=lambda c: f"h{c.n_head}-kv{c.n_head_kv}-d{c.head_dim}-w{c.window}-c{c.softcap}"
+)
 def test_long_attention_of_one_token_is_split_across_threads_and_merged(cfg, isa):
     """A generated token over a long cache has too few (token, KV head) items for the pool, so
     the positions are split too and the partial softmaxes merged: equal to the reference, and bit

@@ -1,6 +1,7 @@
 """Packed weights (panels of 8 rows, kernels/llk_panel.c): the panel kernels give the floats of the
 reference row-by-row product bit for bit, at every level that has them, for every token count a
 register tile can leave over, partial lane groups, odd panel counts and both thread counts."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -10,7 +11,7 @@ import app.kernels as K
 from app.errors import KernelError
 from tests.kernels.helpers import LEVELS, name
 
-PACKED_TYPES = [2, 3, 8, 12, 13, 14, 23]   # Q4_0, Q4_1, Q8_0, Q4_K, Q5_K, Q6_K, IQ4_XS
+PACKED_TYPES = [2, 3, 8, 12, 13, 14, 23]  # Q4_0, Q4_1, Q8_0, Q4_K, Q5_K, Q6_K, IQ4_XS
 # (n_rows, n_cols): one block; a partial last group of 8 blocks (576 = 18 blocks, SmolLM2's width);
 # whole groups; several panels that threads split (the K-quants take whole super-blocks of 256)
 SHAPES = [(8, 32), (16, 576), (24, 256), (40, 1536)]
@@ -31,8 +32,11 @@ def _levels_with_panels(t: int) -> list[str]:
     return ["ref"] + [lv for lv in LEVELS[1:] if K.isa_packs(t, lv)]
 
 
-@pytest.mark.parametrize("t,shape", [(t, s) for t in PACKED_TYPES for s in (K_SHAPES if t in (12, 13, 14, 23) else SHAPES)],
-                         ids=lambda v: name(v) if isinstance(v, int) else f"{v[0]}x{v[1]}")
+@pytest.mark.parametrize(
+    "t,shape",
+    [(t, s) for t in PACKED_TYPES for s in (K_SHAPES if t in (12, 13, 14, 23) else SHAPES)],
+    ids=lambda v: name(v) if isinstance(v, int) else f"{v[0]}x{v[1]}",
+)
 def test_packed_matmul_equals_reference_rows(t, shape, pool2):
     n_rows, n_cols = shape
     w = K.random_weights(t, n_rows, n_cols, seed=n_rows + n_cols)
@@ -40,9 +44,9 @@ def test_packed_matmul_equals_reference_rows(t, shape, pool2):
     x = rng.standard_normal((9, n_cols)).astype(np.float32) * rng.uniform(0.1, 10, (9, 1)).astype(np.float32)
     want = K.matmul(None, t, w, n_cols, x, isa="ref")
     packed = K.pack(pool2, t, w, n_cols)
-    assert np.array_equal(packed, K.pack(None, t, w, n_cols))       # the threads' split changes nothing
+    assert np.array_equal(packed, K.pack(None, t, w, n_cols))  # the threads' split changes nothing
     for isa in _levels_with_panels(t):
-        for n_tok in (1, 2, 3, 4, 5, 9):                             # every tile remainder
+        for n_tok in (1, 2, 3, 4, 5, 9):  # every tile remainder
             for pool in (None, pool2):
                 got = K.matmul_packed(pool, t, packed, n_rows, n_cols, x[:n_tok], isa=isa)
                 assert np.array_equal(_bits(got), _bits(want[:n_tok])), (isa, n_tok, pool)
@@ -59,6 +63,6 @@ def test_levels_pack_the_types_they_have_kernels_for(t):
 def test_pack_refuses_what_has_no_layout():
     w = K.random_weights(2, 12, 64, seed=1)
     with pytest.raises(KernelError):
-        K.pack(None, 2, w, 64)                       # 12 rows: not whole panels
+        K.pack(None, 2, w, 64)  # 12 rows: not whole panels
     with pytest.raises(KernelError):
         K.pack(None, 10, K.random_weights(10, 8, 256, seed=1), 256)  # Q2_K: no panel layout yet

@@ -1,5 +1,6 @@
 """The thread pool: sizes, every item exactly once under many tiny and a few huge jobs, abort
 mid-job from another thread, the GIL released during calls, an idle pool using no CPU."""
+
 from __future__ import annotations
 
 import threading
@@ -11,7 +12,7 @@ import pytest
 
 import app.kernels as K
 
-IDLE_CPU_FRACTION = 0.05   # an idle pool may use at most 5% of one core
+IDLE_CPU_FRACTION = 0.05  # an idle pool may use at most 5% of one core
 
 
 def test_size_is_physical_cores_and_never_above_allowed():
@@ -41,7 +42,7 @@ def test_few_huge_jobs_are_shared():
         busy = p.busy_ns()
         assert len(busy) == p.size and all(b > 0 for b in busy)
         if p.size > 1:
-            assert sum(p.chunks()[1:]) > 0     # the workers took part
+            assert sum(p.chunks()[1:]) > 0  # the workers took part
 
 
 def test_abort_mid_job_from_another_thread():
@@ -50,12 +51,12 @@ def test_abort_mid_job_from_another_thread():
         threading.Timer(0.05, p.abort).start()
         t0 = time.perf_counter()
         with pytest.raises(K.KernelAborted):
-            p.test_job(4000, 1, 200_000, counts)    # seconds of work if not aborted
+            p.test_job(4000, 1, 200_000, counts)  # seconds of work if not aborted
         assert time.perf_counter() - t0 < 2.0
         assert 0 < counts.sum() < 4000
         assert counts.max() == 1
         assert p.aborted
-        with pytest.raises(K.KernelAborted):        # sticky until cleared
+        with pytest.raises(K.KernelAborted):  # sticky until cleared
             p.test_job(10, 1, 0)
         p.clear_abort()
         counts[:] = 0
@@ -85,13 +86,13 @@ def test_idle_pool_uses_no_cpu():
     proc = psutil.Process()
     with K.ThreadPool(2) as p:
         p.test_job(1000, 10, 100)
-        time.sleep(0.2)                       # past the spin window: workers now sleep
+        time.sleep(0.2)  # past the spin window: workers now sleep
         c0 = proc.cpu_times()
         time.sleep(0.5)
         c1 = proc.cpu_times()
         used = (c1.user - c0.user) + (c1.system - c0.system)
         assert used < IDLE_CPU_FRACTION * 0.5, f"idle pool used {used:.3f} s of CPU in 0.5 s"
-        counts = np.zeros(50, np.int32)       # and wakes up again
+        counts = np.zeros(50, np.int32)  # and wakes up again
         p.test_job(50, 1, 0, counts)
         assert (counts == 1).all()
 
@@ -123,7 +124,7 @@ def test_second_driver_gets_busy_not_corruption():
         th.join()
         assert errors and "busy" in errors[0]
         counts = np.zeros(10, np.int32)
-        p.test_job(10, 1, 0, counts)          # free again afterwards
+        p.test_job(10, 1, 0, counts)  # free again afterwards
         assert (counts == 1).all()
 
 
@@ -133,7 +134,7 @@ def test_pools_come_and_go_without_leaking_threads():
     for _ in range(50):
         with K.ThreadPool(2) as p:
             p.test_job(20, 1, 0)
-    assert proc.num_threads() <= before     # (other runtimes may end threads meanwhile)
+    assert proc.num_threads() <= before  # (other runtimes may end threads meanwhile)
 
 
 def test_describe_names_the_level():
@@ -159,12 +160,12 @@ def test_the_pool_narrows_while_its_jobs_wait_on_a_thread_and_widens_again():
             pytest.skip("one CPU: nothing to narrow")
         counts = np.zeros(2, np.int32)
         n = _stall_jobs(p, 5.0, counts, until_narrow=True)
-        assert p.width == 1                           # the driver now does every item itself
-        assert (counts == n).all()                    # each item of each job ran exactly once
-        p.test_job(100, 1, 0)                         # nothing stalls now ...
-        time.sleep(1.1)                               # ... and after the probe interval
+        assert p.width == 1  # the driver now does every item itself
+        assert (counts == n).all()  # each item of each job ran exactly once
+        p.test_job(100, 1, 0)  # nothing stalls now ...
+        time.sleep(1.1)  # ... and after the probe interval
         p.test_job(100, 1, 0)
-        assert p.width == 2                           # it tries both threads again
+        assert p.width == 2  # it tries both threads again
 
 
 def test_a_fixed_pool_keeps_its_width():

@@ -7,6 +7,7 @@ IQ2 and IQ3_XXS types, which llama.cpp quantizes only with an importance matrix)
 by llama.cpp (tests/data/kernels/real_rows.npz, made by make_real_rows.py), and the SmolLM2 Q4_1
 model.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -18,9 +19,20 @@ from gguf.quants import quantize
 
 import app.kernels as K
 import app.kernels.bench as KB
-from tests.kernels.helpers import (ALL_TYPES, DOT_REL_ERR, GGUF_QUANTIZABLE, GRID_TYPES, LEVELS,
-                                   QUANT_TYPES, SIMD_LEVELS, SIMD_VS_REF_REL, name, norm_err,
-                                   oracle_dequant, unaligned)
+from tests.kernels.helpers import (
+    ALL_TYPES,
+    DOT_REL_ERR,
+    GGUF_QUANTIZABLE,
+    GRID_TYPES,
+    LEVELS,
+    QUANT_TYPES,
+    SIMD_LEVELS,
+    SIMD_VS_REF_REL,
+    name,
+    norm_err,
+    oracle_dequant,
+    unaligned,
+)
 
 REAL_ROWS = Path(__file__).resolve().parents[1] / "data" / "kernels" / "real_rows.npz"
 
@@ -75,8 +87,9 @@ def test_dequant_random_blocks(t, isa):
 @pytest.mark.parametrize("t,n,rows", REAL, ids=[name(r[0]) for r in REAL])
 def test_dequant_real_llamacpp_rows(t, n, rows, isa):
     for row in rows:
-        np.testing.assert_array_equal(K.dequantize_row(t, row, n, isa=isa),
-                                      oracle_dequant(t, row, n).astype(np.float32))
+        np.testing.assert_array_equal(
+            K.dequantize_row(t, row, n, isa=isa), oracle_dequant(t, row, n).astype(np.float32)
+        )
 
 
 def test_real_type_coverage():
@@ -86,6 +99,7 @@ def test_real_type_coverage():
 def test_iq_tables_header_is_current():
     """kernels/llk_iq_tables.h is what kernels/gen_iq_tables.py makes from the installed gguf."""
     import importlib.util
+
     kernels = Path(__file__).resolve().parents[2] / "kernels"
     spec = importlib.util.spec_from_file_location("gen_iq_tables", kernels / "gen_iq_tables.py")
     gen = importlib.util.module_from_spec(spec)
@@ -113,6 +127,7 @@ def test_grid_types_many_blocks(t, isa):
 @pytest.fixture(scope="module")
 def smollm2_q4_1_rows(smollm2_path):
     from gguf import GGUFReader
+
     reader = GGUFReader(str(smollm2_path))
     out = []
     for tensor in reader.tensors:
@@ -141,12 +156,14 @@ def test_real_smollm2_q4_1_rows(smollm2_q4_1_rows, isa):
 
 def _edge_vectors(n: int) -> list[np.ndarray]:
     rng = np.random.default_rng(n)
-    v = [rng.standard_normal(n).astype(np.float32),
-         np.zeros(n, np.float32),
-         np.full(n, -3.5, np.float32),                                   # ties at the absolute max
-         (rng.integers(-127, 128, n) / 127 * 2.0).astype(np.float32),   # exact .5 ties after scaling
-         (rng.standard_normal(n) * 1e-40).astype(np.float32),           # subnormals
-         (rng.standard_normal(n) * 1e30).astype(np.float32)]            # large values
+    v = [
+        rng.standard_normal(n).astype(np.float32),
+        np.zeros(n, np.float32),
+        np.full(n, -3.5, np.float32),  # ties at the absolute max
+        (rng.integers(-127, 128, n) / 127 * 2.0).astype(np.float32),  # exact .5 ties after scaling
+        (rng.standard_normal(n) * 1e-40).astype(np.float32),  # subnormals
+        (rng.standard_normal(n) * 1e30).astype(np.float32),
+    ]  # large values
     alt = np.where(np.arange(n) % 2 == 0, 1.0, -1.0).astype(np.float32) * 7.0
     alt[::5] = -7.0
     v.append(alt)
@@ -154,7 +171,7 @@ def _edge_vectors(n: int) -> list[np.ndarray]:
 
 
 @pytest.mark.parametrize("isa", SIMD_LEVELS)
-@pytest.mark.parametrize("t", [2, 12], ids=name)   # one q8_32 and one q8_256 consumer
+@pytest.mark.parametrize("t", [2, 12], ids=name)  # one q8_32 and one q8_256 consumer
 def test_activation_quantizers_match_reference_bit_for_bit(t, isa):
     for n in (K.block_size(t) * 5, K.block_size(t)):
         for x in _edge_vectors(n):
@@ -223,14 +240,14 @@ def _edge_blocks(t: int, n: int) -> list[np.ndarray]:
     for fill in (0x00, 0xFF, 0x80, 0x7F, 0x55):
         row = np.full(rb, fill, np.uint8)
         w = K.random_weights(t, 1, n, seed=fill)[0] if t not in (0, 1, 30) else None
-        if w is not None:   # keep the random rows' sane scales, extreme levels elsewhere
-            mask = (w != row)
+        if w is not None:  # keep the random rows' sane scales, extreme levels elsewhere
+            mask = w != row
             row = np.where(mask, row, w)
             sane = K.random_weights(t, 1, n, seed=fill)[0]
             bb = K.lib.llk_type_block_bytes(t)
             for off in KB.SCALE_OFFSETS[t]:
                 for b in range(rb // bb):
-                    row[b * bb + off:b * bb + off + 2] = sane[b * bb + off:b * bb + off + 2]
+                    row[b * bb + off : b * bb + off + 2] = sane[b * bb + off : b * bb + off + 2]
         out.append(row)
     return out
 
@@ -241,7 +258,7 @@ def test_simd_dot_edge_levels(t, isa):
     """-128 lanes (Q8_0 0x80), all-15 nibbles, all-zero levels, alternating bits."""
     n = 2 * K.block_size(t)
     x = np.random.default_rng(7).standard_normal(n).astype(np.float32) * 3
-    x[0] = 9.0   # a single absolute maximum
+    x[0] = 9.0  # a single absolute maximum
     a = K.quantize_activations(t, x, isa="ref")
     for row in _edge_blocks(t, n):
         w = oracle_dequant(t, row, n)
@@ -255,7 +272,7 @@ def test_simd_dot_edge_levels(t, isa):
 def test_q8_0_minus_128_lanes(isa):
     row = np.zeros(34 * 2, np.uint8)
     row[0:2] = np.frombuffer(np.float16(0.5).tobytes(), np.uint8)
-    row[2:34] = 0x80                     # -128 everywhere in block 0
+    row[2:34] = 0x80  # -128 everywhere in block 0
     row[34:36] = np.frombuffer(np.float16(-0.25).tobytes(), np.uint8)
     row[36:68] = 0x80
     x = np.linspace(-1, 1, 64).astype(np.float32)

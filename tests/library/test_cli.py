@@ -28,7 +28,7 @@ def test_import_list_remove_json(tmp_path):
     assert doc["status"] == "imported" and doc["model"]["name"] == "m"
     assert doc["preflight"]["verdict"] in ("ok", "warn", "refuse") and doc["preflight"]["n_ctx"] == 128
 
-    code, out, _ = run("import", str(src), "--json")          # twice: one copy, exit 0
+    code, out, _ = run("import", str(src), "--json")  # twice: one copy, exit 0
     assert code == 0
     assert json.loads(out)["status"] == "duplicate"
     code, out, _ = run("import", str(src))

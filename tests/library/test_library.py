@@ -87,12 +87,12 @@ def test_duplicate_import_copies_nothing(lib, tiny, tmp_path):
 def test_damaged_file_adds_nothing(lib, tiny, tmp_path):
     bad = tmp_path / "bad.gguf"
     data = tiny.read_bytes()
-    bad.write_bytes(data[: len(data) // 2])          # truncated inside the tensor data
+    bad.write_bytes(data[: len(data) // 2])  # truncated inside the tensor data
     with pytest.raises(ModelFormatError) as ei:
         lib.import_model(bad)
     assert exit_code_for(ei.value) == 3
     assert "\n" not in str(ei.value)
-    bad.write_bytes(b"NOPE" + data[4:])             # wrong magic
+    bad.write_bytes(b"NOPE" + data[4:])  # wrong magic
     with pytest.raises(ModelFormatError):
         lib.import_model(bad)
     assert leftovers(lib.folder) == []
@@ -159,7 +159,7 @@ def test_cancel_leaves_nothing(lib, tiny, small_chunks):
     with pytest.raises(ImportCancelled):
         lib.import_model(tiny, progress=progress, cancel=stop)
     assert leftovers(lib.folder) == []
-    with pytest.raises(ImportCancelled):                 # a plain callable works too
+    with pytest.raises(ImportCancelled):  # a plain callable works too
         lib.import_model(tiny, cancel=lambda: True)
     assert leftovers(lib.folder) == [] and lib.list() == []
 
@@ -182,13 +182,13 @@ def test_keep_in_place_across_filesystems_is_a_checked_reference(lib, tiny, monk
     assert e.storage == "reference" and Path(e.path) == tiny
     assert leftovers(lib.folder) == []
     assert lib.resolve(e.name) == tiny
-    with open(tiny, "ab") as f:                      # the file changes behind our back
+    with open(tiny, "ab") as f:  # the file changes behind our back
         f.write(b"\0")
     with pytest.raises(LibraryError, match="changed since it was imported"):
         lib.resolve(e.name)
     assert lib.status(lib.get(e.name)) == "changed"
     lib.remove(e.name)
-    assert tiny.exists()                             # we never delete the user's own file
+    assert tiny.exists()  # we never delete the user's own file
     tiny.unlink()
     assert lib.list() == []
 
@@ -229,7 +229,7 @@ def test_same_name_gets_a_suffix(lib, tmp_path):
 def test_killed_between_rename_and_index_is_adopted(lib, tiny, tmp_path):
     digest = sha(tiny)
     lib.folder.mkdir(parents=True)
-    shutil.copyfile(tiny, lib.folder / f"{digest}.gguf")             # renamed, never indexed
+    shutil.copyfile(tiny, lib.folder / f"{digest}.gguf")  # renamed, never indexed
     (lib.folder / ".import-999999999-abc.part").write_bytes(b"half")  # a dead importer's temp
     [e] = lib.list()
     assert e.sha256 == digest and e.name == "tiny-llama-seed1"
@@ -240,7 +240,7 @@ def test_killed_between_rename_and_index_is_adopted(lib, tiny, tmp_path):
 
 def test_damaged_index_is_kept_aside_and_rebuilt(lib, tiny):
     e = lib.import_model(tiny)
-    (lib.folder / "index.json").write_bytes(b"{\"models\": [tr")
+    (lib.folder / "index.json").write_bytes(b'{"models": [tr')
     [again] = lib.list()
     assert again.sha256 == e.sha256
     assert any(n.startswith("index.json.damaged-") for n in os.listdir(lib.folder))
@@ -285,27 +285,32 @@ def test_sigkill_during_import_leaves_nothing_behind(lib, tiny):
         pytest.skip("needs SIGKILL")
     repo = Path(__file__).resolve().parents[2]
     for _ in range(3):
-        proc = subprocess.Popen([sys.executable, "-c", KILLED_IMPORTER, str(tiny)], cwd=repo,
-                                stdout=subprocess.PIPE, text=True, env=dict(os.environ))
+        proc = subprocess.Popen(
+            [sys.executable, "-c", KILLED_IMPORTER, str(tiny)],
+            cwd=repo,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=dict(os.environ),
+        )
         assert proc.stdout.readline().strip() == "copying"
-        assert any(n.endswith(".part") for n in os.listdir(lib.folder))   # killed mid-copy
+        assert any(n.endswith(".part") for n in os.listdir(lib.folder))  # killed mid-copy
         proc.kill()
         proc.wait(30)
-        assert lib.list() == []                          # the dead importer's temp file is swept
+        assert lib.list() == []  # the dead importer's temp file is swept
         assert leftovers(lib.folder) == []
-    e = lib.import_model(tiny)                           # and a fresh import works
+    e = lib.import_model(tiny)  # and a fresh import works
     assert lib.verify(e.name)
 
 
 def test_a_copy_gone_from_the_cache_can_be_imported_again(lib, tiny):
     e = lib.import_model(tiny, name="keep this name")
-    (lib.folder / e.path).unlink()                     # the cache was wiped behind our back
+    (lib.folder / e.path).unlink()  # the cache was wiped behind our back
     again = lib.import_model(tiny)
     assert (again.name, again.sha256) == ("keep this name", e.sha256)
     assert [m.sha256 for m in lib.list()] == [e.sha256] and lib.status(again) == "ok"
     data = bytearray((lib.folder / e.path).read_bytes())
     data[-1] ^= 1
-    (lib.folder / e.path).write_bytes(bytes(data))     # or damaged in place
+    (lib.folder / e.path).write_bytes(bytes(data))  # or damaged in place
     os.utime(lib.folder / e.path, ns=(1, 1))
     assert lib.status(lib.get(e.name)) == "changed"
     lib.import_model(tiny, keep_in_place=True)

@@ -17,8 +17,11 @@ def test_llambda_home_moves_everything(isolated_home):
     assert paths.data_dir() == home / "data"
     assert paths.log_dir() == home / "logs"
     assert paths.chats_db_path().parent == paths.data_dir()
-    real = [platformdirs.user_cache_dir("llambda"), platformdirs.user_data_dir("llambda"),
-            platformdirs.user_log_dir("llambda")]
+    real = [
+        platformdirs.user_cache_dir("llambda"),
+        platformdirs.user_data_dir("llambda"),
+        platformdirs.user_log_dir("llambda"),
+    ]
     for p in (paths.models_dir(), paths.data_dir(), paths.log_dir(), paths.chats_db_path()):
         assert all(not str(p).startswith(r) for r in real)
 
@@ -68,8 +71,10 @@ def test_real_user_folders_are_never_touched(tmp_path):
     from app.library import ModelLibrary
     from tests.synth import write_tiny_model
 
-    real = [Path(f(paths.APP_NAME, appauthor=False)) for f in
-            (platformdirs.user_cache_dir, platformdirs.user_data_dir, platformdirs.user_log_dir)]
+    real = [
+        Path(f(paths.APP_NAME, appauthor=False))
+        for f in (platformdirs.user_cache_dir, platformdirs.user_data_dir, platformdirs.user_log_dir)
+    ]
     before = {p: sorted(os.listdir(p)) if p.exists() else None for p in real}
     ModelLibrary().import_model(write_tiny_model(tmp_path / "m.gguf"))
     with ChatStore() as s:

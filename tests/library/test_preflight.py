@@ -16,14 +16,17 @@ from tests.synth import write_tiny_model
 GB = 1 << 30
 
 
-@pytest.mark.parametrize("needed, available, total, verdict", [
-    (1 * GB, 8 * GB, 16 * GB, "ok"),
-    (int(6.4 * GB), 8 * GB, 16 * GB, "ok"),      # exactly 80% of available
-    (7 * GB, 8 * GB, 16 * GB, "warn"),           # fits, little room left
-    (12 * GB, 8 * GB, 16 * GB, "warn"),          # only by pushing others to swap
-    (15 * GB, 8 * GB, 16 * GB, "refuse"),        # more than 90% of physical memory
-    (100 * GB, 8 * GB, 16 * GB, "refuse"),
-])
+@pytest.mark.parametrize(
+    "needed, available, total, verdict",
+    [
+        (1 * GB, 8 * GB, 16 * GB, "ok"),
+        (int(6.4 * GB), 8 * GB, 16 * GB, "ok"),  # exactly 80% of available
+        (7 * GB, 8 * GB, 16 * GB, "warn"),  # fits, little room left
+        (12 * GB, 8 * GB, 16 * GB, "warn"),  # only by pushing others to swap
+        (15 * GB, 8 * GB, 16 * GB, "refuse"),  # more than 90% of physical memory
+        (100 * GB, 8 * GB, 16 * GB, "refuse"),
+    ],
+)
 def test_memory_verdict_thresholds(needed, available, total, verdict):
     v, msg = pf.memory_verdict(needed, available, total)
     assert v == verdict
@@ -44,7 +47,11 @@ def test_report_numbers_are_the_model_estimate(tiny, supported):
     with open_gguf(tiny) as f:
         est = estimate_memory(f, 128)
     r = pf.preflight(tiny, 128, available_bytes=8 * GB, total_bytes=16 * GB)
-    assert (r.weights_bytes, r.kv_cache_bytes, r.scratch_bytes) == (est.weights_bytes, est.kv_cache_bytes, est.scratch_bytes)
+    assert (r.weights_bytes, r.kv_cache_bytes, r.scratch_bytes) == (
+        est.weights_bytes,
+        est.kv_cache_bytes,
+        est.scratch_bytes,
+    )
     assert r.needed_bytes == est.total_bytes
     assert (r.verdict, r.memory_verdict, r.template_status, r.n_ctx) == ("ok", "ok", "ok", 128)
     assert r.to_json()["verdict"] == "ok"
@@ -58,8 +65,11 @@ def test_too_little_memory_refuses_with_numbers(tiny, supported):
 
 
 def test_unsupported_model_is_refused_with_reasons(tiny, monkeypatch):
-    monkeypatch.setattr(pf, "support_verdict",
-                        lambda f: types.SimpleNamespace(supported=False, reasons=["tensor type Q9_9 is not supported"]))
+    monkeypatch.setattr(
+        pf,
+        "support_verdict",
+        lambda f: types.SimpleNamespace(supported=False, reasons=["tensor type Q9_9 is not supported"]),
+    )
     r = pf.preflight(tiny, 64, available_bytes=8 * GB, total_bytes=16 * GB)
     assert r.verdict == "refuse" and r.memory_verdict == "ok"
     assert r.support_reasons == ("tensor type Q9_9 is not supported",)

@@ -67,15 +67,19 @@ def test_installed_mime_type_is_what_qt_sees(tmp_path):
     shutil.copy(LINUX / "llambda-gguf.xml", data / "mime" / "packages")
     subprocess.run(["update-mime-database", str(data / "mime")], check=True, capture_output=True)
     named = tmp_path / "model.gguf"
-    named.write_bytes(b"\0" * 64)                        # by extension
-    sniffed = tmp_path / "3f2a9c"                        # a blob without extension, as in download caches
+    named.write_bytes(b"\0" * 64)  # by extension
+    sniffed = tmp_path / "3f2a9c"  # a blob without extension, as in download caches
     sniffed.write_bytes(b"GGUF\x03\0\0\0" + b"\0" * 56)  # by magic
     other = tmp_path / "notes"
     other.write_bytes(b"\x01\x02\x03\x04" * 16)
-    env = dict(os.environ, XDG_DATA_DIRS=str(data), XDG_DATA_HOME=str(tmp_path / "none"),
-               QT_QPA_PLATFORM="offscreen")
-    r = subprocess.run([sys.executable, "-c", MIME_PROBE, str(named), str(sniffed), str(other)],
-                       env=env, capture_output=True, text=True, timeout=60)
+    env = dict(os.environ, XDG_DATA_DIRS=str(data), XDG_DATA_HOME=str(tmp_path / "none"), QT_QPA_PLATFORM="offscreen")
+    r = subprocess.run(
+        [sys.executable, "-c", MIME_PROBE, str(named), str(sniffed), str(other)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["application/x-gguf", "application/x-gguf", "application/octet-stream"]
 
@@ -102,8 +106,9 @@ def test_install_script_installs_and_uninstalls_in_a_fake_home(tmp_path):
     assert (share / "mime" / "packages" / "llambda-gguf.xml").is_file()
     assert (share / "icons" / "hicolor" / "48x48" / "apps" / "llambda.png").is_file()
     assert (prefix / "Llambda").is_file() and (home / ".local" / "bin" / "llambda").is_symlink()
-    r = subprocess.run(["sh", str(bundle / "linux" / "install.sh"), "--uninstall"], env=env,
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        ["sh", str(bundle / "linux" / "install.sh"), "--uninstall"], env=env, capture_output=True, text=True
+    )
     assert r.returncode == 0, r.stderr
     assert not prefix.exists() and not (share / "applications" / "llambda.desktop").exists()
     assert not (home / ".local" / "bin" / "llambda").exists()
@@ -130,15 +135,15 @@ def test_ico_and_icns_containers():
     sizes = set()
     for i in range(count):
         w, _h, _c, _r, _planes, _bpp, n, off = struct.unpack_from("<BBBBHHII", ico, 6 + 16 * i)
-        assert _png_size(ico[off:off + n])[0] == (w or 256)
+        assert _png_size(ico[off : off + n])[0] == (w or 256)
         sizes.add(w or 256)
     assert {16, 32, 48, 256} <= sizes
     icns = (ICONS / "llambda.icns").read_bytes()
     assert icns[:4] == b"icns" and struct.unpack(">I", icns[4:8])[0] == len(icns)
     pos, kinds = 8, set()
     while pos < len(icns):
-        kind, n = icns[pos:pos + 4], struct.unpack(">I", icns[pos + 4:pos + 8])[0]
-        _png_size(icns[pos + 8:pos + n])
+        kind, n = icns[pos : pos + 4], struct.unpack(">I", icns[pos + 4 : pos + 8])[0]
+        _png_size(icns[pos + 8 : pos + n])
         kinds.add(kind)
         pos += n
     assert pos == len(icns) and {b"ic07", b"ic08", b"ic09", b"ic10"} <= kinds
@@ -146,6 +151,7 @@ def test_ico_and_icns_containers():
 
 def test_pillow_reads_the_icons():
     from PIL import Image
+
     with Image.open(ICONS / "llambda.ico") as im:
         assert im.format == "ICO" and (256, 256) in im.info["sizes"]
     with Image.open(ICONS / "llambda.icns") as im:

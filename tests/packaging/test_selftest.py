@@ -92,9 +92,10 @@ def test_a_fresh_home_stays_empty(tmp_path):
     home = tmp_path / "home"
     home.mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("LLAMBDA_", "XDG_"))}
-    env.update(HOME=str(home), QT_QPA_PLATFORM="xcb")   # the self-test must switch to offscreen
-    r = subprocess.run([sys.executable, "-m", "app.selftest"], cwd=ROOT, env=env,
-                       capture_output=True, text=True, timeout=120)
+    env.update(HOME=str(home), QT_QPA_PLATFORM="xcb")  # the self-test must switch to offscreen
+    r = subprocess.run(
+        [sys.executable, "-m", "app.selftest"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("llambda self-test: ok")
     assert list(home.iterdir()) == []
@@ -133,7 +134,7 @@ def test_run_fails_when_sentencepiece_disagrees(tmp_path, monkeypatch, capsys):
     shutil.copyfile(MODEL, tmp_path / "tiny.gguf")
     data = bytearray(SPM_VOCAB.read_bytes())
     key = b"llambda.selftest.ids"
-    at = data.index(key) + len(key) + 4 + 4 + 8 + 4 * 3   # value type, element type, count; 4th id
+    at = data.index(key) + len(key) + 4 + 4 + 8 + 4 * 3  # value type, element type, count; 4th id
     data[at] ^= 1
     (tmp_path / "tiny-spm.gguf").write_bytes(bytes(data))
     monkeypatch.setattr(selftest, "model_path", lambda: tmp_path / "tiny.gguf")

@@ -12,18 +12,32 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_build_py_puts_the_resources_inside_the_package(tmp_path):
-    r = subprocess.run([sys.executable, "setup.py", "-q", "build_py", "--build-lib", str(tmp_path)],
-                       cwd=ROOT, capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "setup.py", "-q", "build_py", "--build-lib", str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 0, r.stderr[-2000:]
-    shipped = sorted(p.relative_to(ROOT / "resources").as_posix()
-                     for p in (ROOT / "resources").rglob("*") if p.is_file())
-    copied = sorted(p.relative_to(tmp_path / "app" / "resources").as_posix()
-                    for p in (tmp_path / "app" / "resources").rglob("*") if p.is_file())
+    shipped = sorted(
+        p.relative_to(ROOT / "resources").as_posix() for p in (ROOT / "resources").rglob("*") if p.is_file()
+    )
+    copied = sorted(
+        p.relative_to(tmp_path / "app" / "resources").as_posix()
+        for p in (tmp_path / "app" / "resources").rglob("*")
+        if p.is_file()
+    )
     assert "selftest/tiny.gguf" in shipped and copied == shipped
     # app.bundled, imported from that build, looks inside the package
-    r = subprocess.run([sys.executable, "-c", "import app.bundled as b; print(b.resources_dir())"],
-                       cwd=tmp_path, capture_output=True, text=True, timeout=60,
-                       env={"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin"})
+    r = subprocess.run(
+        [sys.executable, "-c", "import app.bundled as b; print(b.resources_dir())"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin"},
+    )
     assert r.returncode == 0, r.stderr
     assert Path(r.stdout.strip()) == tmp_path / "app" / "resources"
 

@@ -10,6 +10,7 @@ scale, attention and final logit soft-caps, a per-layer RoPE base (gemma3's loca
 scale, RoPE frequency divisors (rope_freqs.weight; phi3's LongRoPE factors, chosen by n_ctx, and
 attention factor), fused QKV and gate/up weights. Not covered: layer norm, RoPE scaling.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -35,9 +36,18 @@ def rms_norm(x: np.ndarray, w: np.ndarray, eps: float) -> np.ndarray:
     return (x / np.sqrt(ms + eps)).astype(np.float32) * w
 
 
-def rope(x: np.ndarray, pos: np.ndarray, n_rot: int, base: float, neox: bool,
-         freq_factors: np.ndarray | None = None, attn_factor: float = 1.0,
-         scaling: str = "none", factor: float = 1.0, n_ctx_orig: int = 0) -> np.ndarray:
+def rope(
+    x: np.ndarray,
+    pos: np.ndarray,
+    n_rot: int,
+    base: float,
+    neox: bool,
+    freq_factors: np.ndarray | None = None,
+    attn_factor: float = 1.0,
+    scaling: str = "none",
+    factor: float = 1.0,
+    n_ctx_orig: int = 0,
+) -> np.ndarray:
     """x: (T, H, D) rotated at positions pos (T,). Normal order rotates pairs (2i, 2i+1), NeoX
     order pairs (i, i + n_rot/2); dims past n_rot pass through. freq_factors (n_rot/2,): divisors
     of the pairs' frequencies (GGUF rope_freqs.weight, LongRoPE factors); attn_factor scales cos and
@@ -53,15 +63,17 @@ def rope(x: np.ndarray, pos: np.ndarray, n_rot: int, base: float, neox: bool,
     if scaling == "linear":
         inv_freq = inv_freq / factor
     elif scaling == "yarn":
+
         def corr_dim(turns):
             return n_rot * np.log(n_ctx_orig / (turns * 2 * np.pi)) / (2 * np.log(base))
+
         lo, hi = max(0.0, np.floor(corr_dim(32.0))), min(n_rot - 1.0, np.ceil(corr_dim(1.0)))
-        keep = 1.0 - np.clip((i - lo) / max(0.001, hi - lo), 0.0, 1.0)   # share of the original angle
+        keep = 1.0 - np.clip((i - lo) / max(0.001, hi - lo), 0.0, 1.0)  # share of the original angle
         inv_freq = inv_freq * (keep + (1.0 - keep) / factor)
         attn_factor = attn_factor * (1.0 + 0.1 * np.log(factor))
     elif scaling != "none":
         raise NotImplementedError(f"rope scaling {scaling!r}")
-    theta = pos[:, None].astype(np.float64) * inv_freq[None, :]            # (T, half)
+    theta = pos[:, None].astype(np.float64) * inv_freq[None, :]  # (T, half)
     cos = (np.cos(theta) * attn_factor)[:, None, :].astype(np.float32)
     sin = (np.sin(theta) * attn_factor)[:, None, :].astype(np.float32)
     y = x.copy()
@@ -85,25 +97,28 @@ class ReferenceModel:
 
     def __init__(self, path, kv_f16: bool = False, n_ctx: int = 512):
         self.path = str(path)
-        self.kv_f16 = kv_f16      # round K and V through float16, as a float16 KV cache does
+        self.kv_f16 = kv_f16  # round K and V through float16, as a float16 KV cache does
         with open_gguf(path) as f:
             self.cfg: DecoderConfig = config_from_gguf(f)
             self.w = {name: dequantize_tensor(f, name) for name in f.tensors}
         c = self.cfg
         self.freq_factors = self.w.get("rope_freqs.weight") if c.rope_freqs else None
-        if c.rope_longrope:       # phi3: long factors once the context passes the original one
+        if c.rope_longrope:  # phi3: long factors once the context passes the original one
             which = "long" if n_ctx > (c.rope_orig_ctx or c.n_ctx_train) else "short"
             self.freq_factors = self.w[f"rope_factors_{which}.weight"]
         hd, kd = c.n_head * c.head_dim, c.n_head_kv * c.head_dim
-        for il in range(c.n_layer):          # fused weights (phi3) split into their parts
+        for il in range(c.n_layer):  # fused weights (phi3) split into their parts
             p = f"blk.{il}."
             qkv = self.w.pop(p + "attn_qkv.weight", None)
             if qkv is not None:
-                self.w[p + "attn_q.weight"], self.w[p + "attn_k.weight"], self.w[p + "attn_v.weight"] = \
-                    qkv[:hd], qkv[hd:hd + kd], qkv[hd + kd:]
+                self.w[p + "attn_q.weight"], self.w[p + "attn_k.weight"], self.w[p + "attn_v.weight"] = (
+                    qkv[:hd],
+                    qkv[hd : hd + kd],
+                    qkv[hd + kd :],
+                )
             if c.spec.fused_ffn:
                 up = self.w[p + "ffn_up.weight"]
-                self.w[p + "ffn_gate.weight"], self.w[p + "ffn_up.weight"] = up[:c.n_ff], up[c.n_ff:]
+                self.w[p + "ffn_gate.weight"], self.w[p + "ffn_up.weight"] = up[: c.n_ff], up[c.n_ff :]
         if self.cfg.spec.norm_kind != "rms" or self.cfg.rope_scaling not in ("none", "linear", "yarn"):
             raise NotImplementedError("reference covers RMS norm with no, linear or YaRN RoPE scaling only")
 
@@ -117,14 +132,14 @@ class ReferenceModel:
         tokens = np.asarray(tokens, dtype=np.int64)
         T, hd = len(tokens), c.head_dim
         pos = np.arange(T)
-        x = w["token_embd.weight"][tokens].astype(np.float32)              # (T, C)
+        x = w["token_embd.weight"][tokens].astype(np.float32)  # (T, C)
         if spec.embd_scale_sqrt:
             x = x * np.float32(np.sqrt(c.n_embd))
         act = silu if spec.activation == "silu" else gelu_tanh
         for il in range(c.n_layer):
             p = f"blk.{il}."
             window = layer_window(c, il)
-            mask = np.triu(np.full((T, T), -np.inf, np.float32), k=1)      # (T, T) causal
+            mask = np.triu(np.full((T, T), -np.inf, np.float32), k=1)  # (T, T) causal
             if window > 0:
                 mask[pos[:, None] - pos[None, :] >= window] = -np.inf
             h = rms_norm(x, w[p + "attn_norm.weight"], c.norm_eps)
@@ -138,7 +153,7 @@ class ReferenceModel:
             base = layer_rope_base(c, il) or c.rope_base
             ff = self.freq_factors
             sc = dict(scaling=c.rope_scaling, factor=c.rope_scale, n_ctx_orig=c.rope_orig_ctx or c.n_ctx_train)
-            if layer_rope_base(c, il):          # a local layer's own base: unscaled
+            if layer_rope_base(c, il):  # a local layer's own base: unscaled
                 sc = {}
             q = rope(q, pos, c.rope_dim, base, neox, ff, c.rope_attn_factor, **sc)
             k = rope(k, pos, c.rope_dim, base, neox, ff, c.rope_attn_factor, **sc)
@@ -149,7 +164,7 @@ class ReferenceModel:
             for hh in range(c.n_head):
                 kh = hh // c.n_gqa
                 scale = np.float32(c.attn_scale) if c.attn_scale > 0 else 1 / np.float32(np.sqrt(hd))
-                s = (q[:, hh, :] @ k[:, kh, :].T) * scale                          # (T, T)
+                s = (q[:, hh, :] @ k[:, kh, :].T) * scale  # (T, T)
                 if c.attn_softcap > 0:
                     s = c.attn_softcap * np.tanh(s / c.attn_softcap)
                 s = s + mask
@@ -181,4 +196,4 @@ class ReferenceModel:
 
 
 def gelu_tanh(x: np.ndarray) -> np.ndarray:
-    return 0.5 * x * (1.0 + np.tanh(np.float32(0.7978845608028654) * (x + 0.044715 * x ** 3)))
+    return 0.5 * x * (1.0 + np.tanh(np.float32(0.7978845608028654) * (x + 0.044715 * x**3)))

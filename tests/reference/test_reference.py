@@ -6,6 +6,7 @@ magnitude up to ~30 (measured 4e-5; llama.cpp sums in a different order). SmolLM
 pure float32, so the top-8 logits of every position agree within 1.2 (measured max 0.96, mean
 0.38, noise-like, no trend) and the arg-max agrees wherever llama.cpp's top-two gap exceeds 0.5.
 """
+
 from __future__ import annotations
 
 import json

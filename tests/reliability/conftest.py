@@ -108,8 +108,11 @@ def small_disk(tmp_path):
             pytest.skip("disk-full tests mount a tmpfs: Linux only")
         if os.geteuid() != 0:
             pytest.skip("disk-full tests mount a tmpfs, which needs root (mount -t tmpfs)")
-        r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={int(size)},mode=0755", "tmpfs", str(where)],
-                           capture_output=True, text=True)
+        r = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", f"size={int(size)},mode=0755", "tmpfs", str(where)],
+            capture_output=True,
+            text=True,
+        )
         if r.returncode != 0:
             pytest.skip(f"cannot mount a tmpfs here: {r.stderr.strip() or r.returncode}")
         mounted.append(where)

@@ -39,24 +39,24 @@ def make_db(path: Path) -> bytes:
 def page_holding(data: bytes, marker: bytes) -> int:
     """The first page whose bytes contain `marker` (a table leaf of messages here)."""
     for off in range(PAGE, len(data), PAGE):
-        if marker in data[off:off + PAGE]:
+        if marker in data[off : off + PAGE]:
             return off // PAGE
     raise AssertionError(f"{marker!r} is on no page")
 
 
 def truncated_half(good: bytes) -> bytes:
-    return good[:len(good) // 2]
+    return good[: len(good) // 2]
 
 
 def truncated_mid_page(good: bytes) -> bytes:
-    return good[:len(good) - PAGE - 1000]
+    return good[: len(good) - PAGE - 1000]
 
 
 def bit_flipped_page(good: bytes) -> bytes:
     """One bit of one page's b-tree header (its cell count) flipped, as a bad sector would."""
     data = bytearray(good)
     off = page_holding(good, b"needle-5-3:") * PAGE
-    assert data[off] == 0x0D                        # a table leaf page
+    assert data[off] == 0x0D  # a table leaf page
     data[off + 4] ^= 0x10
     return bytes(data)
 
@@ -83,20 +83,20 @@ def test_damaged_database_is_set_aside_untouched_and_a_fresh_store_starts(damage
     bad = damage(make_db(path))
     path.write_bytes(bad)
 
-    store = open_store()                                     # never raises
+    store = open_store()  # never raises
     try:
         assert store.saving and store.path == path
         aside = store.set_aside
         assert aside is not None and aside.parent == path.parent and ASIDE.match(aside.name), aside
-        assert aside.read_bytes() == bad                     # the original, byte for byte
+        assert aside.read_bytes() == bad  # the original, byte for byte
         assert "\n" not in store.notice and str(aside) in store.notice
         assert "damaged" in store.notice
-        assert store.integrity_check() == []                 # the fresh store is healthy ...
+        assert store.integrity_check() == []  # the fresh store is healthy ...
         cid = store.create_conversation("after the damage")  # ... and written to
         store.add_message(cid, "user", "still here")
     finally:
         store.close()
-    again = open_store()                                     # and opens cleanly next time
+    again = open_store()  # and opens cleanly next time
     try:
         assert again.notice is None and again.set_aside is None
         assert "after the damage" in [c.title for c in again.list_conversations()]
@@ -122,9 +122,9 @@ def test_a_bit_flipped_page_loses_only_that_page(tmp_path):
         texts = {m.content.split(":")[0] for c in convs for m in store.messages(c.id)}
         everything = {f"needle-{i}-{j}" for i in range(N_CONVS) for j in range(N_MSGS)}
         assert "needle-0-0" in texts and f"needle-{N_CONVS - 1}-{N_MSGS - 1}" in texts
-        assert len(texts & everything) < len(everything)      # the broken page's rows are gone ...
-        assert len(texts & everything) >= len(everything) // 2   # ... and only those
-        assert [h.conversation_id for h in store.search("needle 0 0")]    # indexed again
+        assert len(texts & everything) < len(everything)  # the broken page's rows are gone ...
+        assert len(texts & everything) >= len(everything) // 2  # ... and only those
+        assert [h.conversation_id for h in store.search("needle 0 0")]  # indexed again
         assert store.integrity_check() == []
     finally:
         store.close()
@@ -144,7 +144,7 @@ def test_newer_schema_is_kept_aside_and_never_repaired(tmp_path):
     try:
         aside = store.set_aside
         assert re.match(r"^chats\.sqlite3\.newer-\d{4}-\d\d-\d\dT\d{4}$", aside.name)
-        assert aside.read_bytes() == newer                   # not migrated, not "repaired"
+        assert aside.read_bytes() == newer  # not migrated, not "repaired"
         assert "newer Llambda" in store.notice and str(aside) in store.notice
         assert f"schema version {schema.SCHEMA_VERSION + 1}" in store.notice
         assert "\n" not in store.notice
@@ -178,14 +178,16 @@ def test_the_write_ahead_log_goes_aside_with_its_database(tmp_path):
     live.create_conversation("only in the log so far")
     wal = Path(f"{path}-wal").read_bytes()
     live.close()
-    path.write_bytes(not_sqlite(good))                              # the main file wrecked
-    Path(f"{path}-wal").write_bytes(wal)                            # its log as it was
+    path.write_bytes(not_sqlite(good))  # the main file wrecked
+    Path(f"{path}-wal").write_bytes(wal)  # its log as it was
     store = open_store(path)
     try:
         aside = store.set_aside
         assert Path(f"{aside}-wal").read_bytes() == wal
-        assert not any(n.endswith("-wal") and n.startswith("chats.sqlite3.damaged") and n != f"{aside.name}-wal"
-                       for n in files(tmp_path))
+        assert not any(
+            n.endswith("-wal") and n.startswith("chats.sqlite3.damaged") and n != f"{aside.name}-wal"
+            for n in files(tmp_path)
+        )
         assert store.integrity_check() == [] and store.notice
     finally:
         store.close()
@@ -193,11 +195,11 @@ def test_the_write_ahead_log_goes_aside_with_its_database(tmp_path):
 
 def test_a_database_that_cannot_be_opened_is_left_in_place(tmp_path):
     path = tmp_path / "chats.sqlite3"
-    path.mkdir()                                              # not even a file
+    path.mkdir()  # not even a file
     (path / "keep").write_text("mine")
-    store = open_store(path)                                  # no exception ...
+    store = open_store(path)  # no exception ...
     try:
-        assert not store.saving and store.set_aside is None   # ... nothing moved, nothing saved
+        assert not store.saving and store.set_aside is None  # ... nothing moved, nothing saved
         assert "not being saved" in store.notice and str(path) in store.notice
         cid = store.create_conversation("in memory")
         store.add_message(cid, "user", "works for this session")
@@ -220,6 +222,7 @@ def test_a_healthy_database_opens_as_before(tmp_path):
 
 # -- the window says it ---------------------------------------------------------------------------
 
+
 def test_the_window_shows_the_line_for_a_damaged_database(make_window, fake_engine):
     path = chats_db_path()
     bad = truncated_half(make_db(path))
@@ -230,7 +233,7 @@ def test_the_window_shows_the_line_for_a_damaged_database(make_window, fake_engi
     assert w.startup_banner.isVisible()
     assert w.state.store.notice in w.startup_banner.label.text()
     assert str(aside) in w.startup_banner.label.text()
-    w.on_conversations_new_requested()                       # the fresh store works in the window
+    w.on_conversations_new_requested()  # the fresh store works in the window
     assert w.state.current_id is not None
     w.startup_banner.dismiss_button.click()
     assert not w.startup_banner.isVisible()

@@ -26,7 +26,7 @@ from tests.ui.conftest import drop_file
 from tests.ui.fake_engine import FakeEngine
 
 MB = 1 << 20
-LONG_REPLY = " ".join(f"word{i}" for i in range(400))      # ~1.6 s at 4 ms a word: several writes
+LONG_REPLY = " ".join(f"word{i}" for i in range(400))  # ~1.6 s at 4 ms a word: several writes
 
 
 def quick_check(db) -> list[str]:
@@ -46,6 +46,7 @@ def stored(db) -> list[tuple[str, str, str]]:
 
 # -- the conversation store, without the window ----------------------------------------------------
 
+
 def test_a_reply_that_cannot_be_written_is_kept_and_saved_when_space_returns(small_disk):
     disk = small_disk(2 * MB)
     db = disk.path / "chats.sqlite3"
@@ -55,27 +56,31 @@ def test_a_reply_that_cannot_be_written_is_kept_and_saved_when_space_returns(sma
     r = state.begin_reply()
     disk.fill()
     for word in LONG_REPLY.split(" ")[:50]:
-        state.append_reply(r.request_id, word + " ")        # every write fails: no exception
+        state.append_reply(r.request_id, word + " ")  # every write fails: no exception
     line = state.take_save_problem()
     assert line is not None and "\n" not in line and "disk is full" in line
     state.finish_reply(r.request_id, {"completion_tokens": 50})
     assert r.message_id in state.unsaved and state.save_problem.startswith("This reply could not be saved")
-    shown = state.messages()[-1]                              # what the window shows: the whole reply
+    shown = state.messages()[-1]  # what the window shows: the whole reply
     assert shown.content == r.text and shown.status == COMPLETE
     assert quick_check(db) == ["ok"]
-    assert state.store.get_message(r.message_id).status == STREAMING     # the file has the old row
+    assert state.store.get_message(r.message_id).status == STREAMING  # the file has the old row
     with pytest.raises(Exception, match="database or disk is full"):
-        state.add_user_message("while full")                # the caller keeps the text (the window)
+        state.add_user_message("while full")  # the caller keeps the text (the window)
     disk.free()
-    state.add_user_message("second question")               # the next save writes the reply first
+    state.add_user_message("second question")  # the next save writes the reply first
     assert state.unsaved == {}
     state.close()
-    assert stored(db) == [("user", COMPLETE, "first question"), ("assistant", COMPLETE, r.text),
-                          ("user", COMPLETE, "second question")]
+    assert stored(db) == [
+        ("user", COMPLETE, "first question"),
+        ("assistant", COMPLETE, r.text),
+        ("user", COMPLETE, "second question"),
+    ]
     assert quick_check(db) == ["ok"]
 
 
 # -- the window ------------------------------------------------------------------------------------
+
 
 def loaded_window(qtbot, make_window, tmp_path, engine):
     model = tmp_path / "tiny.gguf"
@@ -93,7 +98,8 @@ def send(qtbot, w, text):
 
 
 def test_the_window_keeps_a_reply_it_cannot_save_and_saves_it_when_space_returns(
-        qtbot, make_window, small_disk, tmp_path, monkeypatch):
+    qtbot, make_window, small_disk, tmp_path, monkeypatch
+):
     disk = small_disk(4 * MB)
     monkeypatch.setenv("LLAMBDA_DATA_DIR", str(disk.path / "data"))
     engine = FakeEngine(reply=LONG_REPLY, delay=0.004)
@@ -104,42 +110,46 @@ def test_the_window_keeps_a_reply_it_cannot_save_and_saves_it_when_space_returns
 
     filled = []
     w.worker.generation_started.connect(lambda *_: filled or filled.append(disk.fill()))
-    send(qtbot, w, "second question")                       # the disk fills as the reply starts
+    send(qtbot, w, "second question")  # the disk fills as the reply starts
     assert filled and disk.available == 0
     reply = w.chat.messages[-1]
-    assert reply.text == LONG_REPLY and reply.status == "complete"     # on screen, whole
+    assert reply.text == LONG_REPLY and reply.status == "complete"  # on screen, whole
     notice = w.notice.text()
     assert w.notice.isVisible() and "\n" not in notice
     assert notice.startswith("This reply could not be saved: the disk is full"), notice
     assert quick_check(db) == ["ok"]
     on_disk = stored(db)
     assert on_disk[-2] == ("user", COMPLETE, "second question")
-    assert on_disk[-1][1] == STREAMING and on_disk[-1][2] != LONG_REPLY     # the old row, intact
+    assert on_disk[-1][1] == STREAMING and on_disk[-1][2] != LONG_REPLY  # the old row, intact
 
-    w.input.setPlainText("third question")                  # still full: the text stays in the box
+    w.input.setPlainText("third question")  # still full: the text stays in the box
     qtbot.keyClick(w.input, Qt.Key_Return)
     assert not w.generating and w.input.toPlainText() == "third question"
     assert w.notice.text().startswith("Your message could not be saved: the disk is full")
     assert len(stored(db)) == 4
 
     disk.free()
-    send(qtbot, w, "third question")                        # space is back: both are written
+    send(qtbot, w, "third question")  # space is back: both are written
     assert w.input.toPlainText() == "" and not w.notice.text().startswith(("This reply", "Your message"))
     w.close()
-    assert stored(db) == [("user", COMPLETE, "first question"), ("assistant", COMPLETE, LONG_REPLY),
-                          ("user", COMPLETE, "second question"), ("assistant", COMPLETE, LONG_REPLY),
-                          ("user", COMPLETE, "third question"), ("assistant", COMPLETE, LONG_REPLY)]
+    assert stored(db) == [
+        ("user", COMPLETE, "first question"),
+        ("assistant", COMPLETE, LONG_REPLY),
+        ("user", COMPLETE, "second question"),
+        ("assistant", COMPLETE, LONG_REPLY),
+        ("user", COMPLETE, "third question"),
+        ("assistant", COMPLETE, LONG_REPLY),
+    ]
     assert quick_check(db) == ["ok"]
 
 
-def test_the_window_says_so_when_a_reply_cannot_even_begin(qtbot, make_window, small_disk, tmp_path,
-                                                           monkeypatch):
+def test_the_window_says_so_when_a_reply_cannot_even_begin(qtbot, make_window, small_disk, tmp_path, monkeypatch):
     disk = small_disk(4 * MB)
     monkeypatch.setenv("LLAMBDA_DATA_DIR", str(disk.path / "data"))
     w = loaded_window(qtbot, make_window, tmp_path, FakeEngine(reply="short answer"))
     send(qtbot, w, "first question")
     disk.fill()
-    w.regenerate()                                          # deleting the old reply needs room too
+    w.regenerate()  # deleting the old reply needs room too
     assert not w.generating
     assert "could not be saved: the disk is full" in w.notice.text() and "\n" not in w.notice.text()
     disk.free()
@@ -149,6 +159,7 @@ def test_the_window_says_so_when_a_reply_cannot_even_begin(qtbot, make_window, s
 
 
 # -- a model import --------------------------------------------------------------------------------
+
 
 @pytest.fixture
 def library_on_a_small_disk(small_disk, tmp_path, monkeypatch):
@@ -172,25 +183,26 @@ def library_files(lib) -> dict[str, bytes]:
 def test_an_import_that_fills_the_disk_keeps_nothing(library_on_a_small_disk, when):
     disk, lib, first, second = library_on_a_small_disk
     before = library_files(lib)
-    assert disk.available > second.stat().st_size          # the check before copying passes
+    assert disk.available > second.stat().st_size  # the check before copying passes
 
     def progress(done, total):
         copying = any(n.startswith(libmod.PART_PREFIX) for n in os.listdir(lib.folder))
         if not disk.filler.exists() and (copying if when == "during the copy" else done == total):
-            disk.fill()                                     # another program takes the rest
+            disk.fill()  # another program takes the rest
 
     with pytest.raises(LibraryError) as ei:
         lib.import_model(second, progress=progress)
     line = str(ei.value)
     assert "\n" not in line and line.startswith(f"disk full while importing {second.name}")
     assert line.endswith("nothing was kept")
-    assert library_files(lib) == before                     # no partial file, the same index
+    assert library_files(lib) == before  # no partial file, the same index
     assert [e.sha256 for e in lib.list()] == [first.sha256]
     disk.free()
-    assert lib.import_model(second).name == "second"        # space is back: it imports
+    assert lib.import_model(second).name == "second"  # space is back: it imports
 
 
 # -- a KV-state write, a log line ------------------------------------------------------------------
+
 
 def test_a_kv_state_that_cannot_be_written_is_skipped_with_a_log_line(small_disk, caplog):
     import numpy as np
@@ -200,7 +212,7 @@ def test_a_kv_state_that_cannot_be_written_is_skipped_with_a_log_line(small_disk
     disk = small_disk(2 * MB)
     kv = KVStore(disk.path / "kv")
     sig = {"kv_type": "f16", "n_layer": 2}
-    old = np.arange(64 << 10, dtype=np.uint32).view(np.uint8)      # 256 KB
+    old = np.arange(64 << 10, dtype=np.uint32).view(np.uint8)  # 256 KB
     assert kv.save("model", "chat-1", sig, [1, 2, 3], old) is not None
     disk.fill()
     with caplog.at_level(logging.WARNING, logger="app.engine.kvstore"):
@@ -208,8 +220,8 @@ def test_a_kv_state_that_cannot_be_written_is_skipped_with_a_log_line(small_disk
         assert kv.save("model", "chat-2", sig, [5, 6], old) is None
     lines = [r.getMessage() for r in caplog.records if r.name == "app.engine.kvstore"]
     assert len(lines) == 2 and all("KV state not saved" in x and "No space left" in x for x in lines)
-    assert sorted(os.listdir(kv.folder)) == [kv.path_for("model", "chat-1").name]   # no temp file
-    tokens, image = kv.load("model", "chat-1", sig, n_ctx=64)      # the old state, whole
+    assert sorted(os.listdir(kv.folder)) == [kv.path_for("model", "chat-1").name]  # no temp file
+    tokens, image = kv.load("model", "chat-1", sig, n_ctx=64)  # the old state, whole
     assert tokens == [1, 2, 3] and bytes(image) == bytes(old)
     disk.free()
     assert kv.save("model", "chat-2", sig, [5, 6], old) is not None
@@ -225,7 +237,7 @@ def test_log_lines_that_cannot_be_written_are_dropped_with_one_warning(small_dis
     log.info("before the disk fills")
     disk.fill()
     capsys.readouterr()
-    for i in range(2000):                                   # ~200 KB of lines: past any buffer
+    for i in range(2000):  # ~200 KB of lines: past any buffer
         log.info("line %d while the disk is full %s", i, "x" * 80)
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "log lines dropped" in err and "No space left" in err, err

@@ -35,18 +35,26 @@ HOSTILE = {
     "sum of many lists": ("{% set one = [1] %}{{ ([one] * 3000000)|sum(start=[])|length }}", "size"),
     "long wordwrap": ("{{ ('a ' * 90000)|wordwrap(1) }}", "time"),
     "huge wordwrap": ("{{ ('a ' * 1900000)|wordwrap(1) }}", "size"),
-    "deep tojson": ("{% set ns = namespace(x=1) %}{% for i in range(5000) %}{% set ns.x = [ns.x] %}{% endfor %}"
-                    "{{ ns.x|tojson(indent=64) }}", "time"),
+    "deep tojson": (
+        "{% set ns = namespace(x=1) %}{% for i in range(5000) %}{% set ns.x = [ns.x] %}{% endfor %}"
+        "{{ ns.x|tojson(indent=64) }}",
+        "time",
+    ),
     # recurse
     "endless recursion": ("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}", "recursed"),
     "recursive loop": ("{% for m in [[[[[[]]]]]] recursive %}{{ loop([m]) }}{% endfor %}", "recursed"),
-    "recursion keeping copies": ("{% set s = 'x' * 3900000 %}"
-                                 "{% macro f(t, n) %}{{ f(t ~ '', n - 1) if n else t|length }}{% endmacro %}"
-                                 "{{ f(s, 500) }}", "size"),
+    "recursion keeping copies": (
+        "{% set s = 'x' * 3900000 %}"
+        "{% macro f(t, n) %}{{ f(t ~ '', n - 1) if n else t|length }}{% endmacro %}"
+        "{{ f(s, 500) }}",
+        "size",
+    ),
     # build 10^8 characters and more
     "10^8-character string": ("{{ 'x' * 100000000 }}", "size"),
-    "10^8 by doubling": ("{% set ns = namespace(s='ab') %}{% for i in range(64) %}{% set ns.s = ns.s ~ ns.s %}"
-                         "{% endfor %}{{ ns.s }}", "size"),
+    "10^8 by doubling": (
+        "{% set ns = namespace(s='ab') %}{% for i in range(64) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s }}",
+        "size",
+    ),
     "joined references": ("{% set s = 'x' * 4000 %}{{ ([s] * 1000000)|join }}", "size"),
     "join separator": ("{% set s = 'x' * 3000000 %}{{ range(99999)|join(s) }}", "size"),
     "replace the empty string": ("{% set s = 'x' * 40000 %}{{ s.replace('', s) }}", "size"),
@@ -57,12 +65,17 @@ HOSTILE = {
     "translate": ("{% set s = 'a' * 40000 %}{{ s.translate({97: s}) }}", "size"),
     "indent": ("{{ ('\n' * 3000000)|indent(999999) }}", "size"),
     "printed references": ("{% set s = 'x' * 3000000 %}{% set l = [" + "s," * 500 + "] %}{{ l }}", "size"),
-    "concatenated references": ("{% set s = 'x' * 3000000 %}{% set l = [" + "s," * 500 + "] %}{{ l ~ '' }}",
-                                "size"),
-    "captured block": ("{% set s = 'x' * 100000 %}{% set big %}{% for i in range(100000) %}{{ s }}{% endfor %}"
-                       "{% endset %}{{ big|length }}", "size"),
-    "kept values": ("{% set ns = namespace(l=[]) %}{% for i in range(100000) %}"
-                    "{% set ns.l = ns.l + ['x' * 3999999] %}{% endfor %}{{ ns.l|length }}", "size"),
+    "concatenated references": ("{% set s = 'x' * 3000000 %}{% set l = [" + "s," * 500 + "] %}{{ l ~ '' }}", "size"),
+    "captured block": (
+        "{% set s = 'x' * 100000 %}{% set big %}{% for i in range(100000) %}{{ s }}{% endfor %}"
+        "{% endset %}{{ big|length }}",
+        "size",
+    ),
+    "kept values": (
+        "{% set ns = namespace(l=[]) %}{% for i in range(100000) %}"
+        "{% set ns.l = ns.l + ['x' * 3999999] %}{% endfor %}{{ ns.l|length }}",
+        "size",
+    ),
     "fromkeys": ("{{ dict.fromkeys(range(99999), 'x' * 100000)|length }}", "size"),
     "list of characters": ("{{ ('\u20ac' * 3900000)|list|length }}", "size"),
     "strftime": ("{{ strftime_now('%c' * 1000000) }}", "size"),
@@ -72,10 +85,12 @@ HOSTILE = {
 
 # What the message says. A size bound is checked before the work it bounds, but on a slow or
 # busy machine the deadline may come first (tracemalloc slows the renders here down).
-EXPECTED = {"time": ("ran for more than",),
-            "recursed": ("recursed too deeply",),
-            "size": ("did something unsafe", "ran for more than", "took more than"),
-            "compile": ("characters long",)}
+EXPECTED = {
+    "time": ("ran for more than",),
+    "recursed": ("recursed too deeply",),
+    "size": ("did something unsafe", "ran for more than", "took more than"),
+    "compile": ("characters long",),
+}
 
 
 @pytest.mark.parametrize("name", list(HOSTILE))
@@ -93,8 +108,8 @@ def test_a_hostile_template_is_stopped_in_time_and_memory(name):
     message = str(e.value)
     assert any(words in message for words in EXPECTED[stopper]), message
     assert "\n" not in message and len(message) < 300
-    assert spent < LIMIT_S + 0.5, spent             # the deadline, plus one check's walk at most
-    assert peak < 200 * MB, peak / MB               # traced Python allocations during the render
+    assert spent < LIMIT_S + 0.5, spent  # the deadline, plus one check's walk at most
+    assert peak < 200 * MB, peak / MB  # traced Python allocations during the render
 
 
 def test_real_templates_still_render_within_the_bounds(smollm2_path):
@@ -122,12 +137,15 @@ def test_a_hostile_template_in_a_model_gives_way_to_the_family_template(tmp_path
     t0 = time.monotonic()
     with open_gguf(path) as f, pytest.warns(UserWarning, match="ran for more than .* chatml chat format"):
         template = load_chat_template(f, load_tokenizer(f))
-    assert time.monotonic() - t0 < 2 * LIMIT_S + 0.5     # compiled, tried once, given up
+    assert time.monotonic() - t0 < 2 * LIMIT_S + 0.5  # compiled, tried once, given up
     assert template.fallback and template.family == "chatml"
-    assert template.note == (f"the chat template ran for more than {LIMIT_S:g} s; stopped; "
-                             "using the chatml chat format instead")
-    assert template.render([{"role": "user", "content": "Hi"}]) == \
-        "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"
+    assert template.note == (
+        f"the chat template ran for more than {LIMIT_S:g} s; stopped; using the chatml chat format instead"
+    )
+    assert (
+        template.render([{"role": "user", "content": "Hi"}])
+        == "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"
+    )
 
 
 def test_a_template_that_refuses_every_conversation_gives_way_too(tmp_path):
@@ -140,8 +158,10 @@ def test_a_template_that_refuses_every_conversation_gives_way_too(tmp_path):
 
 
 # A template that is fine on a short conversation and runs for ever on a longer one.
-LATE = ("{% if messages|length > 4 %}{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}"
-        "{% endfor %}{% endif %}{% for m in messages %}[{{ m.role }}] {{ m.content }}\n{% endfor %}")
+LATE = (
+    "{% if messages|length > 4 %}{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}"
+    "{% endfor %}{% endif %}{% for m in messages %}[{{ m.role }}] {{ m.content }}\n{% endfor %}"
+)
 
 
 def test_a_template_that_fails_later_gives_way_during_the_session(tmp_path, monkeypatch):
@@ -154,13 +174,16 @@ def test_a_template_that_fails_later_gives_way_during_the_session(tmp_path, monk
         eng.chat_prompt(short)
         assert not eng.chat_template.fallback
         with pytest.warns(UserWarning, match="ran for more than"):
-            ids = eng.chat_prompt([{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}] * 2
-                                  + [{"role": "user", "content": "again"}])
+            ids = eng.chat_prompt(
+                [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}] * 2
+                + [{"role": "user", "content": "again"}]
+            )
         assert ids and eng.chat_template.fallback and "ran for more than" in eng.chat_template.note
-        assert eng.chat_prompt(short)                   # the rest of the session uses the fallback
+        assert eng.chat_prompt(short)  # the rest of the session uses the fallback
 
 
 # ---- the window (real engine, tiny model) ---------------------------------------------------------
+
 
 def _window_with(qtbot, make_window, path):
     from tests.ui.conftest import drop_file
@@ -189,8 +212,10 @@ def test_the_window_says_the_template_is_not_used_and_chats(qtbot, make_window, 
         warnings.simplefilter("ignore")
         w = _window_with(qtbot, make_window, path)
         assert w.notice.isVisible()
-        assert w.notice.text().startswith("This model's chat template cannot be used: the chat template did "
-                                          "something unsafe: repetition too large; using the chatml chat format")
+        assert w.notice.text().startswith(
+            "This model's chat template cannot be used: the chat template did "
+            "something unsafe: repetition too large; using the chatml chat format"
+        )
         assert w.info_panel.values["Chat template"].text().startswith("not used: the chat template did")
         _send(qtbot, w, "Hi")
     reply = w.state.messages()[-1]
@@ -204,7 +229,7 @@ def test_the_window_says_so_when_the_template_gives_way_mid_session(qtbot, make_
         warnings.simplefilter("ignore")
         w = _window_with(qtbot, make_window, path)
         assert not w.notice.isVisible()
-        for text in ("one", "two", "three"):            # the third turn has five messages
+        for text in ("one", "two", "three"):  # the third turn has five messages
             _send(qtbot, w, text)
             assert w.state.messages()[-1].status == "complete", w.errors
     assert "This model's chat template cannot be used: the chat template ran for more than" in w.notice.text()

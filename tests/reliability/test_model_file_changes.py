@@ -25,8 +25,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
-pytestmark = pytest.mark.skipif(sys.platform == "win32",
-                                reason="Windows refuses to truncate or delete a mapped file")
+pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="Windows refuses to truncate or delete a mapped file")
 
 # Load a copy of the model, answer, change the file, answer again; each outcome is printed as a
 # JSON line as soon as it is known, so the parent sees how far the child got if it dies.
@@ -88,11 +87,17 @@ def model_copy(smollm2_path, folder: Path) -> Path:
     return path
 
 
-def run_child(path: Path, action: str, protected: bool = True,
-              env: dict | None = None) -> tuple[subprocess.CompletedProcess, dict]:
-    r = subprocess.run([sys.executable, "-c", CHILD, str(path), action, "protected" if protected else "bare"],
-                       cwd=ROOT, capture_output=True, text=True, timeout=120,
-                       env={**os.environ, **(env or {})})
+def run_child(
+    path: Path, action: str, protected: bool = True, env: dict | None = None
+) -> tuple[subprocess.CompletedProcess, dict]:
+    r = subprocess.run(
+        [sys.executable, "-c", CHILD, str(path), action, "protected" if protected else "bare"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, **(env or {})},
+    )
     seen = {}
     for line in r.stdout.splitlines():
         if line.startswith("{"):
@@ -108,9 +113,10 @@ def test_a_model_truncated_in_place_is_refused_in_one_line(smollm2_path, tmp_pat
     assert r.returncode == 0, (r.returncode, r.stderr[-2000:])
     assert seen["before"].get("text"), seen
     now = size // 2 if action == "truncate-half" else 4096
-    line = (f"The model file model.gguf changed on disk since it was loaded (now {now} bytes, "
-            f"was {size}); load it again.")
-    for key in ("after", "again"):              # refused each time, never a pass over the pages
+    line = (
+        f"The model file model.gguf changed on disk since it was loaded (now {now} bytes, was {size}); load it again."
+    )
+    for key in ("after", "again"):  # refused each time, never a pass over the pages
         assert seen[key] == {"error": "ModelFileChangedError", "message": line}, seen
     assert seen["closed"] is True
     assert "Traceback" not in r.stderr and "Fatal" not in r.stderr
@@ -156,15 +162,34 @@ def test_without_the_check_a_truncated_model_kills_the_process(smollm2_path, tmp
 def test_the_command_line_says_it_in_one_line(smollm2_path, tmp_path):
     path = model_copy(smollm2_path, tmp_path)
     size = path.stat().st_size
-    p = subprocess.Popen([sys.executable, "-m", "app", "chat", str(path), "--ctx", "256", "--threads", "1",
-                          "--max-tokens", "4", "--temperature", "0", "--no-kv-cache"],
-                         cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         text=True)
+    p = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "app",
+            "chat",
+            str(path),
+            "--ctx",
+            "256",
+            "--threads",
+            "1",
+            "--max-tokens",
+            "4",
+            "--temperature",
+            "0",
+            "--no-kv-cache",
+        ],
+        cwd=ROOT,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         p.stdin.write("Hi\n")
         p.stdin.flush()
         lines = []
-        while not (lines and lines[-1].startswith("[")):      # "[4 tok, ... tok/s]": the reply is done
+        while not (lines and lines[-1].startswith("[")):  # "[4 tok, ... tok/s]": the reply is done
             line = p.stderr.readline()
             assert line, ("llambda chat ended early", lines)
             lines.append(line)
@@ -176,7 +201,8 @@ def test_the_command_line_says_it_in_one_line(smollm2_path, tmp_path):
     assert p.returncode == 1, (p.returncode, err)
     assert err.strip().splitlines() == [
         f"llambda: error: The model file model.gguf changed on disk since it was loaded "
-        f"(now {size // 2} bytes, was {size}); load it again."]
+        f"(now {size // 2} bytes, was {size}); load it again."
+    ]
 
 
 READ_AHEAD_CHILD = r"""
@@ -195,8 +221,9 @@ def test_the_read_ahead_stops_at_a_changed_file(smollm2_path, tmp_path):
     """The window's background read of the weights (app.ui.engine_adapter.read_ahead) checks the
     file before each chunk: a truncated file stops it before the first page."""
     path = model_copy(smollm2_path, tmp_path)
-    r = subprocess.run([sys.executable, "-c", READ_AHEAD_CHILD, str(path)], cwd=ROOT, capture_output=True,
-                       text=True, timeout=60)
+    r = subprocess.run(
+        [sys.executable, "-c", READ_AHEAD_CHILD, str(path)], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
     assert r.returncode == 0 and r.stdout.split() == ["0"], (r.returncode, r.stdout, r.stderr[-2000:])
     assert "read-ahead stopped: The model file model.gguf changed on disk" in r.stderr
 
@@ -228,16 +255,19 @@ eng.close()
 def test_the_local_server_answers_with_an_error_and_stays_up(smollm2_path, tmp_path):
     path = model_copy(smollm2_path, tmp_path)
     size = path.stat().st_size
-    r = subprocess.run([sys.executable, "-c", SERVER_CHILD, str(path)], cwd=ROOT, capture_output=True,
-                       text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-c", SERVER_CHILD, str(path)], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
     seen = {}
     for line in r.stdout.splitlines():
         if line.startswith("{"):
             seen.update(json.loads(line))
     assert r.returncode == 0, (r.returncode, r.stderr[-2000:])
     assert seen["before"][0] == 200
-    line = (f"the generation failed: The model file model.gguf changed on disk since it was loaded "
-            f"(now {size // 2} bytes, was {size}); load it again.")
+    line = (
+        f"the generation failed: The model file model.gguf changed on disk since it was loaded "
+        f"(now {size // 2} bytes, was {size}); load it again."
+    )
     for key in ("after", "again"):
         status, body = seen[key]
         assert status == 500 and body["error"]["message"] == line, seen
@@ -252,14 +282,28 @@ IN_CHILD = "LLAMBDA_RELIABILITY_CHILD"
 def test_the_window_says_it_and_stays_usable(tmp_path):
     """Runs `window_after_truncation` below in a child pytest (see the module's docstring)."""
     env = {**os.environ, IN_CHILD: "1", "QT_QPA_PLATFORM": "offscreen"}
-    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                        f"{Path(__file__).relative_to(ROOT)}::test_window_after_truncation"],
-                       cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            f"{Path(__file__).relative_to(ROOT)}::test_window_after_truncation",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0 and "1 passed" in r.stdout, (r.returncode, r.stdout[-4000:], r.stderr[-2000:])
 
 
-@pytest.mark.skipif(not os.environ.get(IN_CHILD),
-                    reason="runs in the child of test_the_window_says_it_and_stays_usable")
+@pytest.mark.skipif(
+    not os.environ.get(IN_CHILD), reason="runs in the child of test_the_window_says_it_and_stays_usable"
+)
 def test_window_after_truncation(qtbot, make_window, smollm2_path, tmp_path):
     from PySide6.QtCore import Qt
 
@@ -267,8 +311,8 @@ def test_window_after_truncation(qtbot, make_window, smollm2_path, tmp_path):
 
     path = model_copy(smollm2_path, tmp_path / "a")
     size = path.stat().st_size
-    w = make_window()                                   # the real engine
-    w.state.put("import_mode", "in_place")              # the window maps this very file
+    w = make_window()  # the real engine
+    w.state.put("import_mode", "in_place")  # the window maps this very file
     w.state.put("sampling_defaults", {"temperature": 0.0, "max_tokens": 8, "seed": 1})
 
     def load(p):
@@ -288,9 +332,10 @@ def test_window_after_truncation(qtbot, make_window, smollm2_path, tmp_path):
 
     os.truncate(path, size // 2)
     send("Hi again")
-    name = os.path.basename(w.worker.loaded_path)     # a library link to the file, maybe
-    line = (f"The model file {name} changed on disk since it was loaded (now {size // 2} bytes, "
-            f"was {size}); load it again.")
+    name = os.path.basename(w.worker.loaded_path)  # a library link to the file, maybe
+    line = (
+        f"The model file {name} changed on disk since it was loaded (now {size // 2} bytes, was {size}); load it again."
+    )
     assert w.errors == [line]
     assert w.notice.isVisible() and line in w.notice.text() and "Load the model again" in w.notice.text()
     assert w.state.messages()[-1].status != "complete"

@@ -54,6 +54,7 @@ def no_database_anywhere(*folders: Path) -> None:
 
 # -- data folder ----------------------------------------------------------------------------------
 
+
 def test_data_folder_that_cannot_be_created(monkeypatch, blocker, tmp_path, isolated_home):
     monkeypatch.setenv("LLAMBDA_DATA_DIR", str(blocker / "data"))
     before = snapshot(tmp_path)
@@ -62,10 +63,10 @@ def test_data_folder_that_cannot_be_created(monkeypatch, blocker, tmp_path, isol
         assert not store.saving
         assert store.notice.startswith("Chats are not being saved: the data folder ")
         assert str(blocker / "data") in store.notice and "\n" not in store.notice
-        use_session(store)                                 # the window still works
+        use_session(store)  # the window still works
     finally:
         store.close()
-    assert snapshot(tmp_path) == before                    # nothing written, anywhere
+    assert snapshot(tmp_path) == before  # nothing written, anywhere
     no_database_anywhere(tmp_path, Path(isolated_home))
 
 
@@ -78,11 +79,11 @@ def test_read_only_data_folder_shows_the_chats_and_writes_nothing(read_only_fold
         assert not store.saving and str(folder) in store.notice
         assert "Your conversations are shown" in store.notice
         titles = [c.title for c in store.list_conversations()]
-        assert len(titles) == 12 and "conv 0" in titles     # the history is there, read-only
+        assert len(titles) == 12 and "conv 0" in titles  # the history is there, read-only
         use_session(store)
     finally:
         store.close()
-    assert snapshot(folder) == before                      # not one byte changed
+    assert snapshot(folder) == before  # not one byte changed
     no_database_anywhere(Path(isolated_home) / "cache", Path(isolated_home) / "logs")
 
 
@@ -91,7 +92,7 @@ def test_read_only_data_folder_with_a_damaged_database(read_only_folder):
     bad = truncated_half(make_db(path))
     path.write_bytes(bad)
     folder = read_only_folder(data_dir())
-    store = open_store()                                   # cannot be set aside: no exception
+    store = open_store()  # cannot be set aside: no exception
     try:
         assert not store.saving and store.set_aside is None and store.notice
         use_session(store)
@@ -109,12 +110,13 @@ def test_write_problem_is_tried_not_guessed(read_only_folder, blocker, tmp_path)
 
 # -- logs folder ----------------------------------------------------------------------------------
 
+
 def test_logs_folder_that_cannot_be_created(monkeypatch, blocker):
     monkeypatch.setenv("LLAMBDA_LOG_DIR", str(blocker / "logs"))
     assert logs.setup("window", force=True) is None
     line = logs.problem()
     assert line.startswith("No log file") and str(blocker / "logs") in line and "\n" not in line
-    logs.get("test").warning("the app goes on")            # logging still works (stderr)
+    logs.get("test").warning("the app goes on")  # logging still works (stderr)
 
 
 def test_read_only_logs_folder_with_a_log_file_already_there(read_only_folder):
@@ -123,7 +125,7 @@ def test_read_only_logs_folder_with_a_log_file_already_there(read_only_folder):
     logs.shutdown()
     folder = read_only_folder(log_dir())
     before = snapshot(folder)
-    assert logs.setup("window", force=True) is None        # no file log that could not rotate
+    assert logs.setup("window", force=True) is None  # no file log that could not rotate
     assert str(folder) in logs.problem()
     logs.get("test").warning("the app goes on")
     logs.shutdown()
@@ -132,6 +134,7 @@ def test_read_only_logs_folder_with_a_log_file_already_there(read_only_folder):
 
 
 # -- the window -----------------------------------------------------------------------------------
+
 
 def test_the_window_starts_and_names_each_folder(monkeypatch, blocker, tmp_path, make_window):
     from tests.ui.fake_engine import FakeEngine
@@ -147,7 +150,7 @@ def test_the_window_starts_and_names_each_folder(monkeypatch, blocker, tmp_path,
     assert data.startswith("Chats are not being saved") and str(data_dir()) in data
     assert models.startswith("Models cannot be added") and str(models_dir()) in models
     assert logs_folder.startswith("No log file") and str(log_dir()) in logs_folder
-    w.on_conversations_new_requested()                     # usable: a chat for this session
+    w.on_conversations_new_requested()  # usable: a chat for this session
     w.state.add_user_message("hello")
     assert [m.content for m in w.state.messages()] == ["hello"]
     w.close()
@@ -184,8 +187,7 @@ sys.exit(main([]))
 def run_window(env_update: dict) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("LLAMBDA_", "XDG_"))}
     env.update({"QT_QPA_PLATFORM": "offscreen", "PYTHONPATH": str(ROOT), **env_update})
-    return subprocess.run([sys.executable, "-c", CHILD], env=env, cwd=ROOT, capture_output=True,
-                          text=True, timeout=120)
+    return subprocess.run([sys.executable, "-c", CHILD], env=env, cwd=ROOT, capture_output=True, text=True, timeout=120)
 
 
 def check_start(r: subprocess.CompletedProcess, data: Path, cache: Path, logs_folder: Path) -> None:
@@ -205,16 +207,27 @@ def test_llambda_starts_with_xdg_folders_that_cannot_be_created(blocker, tmp_pat
     """The real start (`llambda` with no file), the folders decided by platformdirs from XDG."""
     home = tmp_path / "home"
     home.mkdir()
-    r = run_window({"HOME": str(home), "XDG_DATA_HOME": str(blocker / "data"),
-                    "XDG_CACHE_HOME": str(blocker / "cache"), "XDG_STATE_HOME": str(blocker / "state")})
-    check_start(r, blocker / "data" / "llambda", blocker / "cache" / "llambda" / "models",
-                blocker / "state" / "llambda" / "log")
+    r = run_window(
+        {
+            "HOME": str(home),
+            "XDG_DATA_HOME": str(blocker / "data"),
+            "XDG_CACHE_HOME": str(blocker / "cache"),
+            "XDG_STATE_HOME": str(blocker / "state"),
+        }
+    )
+    check_start(
+        r, blocker / "data" / "llambda", blocker / "cache" / "llambda" / "models", blocker / "state" / "llambda" / "log"
+    )
     assert snapshot(tmp_path) == {"a-file": b"not a folder"}
 
 
 def test_llambda_starts_with_a_read_only_home(read_only_folder, tmp_path):
     home = read_only_folder(tmp_path / "home")
     r = run_window({"HOME": str(home)})
-    check_start(r, home / ".local" / "share" / "llambda", home / ".cache" / "llambda" / "models",
-                home / ".local" / "state" / "llambda" / "log")
+    check_start(
+        r,
+        home / ".local" / "share" / "llambda",
+        home / ".cache" / "llambda" / "models",
+        home / ".local" / "state" / "llambda" / "log",
+    )
     assert list(home.iterdir()) == []

@@ -1,6 +1,7 @@
 """Smoke tests of the benchmark scripts, without llama.cpp and without big files:
 make_bench_models writes a GGUF our reader opens and `llambda bench` runs on; bench_shapes parses
 its filters, runs a fake llama-bench beside ours and turns failures into table lines."""
+
 from __future__ import annotations
 
 import math
@@ -60,8 +61,13 @@ def test_written_files_open_and_bench(tiny_models):
         s = mbm.SHAPES[shape]
         with open_gguf(path) as f:
             cfg = config_from_gguf(f)
-            assert (cfg.n_embd, cfg.n_layer, cfg.n_head, cfg.n_head_kv, cfg.n_vocab) == \
-                   (s.n_embd, s.n_layer, s.n_head, s.n_head_kv, s.n_vocab)
+            assert (cfg.n_embd, cfg.n_layer, cfg.n_head, cfg.n_head_kv, cfg.n_vocab) == (
+                s.n_embd,
+                s.n_layer,
+                s.n_head,
+                s.n_head_kv,
+                s.n_vocab,
+            )
             assert cfg.tied_output == s.tied
             assert ("blk.0.attn_q.bias" in f.tensors) == s.qkv_bias
             assert f.metadata.string("tokenizer.chat_template").startswith("{% for message")
@@ -70,12 +76,16 @@ def test_written_files_open_and_bench(tiny_models):
 
 
 def test_bench_shapes_parses_its_filters(tmp_path):
-    a = bench_shapes.parse_args(["--models", "llama3.2-1b", "--types", "Q4_0,Q8_0", "--isa", "avx2",
-                                 "--depth", "4096"])
+    a = bench_shapes.parse_args(["--models", "llama3.2-1b", "--types", "Q4_0,Q8_0", "--isa", "avx2", "--depth", "4096"])
     assert a.models == ["llama3.2-1b"] and a.types == ["Q4_0", "Q8_0"] and a.isa == ["avx2"]
     assert a.threads == 2 and a.depth == 4096
-    for bad in (["--types", "Q3_K"], ["--models", "gpt5"], ["--isa", "neon"], ["--threads", "0"],
-                ["--ours-root", str(tmp_path)]):
+    for bad in (
+        ["--types", "Q3_K"],
+        ["--models", "gpt5"],
+        ["--isa", "neon"],
+        ["--threads", "0"],
+        ["--ours-root", str(tmp_path)],
+    ):
         with pytest.raises(SystemExit):
             bench_shapes.parse_args(bad)
 
@@ -90,14 +100,17 @@ def _fake_llama_bench(folder):
     """A llama-bench stand-in: prints llama-bench's JSON rows for the -p/-n it was given."""
     path = folder / "avx2" / "bin" / "llama-bench"
     path.parent.mkdir(parents=True)
-    path.write_text(f"#!{sys.executable}\n" + r'''import json, sys
+    path.write_text(
+        f"#!{sys.executable}\n"
+        + r"""import json, sys
 a = sys.argv
 p, n = int(a[a.index("-p") + 1]), int(a[a.index("-n") + 1])
 rows = [{"n_prompt": p, "n_gen": 0, "avg_ts": 100.0}]
 if n:
     rows.append({"n_prompt": 0, "n_gen": n, "avg_ts": 10.0})
 print(json.dumps(rows, indent=2))
-''')
+"""
+    )
     path.chmod(path.stat().st_mode | stat.S_IXUSR)
     return path
 
@@ -108,13 +121,31 @@ def test_bench_shapes_table_with_a_fake_llama_bench_and_a_missing_model(tiny_mod
     builds = tmp_path / "builds"
     _fake_llama_bench(builds)
     out = tmp_path / "table.md"
-    rc = bench_shapes.main(["--models", f"{paths['tiny']},{tmp_path / 'absent.gguf'}", "--types", "Q8_0",
-                            "--isa", "avx2", "--rounds", "1", "--pp", "8", "--tg", "2",
-                            "--llamacpp-dir", str(builds), "--no-load", "--out", str(out)])
-    assert rc == 1                                   # one model failed
+    rc = bench_shapes.main(
+        [
+            "--models",
+            f"{paths['tiny']},{tmp_path / 'absent.gguf'}",
+            "--types",
+            "Q8_0",
+            "--isa",
+            "avx2",
+            "--rounds",
+            "1",
+            "--pp",
+            "8",
+            "--tg",
+            "2",
+            "--llamacpp-dir",
+            str(builds),
+            "--no-load",
+            "--out",
+            str(out),
+        ]
+    )
+    assert rc == 1  # one model failed
     text = out.read_text()
     lines = [ln for ln in text.splitlines() if ln.startswith("| ")]
-    assert len(lines) == 4                           # header, rule, two models
+    assert len(lines) == 4  # header, rule, two models
     good = next(ln for ln in lines if paths["tiny"].name in ln)
     assert "/ 100.0 = " in good and "/ 10.0 = " in good and "%) of " in good
     bad = next(ln for ln in lines if "absent.gguf" in ln)
@@ -138,8 +169,9 @@ def _fake_python(path, body):
 
 
 def test_quantize_through_a_python_with_llama_cpp(tmp_path):
-    fake = _fake_python(tmp_path / "py", "import shutil\nshutil.copy(argv[0], argv[1])\n"
-                        "assert argv[2] == 'Q4_K_M' and argv[3] == '2'\n")
+    fake = _fake_python(
+        tmp_path / "py", "import shutil\nshutil.copy(argv[0], argv[1])\nassert argv[2] == 'Q4_K_M' and argv[3] == '2'\n"
+    )
     src = tmp_path / "a.gguf"
     src.write_bytes(b"GGUF")
     out = mbm.quantize(f"python:{fake}", src, tmp_path / "b.gguf", "Q4_K_M", 2, log=lambda m: None)
@@ -150,8 +182,11 @@ def test_quantize_through_a_python_with_llama_cpp(tmp_path):
 
 
 def test_llama_python_instead_of_llama_bench(tmp_path):
-    fake = _fake_python(tmp_path / "py", "import json\n"
-                        "print(json.dumps([{'test': 'pp' + argv[2], 'tok_s': 50.0},"
-                        " {'test': 'tg' + argv[3], 'tok_s': 5.0}]))\n")
+    fake = _fake_python(
+        tmp_path / "py",
+        "import json\n"
+        "print(json.dumps([{'test': 'pp' + argv[2], 'tok_s': 50.0},"
+        " {'test': 'tg' + argv[3], 'tok_s': 5.0}]))\n",
+    )
     a = bench_shapes.parse_args(["--llama-python", str(fake), "--pp", "8", "--tg", "2"])
     assert bench_shapes.run_llamacpp_py(a, tmp_path / "m.gguf", 0) == {"pp": 50.0, "tg": 5.0}

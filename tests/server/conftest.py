@@ -1,6 +1,7 @@
 """A real `llambda serve` in-process: the SmolLM2 engine on its owner thread, and uvicorn on a free
 loopback port in a thread. Several servers (different options) can share the one engine owner,
 as the window and the server will."""
+
 from __future__ import annotations
 
 import threading
@@ -16,7 +17,7 @@ N_CTX = 1024
 
 @dataclass
 class Served:
-    url: str                    # http://127.0.0.1:PORT
+    url: str  # http://127.0.0.1:PORT
     port: int
     owner: object
     engine: object
@@ -41,10 +42,9 @@ def start_server(owner, engine, **options) -> Served:
     port = sock.getsockname()[1]
     app = create_app(owner, model_id_of(engine.path), ServerOptions(host=host, port=port, **options))
     server = make_server(app, sock)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True,
-                              name=f"uvicorn-{port}")
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True, name=f"uvicorn-{port}")
     thread.start()
-    for _ in range(500):            # bounded: 10 s
+    for _ in range(500):  # bounded: 10 s
         if server.started:
             break
         time.sleep(0.02)

@@ -2,6 +2,7 @@
 garbage. Every well-formed request is answered, every bad one gets a 400, the engine owner ends
 idle and alive. The default run does a small round; the slow one 8 clients x 20 requests and
 checks the process's memory comes back to its baseline (within 5%)."""
+
 from __future__ import annotations
 
 import json
@@ -12,35 +13,42 @@ import pytest
 
 from tests.server.conftest import wait_idle
 
-GARBAGE = [b"{", b'{"messages": [{"role": "robot", "content": "x"}]}', b"\x00\xff" * 50,
-           b'{"messages": [{"role": "user", "content": "x"}], "n": 2}', b'{"prompt": 7}']
+GARBAGE = [
+    b"{",
+    b'{"messages": [{"role": "robot", "content": "x"}]}',
+    b"\x00\xff" * 50,
+    b'{"messages": [{"role": "user", "content": "x"}], "n": 2}',
+    b'{"prompt": 7}',
+]
 
 
 def one_request(url: str, kind: int, k: int) -> tuple[str, bool]:
     """(what was asked, whether the answer was right)."""
-    chat = {"messages": [{"role": "user", "content": f"Count to {k % 5 + 2}."}], "max_tokens": 6,
-            "temperature": 0.5, "seed": k}
+    chat = {
+        "messages": [{"role": "user", "content": f"Count to {k % 5 + 2}."}],
+        "max_tokens": 6,
+        "temperature": 0.5,
+        "seed": k,
+    }
     with httpx.Client(timeout=120) as c:
-        if kind == 0:                                   # streamed chat, read to the end
+        if kind == 0:  # streamed chat, read to the end
             with c.stream("POST", url + "/chat/completions", json=dict(chat, stream=True)) as r:
                 lines = [ln for ln in r.iter_lines() if ln]
             reasons = [json.loads(ln[6:])["choices"][0]["finish_reason"] for ln in lines[1:-1]]
-            return "ok", r.status_code == 200 and lines[-1] == "data: [DONE]" and \
-                reasons[-1] in ("stop", "length")
-        if kind == 1:                                   # plain completion
-            r = c.post(url + "/completions", json={"prompt": "One, two,", "max_tokens": 5,
-                                                   "seed": k})
-            return "ok", r.status_code == 200 and r.json()["choices"][0]["finish_reason"] in (
-                "stop", "length")
-        if kind == 2:                                   # leaves after the first piece
+            return "ok", r.status_code == 200 and lines[-1] == "data: [DONE]" and reasons[-1] in ("stop", "length")
+        if kind == 1:  # plain completion
+            r = c.post(url + "/completions", json={"prompt": "One, two,", "max_tokens": 5, "seed": k})
+            return "ok", r.status_code == 200 and r.json()["choices"][0]["finish_reason"] in ("stop", "length")
+        if kind == 2:  # leaves after the first piece
             body = dict(chat, stream=True, max_tokens=200, ignore_eos=True)
             with c.stream("POST", url + "/chat/completions", json=body) as r:
                 for ln in r.iter_lines():
                     if ln.startswith("data: {"):
                         break
             return "cancel", True
-        r = c.post(url + "/chat/completions", content=GARBAGE[k % len(GARBAGE)],
-                   headers={"Content-Type": "application/json"})
+        r = c.post(
+            url + "/chat/completions", content=GARBAGE[k % len(GARBAGE)], headers={"Content-Type": "application/json"}
+        )
         return "garbage", r.status_code == 400 and "error" in r.json()
 
 
@@ -101,7 +109,7 @@ def settled_rss() -> int:
 
 @pytest.mark.slow
 def test_load_8_clients_x_20_requests_and_memory_back_to_baseline(served):
-    run_load(served, clients=8, per_client=8)          # warm-up: pools, arenas, first pages
+    run_load(served, clients=8, per_client=8)  # warm-up: pools, arenas, first pages
     check_alive(served)
     before = settled_rss()
     results = run_load(served, clients=8, per_client=20)

@@ -1,5 +1,6 @@
 """The engine owner with a fake engine: one job at a time, in the order submitted; a cancelled
 queued job never runs; a cancelled running job stops; a failing job is one event, not a crash."""
+
 from __future__ import annotations
 
 import asyncio
@@ -86,7 +87,7 @@ def test_a_cancelled_queued_job_never_runs_and_a_running_one_stops():
         queued.cancel()
         first = await asyncio.wait_for(long.events.get(), 10)
         assert isinstance(first, Prepared)
-        await asyncio.wait_for(long.events.get(), 10)       # a piece: it is running
+        await asyncio.wait_for(long.events.get(), 10)  # a piece: it is running
         long.cancel()
         return await drain(long), await drain(queued)
 
@@ -120,4 +121,4 @@ def test_a_job_that_cannot_be_prepared_is_one_failure_event():
         owner.close()
     assert a == [JobFailed(400, "too long", "context_length_exceeded")]
     assert b[0].status == 500 and "boom" in b[0].message
-    assert c[-1].stop_reason == "length"       # the owner thread lived on
+    assert c[-1].stop_reason == "length"  # the owner thread lived on

@@ -2,6 +2,7 @@
 A chat in the window and requests from the `openai` client run in turn (FIFO), never two at once
 on the one engine; the server gives `llambda generate`'s text; the bar shows the address and a
 live request count; switching off stops the server."""
+
 from __future__ import annotations
 
 import threading
@@ -17,7 +18,7 @@ FAST = {"temperature": 0.0, "max_tokens": 16, "seed": 1}
 
 
 def test_the_window_serves_its_model_and_shares_the_engine(qtbot, make_window, smollm2_path):
-    w = make_window()                               # the real engine
+    w = make_window()  # the real engine
     w.state.put("sampling_defaults", FAST)
     bar = w.serve_bar
     assert not bar.switch.isEnabled() and not bar.address.isVisible()
@@ -43,7 +44,7 @@ def test_the_window_serves_its_model_and_shares_the_engine(qtbot, make_window, s
     eng.generate = counting
     n_ctx = eng.n_ctx
 
-    assert bar.start(0)                             # any free port (the switch uses its spin box)
+    assert bar.start(0)  # any free port (the switch uses its spin box)
     assert bar.serving and bar.url.startswith("http://127.0.0.1:") and bar.address.text() == bar.url
     client = openai.OpenAI(base_url=bar.url, api_key="x", max_retries=0, timeout=120)
     results: dict = {}
@@ -51,10 +52,10 @@ def test_the_window_serves_its_model_and_shares_the_engine(qtbot, make_window, s
     def ask():
         try:
             results["chat"] = client.chat.completions.create(
-                model="x", messages=[{"role": "user", "content": PROMPT}], **SETTINGS)
+                model="x", messages=[{"role": "user", "content": PROMPT}], **SETTINGS
+            )
             results["models"] = [m.id for m in client.models.list()]
-            results["rebinding"] = httpx.get(bar.url + "/models",
-                                             headers={"Host": "evil.example"}).status_code
+            results["rebinding"] = httpx.get(bar.url + "/models", headers={"Host": "evil.example"}).status_code
         except Exception as e:  # noqa: BLE001 - reported by the assertion below
             results["error"] = e
 
@@ -68,9 +69,19 @@ def test_the_window_serves_its_model_and_shares_the_engine(qtbot, make_window, s
     assert "error" not in results, results.get("error")
     assert not seen["overlap"] and seen["runs"] == 2
     assert w.state.messages()[-1].status == "complete"
-    want = generate_json(str(smollm2_path), "--prompt", PROMPT, "--ctx", str(n_ctx),
-                         "--seed", str(SETTINGS["seed"]), "--temperature",
-                         str(SETTINGS["temperature"]), "--max-tokens", str(SETTINGS["max_tokens"]))
+    want = generate_json(
+        str(smollm2_path),
+        "--prompt",
+        PROMPT,
+        "--ctx",
+        str(n_ctx),
+        "--seed",
+        str(SETTINGS["seed"]),
+        "--temperature",
+        str(SETTINGS["temperature"]),
+        "--max-tokens",
+        str(SETTINGS["max_tokens"]),
+    )
     assert results["chat"].choices[0].message.content == want["text"]
     assert results["models"] == [bar.model_id] and results["rebinding"] == 403
     bar.refresh()

@@ -16,8 +16,11 @@ SPM_VARIANTS = {
     "spm_prefix": {"add_space_prefix": True, "add_bos": True},
     "spm_noprefix": {"add_space_prefix": False, "add_bos": False},
     # learned pieces re-typed: "▁the" and "▁▁" unused, "ing" undefined, "▁a" user-defined, "er" control
-    "spm_retyped": {"add_space_prefix": True, "add_bos": True,
-                    "type_overrides": {275: 5, 278: 0, 264: 4, 265: 3, 259: 5}},
+    "spm_retyped": {
+        "add_space_prefix": True,
+        "add_bos": True,
+        "type_overrides": {275: 5, 278: 0, 264: 4, 265: 3, 259: 5},
+    },
 }
 
 

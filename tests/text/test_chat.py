@@ -10,8 +10,7 @@ import pytest
 
 from app.errors import TemplateError
 from app.gguf import open_gguf
-from app.text.chat import (ChatTemplate, chat_prompt_tokens, chat_template_names, load_chat_template,
-                           render_chat)
+from app.text.chat import ChatTemplate, chat_prompt_tokens, chat_template_names, load_chat_template, render_chat
 from app.text.templates import FALLBACKS, choose_fallback, detect_family
 from tests.synth import write_tiny_model, write_tiny_spm_model
 from tests.text.conftest import DATA
@@ -23,8 +22,12 @@ GOLDEN = json.loads((DATA / "golden_chat.json").read_text())
 def test_fallback_templates_render_like_llama_cpp_builtins(family):
     g = GOLDEN["families"][family]
     for case in g["cases"]:
-        got = render_chat(FALLBACKS[family], case["messages"], add_generation_prompt=case["add_generation_prompt"],
-                          eos_token=g["eos_token"])
+        got = render_chat(
+            FALLBACKS[family],
+            case["messages"],
+            add_generation_prompt=case["add_generation_prompt"],
+            eos_token=g["eos_token"],
+        )
         assert got == case["text"], (family, case["messages"], case["add_generation_prompt"])
 
 
@@ -76,8 +79,10 @@ def test_user_text_with_special_strings_stays_plain(smollm2_tokenizer):
 
 
 def test_system_prompt_is_folded_when_the_template_rejects_it():
-    strict = ("{% for m in messages %}{% if m['role'] == 'system' %}{{ raise_exception('System role not "
-              "supported') }}{% endif %}<{{ m['role'] }}>{{ m['content'] }}{% endfor %}")
+    strict = (
+        "{% for m in messages %}{% if m['role'] == 'system' %}{{ raise_exception('System role not "
+        "supported') }}{% endif %}<{{ m['role'] }}>{{ m['content'] }}{% endfor %}"
+    )
     msgs = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}]
     assert render_chat(strict, msgs) == "<user>Be brief.\n\nHi"
     dropping = "{% for m in messages %}{% if m['role'] != 'system' %}<{{ m['role'] }}>{{ m['content'] }}{% endif %}{% endfor %}"
@@ -87,9 +92,11 @@ def test_system_prompt_is_folded_when_the_template_rejects_it():
 
 
 def test_helpers_real_templates_call():
-    t = ("{{ strftime_now('%d %b %Y') }}|{{ messages[0] | tojson }}|"
-         "{% for m in messages %}{% if loop.first %}{% continue %}{% endif %}{{ m.content }}{% break %}{% endfor %}"
-         "{% generation %}!{% endgeneration %}")
+    t = (
+        "{{ strftime_now('%d %b %Y') }}|{{ messages[0] | tojson }}|"
+        "{% for m in messages %}{% if loop.first %}{% continue %}{% endif %}{{ m.content }}{% break %}{% endfor %}"
+        "{% generation %}!{% endgeneration %}"
+    )
     msgs = [{"role": "user", "content": "é<"}, {"role": "assistant", "content": "B"}, {"role": "user", "content": "C"}]
     out = render_chat(t, msgs, now=datetime(2024, 7, 26))
     assert out == '26 Jul 2024|{"role": "user", "content": "é<"}|B!'
@@ -175,8 +182,10 @@ def test_missing_template_falls_back_from_the_vocabulary(tmp_path):
 
 
 def test_named_variants_are_read(tmp_path):
-    extra = {"tokenizer.chat_template.rag": "RAG {{ messages[0]['content'] }}",
-             "tokenizer.chat_template.tool_use": "TOOLS {{ messages|length }}"}
+    extra = {
+        "tokenizer.chat_template.rag": "RAG {{ messages[0]['content'] }}",
+        "tokenizer.chat_template.tool_use": "TOOLS {{ messages|length }}",
+    }
     path = write_tiny_model(tmp_path / "v.gguf", extra_metadata=extra)
     with open_gguf(path) as f:
         assert chat_template_names(f.metadata) == ["default", "rag", "tool_use"]
@@ -187,6 +196,8 @@ def test_named_variants_are_read(tmp_path):
 
 
 def test_large_numbers_that_build_nothing_still_render():
-    t = ('{{ "%d"|format(30000000) }} {{ 1700000000|string }} {{ "{:,}".format(30000000) }} '
-         '{{ range(1700000000, 1700000002)|list|length }} {{ 2 ** 40 }}')
+    t = (
+        '{{ "%d"|format(30000000) }} {{ 1700000000|string }} {{ "{:,}".format(30000000) }} '
+        "{{ range(1700000000, 1700000002)|list|length }} {{ 2 ** 40 }}"
+    )
     assert render_chat(t, []) == "30000000 1700000000 30,000,000 2 1099511627776"

@@ -98,6 +98,7 @@ def test_space_prefix_is_stripped_from_the_first_token_only(spm_tokenizers):
 
 # ---- stop strings ---------------------------------------------------------------------------
 
+
 def test_stop_string_across_pieces_is_never_emitted():
     m = StopMatcher(["</answer>"])
     shown = [m.push(p) for p in ["The", " answer is 4", "</", "ans", "wer>", " ignored"]]
@@ -182,7 +183,7 @@ def test_stop_matcher_equals_cutting_the_whole_text(seed):
             so_far += p
             hits = [so_far.find(s) for s in stops if s in so_far]
             if hits:
-                want, hit = so_far[:min(hits)], True
+                want, hit = so_far[: min(hits)], True
                 break
         assert shown == want, (text, stops, pieces)
         assert (m.matched is not None) == hit

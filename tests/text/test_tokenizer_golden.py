@@ -81,8 +81,18 @@ def test_corpus_is_large_and_covers_every_category():
     cases = golden("smollm2")["cases"]
     corpus = [c for c in cases if c["category"] != "random"]
     assert len(corpus) >= 200
-    assert {c["category"] for c in corpus} >= {"prose", "code", "whitespace", "cjk", "emoji", "accents", "rtl",
-                                                 "control", "digits", "special"}
+    assert {c["category"] for c in corpus} >= {
+        "prose",
+        "code",
+        "whitespace",
+        "cjk",
+        "emoji",
+        "accents",
+        "rtl",
+        "control",
+        "digits",
+        "special",
+    }
 
 
 def test_every_pre_tokenizer_matches_llama_cpp(smollm2_path, tmp_path):

@@ -20,9 +20,12 @@ def _write(path, model="llama", tokens=None, scores=None, types=None, merges=Non
     if tokens is not None:
         w.add_token_list(tokens)
     if scores is not None:
-        w.add_array("tokenizer.ggml.scores", scores) if not isinstance(scores, np.ndarray) else \
-            w.add_key_value("tokenizer.ggml.scores", [int(x) for x in scores], gguf.GGUFValueType.ARRAY,
-                            sub_type=gguf.GGUFValueType.INT8)
+        w.add_array("tokenizer.ggml.scores", scores) if not isinstance(scores, np.ndarray) else w.add_key_value(
+            "tokenizer.ggml.scores",
+            [int(x) for x in scores],
+            gguf.GGUFValueType.ARRAY,
+            sub_type=gguf.GGUFValueType.INT8,
+        )
     if types is not None:
         w.add_token_types(types)
     if merges is not None:
@@ -69,8 +72,11 @@ def test_scores_of_the_wrong_type(tmp_path):
 
 def test_special_ids_outside_the_vocabulary_are_ignored(tmp_path, caplog):
     tokens, scores, types = spm_vocab()
-    tok = _load(_write(tmp_path / "a.gguf", tokens=tokens, scores=scores, types=types,
-                       bos_token_id=10**6, eos_token_id=len(tokens)))
+    tok = _load(
+        _write(
+            tmp_path / "a.gguf", tokens=tokens, scores=scores, types=types, bos_token_id=10**6, eos_token_id=len(tokens)
+        )
+    )
     assert tok.bos_id == 1 and tok.eos_id == 2  # the family defaults
     assert "outside the vocabulary" in caplog.text
 
@@ -100,8 +106,12 @@ def test_a_large_vocabulary_builds_quickly(tmp_path):
     """A 150k-token SentencePiece vocabulary: built in well under a few seconds (generous bound)."""
     tokens, scores, types = spm_vocab()
     extra = [f"▁w{i:06d}" for i in range(150_000 - len(tokens))]
-    path = _write(tmp_path / "big.gguf", tokens=tokens + extra,
-                  scores=list(scores) + [-1000.0 - i for i in range(len(extra))], types=types + [1] * len(extra))
+    path = _write(
+        tmp_path / "big.gguf",
+        tokens=tokens + extra,
+        scores=list(scores) + [-1000.0 - i for i in range(len(extra))],
+        types=types + [1] * len(extra),
+    )
     t0 = time.perf_counter()
     tok = _load(path)
     elapsed = time.perf_counter() - t0

@@ -29,7 +29,7 @@ def make_window(qtbot):
         qtbot.addWidget(w)
         w.show()
         qtbot.waitExposed(w)
-        w.activateWindow()                # shortcuts go to the active window
+        w.activateWindow()  # shortcuts go to the active window
         qtbot.waitUntil(lambda: QApplication.activeWindow() is w, timeout=5000)
         made.append(w)
         return w
@@ -88,7 +88,7 @@ class StallProbe:
         self.spans: list[tuple[float, float, str]] = []
         self.small: dict[str, float] = {}
         self.machine = None
-        self.phase = ""                      # set by the test: "import", "load", "generate"...
+        self.phase = ""  # set by the test: "import", "load", "generate"...
 
     def _tick(self):
         now = time.perf_counter()
@@ -114,7 +114,7 @@ class StallProbe:
 
     def close(self):
         self.stop()
-        self.timer.deleteLater()      # deleted on the UI thread; a later GC frees only the wrapper
+        self.timer.deleteLater()  # deleted on the UI thread; a later GC frees only the wrapper
 
     @property
     def worst_ms(self) -> float:
@@ -138,13 +138,15 @@ class MachineProbe:
     """A separate process that sleeps 5 ms in a loop and reports the gaps (CLOCK_MONOTONIC, the
     same clock as time.perf_counter in this process) where it was not scheduled."""
 
-    SCRIPT = ("import time, sys\n"
-              "last = time.perf_counter()\n"
-              "while True:\n"
-              "    time.sleep(0.005)\n"
-              "    now = time.perf_counter()\n"
-              "    if now - last > 0.02: print(last, now, flush=True)\n"
-              "    last = now\n")
+    SCRIPT = (
+        "import time, sys\n"
+        "last = time.perf_counter()\n"
+        "while True:\n"
+        "    time.sleep(0.005)\n"
+        "    now = time.perf_counter()\n"
+        "    if now - last > 0.02: print(last, now, flush=True)\n"
+        "    last = now\n"
+    )
 
     def __init__(self):
         import subprocess

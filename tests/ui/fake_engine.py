@@ -13,13 +13,21 @@ import time
 from app.engine.generate import ContextShifted, Finished, PromptProgress, TextPiece
 from app.engine.stats import GenerationStats
 
-REPLY = ("Here is **bold** text and code:\n\n```python\nprint('<b>hi</b>')\n```\n\n"
-         "<script>alert(1)</script> stays text. " + " ".join(f"w{i}" for i in range(60)))
+REPLY = (
+    "Here is **bold** text and code:\n\n```python\nprint('<b>hi</b>')\n```\n\n"
+    "<script>alert(1)</script> stays text. " + " ".join(f"w{i}" for i in range(60))
+)
 
 
 class FakeEngine:
-    def __init__(self, reply: str = REPLY, delay: float = 0.004, load_seconds: float = 0.1,
-                 fail_load: str | None = None, shift_after: int | None = None):
+    def __init__(
+        self,
+        reply: str = REPLY,
+        delay: float = 0.004,
+        load_seconds: float = 0.1,
+        fail_load: str | None = None,
+        shift_after: int | None = None,
+    ):
         self.reply = reply
         self.delay = delay
         self.load_seconds = load_seconds
@@ -31,7 +39,7 @@ class FakeEngine:
         self.used = 0
         self.calls: list[tuple[list, dict]] = []
         self.busy = [0, 0]
-        self.load_options: dict = {}     # the keyword options of the last load (kv_type, speculation)
+        self.load_options: dict = {}  # the keyword options of the last load (kv_type, speculation)
 
     def load(self, path, n_ctx, n_threads, progress, **options):
         self.load_options = dict(options)
@@ -40,7 +48,7 @@ class FakeEngine:
         for i in range(1, 11):
             time.sleep(self.load_seconds / 10)
             progress(i / 10)
-        n_ctx = n_ctx or 4096       # 0: automatic, the real engine picks what fits; here 4096
+        n_ctx = n_ctx or 4096  # 0: automatic, the real engine picks what fits; here 4096
         self.loaded, self.n_ctx = path, n_ctx
         return {"n_ctx": n_ctx, "pool_size": 2}
 
@@ -66,12 +74,18 @@ class FakeEngine:
             self.used += 1
             ids.append(i)
             yield TextPiece(piece, i)
-        stats = GenerationStats(prompt_tokens=prompt_tokens, prompt_tokens_evaluated=prompt_tokens,
-                                generated_tokens=len(ids), prompt_s=0.01,
-                                generation_s=time.perf_counter() - t_first if t_first else 0.0,
-                                ttft_s=t_first - t0 if t_first else 0.0, threads=2, n_ctx=self.n_ctx)
+        stats = GenerationStats(
+            prompt_tokens=prompt_tokens,
+            prompt_tokens_evaluated=prompt_tokens,
+            generated_tokens=len(ids),
+            prompt_s=0.01,
+            generation_s=time.perf_counter() - t_first if t_first else 0.0,
+            ttft_s=t_first - t0 if t_first else 0.0,
+            threads=2,
+            n_ctx=self.n_ctx,
+        )
         reason = "cancelled" if self._cancel.is_set() else "eog"
-        yield Finished(reason, "".join(pieces[:len(ids)]), tuple(ids), (), stats)
+        yield Finished(reason, "".join(pieces[: len(ids)]), tuple(ids), (), stats)
 
     def cancel(self):
         self._cancel.set()
@@ -86,9 +100,13 @@ class FakeEngine:
         pass
 
 
-def finished(text: str, n_tokens: int, stop_reason: str = "eog", prompt_tokens: int = 0,
-             evaluated: int | None = None) -> Finished:
+def finished(
+    text: str, n_tokens: int, stop_reason: str = "eog", prompt_tokens: int = 0, evaluated: int | None = None
+) -> Finished:
     """A `Finished` for a scripted reply of `n_tokens` tokens (ids 0..n-1)."""
-    stats = GenerationStats(prompt_tokens=prompt_tokens, generated_tokens=n_tokens,
-                            prompt_tokens_evaluated=prompt_tokens if evaluated is None else evaluated)
+    stats = GenerationStats(
+        prompt_tokens=prompt_tokens,
+        generated_tokens=n_tokens,
+        prompt_tokens_evaluated=prompt_tokens if evaluated is None else evaluated,
+    )
     return Finished(stop_reason, text, tuple(range(n_tokens)), (), stats)

@@ -1,5 +1,6 @@
 """The worker saves the conversation's KV state in its own thread after a reply has finished (the
 window is told first) and again when the window closes; the real adapter then restores it."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -27,7 +28,7 @@ def test_the_worker_saves_after_the_reply_is_finished_and_on_close(qtbot):
     order: list[str] = []
     worker.generation_finished.connect(lambda rid, fin, figures: order.append(f"finished {len(engine.saves)}"))
     worker.on_window_generate_requested(1, [{"role": "user", "content": "hi"}], {})
-    assert order == ["finished 0"] and engine.saves == ["saved"]     # saved after the window knew
+    assert order == ["finished 0"] and engine.saves == ["saved"]  # saved after the window knew
     worker.on_window_closing()
     assert engine.saves == ["saved", "saved"]
 
@@ -85,21 +86,21 @@ def test_a_reply_right_after_a_long_save_is_not_delayed_by_it(qtbot, smollm2_pat
     worker._engine, worker.loaded_path = eng, str(smollm2_path)
     history = list(FIRST)
     first = _reply(worker, 1, history)
-    assert slow.started.wait(30)                 # its state is being written, and held there
+    assert slow.started.wait(30)  # its state is being written, and held there
     for rid, text in ((2, "And in German?"), (3, "And in Spanish?")):
         history += [{"role": "assistant", "content": "Bonjour"}, {"role": "user", "content": text}]
         stats = _reply(worker, rid, history)
         assert stats["completion_tokens"] > 0 and not stats.get("stopped")
-        assert slow.writes == []                 # answered while the first write was still held
-        assert stats["prompt_evaluated"] < stats["prompt_tokens"]      # the cache was reused
+        assert slow.writes == []  # answered while the first write was still held
+        assert stats["prompt_evaluated"] < stats["prompt_tokens"]  # the cache was reused
     assert first["completion_tokens"] > 0
     session = eng.engine.session
     tokens = list(session.tokens)
     want = eng.engine.decoder.kv_read(len(tokens))
     key = eng._chat.state_key
-    assert eng.kv.superseded == 1                # reply 2's state gave way to reply 3's
+    assert eng.kv.superseded == 1  # reply 2's state gave way to reply 3's
     slow.release.set()
-    worker.on_window_closing()                   # waits for the writes
+    worker.on_window_closing()  # waits for the writes
     assert [n for _, n in slow.writes] == [slow.writes[0][1], len(tokens)]
     from app.engine.engine import Engine
 
@@ -116,23 +117,27 @@ def test_switching_conversations_restores_from_memory_while_they_fit(smollm2_pat
     decoded, and the replies are those of a cold start."""
     from tests.engine.test_kvkeeper import SlowStore
 
-    first = {"a": [{"role": "user", "content": "Name a red fruit."}],
-             "b": [{"role": "user", "content": "Name a blue bird."}]}
+    first = {
+        "a": [{"role": "user", "content": "Name a red fruit."}],
+        "b": [{"role": "user", "content": "Name a blue bird."}],
+    }
     follow_ups = {}
     for room, disk_reads, memory_hits in (("two", 0, 2), ("one", 2, 0)):
         eng = _loaded(smollm2_path)
         store = eng.kv.store = SlowStore(tmp_path / room)
-        store.release.set()                      # no waiting here
+        store.release.set()  # no waiting here
         replies = {}
         for name in "ab":
             replies[name] = "".join(e.text for e in eng.generate(first[name], SETTINGS) if isinstance(e, TextPiece))
             eng.save_state()
-            if room == "one" and name == "a":   # memory for one state (b's evicts a's)
+            if room == "one" and name == "a":  # memory for one state (b's evicts a's)
                 eng.kv.ram_budget_bytes = eng.kv.memory_bytes() * 3 // 2
         assert eng.kv.flush(30)
-        for name in "ab":                        # switch to a, then back to b
-            history = first[name] + [{"role": "assistant", "content": replies[name]},
-                                     {"role": "user", "content": "Why?"}]
+        for name in "ab":  # switch to a, then back to b
+            history = first[name] + [
+                {"role": "assistant", "content": replies[name]},
+                {"role": "user", "content": "Why?"},
+            ]
             events = list(eng.generate(history, SETTINGS))
             stats = events[-1].stats
             assert stats.prompt_tokens_evaluated < stats.prompt_tokens - 10, (room, name)
@@ -143,7 +148,7 @@ def test_switching_conversations_restores_from_memory_while_they_fit(smollm2_pat
         assert (store.loads, eng.kv.memory_hits) == (disk_reads, memory_hits), room
         eng.close()
     cold = _loaded(smollm2_path)
-    cold.kv.set_budget(0)                        # nothing kept, nothing restored
+    cold.kv.set_budget(0)  # nothing kept, nothing restored
     cold.kv.ram_budget_bytes = 0
     for name, (history, text) in follow_ups.items():
         cold.engine.session.reset()
@@ -169,22 +174,22 @@ def test_the_window_sends_the_budget_setting_and_saves_on_a_switch(qtbot, make_w
     from tests.ui.test_window_fake import loaded, send
 
     w, engine = loaded(qtbot, make_window, smollm2_path, BudgetEngine())
-    assert engine.budgets == [D.KV_BUDGET_MB << 20]          # at load: the setting (default 2 GiB)
+    assert engine.budgets == [D.KV_BUDGET_MB << 20]  # at load: the setting (default 2 GiB)
     send(qtbot, w, "apples are red")
     first = w.state.current_id
     qtbot.keyClick(w, Qt.Key_N, Qt.ControlModifier)
     send(qtbot, w, "bananas are yellow")
     qtbot.waitUntil(lambda: len(engine.saves) == 2, timeout=5000)
     w.conversations.list.setCurrentItem(w.conversations.item_for(first))
-    qtbot.waitUntil(lambda: len(engine.saves) == 3, timeout=5000)     # the switch keeps the state
+    qtbot.waitUntil(lambda: len(engine.saves) == 3, timeout=5000)  # the switch keeps the state
     dlg = w.open_settings()
     assert dlg.kv_budget.value() == D.KV_BUDGET_MB
     dlg.kv_budget.setValue(300)
     dlg.accept()
     qtbot.waitUntil(lambda: engine.budgets[-1:] == [300 << 20], timeout=5000)
-    assert w.state.engine_settings()["kv_budget_mb"] == 300 and not w.model_busy   # no reload
+    assert w.state.engine_settings()["kv_budget_mb"] == 300 and not w.model_busy  # no reload
     dlg = w.open_settings()
-    dlg.accept()                                             # unchanged: not sent again
+    dlg.accept()  # unchanged: not sent again
     qtbot.wait(100)
     assert engine.budgets == [D.KV_BUDGET_MB << 20, 300 << 20]
 
@@ -199,7 +204,7 @@ def test_the_adapter_honours_the_budget_before_and_after_a_load(smollm2_path, tm
     [e for e in eng.generate(FIRST, SETTINGS)]
     assert eng.save_state() and eng.kv.flush(30)
     assert list(eng.kv.store.folder.glob("*.llkv"))
-    eng.set_kv_budget(0)                                     # off: the saved states go at once
+    eng.set_kv_budget(0)  # off: the saved states go at once
     assert not list(eng.kv.store.folder.glob("*.llkv"))
     eng.close()
 
@@ -218,7 +223,7 @@ def test_the_real_window_switches_between_two_conversations_from_memory(qtbot, m
     qtbot.keyClick(w, Qt.Key_N, Qt.ControlModifier)
     send(qtbot, w, "Name a blue bird.")
     b = w.state.current_id
-    keeper = w.worker._engine.kv            # read while the worker is idle
+    keeper = w.worker._engine.kv  # read while the worker is idle
     disk_loads = []
     load = keeper.store.load
     keeper.store.load = lambda *args: disk_loads.append(args[1]) or load(*args)
@@ -256,11 +261,11 @@ def test_a_continued_reply_is_saved_under_its_own_conversation(smollm2_path):
     other = [{"role": "user", "content": "Name a blue bird."}]
     first = [e for e in eng.generate(FIRST, SETTINGS)]
     text = "".join(e.text for e in first if isinstance(e, TextPiece))
-    [e for e in eng.generate(other, SETTINGS)]                # the last conversation answered
+    [e for e in eng.generate(other, SETTINGS)]  # the last conversation answered
     [e for e in eng.generate(FIRST + [{"role": "assistant", "content": text}], {**SETTINGS, "continue": True})]
     assert eng.save_state() and eng.kv.flush(30)
     sig = eng.engine.decoder.kv_signature()
     model = eng.engine.model_id
     assert eng.kv.peek(model, conversation_key(None, FIRST[0]["content"]), sig, 256) == eng.engine.session.tokens
-    assert eng.kv.peek(model, conversation_key(None, other[0]["content"]), sig, 256) is None   # not saved there
+    assert eng.kv.peek(model, conversation_key(None, other[0]["content"]), sig, 256) is None  # not saved there
     eng.close()

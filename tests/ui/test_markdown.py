@@ -16,7 +16,7 @@ def test_model_text_is_escaped():
 def test_markdown_inline_and_blocks():
     out = html_of("# Title\n\nSome **bold**, *it*, `a<b`, ~~s~~\n\n- one\n- two\n\n1. x\n2. y\n\n> quote")
     assert "<b>bold</b>" in out and "<i>it</i>" in out and "a&lt;b</code>" in out
-    assert "<ul><li>one</li><li>two</li></ul>" in out and "<ol start=\"1\">" in out
+    assert "<ul><li>one</li><li>two</li></ul>" in out and '<ol start="1">' in out
     assert "<blockquote>" in out and "<s>s</s>" in out and "Title</h3>" in out
 
 
@@ -36,5 +36,9 @@ def test_links_only_http_and_escaped():
 
 def test_one_segment_per_block_so_streaming_redraws_only_the_last():
     segs = render("para one\nstill one\n\n- a\n- b\n\n# head\n\npara two")
-    assert [s.html for s in segs] == ["<p>para one<br>still one</p>", "<ul><li>a</li><li>b</li></ul>",
-                                      "<h3>head</h3>", "<p>para two</p>"]
+    assert [s.html for s in segs] == [
+        "<p>para one<br>still one</p>",
+        "<ul><li>a</li><li>b</li></ul>",
+        "<h3>head</h3>",
+        "<p>para two</p>",
+    ]

@@ -26,6 +26,11 @@ def test_emit_keeps_the_reference_count_of_true():
 
 def test_app_ui_emits_only_through_the_helper():
     ui = Path(__file__).resolve().parents[2] / "app" / "ui"
-    direct = [f"{p.name}:{n}" for p in sorted(ui.glob("*.py")) if p.name != "qt_fix.py"
-              for n, line in enumerate(p.read_text().splitlines(), 1) if re.search(r"\.emit\(", line)]
+    direct = [
+        f"{p.name}:{n}"
+        for p in sorted(ui.glob("*.py"))
+        if p.name != "qt_fix.py"
+        for n, line in enumerate(p.read_text().splitlines(), 1)
+        if re.search(r"\.emit\(", line)
+    ]
     assert direct == []

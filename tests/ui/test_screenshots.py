@@ -22,14 +22,26 @@ def test_screenshots_at_three_sizes(tmp_path, smollm2_path):
     from PIL import Image
 
     env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "QT_QPA_PLATFORM")}
-    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "screenshot.py"), str(tmp_path / "shots"),
-                        "--engine-double", "--model", str(smollm2_path)],
-                       capture_output=True, text=True, timeout=600, env=env, cwd=ROOT)
+    r = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "screenshot.py"),
+            str(tmp_path / "shots"),
+            "--engine-double",
+            "--model",
+            str(smollm2_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+        cwd=ROOT,
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     shots = tmp_path / "shots"
     for w, h in ((640, 480), (800, 600), (1920, 1080)):
         img = Image.open(shots / f"06-size-{w}x{h}.png")
         assert img.size == (w, h)
-        assert len(set(img.convert("L").getdata())) > 20      # drawn, not a blank grab
+        assert len(set(img.convert("L").getdata())) > 20  # drawn, not a blank grab
     assert len(list(shots.glob("*.png"))) == 15
     assert Image.open(shots / "07b-models.png").size[0] > 600

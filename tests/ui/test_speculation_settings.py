@@ -40,7 +40,7 @@ def reload_with(qtbot, w, choice: int | None = None, draft_max: int | None = Non
     if draft_max is not None:
         dlg.draft_max.setValue(draft_max)
     dlg.accept()
-    assert w.model_busy                   # the reload is on its way (queued to the worker)
+    assert w.model_busy  # the reload is on its way (queued to the worker)
     w.model_info = None
     qtbot.waitUntil(lambda: w.model_info is not None or bool(w.errors), timeout=60000)
     assert not w.errors, w.errors
@@ -52,16 +52,19 @@ def test_settings_offer_speculation_save_it_and_pass_it_to_the_engine(qtbot, mak
 
     engine = FakeEngine()
     w = loaded(qtbot, make_window, TINY, lambda: engine)
-    assert "speculation" not in engine.load_options      # the defaults: nothing to say
+    assert "speculation" not in engine.load_options  # the defaults: nothing to say
     w.model_info = {**w.model_info, "drafts": {"/lib/little.gguf": "Little-Draft.Q4_0"}}
     dlg = w.open_settings()
     labels = [dlg.speculation.itemText(i) for i in range(dlg.speculation.count())]
-    assert labels[:3] == ["Off: one token at a time", "From the conversation (prompt lookup)",
-                          "Draft model: automatic (the smallest compatible in the library)"]
+    assert labels[:3] == [
+        "Off: one token at a time",
+        "From the conversation (prompt lookup)",
+        "Draft model: automatic (the smallest compatible in the library)",
+    ]
     assert labels[3] == "Draft model: Little-Draft.Q4_0" and len(labels) == 4
     assert dlg.speculation.currentIndex() == 1 and dlg.draft_max.value() == D.DRAFT_MAX
     dlg.speculation.setCurrentIndex(0)
-    assert not dlg.draft_max.isEnabled()                 # nothing is guessed when it is off
+    assert not dlg.draft_max.isEnabled()  # nothing is guessed when it is off
     dlg.speculation.setCurrentIndex(3)
     dlg.draft_max.setValue(5)
     w.model_info = {**w.model_info, "drafts": {}}
@@ -69,8 +72,7 @@ def test_settings_offer_speculation_save_it_and_pass_it_to_the_engine(qtbot, mak
     saved = w.state.engine_settings()
     assert (saved["speculation"], saved["draft"], saved["draft_max"]) == ("draft", "/lib/little.gguf", 5)
     qtbot.waitUntil(lambda: "speculation" in engine.load_options, timeout=10000)
-    assert engine.load_options["speculation"] == {"speculation": "draft", "draft": "/lib/little.gguf",
-                                                  "draft_max": 5}
+    assert engine.load_options["speculation"] == {"speculation": "draft", "draft": "/lib/little.gguf", "draft_max": 5}
     # a saved draft that is no longer among the choices is kept, said so, not silently lost
     qtbot.waitUntil(lambda: not w.model_busy, timeout=10000)
     dlg = w.open_settings()
@@ -78,7 +80,10 @@ def test_settings_offer_speculation_save_it_and_pass_it_to_the_engine(qtbot, mak
     assert dlg.values()[2]["draft"] == "/lib/little.gguf"
     qtbot.mouseClick(dlg.reset_button, Qt.LeftButton)
     assert {k: dlg.values()[2][k] for k in ("speculation", "draft", "draft_max")} == {
-        "speculation": D.SPECULATION, "draft": D.DRAFT, "draft_max": D.DRAFT_MAX}
+        "speculation": D.SPECULATION,
+        "draft": D.DRAFT,
+        "draft_max": D.DRAFT_MAX,
+    }
     dlg.reject()
     # stored values that make no sense fall back to the defaults, each on its own
     got = clean({"speculation": "warp", "draft": "", "draft_max": 17}, dict(D.ENGINE))
@@ -101,23 +106,24 @@ def tiny_models(tmp_path):
 
 def test_a_library_draft_is_offered_by_name_loaded_and_a_foreign_one_refused(qtbot, make_window, tiny_models):
     target, draft, draft_name, other = tiny_models
-    w = loaded(qtbot, make_window, target)           # the default factory: the real engine
+    w = loaded(qtbot, make_window, target)  # the default factory: the real engine
     assert w.model_info["drafts"] == {draft: draft_name}
     assert w.model_info["speculation_kind"] == "lookup"
-    dlg = reload_with(qtbot, w, 2, draft_max=3)          # a draft model, automatic
+    dlg = reload_with(qtbot, w, 2, draft_max=3)  # a draft model, automatic
     assert dlg.speculation.itemText(3) == f"Draft model: {draft_name}"
     spec = w.worker._engine.engine.speculator
     assert spec.kind == "draft" and spec.proposer.path == draft and spec.k_max == 3
     assert w.model_info["speculation_kind"] == "draft" and not w.notice.isVisible()
-    reload_with(qtbot, w, 0)                             # off
+    reload_with(qtbot, w, 0)  # off
     assert w.worker._engine.engine.speculator is None and w.model_info["speculation_kind"] == "off"
 
     # a draft of another vocabulary (chosen before for another model): prompt lookup, one line
-    w.state.save_settings("", w.state.sampling(), {**w.state.engine_settings(), "speculation": "draft",
-                                                   "draft": str(other)})
+    w.state.save_settings(
+        "", w.state.sampling(), {**w.state.engine_settings(), "speculation": "draft", "draft": str(other)}
+    )
     w.model_info = None
     w.model_busy = True
-    emit(w.load_requested, w.worker.loaded_path, w.engine_options())    # what a reload sends
+    emit(w.load_requested, w.worker.loaded_path, w.engine_options())  # what a reload sends
     qtbot.waitUntil(lambda: w.model_info is not None or bool(w.errors), timeout=60000)
     note = w.notice.text()
     assert w.notice.isVisible() and "\n" not in note and "vocabulary" in note, note
@@ -125,7 +131,7 @@ def test_a_library_draft_is_offered_by_name_loaded_and_a_foreign_one_refused(qtb
     assert w.worker._engine.engine.speculator.kind == "lookup"
 
 
-PROMPT = "List the days of the week."     # 40 tokens: past the plain run that measures a token's cost
+PROMPT = "List the days of the week."  # 40 tokens: past the plain run that measures a token's cost
 
 
 def test_smollm2_drafting_for_itself_shows_the_guesses_kept(qtbot, make_window, smollm2_path, tmp_path):
@@ -137,9 +143,11 @@ def test_smollm2_drafting_for_itself_shows_the_guesses_kept(qtbot, make_window, 
     shutil.copyfile(smollm2_path, path)
     w = make_window()
     w.state.put("sampling_defaults", {"temperature": 0.0, "max_tokens": 40, "seed": 1})
-    w.state.save_settings("", w.state.sampling(), {**w.state.engine_settings(), "n_ctx": 512,
-                                                   "speculation": "draft", "draft": str(path),
-                                                   "draft_max": 4})
+    w.state.save_settings(
+        "",
+        w.state.sampling(),
+        {**w.state.engine_settings(), "n_ctx": 512, "speculation": "draft", "draft": str(path), "draft_max": 4},
+    )
     assert drop_file(w.chat.viewport(), str(smollm2_path))
     qtbot.waitUntil(lambda: w.model_info is not None or bool(w.errors), timeout=60000)
     assert not w.errors, w.errors
@@ -151,12 +159,12 @@ def test_smollm2_drafting_for_itself_shows_the_guesses_kept(qtbot, make_window, 
     reply = w.state.messages()[-1]
     assert reply.status == "complete", reply.timings
     assert reply.timings.get("spec_kind") == "draft" and reply.timings.get("spec_passes", 0) >= 1
-    assert reply.timings["spec_acceptance"] == 1.0          # the same model: every guess kept
+    assert reply.timings["spec_acceptance"] == 1.0  # the same model: every guess kept
     assert "100% of guesses kept" in w.stats.labels["gen"].text()
     with_draft = reply.content
 
-    reload_with(qtbot, w, 1)                                 # prompt lookup: the same reply
-    w.on_conversations_new_requested()                      # a new chat: the same prompt
+    reload_with(qtbot, w, 1)  # prompt lookup: the same reply
+    w.on_conversations_new_requested()  # a new chat: the same prompt
     w.input.setPlainText(PROMPT)
     qtbot.keyClick(w.input, Qt.Key_Return)
     qtbot.waitUntil(lambda: not w.generating, timeout=60000)

@@ -22,8 +22,11 @@ def test_prompt_messages_skip_failed_and_empty_replies(tmp_path):
     r2 = s.begin_reply()
     s.finish_reply(r2.request_id, {}, error="boom")
     assert s.prompt_messages(s.current_id) == [
-        {"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"},
-        {"role": "assistant", "content": "hello"}, {"role": "user", "content": "again"}]
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": "hello"},
+        {"role": "user", "content": "again"},
+    ]
     msgs = s.messages()
     assert msgs[1].status == "complete" and msgs[1].completion_tokens == 2
     assert msgs[3].status == "error" and msgs[3].timings["error"] == "boom"
@@ -65,7 +68,12 @@ def test_titles_and_settings(tmp_path):
     s2 = make_state(tmp_path)
     s2.select(s2.conversations()[0].id)
     assert s2.current().system_prompt == "sys" and s2.sampling()["top_k"] == 7
-    assert s2.engine_settings() == {**ENGINE_DEFAULTS, "n_ctx": 1024, "threads": 2, "overflow": "stop",
-                                    "kv_type": "f16"}
+    assert s2.engine_settings() == {
+        **ENGINE_DEFAULTS,
+        "n_ctx": 1024,
+        "threads": 2,
+        "overflow": "stop",
+        "kv_type": "f16",
+    }
     s2.new_conversation()
-    assert s2.sampling()["top_k"] == 7                       # the last settings become the defaults
+    assert s2.sampling()["top_k"] == 7  # the last settings become the defaults

@@ -11,9 +11,10 @@ from tests.ui.fake_engine import FakeEngine
 from tests.ui.test_window_fake import loaded, send
 
 
-@pytest.mark.qt_no_exception_capture      # the window's own hook must see the exception
+@pytest.mark.qt_no_exception_capture  # the window's own hook must see the exception
 def test_exception_in_a_slot_shows_a_dialog_saves_a_report_and_the_window_goes_on(
-        qtbot, make_window, smollm2_path, monkeypatch, isolated_home):
+    qtbot, make_window, smollm2_path, monkeypatch, isolated_home
+):
     from app.ui.crash import install_crash_handler
 
     monkeypatch.setenv("LLAMBDA_TEST_HOOKS", "1")
@@ -21,14 +22,14 @@ def test_exception_in_a_slot_shows_a_dialog_saves_a_report_and_the_window_goes_o
     w, engine = loaded(qtbot, make_window, smollm2_path)
     handler = install_crash_handler(w)
     try:
-        handler.test_action.trigger()                   # a real slot of the window raises
+        handler.test_action.trigger()  # a real slot of the window raises
         qtbot.waitUntil(lambda: handler.dialog is not None and handler.dialog.isVisible(), timeout=5000)
         assert len(handler.reports) == 1
         report = handler.reports[0]
         assert report.parent == isolated_home / "logs" and report.name.startswith("crash-")
         body = report.read_text()
         assert "RuntimeError: deliberate test exception" in body and "Traceback" in body
-        assert "kernel library" in body                 # the versions ride along
+        assert "kernel library" in body  # the versions ride along
         box = handler.dialog
         assert "RuntimeError: deliberate test exception" in box.text()
         assert "\n" not in handler.reasons[0]
@@ -37,7 +38,7 @@ def test_exception_in_a_slot_shows_a_dialog_saves_a_report_and_the_window_goes_o
         assert "uncaught exception" in log and "Traceback" in log
         box.close()
 
-        send(qtbot, w, "are you still there?")          # the window still answers
+        send(qtbot, w, "are you still there?")  # the window still answers
         last = w.state.messages()[-1]
         assert last.role == "assistant" and last.status == "complete" and last.content == engine.reply
     finally:
@@ -47,11 +48,19 @@ def test_exception_in_a_slot_shows_a_dialog_saves_a_report_and_the_window_goes_o
 def test_about_names_every_component(qtbot, make_window):
     w = make_window(FakeEngine)
     w.about_action.trigger()
-    qtbot.waitUntil(lambda: getattr(w, "about_box", None) is not None and w.about_box.isVisible(),
-                    timeout=5000)
+    qtbot.waitUntil(lambda: getattr(w, "about_box", None) is not None and w.about_box.isVisible(), timeout=5000)
     text = w.about_box.text()
-    for name in ("git revision", "kernel library", "kernels in use", "Qt", "numpy", "tokenizers",
-                 "sentencepiece", "jinja2", "OS"):
+    for name in (
+        "git revision",
+        "kernel library",
+        "kernels in use",
+        "Qt",
+        "numpy",
+        "tokenizers",
+        "sentencepiece",
+        "jinja2",
+        "OS",
+    ):
         assert name in text, name
     w.about_box.close()
 
@@ -81,10 +90,10 @@ def test_a_reply_shows_which_model_answered_on_hover(qtbot, make_window, smollm2
     tip = reply.toolTip()
     assert reply.role == "assistant" and "Q4_1" in tip and SMOLLM2_SHA256[:16] in tip
     assert f"Llambda {__version__}" in tip
-    assert w.chat.messages[0].toolTip() == ""           # the user's own message has none
+    assert w.chat.messages[0].toolTip() == ""  # the user's own message has none
     conv = w.state.current()
     assert (conv.model_sha256, conv.model_quant, conv.app_version) == (SMOLLM2_SHA256, "Q4_1", __version__)
-    w.show_current()                                    # rebuilt from the store: still there
+    w.show_current()  # rebuilt from the store: still there
     assert w.chat.messages[-1].toolTip() == tip
 
 

@@ -90,7 +90,7 @@ def test_send_streams_markdown_and_keeps_text_literal(qtbot, make_window, smollm
     batches = []
     w.worker.token_generated.connect(lambda rid, pieces: batches.append(pieces))
     send(qtbot, w, "Hello <b>there</b>\nsecond line")
-    assert 1 < len(batches) < 70                            # batched, not one signal per token
+    assert 1 < len(batches) < 70  # batched, not one signal per token
     user, reply = w.chat.messages
     assert user.parts[0].textFormat() == Qt.PlainText and user.parts[0].text() == "Hello <b>there</b>\nsecond line"
     assert reply.text == engine.reply and reply.status == "complete"
@@ -176,27 +176,36 @@ def test_restart_finds_history_settings_and_geometry(qtbot, make_window, smollm2
     dlg.kv_budget.setValue(512)
     dlg.accept()
     qtbot.waitUntil(lambda: w.model_info is not None and not w.model_busy, timeout=10000)
-    w.resize(798, 520)   # the offscreen screen is 800 wide
+    w.resize(798, 520)  # the offscreen screen is 800 wide
     conv = w.state.current_id
     w.close()
 
     w2 = make_window(lambda: FakeEngine())
     assert (w2.size().width(), w2.size().height()) == (798, 520)
     assert w2.conversations.list.count() == 1
-    assert w2.state.current_id == conv and w2.conversations.current_id() == conv   # reopened
+    assert w2.state.current_id == conv and w2.conversations.current_id() == conv  # reopened
     assert [m.text for m in w2.chat.messages] == ["remember me", engine.reply]
     assert w2.state.current().system_prompt == "You are terse."
     assert w2.state.sampling()["temperature"] == 0.3 and w2.state.sampling()["seed"] == 42
-    assert w2.state.engine_settings() == {**D.ENGINE, "n_ctx": D.N_CTX, "threads": 1, "overflow": "stop",
-                                          "kv_type": D.KV_TYPE, "kv_budget_mb": 512}
+    assert w2.state.engine_settings() == {
+        **D.ENGINE,
+        "n_ctx": D.N_CTX,
+        "threads": 1,
+        "overflow": "stop",
+        "kv_type": D.KV_TYPE,
+        "kv_budget_mb": 512,
+    }
     assert w2.load_last_used()
     qtbot.waitUntil(lambda: w2.model_info is not None, timeout=10000)
     e2 = w2.worker._engine
     send(qtbot, w2, "again")
     sent, settings = e2.calls[0]
     assert sent[0] == {"role": "system", "content": "You are terse."}
-    assert sent[1:] == [{"role": "user", "content": "remember me"},
-                        {"role": "assistant", "content": engine.reply}, {"role": "user", "content": "again"}]
+    assert sent[1:] == [
+        {"role": "user", "content": "remember me"},
+        {"role": "assistant", "content": engine.reply},
+        {"role": "user", "content": "again"},
+    ]
     assert settings["temperature"] == 0.3 and settings["overflow"] == "stop"
 
 
@@ -240,16 +249,22 @@ def test_every_control_has_an_accessible_name(make_window):
     from PySide6.QtWidgets import QAbstractButton, QComboBox, QLineEdit, QPlainTextEdit, QProgressBar
 
     w = make_window(FakeEngine)
-    missing = [c.objectName() or c.text() if hasattr(c, "text") else c.objectName()
-               for kind in (QAbstractButton, QComboBox, QLineEdit, QPlainTextEdit, QProgressBar)
-               for c in w.findChildren(kind) if not c.accessibleName() and c.isVisibleTo(w)
-               and c.parent() is not None and type(c.parent()).__name__ != "QLineEdit"]
+    missing = [
+        c.objectName() or c.text() if hasattr(c, "text") else c.objectName()
+        for kind in (QAbstractButton, QComboBox, QLineEdit, QPlainTextEdit, QProgressBar)
+        for c in w.findChildren(kind)
+        if not c.accessibleName()
+        and c.isVisibleTo(w)
+        and c.parent() is not None
+        and type(c.parent()).__name__ != "QLineEdit"
+    ]
     assert missing == []
 
 
 def test_stalls_stay_under_50ms(qtbot, make_window, smollm2_path):
     """Import (real, 98 MB), load and generation run in the worker: the UI thread never stalls
     50 ms (a 5 ms QTimer probe; see least_stall for the retry on a shared machine)."""
+
     def run(probe):
         w = make_window(lambda: FakeEngine(delay=0.002, load_seconds=0.3))
         probe.start()
@@ -393,8 +408,14 @@ def test_run_window_opens_the_file_given_on_the_command_line(smollm2_path, tmp_p
 
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env = dict(os.environ, QT_QPA_PLATFORM="offscreen", PYTHONPATH=root)
-    r = subprocess.run([sys.executable, "-c", RUN_WINDOW, str(smollm2_path)], env=env, cwd=root,
-                       capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-c", RUN_WINDOW, str(smollm2_path)],
+        env=env,
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     assert "loaded llama []" in r.stdout
 
@@ -452,7 +473,7 @@ def test_escape_cancels_an_edit(qtbot, make_window, smollm2_path):
 
 def test_stop_before_the_worker_starts_the_reply(qtbot, make_window, smollm2_path):
     w, engine = loaded(qtbot, make_window, smollm2_path)
-    w.worker.cancel(w.state._next_request)          # the next request is stopped before it starts
+    w.worker.cancel(w.state._next_request)  # the next request is stopped before it starts
     send(qtbot, w, "never mind")
     last = w.state.messages()[-1]
     assert last.status == "interrupted" and last.content == "" and not engine.calls
@@ -561,8 +582,7 @@ def test_a_growing_reply_remeasures_only_what_changed(qtbot, make_window):
 
     def measurements_per_update(n_paragraphs: int, request: int) -> float:
         chat.begin_reply(request)
-        text = "\n\n".join(f"Paragraph {i}: " + "lorem ipsum dolor sit amet " * 12
-                           for i in range(n_paragraphs))
+        text = "\n\n".join(f"Paragraph {i}: " + "lorem ipsum dolor sit amet " * 12 for i in range(n_paragraphs))
         chat.streaming.set_text(text)
         QApplication.processEvents()
         before = WrappedLabel.measurements

@@ -18,7 +18,7 @@ FAST = {"temperature": 0.0, "max_tokens": 24, "seed": 1}
 
 
 def real_window(qtbot, make_window, path, **sampling):
-    w = make_window()                               # default factory: the real engine
+    w = make_window()  # default factory: the real engine
     w.state.put("sampling_defaults", {**FAST, **sampling})
     assert drop_file(w.chat.viewport(), path)
     qtbot.waitUntil(lambda: w.model_info is not None or bool(w.errors), timeout=60000)
@@ -59,11 +59,17 @@ def test_chat_with_smollm2(qtbot, make_window, smollm2_path):
     w.state.store.update_conversation(w.state.current_id, sampling={**FAST, "max_tokens": 400})
     w.input.setPlainText("Tell me a long story about a dragon.")
     w.send()
-    qtbot.waitUntil(lambda: not w.generating or (w.state.reply is not None and len(w.state.reply.text) > 20),
-                    timeout=60000)
+    qtbot.waitUntil(
+        lambda: not w.generating or (w.state.reply is not None and len(w.state.reply.text) > 20), timeout=60000
+    )
     last = w.state.messages()[-1]
-    assert w.generating, ("the long reply ended before it could be stopped", w.errors, last.status,
-                          last.completion_tokens, last.timings.get("stop_reason"))
+    assert w.generating, (
+        "the long reply ended before it could be stopped",
+        w.errors,
+        last.status,
+        last.completion_tokens,
+        last.timings.get("stop_reason"),
+    )
     qtbot.keyClick(w, Qt.Key_Escape)
     qtbot.waitUntil(lambda: not w.generating, timeout=10000)
     stopped = w.state.messages()[-1]
@@ -73,7 +79,7 @@ def test_chat_with_smollm2(qtbot, make_window, smollm2_path):
     # regenerate: greedy, so the same prompt gives the same reply again
     w.state.store.update_conversation(w.state.current_id, sampling=FAST)
     w.input.setPlainText("What is the capital of France?")
-    w.on_chat_edit_requested(w.state.messages()[-2].id)      # edit the dragon question
+    w.on_chat_edit_requested(w.state.messages()[-2].id)  # edit the dragon question
     w.input.setPlainText("What is the capital of France?")
     w.send()
     qtbot.waitUntil(lambda: not w.generating, timeout=60000)
@@ -116,14 +122,14 @@ def stall_run(qtbot, make_window, path):
         send(qtbot, w, "Write a haiku about the sea.")
         probe.stop()
         w.close()
+
     return run
 
 
 def test_no_stall_during_import_and_generation(qtbot, make_window, smollm2_path):
     """A 5 ms timer on the UI thread through the pre-flight, the 98 MB import and a reply: no gap
     reaches 50 ms (see least_stall for the retry on a shared machine)."""
-    assert least_stall(stall_run(qtbot, make_window, smollm2_path),
-                       phases=("import", "generate", "ready")) < 50
+    assert least_stall(stall_run(qtbot, make_window, smollm2_path), phases=("import", "generate", "ready")) < 50
 
 
 def _tokenizer_gil_hold_ms(path) -> float:
@@ -196,13 +202,18 @@ def test_window_generation_speed_matches_the_engine(qtbot, make_window, smollm2_
         done = list(direct_engine.generate([{"role": "user", "content": prompt}], {**FAST, "max_tokens": n}))[-1]
         direct_rates.append(round(done.stats.generation_tok_s, 2))
         depth = reply.prompt_tokens
-        bench_rates.append(bench(str(smollm2_path), threads=(threads,), pp=(8,),
-                                 tg=(reply.completion_tokens,), reps=1, depth=depth)[-1]["tok_s"])
+        bench_rates.append(
+            bench(str(smollm2_path), threads=(threads,), pp=(8,), tg=(reply.completion_tokens,), reps=1, depth=depth)[
+                -1
+            ]["tok_s"]
+        )
     direct_engine.close()
     ratio = statistics.median(a / b for a, b in zip(window_rates, direct_rates))
     vs_bench = statistics.median(a / b for a, b in zip(window_rates, bench_rates))
-    print(f"\nwindow {window_rates} tok/s\ndirect {direct_rates} tok/s\nbench  {bench_rates} tok/s "
-          f"(depth {depth})\nwindow/direct {ratio:.3f}, window/bench {vs_bench:.3f}")
+    print(
+        f"\nwindow {window_rates} tok/s\ndirect {direct_rates} tok/s\nbench  {bench_rates} tok/s "
+        f"(depth {depth})\nwindow/direct {ratio:.3f}, window/bench {vs_bench:.3f}"
+    )
     assert vs_bench > 0.95 and ratio > 0.95
 
 

@@ -18,7 +18,7 @@ from app.engine.generate import PromptProgress, TextPiece
 from tests.ui.conftest import drop_file
 from tests.ui.fake_engine import FakeEngine, finished
 
-TINY = str(resource("selftest/tiny.gguf"))   # 400 KB: imports at once; the engine double ignores it
+TINY = str(resource("selftest/tiny.gguf"))  # 400 KB: imports at once; the engine double ignores it
 
 
 def loaded(qtbot, make_window, path, engine=None, **kw):
@@ -57,7 +57,7 @@ class SlowPromptEngine(FakeEngine):
         t0 = time.monotonic()
         while done < todo:
             end = time.monotonic() + self.batch_s
-            while time.monotonic() < end:           # "in C": no events, threads busy
+            while time.monotonic() < end:  # "in C": no events, threads busy
                 time.sleep(0.01)
                 self.busy = [b + 10_000_000 for b in self.busy]
             self.gate.wait(10)
@@ -72,6 +72,7 @@ class SlowPromptEngine(FakeEngine):
 
 
 # -- 1. a long prompt shows its progress -------------------------------------------------------
+
 
 def test_long_prompt_shows_progress_in_the_bubble_and_the_status_bar(qtbot, make_window, smollm2_path):
     engine = SlowPromptEngine()
@@ -91,7 +92,7 @@ def test_long_prompt_shows_progress_in_the_bubble_and_the_status_bar(qtbot, make
     bubble = " | ".join(seen["bubble"])
     assert "Reading the prompt: 0 / 1,842 tokens" in bubble
     assert "Reading the prompt: 512 / 1,842 tokens" in bubble
-    assert "tok/s" in bubble and "left" in bubble, bubble         # a rate and an estimate
+    assert "tok/s" in bubble and "left" in bubble, bubble  # a rate and an estimate
     assert any("512/1,842 tok" in t for t in seen["bar"]), seen["bar"]
     assert max(seen["threads"]) > 0.3, "threads busy while the prompt is read"
     # when the reply came, the progress line went and the status bar shows the speed
@@ -103,6 +104,7 @@ def test_long_prompt_shows_progress_in_the_bubble_and_the_status_bar(qtbot, make
 
 # -- 2. a file over 2 GiB ---------------------------------------------------------------------
 
+
 def test_import_progress_of_a_file_over_2_gib(qtbot, make_window, tmp_path, smollm2_path):
     """A sparse 3 GiB file is imported (its header is a real model's; the library's copy step is
     a double that reports progress over the file's real size): every value arrives whole, and
@@ -112,7 +114,7 @@ def test_import_progress_of_a_file_over_2_gib(qtbot, make_window, tmp_path, smol
     big = tmp_path / "big.gguf"
     with open(TINY, "rb") as src, open(big, "wb") as dst:
         dst.write(src.read())
-        dst.truncate(3 << 30)                       # sparse: no disk used past the real model's bytes
+        dst.truncate(3 << 30)  # sparse: no disk used past the real model's bytes
     size = os.path.getsize(big)
     assert size > 2**31
 
@@ -121,13 +123,13 @@ def test_import_progress_of_a_file_over_2_gib(qtbot, make_window, tmp_path, smol
             total = os.path.getsize(path)
             for done in range(0, total + 1, 256 << 20):
                 progress(done, total)
-                time.sleep(0.06)                    # past the worker's rate limit
+                time.sleep(0.06)  # past the worker's rate limit
             progress(total, total)
             return super().import_model(TINY, **kw)
 
     library = BigLibrary()
     w = make_window(FakeEngine, library=library)
-    w.state.put("import_mode", "copy")              # a big file would ask first (tested below)
+    w.state.put("import_mode", "copy")  # a big file would ask first (tested below)
     received, bar = [], []
     w.worker.import_progress.connect(lambda d, t: received.append((d, t)))
     w.worker.import_progress.connect(lambda d, t: bar.append(w.progress.value()))
@@ -153,6 +155,7 @@ def test_signals_that_carry_sizes_take_python_ints():
 
 
 # -- 3. the status bar follows the chat on screen ----------------------------------------------
+
 
 def test_status_bar_follows_the_chat_on_screen(qtbot, make_window, smollm2_path):
     engine = SlowPromptEngine(total=300, batch=512, batch_s=0.05)
@@ -184,13 +187,14 @@ def test_status_bar_forgets_the_figures_of_another_model(qtbot, make_window, smo
     w, _ = loaded(qtbot, make_window, TINY, engine)
     send(qtbot, w, "hello")
     assert "42/" in w.stats.labels["ctx"].text()
-    w.model_info = {**w.model_info, "name": "another model"}     # as after loading another one
+    w.model_info = {**w.model_info, "name": "another model"}  # as after loading another one
     w.show_current()
     assert w.stats.labels["ctx"].text().startswith("context –/")
     assert w.stats.labels["gen"].text() == "gen – tok/s"
 
 
 # -- 4. the weights are read in after a load, typing works meanwhile ----------------------------
+
 
 class PrefetchEngine(FakeEngine):
     def __init__(self):
@@ -205,6 +209,7 @@ class PrefetchEngine(FakeEngine):
                 self.release.clear()
                 self.steps = i
                 progress(i / 4)
+
         threading.Thread(target=run, daemon=True).start()
 
 
@@ -258,12 +263,13 @@ def test_real_engine_reads_its_weights_in_and_closes_cleanly(smollm2_path):
 
     eng.prefetch(progress)
     assert done.wait(60), seen
-    eng.prefetch(lambda f: None)            # a second pass, stopped by close() at once
+    eng.prefetch(lambda f: None)  # a second pass, stopped by close() at once
     eng.close()
     assert seen[-1] == 1.0
 
 
 # -- 5. quitting during a reply ----------------------------------------------------------------
+
 
 def test_quitting_during_a_reply_keeps_it_and_raises_nothing(qtbot, make_window, smollm2_path, capfd):
     engine = FakeEngine(delay=0.02)
@@ -273,7 +279,7 @@ def test_quitting_during_a_reply_keeps_it_and_raises_nothing(qtbot, make_window,
     conv = w.state.current_id
     w.close()
     end = time.monotonic() + 0.5
-    while time.monotonic() < end:               # late signals from the worker arrive now
+    while time.monotonic() < end:  # late signals from the worker arrive now
         QApplication.processEvents()
         time.sleep(0.01)
     err = capfd.readouterr().err
@@ -301,6 +307,7 @@ def test_an_exception_in_a_slot_is_one_line(capsys):
 
 # -- 7. the library remembers when a model was used --------------------------------------------
 
+
 def test_loading_a_model_records_its_last_use(qtbot, make_window, smollm2_path):
     t0 = time.time()
     w, _ = loaded(qtbot, make_window, TINY)
@@ -310,10 +317,11 @@ def test_loading_a_model_records_its_last_use(qtbot, make_window, smollm2_path):
 
 # -- 6. layout at small and large sizes --------------------------------------------------------
 
+
 def _no_overlap(widgets):
     boxes = [(w, w.geometry()) for w in widgets if w.isVisible()]
     for i, (a, ga) in enumerate(boxes):
-        for b, gb in boxes[i + 1:]:
+        for b, gb in boxes[i + 1 :]:
             assert not ga.intersects(gb), f"{a.objectName() or a.text()} overlaps {b.objectName() or b.text()}"
 
 
@@ -348,7 +356,7 @@ def test_layout_at_640_800_and_1920(qtbot, make_window, smollm2_path):
             assert f.full_text() == long_path and long_path in f.toolTip() and "…" in f.text()
             assert f.fontMetrics().horizontalAdvance(f.text()) <= f.width()
     w.resize(800, 600)
-    w.info_button.click()                           # asked for: shown even when narrow
+    w.info_button.click()  # asked for: shown even when narrow
     assert w.info_panel.isVisible()
 
 
@@ -357,9 +365,9 @@ def test_real_engine_reports_prompt_progress_per_batch_and_reuse(smollm2_path):
 
     eng = RealEngine()
     eng.load(str(smollm2_path), 2048, 2, lambda f: None)
-    eng.engine.session.n_batch = 64                 # small batches: a short prompt has several
+    eng.engine.session.n_batch = 64  # small batches: a short prompt has several
     try:
-        text = " ".join(f"word{i}" for i in range(50))           # ~160 tokens: three batches
+        text = " ".join(f"word{i}" for i in range(50))  # ~160 tokens: three batches
         messages = [{"role": "user", "content": text}]
         settings = {"max_tokens": 2, "temperature": 0.0}
         events = list(eng.generate(messages, settings))
@@ -382,6 +390,7 @@ def test_real_engine_reports_prompt_progress_per_batch_and_reuse(smollm2_path):
 
 
 # -- 13. a reply cut by the token limit says so and offers Continue ------------------------------
+
 
 class LimitEngine(FakeEngine):
     def generate(self, messages, settings):
@@ -420,7 +429,6 @@ def test_reply_at_the_token_limit_offers_continue(qtbot, make_window, smollm2_pa
     assert w.chat.messages[-1].text == "A reply cut and the end."
 
 
-
 def test_sending_adds_to_the_column_without_rebuilding_it(qtbot, make_window):
     """A message sent in a conversation on screen adds its bubbles below the ones shown (the
     earlier bubbles are the same widgets: a long chat costs one bubble per send, not its whole
@@ -436,6 +444,7 @@ def test_sending_adds_to_the_column_without_rebuilding_it(qtbot, make_window):
     assert not now[1].limit_bar.isVisible() and now[3].limit_bar.isVisible()
     assert [m.content for m in w.state.messages()] == [m.text for m in now]
 
+
 def test_real_engine_continues_a_reply_from_the_cache(smollm2_path):
     from app.ui.engine_adapter import RealEngine
 
@@ -449,7 +458,7 @@ def test_real_engine_continues_a_reply_from_the_cache(smollm2_path):
         text = "".join(e.text for e in first if isinstance(e, TextPiece))
         more = list(eng.generate(messages + [{"role": "assistant", "content": text}], {**greedy, "continue": True}))
         progress = [e for e in more if isinstance(e, PromptProgress)]
-        assert progress[-1].reused > 20 and progress[-1].total <= 3      # nearly all from the cache
+        assert progress[-1].reused > 20 and progress[-1].total <= 3  # nearly all from the cache
         whole = list(eng.generate(messages, {**greedy, "max_tokens": 12}))
         longer = "".join(e.text for e in whole if isinstance(e, TextPiece))
         continued = text + "".join(e.text for e in more if isinstance(e, TextPiece))
@@ -460,6 +469,7 @@ def test_real_engine_continues_a_reply_from_the_cache(smollm2_path):
 
 
 # -- 17. errors with advice, Details and Copy ----------------------------------------------------
+
 
 def test_advice_for_the_common_reasons():
     from app.ui.advice import DAMAGED, advice_for
@@ -492,11 +502,12 @@ def test_error_dialog_gives_the_reason_advice_details_and_copy(qtbot, make_windo
     copied = QApplication.clipboard().text()
     assert d.text() in copied and "Llambda " in copied and "kernels:" in copied
     assert d.copy_button.text() == "Copied"
-    assert d.isVisible()                        # Details and Copy do not close it
+    assert d.isVisible()  # Details and Copy do not close it
     d.accept()
 
 
 # -- 11. export from the window ----------------------------------------------------------------
+
 
 def test_export_and_import_from_the_window(qtbot, make_window, smollm2_path, tmp_path):
     import json
@@ -518,6 +529,7 @@ def test_export_and_import_from_the_window(qtbot, make_window, smollm2_path, tmp
 
 # -- 16. settings that explain themselves, reset, theme, About -------------------------------------
 
+
 def test_settings_explain_themselves_reset_and_theme(qtbot, make_window):
     from PySide6.QtWidgets import QLabel
 
@@ -527,10 +539,23 @@ def test_settings_explain_themselves_reset_and_theme(qtbot, make_window):
     w = make_window(FakeEngine)
     dlg = w.open_settings()
     helps = {l.accessibleName(): l.text() for l in dlg.findChildren(QLabel) if l.objectName() == "settingHelp"}
-    for name in ("Temperature", "Top-k", "Top-p", "Min-p", "Repeat penalty", "Seed", "Max tokens",
-                 "Context length", "Threads", "When the context is full", "Saved conversation states", "Theme",
-                 "Speculation", "Most guesses per pass",
-                 "System prompt"):
+    for name in (
+        "Temperature",
+        "Top-k",
+        "Top-p",
+        "Min-p",
+        "Repeat penalty",
+        "Seed",
+        "Max tokens",
+        "Context length",
+        "Threads",
+        "When the context is full",
+        "Saved conversation states",
+        "Theme",
+        "Speculation",
+        "Most guesses per pass",
+        "System prompt",
+    ):
         assert helps.get(f"{name}: help") == HELP[name] and HELP[name]
     dlg.temperature.setValue(1.7)
     dlg.n_ctx.setValue(4096)
@@ -566,6 +591,7 @@ def test_about_shows_the_version(make_window):
 
 # -- 15. the system prompt at the top of the chat ------------------------------------------------
 
+
 def test_system_prompt_visible_editable_with_presets_and_default(qtbot, make_window, smollm2_path):
     w, engine = loaded(qtbot, make_window, TINY, FakeEngine(reply="Aye."))
     send(qtbot, w, "hello")
@@ -598,6 +624,7 @@ def test_system_prompt_visible_editable_with_presets_and_default(qtbot, make_win
 
 # -- 18. first run, context menus, Delete key, Copied --------------------------------------------
 
+
 def test_first_run_offers_the_starter_and_says_so_without_network(qtbot, make_window, monkeypatch):
     import app.starter
 
@@ -609,7 +636,7 @@ def test_first_run_offers_the_starter_and_says_so_without_network(qtbot, make_wi
     status = w.chat.starter_status.text()
     assert "\n" not in status and "drop a GGUF file" in status
     assert w.chat.starter.isVisible() and w.chat.starter_button.isEnabled() and not w.model_busy
-    assert w.error_dialog is None                   # a line, not a dialog
+    assert w.error_dialog is None  # a line, not a dialog
 
 
 def test_starter_button_downloads_imports_and_loads(qtbot, make_window, monkeypatch, tmp_path, smollm2_path):
@@ -660,6 +687,7 @@ def test_context_menus_delete_key_and_copied(qtbot, make_window, smollm2_path):
 
 # -- 10. models managed in the window ------------------------------------------------------------
 
+
 def test_models_page_lists_loads_removes_and_reveals(qtbot, make_window, tmp_path):
     import shutil
 
@@ -672,18 +700,20 @@ def test_models_page_lists_loads_removes_and_reveals(qtbot, make_window, tmp_pat
     copied_from = tmp_path / "tiny-copied.gguf"
     shutil.copy(resource("selftest/tiny.gguf"), copied_from)
     with open(copied_from, "ab") as f:
-        f.write(b"\0" * 64)                       # other bytes: a second model, not a duplicate
+        f.write(b"\0" * 64)  # other bytes: a second model, not a duplicate
     w = make_window(FakeEngine)
     lib = w.library()
     lib.import_model(copied_from)
     lib.import_model(original, keep_in_place=True, name="in place")
     dlg = w.open_models()
     assert dlg.table.rowCount() == 2
-    rows = {dlg.table.item(r, 0).text(): [dlg.table.item(r, c).text() for c in range(dlg.table.columnCount())]
-            for r in range(2)}
+    rows = {
+        dlg.table.item(r, 0).text(): [dlg.table.item(r, c).text() for c in range(dlg.table.columnCount())]
+        for r in range(2)
+    }
     kept = rows["in place"]
     assert kept[1] == "llama" and kept[5] == "never" and kept[6] in ("linked in place", "used in place")
-    assert kept[7] == str(original) and kept[4] not in ("", "–")      # the trained context is read
+    assert kept[7] == str(original) and kept[4] not in ("", "–")  # the trained context is read
     other = next(v for k, v in rows.items() if k != "in place")
     assert other[6] == "copy in the library"
     # Show in file manager: the folder of the file
@@ -760,6 +790,7 @@ def test_models_of_other_apps_are_found_by_looking(qtbot, make_window, tmp_path)
 
 # -- 12. attachments ---------------------------------------------------------------------------
 
+
 class CountingEngine(FakeEngine):
     def count_tokens(self, text):
         return len(text.split())
@@ -771,7 +802,7 @@ def test_attach_files_shows_tokens_and_fit_then_sends_them(qtbot, make_window, s
     w, engine = loaded(qtbot, make_window, TINY, CountingEngine(reply="Read it."))
     notes = tmp_path / "notes.md"
     notes.write_text("alpha beta gamma delta")
-    assert drop_file(w.input, notes)                      # dropped on the input: attached, not opened
+    assert drop_file(w.input, notes)  # dropped on the input: attached, not opened
     qtbot.waitUntil(lambda: w.attachments and w.attachments[0]["tokens"] == 4, timeout=5000)
     chip = w.attachments[0]["label"].text()
     assert "notes.md" in chip and "4 tokens, fits" in chip and w.composer.attachments.isVisible()
@@ -779,7 +810,7 @@ def test_attach_files_shows_tokens_and_fit_then_sends_them(qtbot, make_window, s
     pdf.write_bytes(tiny_pdf("Hello from a PDF"))
     assert w.attach_file(str(pdf))
     qtbot.waitUntil(lambda: w.attachments[1]["tokens"] is not None, timeout=5000)
-    assert "· 1 page of PDF ·" in w.attachments[1]["label"].text()     # one page, not "1 pages"
+    assert "· 1 page of PDF ·" in w.attachments[1]["label"].text()  # one page, not "1 pages"
     assert "· 22 characters ·" in chip
     send(qtbot, w, "Summarize these.")
     messages, _ = engine.calls[-1]
@@ -787,7 +818,7 @@ def test_attach_files_shows_tokens_and_fit_then_sends_them(qtbot, make_window, s
     assert sent.startswith("Attached file notes.md:\n```\nalpha beta gamma delta\n```")
     assert "Attached file paper.pdf" in sent and "Hello from a PDF" in sent and sent.endswith("Summarize these.")
     assert w.attachments == [] and not w.composer.attachments.isVisible()
-    assert w.library().list()[0].name                     # the model library was not touched by the drop
+    assert w.library().list()[0].name  # the model library was not touched by the drop
     assert len(w.library().list()) == 1
 
 
@@ -805,7 +836,7 @@ def test_an_attachment_too_large_says_what_would_fit(qtbot, make_window, smollm2
     qtbot.keyClick(w.input, Qt.Key_Return)
     assert len(engine.calls) == calls and not w.generating
     assert "Too large for the context" in w.notice.text() and "book.txt: about the first" in w.notice.text()
-    qtbot.mouseClick(w.composer.attachments.findChildren(type(w.send_button))[0], Qt.LeftButton)   # Remove
+    qtbot.mouseClick(w.composer.attachments.findChildren(type(w.send_button))[0], Qt.LeftButton)  # Remove
     assert w.attachments == []
 
 
@@ -818,6 +849,7 @@ def test_a_file_that_is_not_text_is_refused_in_one_line(qtbot, make_window, tmp_
 
 
 # -- 14. Regenerate keeps the earlier versions ---------------------------------------------------
+
 
 class NumberedEngine(FakeEngine):
     def generate(self, messages, settings):
@@ -840,7 +872,7 @@ def test_regenerate_keeps_versions_to_flip_between(qtbot, make_window, smollm2_p
     qtbot.mouseClick(reply.prev_button, Qt.LeftButton)
     reply = w.chat.messages[-1]
     assert reply.text == "Answer 2" and reply.version_label.text() == "2/3"
-    assert [m.content for m in w.state.messages()] == ["question", "Answer 2"]    # what the model reads next
+    assert [m.content for m in w.state.messages()] == ["question", "Answer 2"]  # what the model reads next
     send(qtbot, w, "follow-up")
     messages, _ = engine.calls[-1]
     assert messages[-2] == {"role": "assistant", "content": "Answer 2"}
@@ -859,7 +891,7 @@ def test_a_big_file_asks_once_whether_to_copy_it_or_use_it_in_place(qtbot, make_
     big = tmp_path / "big.gguf"
     with open(TINY, "rb") as src, open(big, "wb") as dst:
         dst.write(src.read())
-        dst.truncate(3 << 29)                       # 1.5 GB, sparse
+        dst.truncate(3 << 29)  # 1.5 GB, sparse
     asked = []
 
     class RecordingLibrary(ModelLibrary):
@@ -869,12 +901,13 @@ def test_a_big_file_asks_once_whether_to_copy_it_or_use_it_in_place(qtbot, make_
 
     w = make_window(FakeEngine, library=RecordingLibrary())
     assert drop_file(w, big)
-    qtbot.waitUntil(lambda: getattr(w, "import_mode_box", None) is not None and w.import_mode_box.isVisible(),
-                    timeout=5000)
+    qtbot.waitUntil(
+        lambda: getattr(w, "import_mode_box", None) is not None and w.import_mode_box.isVisible(), timeout=5000
+    )
     box = w.import_mode_box
     assert "1.5 GB" in box.text() and box.checkBox().isChecked()
     in_place = next(b for b in box.buttons() if b.text() == "Use it where it is")
     in_place.click()
     qtbot.waitUntil(lambda: w.model_info is not None, timeout=30000)
     assert asked == [True] and w.state.get("import_mode") == "in_place"
-    assert w.engine_options()["keep_in_place"] is True      # remembered for the next file
+    assert w.engine_options()["keep_in_place"] is True  # remembered for the next file

@@ -11,6 +11,7 @@ llama.cpp's quantizer (the gguf package has none for them); the legacy types com
 The llama-python is any interpreter with llama-cpp-python installed; this script's own
 interpreter needs numpy and gguf.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -60,8 +61,9 @@ def main() -> int:
     ap.add_argument("--model", required=True)
     ap.add_argument("--llama-python", required=True)
     ap.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "real_rows.npz"))
-    ap.add_argument("--only", default="",
-                    help="comma-separated tensor types to (re)make; the other entries of --out are kept")
+    ap.add_argument(
+        "--only", default="", help="comma-separated tensor types to (re)make; the other entries of --out are kept"
+    )
     args = ap.parse_args()
     only = {t for t in args.only.split(",") if t}
     arrays: dict[str, np.ndarray] = {}
@@ -73,12 +75,16 @@ def main() -> int:
             if only and want not in only:
                 continue
             dst = os.path.join(tmp, f"{want}.gguf")
-            subprocess.run([args.llama_python, "-c", QUANTIZE, args.model, dst, ftype], check=True,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            subprocess.run(
+                [args.llama_python, "-c", QUANTIZE, args.model, dst, ftype],
+                check=True,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
             reader = GGUFReader(dst)
             for t in reader.tensors:
                 if t.tensor_type.name == want and len(t.shape) == 2:
-                    data = np.asarray(t.data)[:N_ROWS]        # (rows, row bytes) uint8
+                    data = np.asarray(t.data)[:N_ROWS]  # (rows, row bytes) uint8
                     n_cols = int(t.shape[0])
                     arrays[f"{want}__{t.name}__{n_cols}"] = np.ascontiguousarray(data, dtype=np.uint8)
                     print(f"{want}: {t.name} ({n_cols} columns), {data.shape[0]} rows of {data.shape[1]} bytes")

@@ -62,8 +62,10 @@ def check(out: str) -> int:
                 bad.append(("pieces", special))
         if sorted(tok.eog_ids) != g["eog_ids"]:
             bad.append(("eog", sorted(tok.eog_ids), g["eog_ids"]))
-        print(f"{Path(path).name}: {tok.n_vocab} tokens, built in {built:.2f} s, "
-              f"{len(g['cases'])} strings, {len(bad)} differences {bad[:3]}")
+        print(
+            f"{Path(path).name}: {tok.n_vocab} tokens, built in {built:.2f} s, "
+            f"{len(g['cases'])} strings, {len(bad)} differences {bad[:3]}"
+        )
         failures += bool(bad)
     return 1 if failures else 0
 

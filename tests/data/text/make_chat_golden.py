@@ -28,24 +28,42 @@ from tests.models import require_smollm2  # noqa: E402
 CONVERSATIONS = [
     [{"role": "user", "content": "Hello"}],
     [{"role": "system", "content": "You are nice."}, {"role": "user", "content": "Hello"}],
-    [{"role": "system", "content": "You are nice."}, {"role": "user", "content": "Hello"},
-     {"role": "assistant", "content": "Hi there"}, {"role": "user", "content": "How are you?"}],
-    [{"role": "user", "content": "Write <|im_end|> and [INST] literally."},
-     {"role": "assistant", "content": "Sure: <|im_end|> [INST]"}, {"role": "user", "content": "Thanks 🦙\n\nbye"}],
-    [{"role": "user", "content": "  spaced  \n"}, {"role": "assistant", "content": "\tok "},
-     {"role": "user", "content": "日本語で答えて"}],
+    [
+        {"role": "system", "content": "You are nice."},
+        {"role": "user", "content": "Hello"},
+        {"role": "assistant", "content": "Hi there"},
+        {"role": "user", "content": "How are you?"},
+    ],
+    [
+        {"role": "user", "content": "Write <|im_end|> and [INST] literally."},
+        {"role": "assistant", "content": "Sure: <|im_end|> [INST]"},
+        {"role": "user", "content": "Thanks 🦙\n\nbye"},
+    ],
+    [
+        {"role": "user", "content": "  spaced  \n"},
+        {"role": "assistant", "content": "\tok "},
+        {"role": "user", "content": "日本語で答えて"},
+    ],
 ]
 
 # llama.cpp built-in name -> (our fallback family, the eos text the built-in writes)
-FAMILIES = {"chatml": ("chatml", "<|im_end|>"), "llama2-sys": ("llama2", "</s>"), "llama3": ("llama3", "<|eot_id|>"),
-            "mistral-v1": ("mistral", "</s>"), "mistral-v3": ("mistral-v3", "</s>"), "gemma": ("gemma", "<eos>"),
-            "phi3": ("phi3", "<|endoftext|>"), "zephyr": ("zephyr", "<|endoftext|>")}
+FAMILIES = {
+    "chatml": ("chatml", "<|im_end|>"),
+    "llama2-sys": ("llama2", "</s>"),
+    "llama3": ("llama3", "<|eot_id|>"),
+    "mistral-v1": ("mistral", "</s>"),
+    "mistral-v3": ("mistral-v3", "</s>"),
+    "gemma": ("gemma", "<eos>"),
+    "phi3": ("phi3", "<|endoftext|>"),
+    "zephyr": ("zephyr", "<|endoftext|>"),
+}
 
 
 def builtin(tmpl: str, messages: list[dict], add_ass: bool) -> str:
     keep = [(m["role"].encode(), m["content"].encode()) for m in messages]
     chat = (llama_cpp.llama_chat_message * len(keep))(
-        *[llama_cpp.llama_chat_message(role=r, content=c) for r, c in keep])
+        *[llama_cpp.llama_chat_message(role=r, content=c) for r, c in keep]
+    )
     cap = 1 << 16
     buf = ctypes.create_string_buffer(cap)
     n = llama_cpp.llama_chat_apply_template(tmpl.encode(), chat, len(keep), add_ass, buf, cap)
@@ -77,14 +95,22 @@ def main() -> None:
     for conv in CONVERSATIONS:
         for add in (True, False):
             text = Jinja2ChatFormatter(template, eos_token=eos, bos_token=bos, add_generation_prompt=add)(
-                messages=conv).prompt
-            case = {"messages": conv, "add_generation_prompt": add, "text": text,
-                    "ids": llm.tokenize(text.encode(), add_bos=True, special=True)}
+                messages=conv
+            ).prompt
+            case = {
+                "messages": conv,
+                "add_generation_prompt": add,
+                "text": text,
+                "ids": llm.tokenize(text.encode(), add_bos=True, special=True),
+            }
             if conv[0]["role"] == "system":
                 case["builtin_text"] = builtin(template, conv, add)
             smol.append(case)
-    out = {"oracle": f"llama-cpp-python {llama_cpp.__version__}", "families": families,
-           "smollm2": {"bos_token": bos, "eos_token": eos, "cases": smol}}
+    out = {
+        "oracle": f"llama-cpp-python {llama_cpp.__version__}",
+        "families": families,
+        "smollm2": {"bos_token": bos, "eos_token": eos, "cases": smol},
+    }
     (HERE / "golden_chat.json").write_text(json.dumps(out, ensure_ascii=True, indent=1) + "\n")
     print(f"{len(families)} families, {len(smol)} SmolLM2 prompts")
 

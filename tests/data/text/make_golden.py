@@ -32,24 +32,60 @@ SPM_VARIANTS = {
     "spm_prefix": {"add_space_prefix": True, "add_bos": True},
     "spm_noprefix": {"add_space_prefix": False, "add_bos": False},
     # learned pieces re-typed: "▁the" and "▁▁" unused, "ing" undefined, "▁a" user-defined, "er" control
-    "spm_retyped": {"add_space_prefix": True, "add_bos": True,
-                    "type_overrides": {275: 5, 278: 0, 264: 4, 265: 3, 259: 5}},
+    "spm_retyped": {
+        "add_space_prefix": True,
+        "add_bos": True,
+        "type_overrides": {275: 5, 278: 0, 264: 4, 265: 3, 259: 5},
+    },
 }
 
 
 # Pre-tokenizer names checked with SmolLM2's byte-level vocabulary under each name.
-BPE_PRES = ["default", "gpt-2", "llama3", "llama-bpe", "qwen2", "qwen35", "deepseek-llm", "deepseek-coder",
-            "deepseek-v3", "starcoder", "smollm", "falcon", "bloom", "gpt-4o", "tekken", "chameleon", "seed-coder",
-            "superbpe", "minicpm5", "bailingmoe", "viking", "command-r", "dbrx", "stablelm2", "olmo", "mpt"]
+BPE_PRES = [
+    "default",
+    "gpt-2",
+    "llama3",
+    "llama-bpe",
+    "qwen2",
+    "qwen35",
+    "deepseek-llm",
+    "deepseek-coder",
+    "deepseek-v3",
+    "starcoder",
+    "smollm",
+    "falcon",
+    "bloom",
+    "gpt-4o",
+    "tekken",
+    "chameleon",
+    "seed-coder",
+    "superbpe",
+    "minicpm5",
+    "bailingmoe",
+    "viking",
+    "command-r",
+    "dbrx",
+    "stablelm2",
+    "olmo",
+    "mpt",
+]
 
 
 def random_strings(seed: int = 1234, n: int = 150) -> list[str]:
     """Seeded strings drawn from pools of awkward characters."""
     rng = random.Random(seed)
     pools = [
-        " \t\n\r", "abcXYZ", "0123456789", "'\"`.,;:!?-_()[]{}<>/\\|@#$%^&*+=~",
-        "éèêëàâäôöûüçñßøåæœ", "\u0301\u0308\u0327\u200d\u200c\ufe0f", "日本語中文한국어ひらがなカタカナ",
-        "😀🦙👍🏽🇯🇵❤✅🎉", "مرحبا שלום", "\u00a0\u3000\u2009\u2028\x00\x1b\x7f\ufeff", "١٢٣۴۵६७೧",
+        " \t\n\r",
+        "abcXYZ",
+        "0123456789",
+        "'\"`.,;:!?-_()[]{}<>/\\|@#$%^&*+=~",
+        "éèêëàâäôöûüçñßøåæœ",
+        "\u0301\u0308\u0327\u200d\u200c\ufe0f",
+        "日本語中文한국어ひらがなカタカナ",
+        "😀🦙👍🏽🇯🇵❤✅🎉",
+        "مرحبا שלום",
+        "\u00a0\u3000\u2009\u2028\x00\x1b\x7f\ufeff",
+        "١٢٣۴۵६७೧",
     ]
     words = ["<|im_end|>", "<|im_start|>", "<s>", "</s>", "<|tool|>", "'s", "'ll", " the", "\n\n", "    "]
     out = []
@@ -112,8 +148,11 @@ class Oracle:
         def opt(x: int) -> int | None:
             return None if x < 0 else x
 
-        return {"bos": opt(llama_cpp.llama_vocab_bos(v)), "eos": opt(llama_cpp.llama_vocab_eos(v)),
-                "eot": opt(llama_cpp.llama_vocab_eot(v))}
+        return {
+            "bos": opt(llama_cpp.llama_vocab_bos(v)),
+            "eos": opt(llama_cpp.llama_vocab_eos(v)),
+            "eot": opt(llama_cpp.llama_vocab_eot(v)),
+        }
 
 
 def golden_for(oracle: Oracle, strings: dict[str, list[str]], model: str) -> dict:
@@ -121,15 +160,25 @@ def golden_for(oracle: Oracle, strings: dict[str, list[str]], model: str) -> dic
     for category, texts in strings.items():
         for text in texts:
             ids = oracle.tokenize(text, True, False)
-            cases.append({
-                "category": category, "text": text, "ids": ids,
-                "ids_special": oracle.tokenize(text, False, True),
-                "decoded_hex": oracle.detokenize(ids, False).hex(),
-            })
-    return {"model": model, "oracle": f"llama-cpp-python {llama_cpp.__version__}", "n_vocab": oracle.n_vocab,
-            "special_ids": oracle.ids(), "eog_ids": oracle.eog_ids(),
-            "pieces_sha256": oracle.pieces_digest(False), "pieces_special_sha256": oracle.pieces_digest(True),
-            "cases": cases}
+            cases.append(
+                {
+                    "category": category,
+                    "text": text,
+                    "ids": ids,
+                    "ids_special": oracle.tokenize(text, False, True),
+                    "decoded_hex": oracle.detokenize(ids, False).hex(),
+                }
+            )
+    return {
+        "model": model,
+        "oracle": f"llama-cpp-python {llama_cpp.__version__}",
+        "n_vocab": oracle.n_vocab,
+        "special_ids": oracle.ids(),
+        "eog_ids": oracle.eog_ids(),
+        "pieces_sha256": oracle.pieces_digest(False),
+        "pieces_special_sha256": oracle.pieces_digest(True),
+        "cases": cases,
+    }
 
 
 def main() -> None:
@@ -154,12 +203,17 @@ def main() -> None:
         texts = [t for v in corpus.values() for t in v]
         by_pre = {}
         for pre in BPE_PRES:
-            path = write_tiny_bpe_model(Path(tmp) / f"bpe_{pre}.gguf", tokens, types, merges, pre=pre,
-                                        bos_id=1, eos_id=2)
+            path = write_tiny_bpe_model(
+                Path(tmp) / f"bpe_{pre}.gguf", tokens, types, merges, pre=pre, bos_id=1, eos_id=2
+            )
             o = Oracle(path)
             by_pre[pre] = [o.tokenize(t, False, False) for t in texts]
-        g = {"vocab": "SmolLM2-135M-Instruct.Q4_1.gguf tokens, types and merges",
-             "oracle": f"llama-cpp-python {llama_cpp.__version__}", "texts": texts, "ids": by_pre}
+        g = {
+            "vocab": "SmolLM2-135M-Instruct.Q4_1.gguf tokens, types and merges",
+            "oracle": f"llama-cpp-python {llama_cpp.__version__}",
+            "texts": texts,
+            "ids": by_pre,
+        }
         (HERE / "golden_bpe_pre.json").write_text(json.dumps(g, ensure_ascii=True, separators=(",", ":")) + "\n")
         print(f"golden_bpe_pre.json: {len(texts)} strings x {len(BPE_PRES)} pre-tokenizers")
 

@@ -17,15 +17,39 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 
-CONTROL = ["<|im_start|>", "<|im_end|>", "<start_of_turn>", "<end_of_turn>", "<|eot_id|>", "<|user|>",
-           "<|assistant|>", "<|system|>", "<|end|>"]
+CONTROL = [
+    "<|im_start|>",
+    "<|im_end|>",
+    "<start_of_turn>",
+    "<end_of_turn>",
+    "<|eot_id|>",
+    "<|user|>",
+    "<|assistant|>",
+    "<|system|>",
+    "<|end|>",
+]
 USER_DEFINED = ["<|tool|>", "<think>", "</think>", "\n\n", "    ", "\t\t", "<0x41>x"]
 
 
 def training_text() -> list[str]:
     lines = []
-    for name in ("builtins", "os", "re", "json", "collections", "itertools", "functools", "pathlib",
-                 "argparse", "string", "textwrap", "typing", "dataclasses", "logging", "subprocess"):
+    for name in (
+        "builtins",
+        "os",
+        "re",
+        "json",
+        "collections",
+        "itertools",
+        "functools",
+        "pathlib",
+        "argparse",
+        "string",
+        "textwrap",
+        "typing",
+        "dataclasses",
+        "logging",
+        "subprocess",
+    ):
         mod = pydoc.locate(name)
         for _, obj in inspect.getmembers(mod):
             doc = inspect.getdoc(obj) or ""
@@ -45,17 +69,28 @@ def main() -> None:
 
     buf = io.BytesIO()
     spm.SentencePieceTrainer.train(
-        sentence_iterator=iter(training_text()), model_writer=buf, model_type="bpe", vocab_size=1500,
-        byte_fallback=True, character_coverage=0.9995, split_digits=True, allow_whitespace_only_pieces=True,
-        remove_extra_whitespaces=False, normalization_rule_name="identity", max_sentence_length=100000,
-        num_threads=1, minloglevel=2)
+        sentence_iterator=iter(training_text()),
+        model_writer=buf,
+        model_type="bpe",
+        vocab_size=1500,
+        byte_fallback=True,
+        character_coverage=0.9995,
+        split_digits=True,
+        allow_whitespace_only_pieces=True,
+        remove_extra_whitespaces=False,
+        normalization_rule_name="identity",
+        max_sentence_length=100000,
+        num_threads=1,
+        minloglevel=2,
+    )
     sp = spm.SentencePieceProcessor(model_proto=buf.getvalue())
     tokens, scores, types = [], [], []
     for i in range(sp.get_piece_size()):
         tokens.append(sp.id_to_piece(i))
         scores.append(round(float(sp.get_score(i)), 4))
-        types.append(2 if sp.is_unknown(i) else 3 if sp.is_control(i) else 6 if sp.is_byte(i)
-                     else 5 if sp.is_unused(i) else 1)
+        types.append(
+            2 if sp.is_unknown(i) else 3 if sp.is_control(i) else 6 if sp.is_byte(i) else 5 if sp.is_unused(i) else 1
+        )
     for t in CONTROL:
         tokens.append(t), scores.append(0.0), types.append(3)
     for t in USER_DEFINED:
