@@ -13,9 +13,10 @@ from tests.kernels.helpers import LEVELS, name
 
 PACKED_TYPES = [2, 3, 8, 12, 13, 14, 23]  # Q4_0, Q4_1, Q8_0, Q4_K, Q5_K, Q6_K, IQ4_XS
 # (n_rows, n_cols): one block; a partial last group of 8 blocks (576 = 18 blocks, SmolLM2's width);
-# whole groups; several panels that threads split (the K-quants take whole super-blocks of 256)
+# whole groups; several panels that threads split (the K-quants take whole super-blocks of 256;
+# 33 of them are more than one range of the AVX2 kernels' unpacked levels, which hold 16 or 32)
 SHAPES = [(8, 32), (16, 576), (24, 256), (40, 1536)]
-K_SHAPES = [(8, 256), (16, 512), (40, 1536)]
+K_SHAPES = [(8, 256), (16, 512), (40, 1536), (8, 33 * 256)]
 
 
 def _bits(a: np.ndarray) -> np.ndarray:
@@ -41,12 +42,12 @@ def test_packed_matmul_equals_reference_rows(t, shape, pool2):
     n_rows, n_cols = shape
     w = K.random_weights(t, n_rows, n_cols, seed=n_rows + n_cols)
     rng = np.random.default_rng(n_cols)
-    x = rng.standard_normal((9, n_cols)).astype(np.float32) * rng.uniform(0.1, 10, (9, 1)).astype(np.float32)
+    x = rng.standard_normal((13, n_cols)).astype(np.float32) * rng.uniform(0.1, 10, (13, 1)).astype(np.float32)
     want = K.matmul(None, t, w, n_cols, x, isa="ref")
     packed = K.pack(pool2, t, w, n_cols)
     assert np.array_equal(packed, K.pack(None, t, w, n_cols))  # the threads' split changes nothing
     for isa in _levels_with_panels(t):
-        for n_tok in (1, 2, 3, 4, 5, 9):  # every tile remainder
+        for n_tok in (1, 2, 3, 4, 5, 9, 13):  # every tile remainder, with levels unpacked once and not
             for pool in (None, pool2):
                 got = K.matmul_packed(pool, t, packed, n_rows, n_cols, x[:n_tok], isa=isa)
                 assert np.array_equal(_bits(got), _bits(want[:n_tok])), (isa, n_tok, pool)
