@@ -116,6 +116,12 @@ typedef struct { llk_half d[8]; uint8_t qs[128]; } blk_q4_0x8;
 /* Q4_1 x 8: as Q4_0 x 8 with the rows' mins after their scales. 160 bytes. */
 typedef struct { llk_half d[8], m[8]; uint8_t qs[128]; } blk_q4_1x8;
 typedef struct { llk_half d[8]; int8_t qs[256]; } blk_q8_0x8;
+/* Q5_0 x 8 and Q5_1 x 8: as Q4_0 x 8 and Q4_1 x 8 with the fifth bits between the float16 fields
+ * and the quants, rearranged: bit 2c + h of byte 4r + i of qh is the fifth bit of element
+ * 16h + 4c + i of row r (c, i < 4; h < 2), whose low four bits are where Q4_0 x 8 has them.
+ * 176 and 192 bytes, as the rows. */
+typedef struct { llk_half d[8]; uint8_t qh[32]; uint8_t qs[128]; } blk_q5_0x8;
+typedef struct { llk_half d[8], m[8]; uint8_t qh[32]; uint8_t qs[128]; } blk_q5_1x8;
 /* Q4_K x 8 (one super-block of 8 rows, entries in super-block order; the K-quant contract has no
  * lanes): d, dmin of each row; sc[g][r], mn[g][r] its 6-bit scale and min of group g unpacked;
  * byte 256c + 32k + 4r + i = qs[32c + 4k + i] of row r (c < 4, k < 8, i < 4), whose low nibble is

@@ -29,6 +29,8 @@ size_t llk_panel_bytes_of(int type, int64_t n_cols) {
     switch (type) {
     case LLK_TYPE_Q4_0: return nb * sizeof(blk_q4_0x8);
     case LLK_TYPE_Q4_1: return nb * sizeof(blk_q4_1x8);
+    case LLK_TYPE_Q5_0: return nb * sizeof(blk_q5_0x8);
+    case LLK_TYPE_Q5_1: return nb * sizeof(blk_q5_1x8);
     case LLK_TYPE_Q8_0: return nb * sizeof(blk_q8_0x8);
     case LLK_TYPE_Q4_K: return n_cols % LLK_QKK ? 0 : (size_t)(n_cols / LLK_QKK) * sizeof(blk_q4_Kx8);
     case LLK_TYPE_Q5_K: return n_cols % LLK_QKK ? 0 : (size_t)(n_cols / LLK_QKK) * sizeof(blk_q5_Kx8);
@@ -39,26 +41,40 @@ size_t llk_panel_bytes_of(int type, int64_t n_cols) {
 }
 
 /* Level of element k (< 32) of row r in an entry's quants: the unsigned nibble (Q4_0, Q4_1), the
+ * unsigned nibble and the fifth bit (Q5_0, Q5_1: the 32 bytes of bits, then the nibbles), the
  * signed byte (Q8_0). */
 static inline int u_q4x8(const uint8_t *qs, int r, int k) {
     const uint8_t b = qs[32 * ((k & 15) >> 2) + 4 * r + (k & 3)];
     return k < 16 ? (b & 15) : (b >> 4);
+}
+static inline int u_q5x8(const uint8_t *qh, int r, int k) {
+    return u_q4x8(qh + 32, r, k) | ((qh[4 * r + (k & 3)] >> (2 * ((k & 15) >> 2) + (k >> 4))) & 1) << 4;
 }
 static inline int u_q8_0x8(const uint8_t *qs, int r, int k) {
     return (int8_t)qs[32 * (k >> 2) + 4 * r + (k & 3)];
 }
 
 /* A legacy type's panel: its block and entry sizes, the float16 fields that head each block (d;
- * d and m), the 4-byte chunks of quants, their levels, and the offset (legacy_dot's off / has_m). */
+ * d and m), whether the fifth bits follow them, the 4-byte chunks of quants, their levels, and the
+ * offset (legacy_dot's off / has_m). */
 typedef struct {
-    size_t blk, ent; int head, n_chunks; int (*u)(const uint8_t *, int, int); float off;
+    size_t blk, ent; int head, has_qh, n_chunks; int (*u)(const uint8_t *, int, int); float off;
 } legacy_panel;
-static const legacy_panel P_Q4_0 = {sizeof(blk_q4_0), sizeof(blk_q4_0x8), 1, 4, u_q4x8, -8.0f};
-static const legacy_panel P_Q4_1 = {sizeof(blk_q4_1), sizeof(blk_q4_1x8), 2, 4, u_q4x8, 0.0f};
-static const legacy_panel P_Q8_0 = {sizeof(blk_q8_0), sizeof(blk_q8_0x8), 1, 8, u_q8_0x8, 0.0f};
+static const legacy_panel P_Q4_0 = {sizeof(blk_q4_0), sizeof(blk_q4_0x8), 1, 0, 4, u_q4x8, -8.0f};
+static const legacy_panel P_Q4_1 = {sizeof(blk_q4_1), sizeof(blk_q4_1x8), 2, 0, 4, u_q4x8, 0.0f};
+static const legacy_panel P_Q5_0 = {sizeof(blk_q5_0), sizeof(blk_q5_0x8), 1, 1, 4, u_q5x8, -16.0f};
+static const legacy_panel P_Q5_1 = {sizeof(blk_q5_1), sizeof(blk_q5_1x8), 2, 1, 4, u_q5x8, 0.0f};
+static const legacy_panel P_Q8_0 = {sizeof(blk_q8_0), sizeof(blk_q8_0x8), 1, 0, 8, u_q8_0x8, 0.0f};
 
 static const legacy_panel *legacy_of(int type) {
-    return type == LLK_TYPE_Q4_0 ? &P_Q4_0 : type == LLK_TYPE_Q4_1 ? &P_Q4_1 : type == LLK_TYPE_Q8_0 ? &P_Q8_0 : NULL;
+    switch (type) {
+    case LLK_TYPE_Q4_0: return &P_Q4_0;
+    case LLK_TYPE_Q4_1: return &P_Q4_1;
+    case LLK_TYPE_Q5_0: return &P_Q5_0;
+    case LLK_TYPE_Q5_1: return &P_Q5_1;
+    case LLK_TYPE_Q8_0: return &P_Q8_0;
+    default: return NULL;
+    }
 }
 
 /* Q4_K and Q5_K: row r's super-block into entry e: its scales and mins unpacked, its quants in
@@ -127,8 +143,9 @@ static void pack_super(void (*put)(uint8_t *, int, const uint8_t *), size_t blk,
     }
 }
 
-/* Legacy panels [p0, p1): for each entry (lane-major), the 8 rows' scales, then their 4-byte
- * chunks interleaved (chunk c of row r at 32c + 4r). Both types keep the row's bytes as they are. */
+/* Legacy panels [p0, p1): for each entry (lane-major), the 8 rows' scales, Q5_0's and Q5_1's fifth
+ * bits rearranged (blk_q5_0x8), then their 4-byte chunks interleaved (chunk c of row r at 32c + 4r),
+ * the row's bytes as they are. */
 void llk_panel_pack_range(int type, const uint8_t *w, size_t row_stride, int64_t n_cols,
                           int64_t p0, int64_t p1, uint8_t *out) {
     void (*put)(uint8_t *, int, const uint8_t *) = NULL;   /* the super-block types' entries */
@@ -155,8 +172,20 @@ void llk_panel_pack_range(int type, const uint8_t *w, size_t row_stride, int64_t
                 for (int r = 0; r < LLK_PANEL_ROWS; r++) {
                     const uint8_t *B = rows + (size_t)r * row_stride + (size_t)b * L->blk;
                     for (int h = 0; h < L->head; h++) memcpy(e + 16 * h + 2 * r, B + 2 * h, 2);   /* d, m */
-                    for (int c = 0; c < L->n_chunks; c++)
-                        memcpy(e + 16 * L->head + 32 * c + 4 * r, B + 2 * L->head + 4 * c, 4);
+                    const uint8_t *qs = B + 2 * L->head + 4 * L->has_qh;
+                    uint8_t *eq = e + 16 * L->head + 32 * L->has_qh;
+                    for (int c = 0; c < L->n_chunks; c++) memcpy(eq + 32 * c + 4 * r, qs + 4 * c, 4);
+                    if (L->has_qh) {   /* the block's 32 fifth bits as blk_q5_0x8 lays them out */
+                        uint32_t qh;
+                        memcpy(&qh, B + 2 * L->head, 4);
+                        uint8_t *eh = e + 16 * L->head;
+                        for (int i = 0; i < 4; i++) {
+                            uint8_t v = 0;
+                            for (int c = 0; c < 4; c++)
+                                for (int h = 0; h < 2; h++) v |= (uint8_t)(((qh >> (16 * h + 4 * c + i)) & 1) << (2 * c + h));
+                            eh[4 * r + i] = v;
+                        }
+                    }
                 }
             }
     }
@@ -203,6 +232,14 @@ static void panel_q4_0_ref(const void *w, size_t pb, int64_t n_panels, int64_t n
 static void panel_q4_1_ref(const void *w, size_t pb, int64_t n_panels, int64_t n_cols, const void *a,
                            size_t as, int64_t n_tok, float *y, int64_t ldy) {
     panel_ref(&P_Q4_1, w, pb, n_panels, n_cols, a, as, n_tok, y, ldy);
+}
+static void panel_q5_0_ref(const void *w, size_t pb, int64_t n_panels, int64_t n_cols, const void *a,
+                           size_t as, int64_t n_tok, float *y, int64_t ldy) {
+    panel_ref(&P_Q5_0, w, pb, n_panels, n_cols, a, as, n_tok, y, ldy);
+}
+static void panel_q5_1_ref(const void *w, size_t pb, int64_t n_panels, int64_t n_cols, const void *a,
+                           size_t as, int64_t n_tok, float *y, int64_t ldy) {
+    panel_ref(&P_Q5_1, w, pb, n_panels, n_cols, a, as, n_tok, y, ldy);
 }
 static void panel_q8_0_ref(const void *w, size_t pb, int64_t n_panels, int64_t n_cols, const void *a,
                            size_t as, int64_t n_tok, float *y, int64_t ldy) {
@@ -304,6 +341,8 @@ static llk_panel_fn panel_ref_for(int type) {
     switch (type) {
     case LLK_TYPE_Q4_0: return panel_q4_0_ref;
     case LLK_TYPE_Q4_1: return panel_q4_1_ref;
+    case LLK_TYPE_Q5_0: return panel_q5_0_ref;
+    case LLK_TYPE_Q5_1: return panel_q5_1_ref;
     case LLK_TYPE_Q8_0: return panel_q8_0_ref;
     case LLK_TYPE_Q4_K: return panel_q4_K_ref;
     case LLK_TYPE_Q5_K: return panel_q5_K_ref;
