@@ -357,25 +357,26 @@ class Api:
             if _GONE in events:
                 state["note"] = "client left mid-stream"
                 return
+            # The pieces that arrived together (a run of tokens the engine decoded in one call)
+            # go out as one chunk: one event for the client to parse, not one per token. Nothing
+            # waits for more: what the loop found is written now.
+            text = "".join(ev.text for ev in events if isinstance(ev, TextPiece))
             out = []
-            for ev in events:
-                if isinstance(ev, TextPiece):
-                    if ev.text:
-                        out.append(
-                            _sse(
-                                wire.chat_chunk(rid, model, created, {"content": ev.text})
-                                if chat
-                                else wire.completion_chunk(rid, model, created, ev.text)
-                            )
-                        )
-                elif isinstance(ev, JobFailed):
-                    out.append(_sse(wire.error_body(ev.message, "server_error")))
-                    ended = True
-                    break
-                elif isinstance(ev, Finished):
-                    out += self._last_chunks(ev, rid, created, spec, chat, state)
-                    ended = True
-                    break
+            if text:
+                out.append(
+                    _sse(
+                        wire.chat_chunk(rid, model, created, {"content": text})
+                        if chat
+                        else wire.completion_chunk(rid, model, created, text)
+                    )
+                )
+            last = events[-1]  # a Finished or a JobFailed is a job's last event
+            if isinstance(last, JobFailed):
+                out.append(_sse(wire.error_body(last.message, "server_error")))
+                ended = True
+            elif isinstance(last, Finished):
+                out += self._last_chunks(last, rid, created, spec, chat, state)
+                ended = True
             if out:
                 yield b"".join(out)
         yield b"data: [DONE]\n\n"
