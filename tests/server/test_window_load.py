@@ -134,3 +134,34 @@ def check_round(qtbot, w, bar, results: list, served_before: int) -> None:
     assert httpx.get(bar.url.removesuffix("/v1") + "/health").json() == {"status": "ok", "queue": 0}
     bar.refresh()
     assert bar.count.text() == f"{bar.api.requests_served} requests"
+
+
+def test_the_own_stall_probe_still_sees_work_and_waits_on_the_ui_thread(qtbot):
+    """The probe's oracle: 120 ms of CPU spent on the UI thread, and 120 ms asleep on a lock
+    another thread holds (as on the interpreter lock), are stalls; only run-queue time is left out."""
+    import threading
+
+    from PySide6.QtCore import QTimer
+
+    def spin():
+        end = time.thread_time() + 0.12  # CPU time: preemption on a busy machine does not shorten it
+        while time.thread_time() < end:
+            pass
+
+    lock = threading.Lock()
+
+    def wait_on_lock():
+        lock.acquire()
+        threading.Timer(0.12, lock.release).start()
+        with lock:  # asleep until the timer's thread lets go
+            pass
+
+    for work in (spin, wait_on_lock):
+        probe = OwnStallProbe()
+        probe.start()
+        qtbot.wait(200)
+        QTimer.singleShot(0, work)
+        qtbot.wait(300)
+        probe.stop()
+        assert probe.unexcused_ms() >= 110, work.__name__
+        probe.close()
