@@ -94,7 +94,9 @@ def _error(
 
 
 class RequestLog:
-    """One log line per request: method, path, status, tokens, seconds (never the prompt)."""
+    """One log line per request: method, path, status, tokens, seconds (never the prompt). It is
+    written just before the answer's last byte goes out, so a client that has its whole answer
+    finds the line already in the log; a request that never sends one logs as it ends."""
 
     def __init__(self, app):
         self.app = app
@@ -104,16 +106,11 @@ class RequestLog:
             return await self.app(scope, receive, send)
         t0 = time.perf_counter()
         status = [0]
+        logged = [False]
         scope.setdefault("state", {})
 
-        async def send_status(message):
-            if message["type"] == "http.response.start":
-                status[0] = message["status"]
-            await send(message)
-
-        try:
-            await self.app(scope, receive, send_status)
-        finally:
+        def write_line() -> None:
+            logged[0] = True
             st = scope["state"]
             tokens = st.get("tokens")
             extra = f" {tokens[0]}+{tokens[1]} tok" if tokens else ""
@@ -127,6 +124,19 @@ class RequestLog:
                 extra,
                 time.perf_counter() - t0,
             )
+
+        async def send_status(message):
+            if message["type"] == "http.response.start":
+                status[0] = message["status"]
+            elif message["type"] == "http.response.body" and not message.get("more_body") and not logged[0]:
+                write_line()
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_status)
+        finally:
+            if not logged[0]:
+                write_line()
 
 
 class HostGuard:
