@@ -94,7 +94,9 @@ def _error(
 
 
 class RequestLog:
-    """One log line per request: method, path, status, tokens, seconds (never the prompt)."""
+    """One log line per request: method, path, status, tokens, seconds (never the prompt). It is
+    written just before the answer's last byte goes out, so a client that has its whole answer
+    finds the line already in the log; a request that never sends one logs as it ends."""
 
     def __init__(self, app):
         self.app = app
@@ -104,16 +106,11 @@ class RequestLog:
             return await self.app(scope, receive, send)
         t0 = time.perf_counter()
         status = [0]
+        logged = [False]
         scope.setdefault("state", {})
 
-        async def send_status(message):
-            if message["type"] == "http.response.start":
-                status[0] = message["status"]
-            await send(message)
-
-        try:
-            await self.app(scope, receive, send_status)
-        finally:
+        def write_line() -> None:
+            logged[0] = True
             st = scope["state"]
             tokens = st.get("tokens")
             extra = f" {tokens[0]}+{tokens[1]} tok" if tokens else ""
@@ -127,6 +124,19 @@ class RequestLog:
                 extra,
                 time.perf_counter() - t0,
             )
+
+        async def send_status(message):
+            if message["type"] == "http.response.start":
+                status[0] = message["status"]
+            elif message["type"] == "http.response.body" and not message.get("more_body") and not logged[0]:
+                write_line()
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_status)
+        finally:
+            if not logged[0]:
+                write_line()
 
 
 class HostGuard:
@@ -357,25 +367,26 @@ class Api:
             if _GONE in events:
                 state["note"] = "client left mid-stream"
                 return
+            # The pieces that arrived together (a run of tokens the engine decoded in one call)
+            # go out as one chunk: one event for the client to parse, not one per token. Nothing
+            # waits for more: what the loop found is written now.
+            text = "".join(ev.text for ev in events if isinstance(ev, TextPiece))
             out = []
-            for ev in events:
-                if isinstance(ev, TextPiece):
-                    if ev.text:
-                        out.append(
-                            _sse(
-                                wire.chat_chunk(rid, model, created, {"content": ev.text})
-                                if chat
-                                else wire.completion_chunk(rid, model, created, ev.text)
-                            )
-                        )
-                elif isinstance(ev, JobFailed):
-                    out.append(_sse(wire.error_body(ev.message, "server_error")))
-                    ended = True
-                    break
-                elif isinstance(ev, Finished):
-                    out += self._last_chunks(ev, rid, created, spec, chat, state)
-                    ended = True
-                    break
+            if text:
+                out.append(
+                    _sse(
+                        wire.chat_chunk(rid, model, created, {"content": text})
+                        if chat
+                        else wire.completion_chunk(rid, model, created, text)
+                    )
+                )
+            last = events[-1]  # a Finished or a JobFailed is a job's last event
+            if isinstance(last, JobFailed):
+                out.append(_sse(wire.error_body(last.message, "server_error")))
+                ended = True
+            elif isinstance(last, Finished):
+                out += self._last_chunks(last, rid, created, spec, chat, state)
+                ended = True
             if out:
                 yield b"".join(out)
         yield b"data: [DONE]\n\n"
