@@ -240,7 +240,7 @@ def _pump(seconds: float, until=lambda: False) -> bool:
 
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
-        QCoreApplication.processEvents(QEventLoop.AllEvents, 20)
+        QCoreApplication.processEvents(QEventLoop.ProcessEventsFlag.AllEvents, 20)
         if until():
             return True
         time.sleep(0.005)

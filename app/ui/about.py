@@ -28,10 +28,10 @@ def show_about(window) -> QMessageBox:
     box = QMessageBox(window)
     box.setObjectName("aboutBox")
     box.setWindowTitle("About Llambda")
-    box.setTextFormat(Qt.PlainText)
+    box.setTextFormat(Qt.TextFormat.PlainText)
     box.setText(about_text())
-    box.setFont(QFontDatabase.systemFont(QFontDatabase.FixedFont))
-    box.setTextInteractionFlags(Qt.TextSelectableByMouse)
+    box.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
+    box.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
     window.about_box = box
     box.open()
     return box

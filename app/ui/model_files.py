@@ -87,9 +87,9 @@ class ModelFilesMixin:
             "A copy keeps working if the original is moved or deleted, and takes the "
             "same space again. Used where it is, the file must stay in place."
         )
-        copy = box.addButton("Copy into the library", QMessageBox.AcceptRole)
-        in_place = box.addButton("Use it where it is", QMessageBox.AcceptRole)
-        box.addButton(QMessageBox.Cancel)
+        copy = box.addButton("Copy into the library", QMessageBox.ButtonRole.AcceptRole)
+        in_place = box.addButton("Use it where it is", QMessageBox.ButtonRole.AcceptRole)
+        box.addButton(QMessageBox.StandardButton.Cancel)
         remember = QCheckBox("Remember my choice (Manage models… changes it)")
         remember.setChecked(True)
         box.setCheckBox(remember)

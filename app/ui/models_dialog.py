@@ -67,11 +67,11 @@ class ModelsDialog(QDialog):
         lay = QVBoxLayout(self)
         self.table = QTableWidget(0, len(COLUMNS))
         self.table.setHorizontalHeaderLabels(COLUMNS)
-        self.table.setSelectionBehavior(QAbstractItemView.SelectRows)
-        self.table.setSelectionMode(QAbstractItemView.SingleSelection)
-        self.table.setEditTriggers(QAbstractItemView.NoEditTriggers)
+        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.table.verticalHeader().hide()
-        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeToContents)
+        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         self.table.horizontalHeader().setStretchLastSection(True)
         self.table.setAccessibleName("Models in the library")
         self.table.itemDoubleClicked.connect(lambda _i: self.on_load_button_clicked())
@@ -110,8 +110,8 @@ class ModelsDialog(QDialog):
         lay.addWidget(QLabel("Models other apps have on this computer (used where they are, not copied):"))
         self.found = QTableWidget(0, 3)
         self.found.setHorizontalHeaderLabels(("App", "Size", "File"))
-        self.found.setSelectionBehavior(QAbstractItemView.SelectRows)
-        self.found.setEditTriggers(QAbstractItemView.NoEditTriggers)
+        self.found.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.found.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.found.verticalHeader().hide()
         self.found.horizontalHeader().setStretchLastSection(True)
         self.found.setAccessibleName("Models of other apps")
@@ -128,7 +128,7 @@ class ModelsDialog(QDialog):
         frow.addWidget(self.use_found_button)
         frow.addWidget(self.found_note, 1)
         lay.addLayout(frow)
-        buttons = QDialogButtonBox(QDialogButtonBox.Close)
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)
         buttons.rejected.connect(self.reject)
         lay.addWidget(buttons)
         self.resize(900, 560)
@@ -164,7 +164,7 @@ class ModelsDialog(QDialog):
                 item = QTableWidgetItem(str(v))
                 item.setToolTip(str(v))
                 if c == 0:
-                    item.setData(Qt.UserRole, e.sha256)
+                    item.setData(Qt.ItemDataRole.UserRole, e.sha256)
                 self.table.setItem(r, c, item)
         self.empty.setVisible(not self.entries)
         if self.entries and self.table.currentRow() < 0:
@@ -244,7 +244,7 @@ class ModelsDialog(QDialog):
     # -- defaults that ask or open ----------------------------------------------------------------
 
     def _confirm(self, text: str) -> bool:
-        return QMessageBox.question(self, "Remove model", text) == QMessageBox.Yes
+        return QMessageBox.question(self, "Remove model", text) == QMessageBox.StandardButton.Yes
 
     def _reveal(self, folder: str) -> None:
         QDesktopServices.openUrl(QUrl.fromLocalFile(folder))

@@ -64,14 +64,16 @@ class ConversationPanel(QFrame):
         self.list = QListWidget()
         self.list.setObjectName("conversationList")
         self.list.setAccessibleName("Conversation list")
-        self.list.setEditTriggers(QAbstractItemView.DoubleClicked | QAbstractItemView.EditKeyPressed)
+        self.list.setEditTriggers(
+            QAbstractItemView.EditTrigger.DoubleClicked | QAbstractItemView.EditTrigger.EditKeyPressed
+        )
         self.list.setAcceptDrops(False)
-        self.list.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
-        self.list.setTextElideMode(Qt.ElideRight)
+        self.list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.list.setTextElideMode(Qt.TextElideMode.ElideRight)
         self.list.setUniformItemSizes(True)
         self.list.currentItemChanged.connect(self.on_list_current_item_changed)
         self.list.itemChanged.connect(self.on_list_item_changed)
-        self.list.setContextMenuPolicy(Qt.CustomContextMenu)
+        self.list.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         self.list.customContextMenuRequested.connect(self.on_list_context_menu_requested)
         self.list.installEventFilter(self)
         lay.addWidget(self.list, 1)
@@ -91,7 +93,7 @@ class ConversationPanel(QFrame):
         ub = QHBoxLayout(self.undo_bar)
         ub.setContentsMargins(6, 4, 6, 4)
         self.undo_label = QLabel()
-        self.undo_label.setTextFormat(Qt.PlainText)
+        self.undo_label.setTextFormat(Qt.TextFormat.PlainText)
         self.undo_label.setWordWrap(True)
         self.undo_button = QPushButton("Undo")
         self.undo_button.setAccessibleName("Undo delete")
@@ -109,16 +111,16 @@ class ConversationPanel(QFrame):
         """Delete (or Backspace on macOS keyboards) deletes the selected chat; Undo brings it back."""
         if (
             obj is self.list
-            and event.type() == QEvent.KeyPress
-            and event.key() in (Qt.Key_Delete, Qt.Key_Backspace)
-            and self.list.state() != QAbstractItemView.EditingState
+            and event.type() == QEvent.Type.KeyPress
+            and event.key() in (Qt.Key.Key_Delete, Qt.Key.Key_Backspace)
+            and self.list.state() != QAbstractItemView.State.EditingState
         ):
             self.on_delete_button_clicked()
             return True
         return super().eventFilter(obj, event)
 
     def context_menu(self, item) -> "QMenu":
-        conv_id = int(item.data(Qt.UserRole))
+        conv_id = int(item.data(Qt.ItemDataRole.UserRole))
         menu = QMenu(self)
         menu.addAction("Rename", lambda: self.list.editItem(item))
         menu.addAction("Export…", lambda: emit(self.export_requested, conv_id))
@@ -138,8 +140,8 @@ class ConversationPanel(QFrame):
             self.list.clear()
             for c in conversations:
                 item = QListWidgetItem(c.title or "Untitled")
-                item.setData(Qt.UserRole, c.id)
-                item.setFlags(item.flags() | Qt.ItemIsEditable)
+                item.setData(Qt.ItemDataRole.UserRole, c.id)
+                item.setFlags(item.flags() | Qt.ItemFlag.ItemIsEditable)
                 item.setToolTip(plain_tooltip(c.title))
                 self.list.addItem(item)
                 if c.id == current_id:
@@ -149,11 +151,11 @@ class ConversationPanel(QFrame):
 
     def current_id(self) -> int | None:
         item = self.list.currentItem()
-        return None if item is None else int(item.data(Qt.UserRole))
+        return None if item is None else int(item.data(Qt.ItemDataRole.UserRole))
 
     def item_for(self, conv_id: int) -> QListWidgetItem | None:
         for i in range(self.list.count()):
-            if int(self.list.item(i).data(Qt.UserRole)) == conv_id:
+            if int(self.list.item(i).data(Qt.ItemDataRole.UserRole)) == conv_id:
                 return self.list.item(i)
         return None
 
@@ -164,11 +166,11 @@ class ConversationPanel(QFrame):
 
     def on_list_current_item_changed(self, current, _previous) -> None:
         if not self._filling and current is not None:
-            emit(self.selected, int(current.data(Qt.UserRole)))
+            emit(self.selected, int(current.data(Qt.ItemDataRole.UserRole)))
 
     def on_list_item_changed(self, item) -> None:
         if not self._filling:
-            emit(self.rename_requested, int(item.data(Qt.UserRole)), item.text())
+            emit(self.rename_requested, int(item.data(Qt.ItemDataRole.UserRole)), item.text())
 
     def on_rename_button_clicked(self) -> None:
         item = self.list.currentItem()
@@ -198,13 +200,13 @@ class ElidedLabel(QLabel):
     """One line that ends (or, for paths, middles) in "…" when it does not fit its width; the
     whole text is the tooltip. For unbreakable values: file paths, hashes."""
 
-    def __init__(self, mode=Qt.ElideMiddle, parent=None):
+    def __init__(self, mode=Qt.TextElideMode.ElideMiddle, parent=None):
         super().__init__(parent)
         self._full = ""
         self._mode = mode
-        self.setTextFormat(Qt.PlainText)
+        self.setTextFormat(Qt.TextFormat.PlainText)
         self.setMinimumWidth(40)
-        self.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Preferred)
+        self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
 
     def set_full_text(self, text: str) -> None:
         self._full = text
@@ -266,20 +268,20 @@ class ModelInfoPanel(QFrame):
         title.setObjectName("panelTitle")
         lay.addWidget(title)
         form = QFormLayout()
-        form.setLabelAlignment(Qt.AlignLeft)
+        form.setLabelAlignment(Qt.AlignmentFlag.AlignLeft)
         self.values: dict[str, QLabel] = {}
         for row in self.ROWS:
             v = ElidedLabel() if row in self.ELIDED else QLabel("–")
-            v.setTextFormat(Qt.PlainText)
+            v.setTextFormat(Qt.TextFormat.PlainText)
             v.setWordWrap(row not in self.ELIDED)
-            v.setTextInteractionFlags(Qt.TextSelectableByMouse)
+            v.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
             v.setAccessibleName(row)
             self.values[row] = v
             form.addRow(row, v)
         lay.addLayout(form)
         self.notes = QLabel()
         self.notes.setObjectName("modelNotes")
-        self.notes.setTextFormat(Qt.PlainText)
+        self.notes.setTextFormat(Qt.TextFormat.PlainText)
         self.notes.setWordWrap(True)
         lay.addWidget(self.notes)
         lay.addStretch(1)

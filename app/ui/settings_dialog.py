@@ -92,7 +92,7 @@ def _with_help(widget: QWidget, name: str) -> QWidget:
     lay.addWidget(widget)
     note = QLabel(HELP[name])
     note.setObjectName("settingHelp")
-    note.setTextFormat(Qt.PlainText)
+    note.setTextFormat(Qt.TextFormat.PlainText)
     note.setWordWrap(False)  # one line each: wrapped labels in a form get cut in height
     note.setAccessibleName(f"{name}: help")
     widget.setToolTip(HELP[name])
@@ -122,8 +122,8 @@ class SettingsDialog(QDialog):
         outer = QVBoxLayout(self)
         scroll = QScrollArea()
         scroll.setWidgetResizable(True)
-        scroll.setFrameShape(QFrame.NoFrame)
-        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
+        scroll.setFrameShape(QFrame.Shape.NoFrame)
+        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         content = QWidget()
         lay = QVBoxLayout(content)
         lay.setContentsMargins(0, 0, 6, 0)
@@ -248,13 +248,17 @@ class SettingsDialog(QDialog):
         lform.addRow("Theme", _with_help(self.theme, "Theme"))
         lay.addWidget(look)
 
-        buttons = QDialogButtonBox(QDialogButtonBox.Save | QDialogButtonBox.Cancel | QDialogButtonBox.RestoreDefaults)
-        self.reset_button = buttons.button(QDialogButtonBox.RestoreDefaults)
+        buttons = QDialogButtonBox(
+            QDialogButtonBox.StandardButton.Save
+            | QDialogButtonBox.StandardButton.Cancel
+            | QDialogButtonBox.StandardButton.RestoreDefaults
+        )
+        self.reset_button = buttons.button(QDialogButtonBox.StandardButton.RestoreDefaults)
         self.reset_button.setText("Reset to defaults")
         self.reset_button.setAccessibleName("Reset to defaults")
         self.reset_button.clicked.connect(self.reset_to_defaults)
-        buttons.button(QDialogButtonBox.Save).setAccessibleName("Save settings")
-        buttons.button(QDialogButtonBox.Cancel).setAccessibleName("Cancel")
+        buttons.button(QDialogButtonBox.StandardButton.Save).setAccessibleName("Save settings")
+        buttons.button(QDialogButtonBox.StandardButton.Cancel).setAccessibleName("Cancel")
         buttons.accepted.connect(self.accept)
         buttons.rejected.connect(self.reject)
         scroll.setWidget(content)

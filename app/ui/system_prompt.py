@@ -54,8 +54,8 @@ class SystemPromptBar(QFrame):
         head.addWidget(self.toggle)
         self.summary = QLabel()
         self.summary.setObjectName("systemPromptSummary")
-        self.summary.setTextFormat(Qt.PlainText)
-        self.summary.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Preferred)
+        self.summary.setTextFormat(Qt.TextFormat.PlainText)
+        self.summary.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         head.addWidget(self.summary, 1)
         lay.addLayout(head)
 

@@ -229,9 +229,9 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         self.drop_overlay = QLabel("Drop the GGUF file to check it, add it to your library and load it", self)
         self.drop_overlay.setObjectName("dropOverlay")
         self.drop_overlay.setAccessibleName("Drop here")
-        self.drop_overlay.setAlignment(Qt.AlignCenter)
+        self.drop_overlay.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.drop_overlay.setWordWrap(True)
-        self.drop_overlay.setAttribute(Qt.WA_TransparentForMouseEvents)
+        self.drop_overlay.setAttribute(Qt.WidgetAttribute.WA_TransparentForMouseEvents)
         self.drop_overlay.hide()
 
         self.stats = StatsBar()
@@ -292,7 +292,7 @@ class MainWindow(ModelFilesMixin, QMainWindow):
 
         m = self.menuBar()
         file_menu = m.addMenu("&File")
-        self.open_action = action(file_menu, "&Open model…", self.open_dialog, QKeySequence.Open)
+        self.open_action = action(file_menu, "&Open model…", self.open_dialog, QKeySequence.StandardKey.Open)
         self.models_action = action(file_menu, "&Manage models…", self.open_models, "Ctrl+M")
         self.get_models_action = action(
             file_menu,
@@ -313,11 +313,13 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         )
         self.serve_action.setCheckable(True)
         file_menu.addSeparator()
-        action(file_menu, "&Quit", self.close, QKeySequence.Quit)
+        action(file_menu, "&Quit", self.close, QKeySequence.StandardKey.Quit)
         chat_menu = m.addMenu("&Chat")
-        self.new_action = action(chat_menu, "&New chat", self.on_conversations_new_requested, QKeySequence.New)
-        self.search_action = action(chat_menu, "&Search chats", self.focus_search, QKeySequence.Find)
-        self.stop_action = action(chat_menu, "S&top", self.on_escape, Qt.Key_Escape)
+        self.new_action = action(
+            chat_menu, "&New chat", self.on_conversations_new_requested, QKeySequence.StandardKey.New
+        )
+        self.search_action = action(chat_menu, "&Search chats", self.focus_search, QKeySequence.StandardKey.Find)
+        self.stop_action = action(chat_menu, "S&top", self.on_escape, Qt.Key.Key_Escape)
         self.regen_action = action(chat_menu, "&Regenerate", self.regenerate, "Ctrl+R")
         chat_menu.addSeparator()
         action(chat_menu, "Se&ttings…", self.open_settings, "Ctrl+,")
@@ -353,7 +355,7 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         if self.preflight.get("path"):
             facts.append(f"file: {self.preflight['path']}")
         box = ErrorDialog(title, reason, "\n".join(facts), self)
-        box.setWindowModality(Qt.WindowModal)
+        box.setWindowModality(Qt.WindowModality.WindowModal)
         if self.error_dialog is not None:
             self.error_dialog.close()
         self.error_dialog = box
@@ -884,7 +886,7 @@ class MainWindow(ModelFilesMixin, QMainWindow):
                     )
             label = QLabel(f"Attached: {a.name} · {what} · {fit}")
             label.setObjectName("attachmentChip")
-            label.setTextFormat(Qt.PlainText)
+            label.setTextFormat(Qt.TextFormat.PlainText)
             label.setToolTip(a.name)
             row.addWidget(label, 1)
             remove = QPushButton("Remove")
