@@ -82,14 +82,16 @@ def _no_network():
     def refuse(*_args, **_kwargs):
         raise OSError("llambda self-test: network access is not allowed")
 
-    saved = socket.socket.connect, socket.socket.connect_ex, socket.create_connection
-    socket.socket.connect = refuse
-    socket.socket.connect_ex = refuse
-    socket.create_connection = refuse
+    # setattr: mypy refuses assignments to methods, and replacing them is the point here
+    targets = ((socket.socket, "connect"), (socket.socket, "connect_ex"), (socket, "create_connection"))
+    saved = [getattr(owner, name) for owner, name in targets]
+    for owner, name in targets:
+        setattr(owner, name, refuse)
     try:
         yield
     finally:
-        socket.socket.connect, socket.socket.connect_ex, socket.create_connection = saved
+        for (where, name), original in zip(targets, saved):
+            setattr(where, name, original)
 
 
 # ---- the steps -------------------------------------------------------------------------------
@@ -198,12 +200,11 @@ def check_window(path: Path, oracle: dict) -> str:
     """Open the main window on the current Qt platform and let it paint; where the window has its
     engine, open the model in it (pre-flight, import into the temporary library, load in the
     worker thread), ask the oracle's question and wait for the answer; close it."""
-    from PySide6.QtWidgets import QApplication  # lazy: a module missing from the build fails this step, in one line
-
-    from app.ui.main import make_app
+    from app.ui.main import make_app  # lazy: a module missing from the build fails this step, in one line
+    from app.ui.qt_fix import application
     from app.ui.window import MainWindow
 
-    app = QApplication.instance() or make_app()
+    app = application() or make_app()
     with _quiet_qt():
         window = MainWindow()
         try:

@@ -7,6 +7,8 @@ reply streams, text arrives in batches and is drawn at most every `RENDER_EVERY_
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 from PySide6.QtCore import QEvent, QSize, Qt, QTimer, Signal
 from PySide6.QtGui import QFontDatabase, QGuiApplication, QTextOption
 from PySide6.QtWidgets import (
@@ -30,6 +32,8 @@ RENDER_EVERY_MS = 80
 SHOW_LAST = 40  # messages drawn when a conversation opens; the rest on request
 SHOW_CHARS = 20000  # longer texts are shown cut (drawing megabytes would freeze the window)
 CODE_MAX_LINES = 24
+
+_W = TypeVar("_W", bound=QWidget)
 
 EMPTY_TEXT = (
     "Drop a GGUF model file anywhere on this window to start.\n\n"
@@ -227,6 +231,7 @@ class MessageWidget(QFrame):
         self.next_button = QPushButton("›")
         self.version_label = QLabel()
         self.version_label.setObjectName("messageStatus")
+        self.version, self.n_versions = 0, 1
         for b, step, name in ((self.prev_button, -1, "Earlier version"), (self.next_button, 1, "Later version")):
             b.setObjectName("messageAction")
             b.setAccessibleName(name)
@@ -234,7 +239,6 @@ class MessageWidget(QFrame):
         head.addWidget(self.prev_button)
         head.addWidget(self.version_label)
         head.addWidget(self.next_button)
-        self.version, self.n_versions = 0, 1
         self.set_versions(0, 1)
         self.copy_button = QPushButton("Copy")
         self.copy_button.setObjectName("messageAction")
@@ -305,28 +309,32 @@ class MessageWidget(QFrame):
         """Re-render an assistant message; widgets are reused where the structure is unchanged."""
         self.text = text
         if self.role == "user":
-            self.parts[0].setText(_shown(text))
+            label = self.parts[0]
+            if isinstance(label, QLabel):  # always: a user message is one plain label
+                label.setText(_shown(text))
             return
         segments = render(_shown(text)) or [TextSegment("")]
         for i, seg in enumerate(segments):
             widget = self.parts[i] if i < len(self.parts) else None
-            wants_code = isinstance(seg, CodeSegment)
-            if widget is not None and isinstance(widget, CodeBlock) != wants_code:
-                for w in self.parts[i:]:
-                    _discard(self.body, w)
-                del self.parts[i:]
-                widget = None
-            if widget is None:
-                widget = CodeBlock(seg) if wants_code else self._text_label()
-                self.parts.append(widget)
-                self.body.addWidget(widget)
-            if wants_code:
-                widget.set_segment(seg)
-            elif widget.text() != seg.html:
-                widget.setText(seg.html)
+            if isinstance(seg, CodeSegment):
+                block = widget if isinstance(widget, CodeBlock) else self._replace_parts_from(i, CodeBlock(seg))
+                block.set_segment(seg)
+            else:
+                label = widget if isinstance(widget, QLabel) else self._replace_parts_from(i, self._text_label())
+                if label.text() != seg.html:
+                    label.setText(seg.html)
         for w in self.parts[len(segments) :]:
             _discard(self.body, w)
         del self.parts[len(segments) :]
+
+    def _replace_parts_from(self, i: int, widget: _W) -> _W:
+        """Part `i` and those after it are of the wrong kind (or missing): `widget` takes their place."""
+        for w in self.parts[i:]:
+            _discard(self.body, w)
+        del self.parts[i:]
+        self.parts.append(widget)
+        self.body.addWidget(widget)
+        return widget
 
     def _text_label(self) -> QLabel:
         label = WrappedLabel()
@@ -384,7 +392,7 @@ class ChatView(QScrollArea):
         self.column.addWidget(self.empty, 1)  # centred while shown; messages go below it
         self.starter = QFrame()
         self.starter.setObjectName("starterBox")
-        srow = QVBoxLayout(self.starter)
+        srow = self.starter_column = QVBoxLayout(self.starter)  # the window adds its models panel
         srow.setContentsMargins(0, 0, 0, 0)
         self.starter_button = QPushButton("Get a small starter model (98 MB)")
         self.starter_button.setObjectName("sendButton")
@@ -420,7 +428,8 @@ class ChatView(QScrollArea):
         self._pending_text = None
         self.messages = []
         while self.column.count() > 3:  # keep the empty label, the starter box and the end stretch
-            w = self.column.itemAt(2).widget()
+            item = self.column.itemAt(2)
+            w = item.widget() if item is not None else None
             if w is None:
                 self.column.takeAt(2)
             else:

@@ -72,6 +72,7 @@ class CrashHandler(QObject):
     files and `dialog` is the last dialog shown (tests look at both)."""
 
     crashed = Signal(str, str)  # one-line reason, report path ("" when none was saved)
+    test_action: QAction  # the hidden raising action, set by install_crash_handler with LLAMBDA_TEST_HOOKS=1
 
     def __init__(self, window=None):
         super().__init__(window)

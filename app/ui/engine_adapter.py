@@ -49,15 +49,20 @@ def sampler_settings(settings: dict):
 
 
 class RealEngine:
-    def __init__(self):
-        self.engine = None
+    def __init__(self) -> None:
+        self.engine: Engine | None = None
         self.warnings: list[str] = []
         self._prefetch: tuple[threading.Thread, threading.Event] | None = None
-        self._chat = None  # the last conversation answered (whose state to save)
+        self._chat: Chat | None = None  # the last conversation answered (whose state to save)
         self._chat_tokens: list[int] | None = None  # the cache when its reply finished
         self.kv: StateKeeper | None = None  # saved KV states: made at the first load, kept across loads
         self._kv_budget: int | None = None  # the disk budget asked for (None: KVStore's default)
         self.reply_notes: dict = {}  # template_facts when the last reply's template gave way
+
+    def _loaded(self) -> Engine:
+        if self.engine is None:
+            raise RuntimeError("no model is loaded")
+        return self.engine
 
     # -- loading -------------------------------------------------------------------------------
 
@@ -176,8 +181,7 @@ class RealEngine:
     def generate(self, messages: list[dict], settings: dict) -> Iterator[Event]:
         """One reply to the conversation `messages`: the engine's own events (app.engine.generate),
         starting with an estimate of the prompt (a `PromptProgress` before the first batch)."""
-        if self.engine is None:
-            raise RuntimeError("no model is loaded")
+        engine = self._loaded()
         self.reply_notes = {}
         system = messages[0]["content"] if messages and messages[0]["role"] == "system" else None
         turns = [m for m in messages if m["role"] in ("user", "assistant")]
@@ -186,9 +190,9 @@ class RealEngine:
             return
         if not turns or turns[-1]["role"] != "user":
             raise ValueError("the conversation must end with a user message")
-        template = getattr(self.engine, "_template", None)  # a failing one is replaced in the turn
+        template = getattr(engine, "_template", None)  # a failing one is replaced in the turn
         chat = Chat(
-            self.engine,
+            engine,
             system=system,
             context_policy=OVERFLOW_TO_POLICY.get(settings.get("overflow", D.OVERFLOW), D.OVERFLOW),
         )
@@ -197,9 +201,9 @@ class RealEngine:
         # What the prompt will cost, said before its first batch (which can take half a minute
         # on a big model): the tokens of the whole conversation, those already in the cache.
         try:
-            ids = self.engine.chat_prompt(([messages[0]] if system else []) + turns)
+            ids = engine.chat_prompt(([messages[0]] if system else []) + turns)
             if len(ids) <= chat.engine.n_ctx - min(chat.reserve, chat.engine.n_ctx // 4):  # no turn dropped
-                reused = min(self.engine.session.common_prefix(ids), max(0, len(ids) - 1))
+                reused = min(engine.session.common_prefix(ids), max(0, len(ids) - 1))
                 yield PromptProgress(0, len(ids) - reused, reused)
         except Exception:
             pass  # the turn itself reports what is wrong with the conversation
@@ -213,7 +217,7 @@ class RealEngine:
         `save_state` keeps) and whether the chat template gave way (`reply_notes`)."""
         for ev in events:
             if isinstance(ev, Finished):
-                self._chat_tokens = list(self.engine.session.tokens)
+                self._chat_tokens = list(self._loaded().session.tokens)
                 self.reply_notes = self._template_change(template)
             yield ev
 
@@ -227,13 +231,14 @@ class RealEngine:
         conversation up to it with the reply so far as the start of the model's turn, so the
         cache already holds nearly all of it."""
         so_far = turns[-1]["content"]
-        template = getattr(self.engine, "_template", None)
-        chat = Chat(self.engine, system=system[0]["content"] if system else None)
+        engine = self._loaded()
+        template = getattr(engine, "_template", None)
+        chat = Chat(engine, system=system[0]["content"] if system else None)
         chat.messages = [dict(m) for m in turns]  # its key: the system prompt, first message
         self._chat, self._chat_tokens = chat, None
-        ids = self.engine.chat_prompt(system + turns[:-1])
-        ids = ids + self.engine.tokenizer.encode(so_far, add_special=False, parse_special=False)
-        n_ctx = self.engine.n_ctx
+        ids = engine.chat_prompt(system + turns[:-1])
+        ids = ids + engine.tokenizer.encode(so_far, add_special=False, parse_special=False)
+        n_ctx = engine.n_ctx
         if len(ids) >= n_ctx:
             raise ValueError(
                 f"the conversation fills the context ({len(ids)} of {n_ctx} tokens): "
@@ -245,7 +250,7 @@ class RealEngine:
             sampler=sampler_settings(settings),
             context_policy="stop",
         )
-        yield from self._reply(self.engine.generate(req), template)
+        yield from self._reply(engine.generate(req), template)
 
     # -- reading the weights in ----------------------------------------------------------------
 
@@ -257,7 +262,7 @@ class RealEngine:
         engine = self.engine
         mm = getattr(getattr(engine, "file", None), "_mmap", None)
         packed = getattr(getattr(engine, "decoder", None), "packed_bytes", 0)
-        if mm is None or packed >= len(mm) // 2:
+        if engine is None or mm is None or packed >= len(mm) // 2:
             # the decoder copied most weights into its packed layout at load and gave those file
             # pages back: they are in memory already, and reading the file in again would hold
             # them twice (the rest is read at first use)

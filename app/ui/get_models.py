@@ -170,9 +170,10 @@ class GetModelsPage(QDialog):
         self.status.setText(f"Searching for {query!r}…")
         self.results.clear()
 
-        def work():
+        def work() -> None:
             from app.hub import HubClient
 
+            found: list[dict] | str  # the repositories, or why there are none
             try:
                 found = [h.to_json() for h in HubClient().search(query)]
             except Exception as e:
@@ -208,7 +209,7 @@ class GetModelsPage(QDialog):
         self.files.setRowCount(0)
         self.repo = None
 
-        def work():
+        def work() -> None:
             from app.hub import HubClient, check_remote
 
             client = HubClient()
@@ -219,6 +220,7 @@ class GetModelsPage(QDialog):
                 return
             emit(self.bridge.listed, repo_id, (repo, then_download))
             for f in repo.files:
+                v: dict | str  # the verdict, or why there is none
                 try:
                     v = check_remote(client, repo.repo_id, repo.revision, f).to_json()
                 except Exception as e:
@@ -261,13 +263,13 @@ class GetModelsPage(QDialog):
         if self.repo is None or self.repo.repo_id != repo_id:
             return
         for i in range(self.files.rowCount()):
-            if self.files.item(i, 0).data(Qt.ItemDataRole.UserRole) == name:
+            file_item, verdict_item = self.files.item(i, 0), self.files.item(i, 3)  # every row has both
+            if file_item is not None and verdict_item is not None and file_item.data(Qt.ItemDataRole.UserRole) == name:
                 text = (
                     verdict if isinstance(verdict, str) else f"{verdict['verdict']}: " + "; ".join(verdict["messages"])
                 )
-                item = self.files.item(i, 3)
-                item.setText(text)
-                item.setToolTip(text)
+                verdict_item.setText(text)
+                verdict_item.setToolTip(text)
 
     # -- downloads ---------------------------------------------------------------------------------
 

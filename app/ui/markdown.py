@@ -132,7 +132,8 @@ def _blocks(lines: list[str]) -> list[str]:
                 start = f' start="{int(o.group(2))}"' if o else ""
                 out.append(f"<{kind}{start}>")
                 list_kind = kind
-            out.append(f"<li>{inline(b.group(2) if b else o.group(3))}</li>")
+            item = b.group(2) if b else o.group(3) if o else ""  # one of the two matched
+            out.append(f"<li>{inline(item)}</li>")
             continue
         if list_kind and line.startswith((" ", "\t")):
             # continuation of a list item: append to the last item

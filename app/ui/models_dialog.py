@@ -9,6 +9,7 @@ the models other apps (LM Studio, GPT4All, Jan, the Hugging Face cache) already 
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import Qt, QUrl, Signal
 from PySide6.QtGui import QDesktopServices
@@ -30,6 +31,10 @@ from PySide6.QtWidgets import (
 
 from app.ui.qt_fix import emit
 from app.units import format_last_used, format_size
+
+if TYPE_CHECKING:
+    from app.library.elsewhere import FoundModel
+    from app.library.index import ModelEntry
 
 STORAGE = {"copy": "copy in the library", "link": "linked in place", "reference": "used in place"}
 IMPORT_MODES = (
@@ -132,8 +137,8 @@ class ModelsDialog(QDialog):
         buttons.rejected.connect(self.reject)
         lay.addWidget(buttons)
         self.resize(900, 560)
-        self.entries = []
-        self.found_models = []
+        self.entries: list[ModelEntry] = []
+        self.found_models: list[FoundModel] = []
         self.refresh()
 
     # -- the library ------------------------------------------------------------------------------
@@ -141,9 +146,9 @@ class ModelsDialog(QDialog):
     def refresh(self) -> None:
         try:
             self.entries = self.library.list()
-        except Exception as e:
+        except Exception as err:
             self.entries = []
-            self.empty.setText(f"The model library cannot be read: {e}")
+            self.empty.setText(f"The model library cannot be read: {err}")
         self.table.setRowCount(len(self.entries))
         for r, e in enumerate(self.entries):
             path = e.file_path(self.library.folder)

@@ -33,7 +33,7 @@ class ServeBar(QWidget):
         self.owner = None
         self.api = None
         self.server = None
-        self.thread: threading.Thread | None = None
+        self.server_thread: threading.Thread | None = None  # not `thread`: that is QObject.thread()
         self.url = ""
         self.error = ""
 
@@ -116,10 +116,10 @@ class ServeBar(QWidget):
         app = create_app(owner, self.model_id or "model", ServerOptions(port=port))
         self.owner, self.api = owner, app.api
         self.server = make_server(app, sock)
-        self.thread = threading.Thread(
+        self.server_thread = threading.Thread(
             target=self._run, args=(self.server, sock), daemon=True, name=f"llambda-serve-{port}"
         )
-        self.thread.start()
+        self.server_thread.start()
         self.url = f"http://127.0.0.1:{port}/v1"
         self.address.setText(self.url)
         self._show(True)
@@ -136,8 +136,8 @@ class ServeBar(QWidget):
     def stop(self) -> None:
         """Stop listening; a request still running is cancelled. Safe to call twice."""
         self.timer.stop()
-        server, owner, thread = self.server, self.owner, self.thread
-        self.server = self.owner = self.thread = None
+        server, owner, thread = self.server, self.owner, self.server_thread
+        self.server = self.owner = self.server_thread = None
         if server is not None:
             server.should_exit = True
         if owner is not None:

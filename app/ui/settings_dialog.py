@@ -135,7 +135,6 @@ class SettingsDialog(QDialog):
         self.system_prompt.setPlaceholderText("Optional instructions for the model in this conversation")
         self.system_prompt.setFixedHeight(80)
         form.addRow("System prompt", _with_help(self.system_prompt, "System prompt"))
-        self.help_labels = {}
 
         def dspin(name, lo, hi, step, value, decimals=2):
             w = QDoubleSpinBox()
@@ -185,13 +184,14 @@ class SettingsDialog(QDialog):
             target=eform,
         )
         self.use_measured = None
-        best = (measured or {}).get("tg_threads") or (measured or {}).get("pp_threads")
+        fastest = measured or {}
+        best = fastest.get("tg_threads") or fastest.get("pp_threads")
         if best:
-            pp = measured.get("pp_threads")
+            pp = fastest.get("pp_threads")
             self.use_measured = QPushButton(f"Use the measured fastest: {best}")
             self.use_measured.setAccessibleName("Use the measured fastest thread count")
             self.use_measured.setToolTip(
-                f"llambda bench --threads auto ({measured.get('when', '')}) found {best} threads fastest "
+                f"llambda bench --threads auto ({fastest.get('when', '')}) found {best} threads fastest "
                 f"for replies" + (f" and {pp} for reading prompts" if pp else "")
             )
             self.use_measured.clicked.connect(lambda: self.threads.setValue(min(int(best), self.threads.maximum())))
@@ -264,7 +264,7 @@ class SettingsDialog(QDialog):
         scroll.setWidget(content)
         outer.addWidget(scroll, 1)
         outer.addWidget(buttons)
-        self.scroll = scroll
+        self.scroll_area = scroll  # not `scroll`: that is QWidget.scroll()
         # as tall as the settings need, but never taller than the screen (a scroll bar then)
         need = content.sizeHint()
         screen = self.screen().availableGeometry() if self.screen() is not None else None
@@ -288,7 +288,7 @@ class SettingsDialog(QDialog):
         self.threads.setValue(e["threads"])
         self.overflow.setCurrentIndex(OVERFLOW_POLICIES.index(e["overflow"]))
         self.kv_budget.setValue(e["kv_budget_mb"])
-        self.speculation.setCurrentIndex(self._speculation_index(e["speculation"], e["draft"]))
+        self.speculation.setCurrentIndex(self._speculation_index(str(e["speculation"]), str(e["draft"])))
         self.draft_max.setValue(e["draft_max"])
         self.theme.setCurrentIndex(0)
 

@@ -73,7 +73,7 @@ class StatsBar(QWidget):
         super().__init__(parent)
         self.setObjectName("statsBar")
         self.setAccessibleName("Live statistics")
-        lay = QHBoxLayout(self)
+        lay = self._row = QHBoxLayout(self)
         lay.setContentsMargins(8, 2, 8, 2)
         lay.setSpacing(12)
         self.labels: dict[str, QLabel] = {}
@@ -143,7 +143,7 @@ class StatsBar(QWidget):
         compact = event.size().width() < self.COMPACT_BELOW
         if compact != self.compact:
             self.compact = compact
-            self.layout().setSpacing(8 if compact else 12)
+            self._row.setSpacing(8 if compact else 12)
             self.refresh()
         super().resizeEvent(event)
 

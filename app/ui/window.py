@@ -10,11 +10,11 @@ with the one-line reason, and the window stays usable.
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QByteArray, Qt, Signal
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import (
-    QApplication,
     QFileDialog,
     QHBoxLayout,
     QLabel,
@@ -48,8 +48,14 @@ from app.ui.state import ChatState, not_saved_line, reply_timings
 from app.ui.stats_bar import StatsBar, prompt_progress_text
 from app.ui.system_prompt import SystemPromptBar
 from app.ui.theme import app_icon, set_theme_choice
-from app.ui.worker import EngineThread, EngineWorker, preload_modules
-from app.ui.qt_fix import emit
+from app.ui.worker import EngineFactory, EngineThread, EngineWorker, preload_modules
+from app.ui.qt_fix import application, emit
+
+if TYPE_CHECKING:
+    from PySide6.QtCore import QObject, QTimer
+
+    from app.library import ModelLibrary
+    from app.ui.crash import CrashHandler
 
 TITLE = "Llambda"
 
@@ -64,7 +70,17 @@ class MainWindow(ModelFilesMixin, QMainWindow):
     conversation_switched = Signal()  # the last conversation answered keeps its KV state
     kv_budget_changed = Signal(object)  # MiB of disk for saved KV states (settings)
 
-    def __init__(self, state: ChatState | None = None, engine_factory=None, library=None):
+    # set by app.ui.main.run_window on the window it runs
+    crash_handler: CrashHandler
+    _file_open_forwarder: QObject  # the macOS FileOpen events' filter, kept as long as the window
+    _signal_timer: QTimer  # lets Python's signal handlers run inside Qt's loop
+
+    def __init__(
+        self,
+        state: ChatState | None = None,
+        engine_factory: EngineFactory | None = None,
+        library: ModelLibrary | None = None,
+    ):
         super().__init__()
         self.setWindowTitle(TITLE)
         self.setWindowIcon(app_icon())
@@ -95,7 +111,7 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         preload_modules()
         gc_guard.acquire(self)
         self.worker = EngineWorker(engine_factory, library=self._library)
-        self.thread = EngineThread(self.worker)
+        self.engine_thread = EngineThread(self.worker)  # not `thread`: that is QObject.thread()
         w = self.worker
         self.open_requested.connect(w.on_window_open_requested)
         self.load_requested.connect(w.on_window_load_requested)
@@ -127,8 +143,8 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         self.statusBar().addPermanentWidget(self.serve_bar)
         self.serve_bar.hide()  # File > Serve on localhost shows it
         self.serve_bar.serving_changed.connect(self.on_serve_bar_serving_changed)
-        self.thread.start()
-        app = QApplication.instance()
+        self.engine_thread.start()
+        app = application()
         if app is not None:  # a window never closed still stops its thread cleanly
             app.aboutToQuit.connect(self.shutdown)
 
@@ -194,7 +210,7 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         self.first_models = FirstModelsPanel()
         self.first_models.download_requested.connect(self.on_first_models_download_requested)
         self.first_models.search_requested.connect(self.on_first_models_search_requested)
-        self.chat.starter.layout().addWidget(self.first_models)
+        self.chat.starter_column.addWidget(self.first_models)
         col.addWidget(self.chat, 1)
 
         self.composer = Composer()
@@ -328,7 +344,7 @@ class MainWindow(ModelFilesMixin, QMainWindow):
 
     # -- helpers ---------------------------------------------------------------------------------
 
-    def library(self):
+    def library(self) -> ModelLibrary:
         if self._library is None:
             from app.library import ModelLibrary  # lazy: numpy; the window shows first (see PRELOAD)
 
@@ -585,7 +601,7 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         shown = self.state.current_id is not None and self._shown_id == self.state.current_id
         new_conv = self.state.current_id is None
         try:
-            if edited:
+            if self.editing_id is not None:  # edited
                 self.state.truncate_from(self.editing_id)
             msg_id = self.state.add_user_message(text, self.model_name())
         except StoreError as e:  # a full disk: the text stays in the box to send again
@@ -609,8 +625,7 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         self.start_generation()
 
     def start_generation(self) -> None:
-        conv_id = self.state.current_id
-        messages = self.state.prompt_messages(conv_id)
+        messages = self.state.prompt_messages(self.state.open_id())
         try:
             reply = self.state.begin_reply(self.model_name(), model_identity_of(self.model_info))
         except StoreError as e:
@@ -636,8 +651,7 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         last = self.state.last_assistant()
         if last is None or (message_id is not None and last.id != message_id):
             return
-        conv_id = self.state.current_id
-        messages = self.state.prompt_messages(conv_id)
+        messages = self.state.prompt_messages(self.state.open_id())
         reply = self.state.continue_reply(last.id)
         self.chat.resume_reply(last.id)
         settings = {**self.state.sampling(), "continue": True}
@@ -853,7 +867,8 @@ class MainWindow(ModelFilesMixin, QMainWindow):
     def show_attachments(self) -> None:
         box = self.composer.attachments_row
         while box.count():
-            w = box.takeAt(0).widget()
+            taken = box.takeAt(0)
+            w = taken.widget() if taken is not None else None
             if w is not None:
                 w.hide()
                 w.deleteLater()
@@ -1064,7 +1079,7 @@ class MainWindow(ModelFilesMixin, QMainWindow):
             emit(self.load_requested, self.worker.loaded_path, self.engine_options())
 
     def apply_theme_choice(self) -> str | None:
-        app = QApplication.instance()
+        app = application()
         if app is None:
             return None
         return set_theme_choice(app, self.state.get("theme", "system") or "system")
@@ -1095,7 +1110,8 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         if not self._closed:
             self._closed = True
             try:
-                self.state.put("window_geometry", bytes(self.saveGeometry().toBase64()).decode("ascii"))
+                geometry = bytes(self.saveGeometry().toBase64())  # type: ignore[call-overload]  # PySide6: QByteArray is a buffer; its stub does not say so
+                self.state.put("window_geometry", geometry.decode("ascii"))
                 self.state.put("splitter_sizes", [int(s) for s in self.splitter.sizes()])
                 self.state.put("last_conversation", self.state.current_id)
             except Exception:
@@ -1105,7 +1121,7 @@ class MainWindow(ModelFilesMixin, QMainWindow):
             self.serve_bar.stop()
             if self.get_models_page is not None:
                 self.get_models_page.shutdown()
-            self.thread.stop()
+            self.engine_thread.stop()
             r = self.state.reply
             if r is not None:
                 try:

@@ -60,6 +60,7 @@ class EngineLike(Protocol):
     def cancel(self) -> None: ...
     def pool_counters(self) -> tuple[int, list[int]]: ...  # (pool size, busy ns per thread)
     def context_used(self) -> tuple[int, int]: ...  # (tokens in the cache, n_ctx)
+    def speculation(self) -> dict: ...  # figures of speculative decoding (a failure: none shown)
     def close(self) -> None: ...
 
 
@@ -224,7 +225,7 @@ class EngineWorker(QObject):
         except Exception as e:
             _warn_once("context_used", "context figures unavailable", e)
         try:
-            out.update(self._engine.speculation())
+            out.update(engine.speculation())
         except Exception as e:
             _warn_once("speculation", "speculation figures unavailable", e)
         return out
@@ -573,7 +574,7 @@ def _template_status(path: str) -> str:
 
 
 def _preflight_facts(path: str, report) -> dict:
-    d = {"path": path, "name": os.path.basename(path)}
+    d: dict[str, object] = {"path": path, "name": os.path.basename(path)}
     d.update(report.to_json())
     try:
         from app.library import describe_model  # lazy: see PRELOAD
@@ -598,7 +599,7 @@ def _preflight_facts(path: str, report) -> dict:
 
 def _plain(d: dict) -> dict:
     """Only plain data crosses threads."""
-    out = {}
+    out: dict[str, object] = {}
     for k, v in d.items():
         if isinstance(v, (str, int, float, bool)) or v is None:
             out[k] = v
