@@ -7,6 +7,7 @@ Views only: the window connects their widgets.
 from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QKeyEvent, QPaintEvent, QResizeEvent
 from PySide6.QtWidgets import (
     QComboBox,
     QFrame,
@@ -20,6 +21,7 @@ from PySide6.QtWidgets import (
     QStyleOptionComboBox,
     QStylePainter,
     QVBoxLayout,
+    QWidget,
 )
 from app.ui.qt_fix import emit
 
@@ -47,7 +49,7 @@ def _button(text: str, name: str, object_name: str = "", tip: str = "") -> QPush
 class ElidingComboBox(QComboBox):
     """A combo box whose current text ends in "…" when it is cut, with the whole text as tooltip."""
 
-    def __init__(self, parent=None):
+    def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
         self.currentTextChanged.connect(self.setToolTip)
 
@@ -61,7 +63,7 @@ class ElidingComboBox(QComboBox):
         )
         return self.fontMetrics().elidedText(self.currentText(), Qt.TextElideMode.ElideRight, max(0, room - 2))
 
-    def paintEvent(self, _event) -> None:  # noqa: N802 (Qt's name)
+    def paintEvent(self, _event: QPaintEvent) -> None:  # noqa: N802 (Qt's name)
         painter = QStylePainter(self)
         opt = QStyleOptionComboBox()
         self.initStyleOption(opt)
@@ -71,7 +73,7 @@ class ElidingComboBox(QComboBox):
 
 
 class ModelBar(QFrame):
-    def __init__(self, parent=None):
+    def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
         self.setObjectName("modelBar")
         row = QHBoxLayout(self)
@@ -98,13 +100,13 @@ class ModelBar(QFrame):
         self.info_button.setChecked(True)
         row.addWidget(self.info_button)
 
-    def resizeEvent(self, event) -> None:  # noqa: N802 (Qt's name)
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 (Qt's name)
         self.title.setVisible(event.size().width() >= 560)  # room for the picker first
         super().resizeEvent(event)
 
 
 class ProgressPanel(QFrame):
-    def __init__(self, parent=None):
+    def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
         self.setObjectName("progressPanel")
         lay = QVBoxLayout(self)
@@ -130,7 +132,7 @@ class ChatInput(QPlainTextEdit):
 
     send_requested = Signal()
 
-    def __init__(self, parent=None):
+    def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
         self.setObjectName("chatInput")
         self.setAccessibleName("Message")
@@ -139,7 +141,7 @@ class ChatInput(QPlainTextEdit):
         self.setTabChangesFocus(True)
         self.setFixedHeight(84)
 
-    def keyPressEvent(self, event) -> None:
+    def keyPressEvent(self, event: QKeyEvent) -> None:
         if event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter) and not (
             event.modifiers() & Qt.KeyboardModifier.ShiftModifier
         ):
@@ -150,7 +152,7 @@ class ChatInput(QPlainTextEdit):
 
 
 class Composer(QFrame):
-    def __init__(self, parent=None):
+    def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
         self.setObjectName("composer")
         lay = QVBoxLayout(self)
@@ -195,7 +197,7 @@ class StartupBanner(QFrame):
     line each. Unlike the composer's notice, which the next action replaces, it stays until the
     user dismisses it. The text can be selected, to copy a path from it."""
 
-    def __init__(self, parent=None):
+    def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
         self.setObjectName("startupBanner")
         self.setAccessibleName("Start-up problems")

@@ -7,14 +7,15 @@ reply streams, text arrives in batches and is drawn at most every `RENDER_EVERY_
 
 from __future__ import annotations
 
-from typing import TypeVar
+from typing import TYPE_CHECKING, Any, Iterable, TypeVar
 
 from PySide6.QtCore import QEvent, QSize, Qt, QTimer, Signal
-from PySide6.QtGui import QFontDatabase, QGuiApplication, QTextOption
+from PySide6.QtGui import QContextMenuEvent, QFontDatabase, QGuiApplication, QTextOption
 from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
     QLabel,
+    QLayout,
     QMenu,
     QPlainTextEdit,
     QPushButton,
@@ -27,6 +28,9 @@ from PySide6.QtWidgets import (
 from app.ui.about import identity_tooltip
 from app.ui.markdown import CodeSegment, TextSegment, render
 from app.ui.qt_fix import emit
+
+if TYPE_CHECKING:
+    from app.chats.store import Message
 
 RENDER_EVERY_MS = 80
 SHOW_LAST = 40  # messages drawn when a conversation opens; the rest on request
@@ -53,7 +57,7 @@ class WrappedLabel(QLabel):
 
     measurements = 0  # real (uncached) measurements by all such labels, for tests
 
-    def __init__(self, *args):
+    def __init__(self, *args: Any) -> None:  # QLabel's: (text, parent) or (parent)
         super().__init__(*args)
         self._hfw: dict[int, int] = {}
         self._hints: dict[str, QSize] = {}
@@ -70,7 +74,7 @@ class WrappedLabel(QLabel):
         self._forget()
         super().setWordWrap(on)
 
-    def setTextFormat(self, fmt) -> None:
+    def setTextFormat(self, fmt: Qt.TextFormat) -> None:
         self._forget()
         super().setTextFormat(fmt)
 
@@ -95,7 +99,7 @@ class WrappedLabel(QLabel):
             WrappedLabel.measurements += 1
         return self._hints["min"]
 
-    def changeEvent(self, event) -> None:
+    def changeEvent(self, event: QEvent) -> None:
         if event.type() in (QEvent.Type.FontChange, QEvent.Type.StyleChange, QEvent.Type.ContentsRectChange):
             self._forget()
         super().changeEvent(event)
@@ -114,7 +118,7 @@ def _plain_label(text: str, name: str) -> QLabel:
     return label
 
 
-def _discard(layout, widget: QWidget) -> None:
+def _discard(layout: QLayout, widget: QWidget) -> None:
     """Out of the layout now, deleted by Qt later. Never setParent(None): that hands the widget
     to a Python wrapper that may free it while Qt still points at it."""
     layout.removeWidget(widget)
@@ -134,7 +138,7 @@ def _shown(text: str) -> str:
 class CodeBlock(QFrame):
     """A fenced code block: language, copy button, monospace text."""
 
-    def __init__(self, segment: CodeSegment, parent=None):
+    def __init__(self, segment: CodeSegment, parent: QWidget | None = None):
         super().__init__(parent)
         self.setObjectName("codeBlock")
         self.code = ""
@@ -199,7 +203,7 @@ class MessageWidget(QFrame):
     continue_requested = Signal(int)  # message id: go on past the token limit
     version_requested = Signal(int, int)  # message id, version index (Regenerate kept them)
 
-    def __init__(self, message_id: int, role: str, text: str, status: str = "complete", parent=None):
+    def __init__(self, message_id: int, role: str, text: str, status: str = "complete", parent: QWidget | None = None):
         super().__init__(parent)
         self.message_id = message_id
         self.role = role
@@ -353,14 +357,14 @@ class MessageWidget(QFrame):
         self.copy_button.setText("Copied")
         QTimer.singleShot(1200, self.copy_button, lambda: self.copy_button.setText("Copy"))
 
-    def context_menu(self):
+    def context_menu(self) -> QMenu:
         menu = QMenu(self)
         menu.addAction("Copy", self.on_copy_button_clicked)
         if self.role == "user":
             menu.addAction("Edit and resend", lambda: emit(self.edit_requested, self.message_id))
         return menu
 
-    def contextMenuEvent(self, event) -> None:  # noqa: N802 (Qt's name)
+    def contextMenuEvent(self, event: QContextMenuEvent) -> None:  # noqa: N802 (Qt's name)
         self.context_menu().popup(event.globalPos())
 
 
@@ -371,7 +375,7 @@ class ChatView(QScrollArea):
     continue_requested = Signal(int)
     version_requested = Signal(int, int)
 
-    def __init__(self, parent=None):
+    def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
         self.setObjectName("chatView")
         self.setAccessibleName("Conversation")
@@ -442,7 +446,7 @@ class ChatView(QScrollArea):
         if text is not None:
             self.empty.setText(text)
 
-    def show_messages(self, messages, show_all: bool = False) -> None:
+    def show_messages(self, messages: Iterable[Message], show_all: bool = False) -> None:
         """Replace the column with these messages (objects with id, role, content, status,
         timings); a long conversation opens on its last SHOW_LAST, with a button for the rest."""
         self.clear()
@@ -460,7 +464,7 @@ class ChatView(QScrollArea):
         self._stick_to_bottom = True
         self.scroll_to_bottom()
 
-    def append_message(self, m) -> None:
+    def append_message(self, m: Message) -> None:
         """Add one stored message below the ones shown (a message just sent): the column is not
         rebuilt, so sending in a long conversation costs one bubble, not the whole history."""
         for w in self.messages:
@@ -470,7 +474,7 @@ class ChatView(QScrollArea):
         self._stick_to_bottom = True
         self.scroll_to_bottom()
 
-    def _show_stored(self, m, is_last: bool) -> "MessageWidget":
+    def _show_stored(self, m: Message, is_last: bool) -> "MessageWidget":
         """One stored message's bubble, with its versions, limit button and shift marker."""
         w = self._add(m.id, m.role, m.content, m.status)
         w.setToolTip(identity_tooltip(m))

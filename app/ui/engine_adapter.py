@@ -19,7 +19,7 @@ import logging
 import mmap
 import threading
 import warnings
-from typing import Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
 import numpy as np
 
@@ -34,12 +34,15 @@ from app.errors import LlambdaError, one_line
 from app.gguf import open_gguf
 from app.library.preflight import fitting_context, preflight
 
+if TYPE_CHECKING:
+    from app.text.chat import ChatTemplate
+
 log = logging.getLogger(__name__)
 
 OVERFLOW_TO_POLICY = {"shift": "shift", "stop": "stop"}
 
 
-def sampler_settings(settings: dict):
+def sampler_settings(settings: dict) -> SamplerSettings:
     return SamplerSettings(
         temperature=max(0.0, float(settings.get("temperature", D.TEMPERATURE))),
         top_k=int(settings.get("top_k", D.TOP_K)),
@@ -214,7 +217,7 @@ class RealEngine:
         )
         yield from self._reply(events, template)
 
-    def _reply(self, events: Iterator[Event], template) -> Iterator[Event]:
+    def _reply(self, events: Iterator[Event], template: ChatTemplate | None) -> Iterator[Event]:
         """The engine's events, passed on; at the end, what the cache holds (whose state
         `save_state` keeps) and whether the chat template gave way (`reply_notes`)."""
         for ev in events:
@@ -223,7 +226,7 @@ class RealEngine:
                 self.reply_notes = self._template_change(template)
             yield ev
 
-    def _template_change(self, before) -> dict:
+    def _template_change(self, before: ChatTemplate | None) -> dict:
         """template_facts when the model's template gave way to the fallback during this turn."""
         now = getattr(self.engine, "_template", None)
         return {} if now is before or now is None else template_facts(now)
@@ -345,7 +348,7 @@ def draft_choices(path: str) -> dict[str, str]:
         return {}
 
 
-def template_facts(template) -> dict:
+def template_facts(template: ChatTemplate | None) -> dict:
     """What the window shows when the model's own chat template is not used although the file
     has one (app.text.chat: it does not compile, or does not render within its bounds):
     "template_status" for the model panel, "template_note" for the notice line."""
@@ -363,7 +366,7 @@ PAGE = mmap.PAGESIZE
 
 
 def read_ahead(
-    mm, progress: Callable[[float], None], stop: threading.Event, check: Callable[[], None] | None = None
+    mm: mmap.mmap, progress: Callable[[float], None], stop: threading.Event, check: Callable[[], None] | None = None
 ) -> int:
     """Bring a read-only mapping into memory: ask the kernel to read it ahead (WILLNEED), then
     touch one byte per page in chunks (numpy's loop runs without the interpreter lock), so the

@@ -16,13 +16,14 @@ from PySide6.QtWidgets import (
     QPushButton,
     QStyle,
     QVBoxLayout,
+    QWidget,
 )
 
 from app.ui.advice import advice_for
 
 
 class ErrorDialog(QDialog):
-    def __init__(self, title: str, reason: str, details: str = "", parent=None):
+    def __init__(self, title: str, reason: str, details: str = "", parent: QWidget | None = None):
         super().__init__(parent)
         self.setWindowTitle(title)
         self.setObjectName("errorDialog")

@@ -10,6 +10,7 @@ the library already; `model_ready(sha256)` asks the window to load it.
 from __future__ import annotations
 
 import threading
+from typing import TYPE_CHECKING, Callable
 
 from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtWidgets import (
@@ -31,6 +32,10 @@ from app.errors import one_line
 from app.ui.qt_fix import emit
 from app.units import format_bytes
 
+if TYPE_CHECKING:
+    from app.hub import DownloadQueue
+    from app.hub.files import RepoFiles
+
 
 class _Bridge(QObject):
     """Lives on the UI thread; its signals are emitted from worker threads (queued to the UI)."""
@@ -41,7 +46,7 @@ class _Bridge(QObject):
     download_event = Signal(object)  # a DownloadQueue event dict
 
 
-def _duration(s) -> str:
+def _duration(s: float | None) -> str:
     if s is None:
         return "–"
     s = int(s)
@@ -62,7 +67,7 @@ class GetModelsPage(QDialog):
 
     model_ready = Signal(str)  # sha256 of a model now in the library
 
-    def __init__(self, parent=None):
+    def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
         self.setWindowTitle("Get models")
         self.setAccessibleName("Get models")
@@ -72,9 +77,9 @@ class GetModelsPage(QDialog):
         self.bridge.listed.connect(self.on_bridge_listed)
         self.bridge.judged.connect(self.on_bridge_judged)
         self.bridge.download_event.connect(self.on_bridge_download_event)
-        self.repo = None  # RepoFiles shown
+        self.repo: RepoFiles | None = None  # shown
         self.rows: dict[str, int] = {}  # download key -> row in the downloads list
-        self._queue = None
+        self._queue: DownloadQueue | None = None
 
         col = QVBoxLayout(self)
         row = QHBoxLayout()
@@ -148,7 +153,7 @@ class GetModelsPage(QDialog):
     # -- the queue -----------------------------------------------------------------------------------
 
     @property
-    def queue(self):
+    def queue(self) -> DownloadQueue:
         if self._queue is None:
             from app.hub import DownloadQueue  # lazy: the window starts without app.hub (~45 ms of imports)
 
@@ -162,7 +167,7 @@ class GetModelsPage(QDialog):
 
     # -- search and listing ----------------------------------------------------------------------
 
-    def _in_thread(self, work) -> None:
+    def _in_thread(self, work: Callable[[], None]) -> None:
         threading.Thread(target=work, name="llambda-hub", daemon=True).start()
 
     def search(self, query: str) -> None:
@@ -185,7 +190,7 @@ class GetModelsPage(QDialog):
     def on_search_button_clicked(self) -> None:
         self.search(self.query.text().strip())
 
-    def on_bridge_searched(self, query, found) -> None:
+    def on_bridge_searched(self, query: str, found: list[dict] | str) -> None:
         if isinstance(found, str):
             self.status.setText(found)
             return
@@ -201,7 +206,7 @@ class GetModelsPage(QDialog):
             item.setData(Qt.ItemDataRole.UserRole, h["repo_id"])
             self.results.addItem(item)
 
-    def on_results_item_activated(self, item) -> None:
+    def on_results_item_activated(self, item: QListWidgetItem) -> None:
         self.open_repo(item.data(Qt.ItemDataRole.UserRole))
 
     def open_repo(self, repo_id: str, then_download: str | None = None) -> None:
@@ -229,7 +234,7 @@ class GetModelsPage(QDialog):
 
         self._in_thread(work)
 
-    def on_bridge_listed(self, repo_id, listed) -> None:
+    def on_bridge_listed(self, repo_id: str, listed: tuple[RepoFiles, str | None] | str) -> None:
         if isinstance(listed, str):
             self.status.setText(listed)
             return
@@ -259,7 +264,7 @@ class GetModelsPage(QDialog):
             except Exception as e:
                 self.status.setText(one_line(str(e)))
 
-    def on_bridge_judged(self, repo_id, name, verdict) -> None:
+    def on_bridge_judged(self, repo_id: str, name: str, verdict: dict | str) -> None:
         if self.repo is None or self.repo.repo_id != repo_id:
             return
         for i in range(self.files.rowCount()):

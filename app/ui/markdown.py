@@ -82,18 +82,18 @@ def _blocks(lines: list[str]) -> list[str]:
     list_kind: str | None = None
     quote: list[str] = []
 
-    def end_para():
+    def end_para() -> None:
         if para:
             out.append(f"<p>{inline(chr(10).join(para))}</p>")
             para.clear()
 
-    def end_list():
+    def end_list() -> None:
         nonlocal list_kind
         if list_kind:
             out.append(f"</{list_kind}>")
             list_kind = None
 
-    def end_quote():
+    def end_quote() -> None:
         if quote:
             out.append(f"<blockquote>{_blocks_to_html(list(quote))}</blockquote>")
             quote.clear()

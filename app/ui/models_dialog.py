@@ -27,12 +27,16 @@ from PySide6.QtWidgets import (
     QTableWidget,
     QTableWidgetItem,
     QVBoxLayout,
+    QWidget,
 )
 
 from app.ui.qt_fix import emit
 from app.units import format_last_used, format_size
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
+    from app.library import ModelLibrary
     from app.library.elsewhere import FoundModel
     from app.library.index import ModelEntry
 
@@ -44,7 +48,7 @@ IMPORT_MODES = (
 COLUMNS = ("Name", "Architecture", "Quantization", "Size", "Context", "Last used", "Kept as", "File")
 
 
-def trained_context(path) -> str:
+def trained_context(path: str | os.PathLike) -> str:
     try:
         from app.gguf import open_gguf  # lazy: numpy; the window loads this module at start
 
@@ -61,7 +65,7 @@ class ModelsDialog(QDialog):
     open_in_place_requested = Signal(str)  # a file found in another app's folder
     import_mode_changed = Signal(str)
 
-    def __init__(self, library, import_mode: str = "copy", parent=None):
+    def __init__(self, library: ModelLibrary, import_mode: str = "copy", parent: QWidget | None = None):
         super().__init__(parent)
         self.library = library
         self.setWindowTitle("Models")
@@ -181,7 +185,7 @@ class ModelsDialog(QDialog):
         for b in (self.load_button, self.remove_button, self.reveal_button):
             b.setEnabled(has)
 
-    def selected(self):
+    def selected(self) -> ModelEntry | None:
         r = self.table.currentRow()
         return self.entries[r] if 0 <= r < len(self.entries) else None
 
@@ -220,7 +224,7 @@ class ModelsDialog(QDialog):
 
     # -- other apps -------------------------------------------------------------------------------
 
-    def on_scan_button_clicked(self, folders=None) -> None:
+    def on_scan_button_clicked(self, folders: list[tuple[str, Path]] | None = None) -> None:
         from app.library.elsewhere import find_models, other_app_folders  # lazy: app.library loads numpy (start-up)
 
         folders = other_app_folders() if folders is None else folders

@@ -5,9 +5,12 @@ search) and the model-info panel. Views only: they show what they are given and 
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING, Iterable, cast
 
-from PySide6.QtCore import QEvent, Qt, QTimer, Signal
+from PySide6.QtCore import QEvent, QObject, QPoint, Qt, QTimer, Signal
+from PySide6.QtGui import QKeyEvent, QResizeEvent
 from PySide6.QtWidgets import (
+    QAbstractItemView,
     QFormLayout,
     QFrame,
     QHBoxLayout,
@@ -19,12 +22,15 @@ from PySide6.QtWidgets import (
     QPushButton,
     QSizePolicy,
     QVBoxLayout,
-    QAbstractItemView,
+    QWidget,
 )
 
 from app.ui.markdown import plain_tooltip
 from app.ui.qt_fix import emit
 from app.units import format_size
+
+if TYPE_CHECKING:
+    from app.chats.store import Conversation
 
 UNDO_SECONDS = 10
 
@@ -38,7 +44,7 @@ class ConversationPanel(QFrame):
     search_changed = Signal(str)
     export_requested = Signal(int)  # conversation id
 
-    def __init__(self, parent=None):
+    def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
         self.setObjectName("conversationPanel")
         self.setAccessibleName("Conversations")
@@ -107,19 +113,19 @@ class ConversationPanel(QFrame):
         self.undo_timer.timeout.connect(self.undo_bar.hide)
         self._filling = False
 
-    def eventFilter(self, obj, event) -> bool:  # noqa: N802 (Qt's name)
+    def eventFilter(self, obj: QObject, event: QEvent) -> bool:  # noqa: N802 (Qt's name)
         """Delete (or Backspace on macOS keyboards) deletes the selected chat; Undo brings it back."""
         if (
             obj is self.list
             and event.type() == QEvent.Type.KeyPress
-            and event.key() in (Qt.Key.Key_Delete, Qt.Key.Key_Backspace)
+            and cast(QKeyEvent, event).key() in (Qt.Key.Key_Delete, Qt.Key.Key_Backspace)
             and self.list.state() != QAbstractItemView.State.EditingState
         ):
             self.on_delete_button_clicked()
             return True
         return super().eventFilter(obj, event)
 
-    def context_menu(self, item) -> "QMenu":
+    def context_menu(self, item: QListWidgetItem) -> "QMenu":
         conv_id = int(item.data(Qt.ItemDataRole.UserRole))
         menu = QMenu(self)
         menu.addAction("Rename", lambda: self.list.editItem(item))
@@ -128,13 +134,13 @@ class ConversationPanel(QFrame):
         menu.addAction("Delete", lambda: emit(self.delete_requested, conv_id))
         return menu
 
-    def on_list_context_menu_requested(self, pos) -> None:
+    def on_list_context_menu_requested(self, pos: QPoint) -> None:
         item = self.list.itemAt(pos)
         if item is not None:
             self.list.setCurrentItem(item)
             self.context_menu(item).popup(self.list.viewport().mapToGlobal(pos))
 
-    def show_conversations(self, conversations, current_id: int | None) -> None:
+    def show_conversations(self, conversations: Iterable[Conversation], current_id: int | None) -> None:
         self._filling = True
         try:
             self.list.clear()
@@ -164,11 +170,11 @@ class ConversationPanel(QFrame):
         self.undo_bar.show()
         self.undo_timer.start(UNDO_SECONDS * 1000)
 
-    def on_list_current_item_changed(self, current, _previous) -> None:
+    def on_list_current_item_changed(self, current: QListWidgetItem | None, _previous: QListWidgetItem | None) -> None:
         if not self._filling and current is not None:
             emit(self.selected, int(current.data(Qt.ItemDataRole.UserRole)))
 
-    def on_list_item_changed(self, item) -> None:
+    def on_list_item_changed(self, item: QListWidgetItem) -> None:
         if not self._filling:
             emit(self.rename_requested, int(item.data(Qt.ItemDataRole.UserRole)), item.text())
 
@@ -187,7 +193,7 @@ class ConversationPanel(QFrame):
         emit(self.undo_requested)
 
 
-def _count(n) -> str:
+def _count(n: object) -> str:
     if not isinstance(n, (int, float)) or n <= 0:
         return "–"
     for unit, div in (("B", 1e9), ("M", 1e6), ("K", 1e3)):
@@ -200,7 +206,7 @@ class ElidedLabel(QLabel):
     """One line that ends (or, for paths, middles) in "…" when it does not fit its width; the
     whole text is the tooltip. For unbreakable values: file paths, hashes."""
 
-    def __init__(self, mode=Qt.TextElideMode.ElideMiddle, parent=None):
+    def __init__(self, mode: Qt.TextElideMode = Qt.TextElideMode.ElideMiddle, parent: QWidget | None = None):
         super().__init__(parent)
         self._full = ""
         self._mode = mode
@@ -216,7 +222,7 @@ class ElidedLabel(QLabel):
     def full_text(self) -> str:
         return self._full
 
-    def resizeEvent(self, event) -> None:  # noqa: N802 (Qt's name)
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 (Qt's name)
         super().resizeEvent(event)
         self._fit()
 
@@ -235,7 +241,7 @@ def _break_long_words(text: str, limit: int = 28) -> str:
     )
 
 
-def _bytes(n) -> str:
+def _bytes(n: object) -> str:
     if not isinstance(n, (int, float)) or n <= 0:
         return "–"
     return format_size(n, mb_digits=1)
@@ -255,7 +261,7 @@ class ModelInfoPanel(QFrame):
     )
     ELIDED = ("File",)  # a path does not wrap well: it ends in "…" in the middle instead
 
-    def __init__(self, parent=None):
+    def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
         self.setObjectName("modelInfo")
         self.setMinimumWidth(220)

@@ -15,7 +15,7 @@ import sys
 
 from typing import cast
 
-from PySide6.QtCore import QObject, Signal
+from PySide6.QtCore import QObject, Signal, SignalInstance
 from PySide6.QtWidgets import QApplication
 
 _incref = ctypes.pythonapi.Py_IncRef
@@ -41,9 +41,9 @@ if EMIT_LOSES_TRUE:  # give back what the probe took
         _incref(True)
 
 
-def emit(signal, *args) -> None:
+def emit(signal: SignalInstance, *args: object) -> None:
     """`signal.emit(*args)`, without the binding's reference leak (see the module docstring)."""
-    result = signal.emit(*args)
+    result = signal.emit(*args)  # type: ignore[func-returns-value]  # PySide6 6.12: True, its stub says None
     if EMIT_LOSES_TRUE and result is True:
         _incref(True)
 

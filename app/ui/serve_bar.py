@@ -11,11 +11,21 @@ same guards as `llambda serve` (app/server/app.py).
 from __future__ import annotations
 
 import threading
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QTimer, Signal
 from PySide6.QtWidgets import QApplication, QCheckBox, QHBoxLayout, QLabel, QLineEdit, QSpinBox, QToolButton, QWidget
 
 from app.ui.qt_fix import emit
+
+if TYPE_CHECKING:
+    import socket
+
+    import uvicorn
+
+    from app.server.app import Api
+    from app.server.owner import ForwardingOwner
+    from app.ui.worker import EngineWorker
 
 DEFAULT_PORT = 8080
 REFRESH_MS = 500
@@ -25,14 +35,14 @@ class ServeBar(QWidget):
     job_requested = Signal(object, object)  # (owner, job) -> the worker's queue
     serving_changed = Signal(bool)
 
-    def __init__(self, worker, parent=None):
+    def __init__(self, worker: EngineWorker, parent: QWidget | None = None):
         super().__init__(parent)
         self.setObjectName("serveBar")
         self.worker = worker
         self.model_id: str | None = None
-        self.owner = None
-        self.api = None
-        self.server = None
+        self.owner: ForwardingOwner | None = None
+        self.api: Api | None = None
+        self.server: uvicorn.Server | None = None
         self.server_thread: threading.Thread | None = None  # not `thread`: that is QObject.thread()
         self.url = ""
         self.error = ""
@@ -129,7 +139,7 @@ class ServeBar(QWidget):
         return True
 
     @staticmethod
-    def _run(server, sock) -> None:
+    def _run(server: uvicorn.Server, sock: socket.socket) -> None:
         with sock:
             server.run(sockets=[sock])
 

@@ -29,8 +29,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app import defaults as D
 from app.chats.settings import MAX_DRAFT_MAX, MAX_KV_BUDGET_MB
-from app.ui.state import ENGINE_DEFAULTS, OVERFLOW_POLICIES, SAMPLING_DEFAULTS
+from app.ui.state import ENGINE_DEFAULTS, OVERFLOW_POLICIES
 
 THEMES = (("system", "Follow the system"), ("light", "Light"), ("dark", "Dark"))
 
@@ -107,7 +108,7 @@ class SettingsDialog(QDialog):
         sampling: dict,
         engine: dict,
         max_threads: int,
-        parent=None,
+        parent: QWidget | None = None,
         theme: str = "system",
         measured: dict | None = None,
         drafts: dict | None = None,
@@ -136,7 +137,7 @@ class SettingsDialog(QDialog):
         self.system_prompt.setFixedHeight(80)
         form.addRow("System prompt", _with_help(self.system_prompt, "System prompt"))
 
-        def dspin(name, lo, hi, step, value, decimals=2):
+        def dspin(name: str, lo: float, hi: float, step: float, value: float, decimals: int = 2) -> QDoubleSpinBox:
             w = QDoubleSpinBox()
             w.setRange(lo, hi)
             w.setSingleStep(step)
@@ -146,7 +147,9 @@ class SettingsDialog(QDialog):
             form.addRow(name, _with_help(w, name))
             return w
 
-        def ispin(name, lo, hi, value, special=None, target=None):
+        def ispin(
+            name: str, lo: int, hi: int, value: int, special: str | None = None, target: QFormLayout | None = None
+        ) -> QSpinBox:
             w = QSpinBox()
             w.setRange(lo, hi)
             w.setValue(int(value))
@@ -276,20 +279,20 @@ class SettingsDialog(QDialog):
     def reset_to_defaults(self) -> None:
         """Every sampling, engine and look setting back to its default (not yet saved; the
         system prompt is kept: it is this conversation's text, not a setting)."""
-        s, e = SAMPLING_DEFAULTS, ENGINE_DEFAULTS
-        self.temperature.setValue(s["temperature"])
-        self.top_k.setValue(s["top_k"])
-        self.top_p.setValue(s["top_p"])
-        self.min_p.setValue(s["min_p"])
-        self.repeat_penalty.setValue(s["repeat_penalty"])
-        self.seed.setValue(s["seed"])
-        self.max_tokens.setValue(s["max_tokens"])
-        self.n_ctx.setValue(e["n_ctx"])
-        self.threads.setValue(e["threads"])
-        self.overflow.setCurrentIndex(OVERFLOW_POLICIES.index(e["overflow"]))
-        self.kv_budget.setValue(e["kv_budget_mb"])
-        self.speculation.setCurrentIndex(self._speculation_index(str(e["speculation"]), str(e["draft"])))
-        self.draft_max.setValue(e["draft_max"])
+        # app.defaults' constants: what SAMPLING_DEFAULTS and ENGINE_DEFAULTS hold, typed one by one
+        self.temperature.setValue(D.TEMPERATURE)
+        self.top_k.setValue(D.TOP_K)
+        self.top_p.setValue(D.TOP_P)
+        self.min_p.setValue(D.MIN_P)
+        self.repeat_penalty.setValue(D.REPEAT_PENALTY)
+        self.seed.setValue(D.SEED)
+        self.max_tokens.setValue(D.MAX_TOKENS)
+        self.n_ctx.setValue(D.N_CTX)
+        self.threads.setValue(D.THREADS)
+        self.overflow.setCurrentIndex(OVERFLOW_POLICIES.index(D.OVERFLOW))
+        self.kv_budget.setValue(D.KV_BUDGET_MB)
+        self.speculation.setCurrentIndex(self._speculation_index(D.SPECULATION, D.DRAFT))
+        self.draft_max.setValue(D.DRAFT_MAX)
         self.theme.setCurrentIndex(0)
 
     def _speculation_index(self, mode: str, draft: str) -> int:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app.chats.settings import (
     ENGINE_DEFAULTS,
@@ -25,6 +25,9 @@ from app.chats.store import COMPLETE, ERROR, INTERRUPTED, TOKEN_KEYS, ChatStore,
 from app.errors import StoreError
 from app.ui.prompt_meter import MIN_TOKENS_FOR_SPEED
 
+if TYPE_CHECKING:
+    from app.engine.generate import Finished
+
 log = logging.getLogger(__name__)
 
 NEW_TITLE = "New chat"
@@ -38,7 +41,7 @@ def not_saved_line(what: str, e: Exception) -> str:
     return f"{what} could not be saved: {why} ({e})."
 
 
-def reply_timings(finished, figures: dict) -> dict:
+def reply_timings(finished: Finished | None, figures: dict) -> dict:
     """A finished reply's figures under the names the window shows and the chat store keeps
     (`completion_tokens` and `prompt_tokens` as in the store's columns and the OpenAI API; the rest
     go to its timings): the worker's `figures` (live counters, "stopped", "seconds"), and over
@@ -214,10 +217,10 @@ class ChatState:
         self.store.set_setting("sampling_defaults", sampling)
         self.store.set_setting("engine", {k: engine[k] for k in ENGINE_DEFAULTS if k in engine})
 
-    def get(self, key: str, default=None):
+    def get(self, key: str, default: Any = None) -> Any:
         return self.store.get_setting(key, default)
 
-    def put(self, key: str, value) -> None:
+    def put(self, key: str, value: Any) -> None:
         self.store.set_setting(key, value)
 
     # -- turns -----------------------------------------------------------------------------------

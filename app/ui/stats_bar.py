@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 
 from PySide6.QtCore import QTimer
+from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QWidget
 
 from app.units import format_size
@@ -69,7 +70,7 @@ class StatsBar(QWidget):
         "threads": "Kernel threads busy / thread pool size",
     }
 
-    def __init__(self, parent=None):
+    def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
         self.setObjectName("statsBar")
         self.setAccessibleName("Live statistics")
@@ -139,7 +140,7 @@ class StatsBar(QWidget):
 
     COMPACT_BELOW = 1050  # px of the bar: shorter words below this, so nothing is cut
 
-    def resizeEvent(self, event) -> None:  # noqa: N802 (Qt's name)
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 (Qt's name)
         compact = event.size().width() < self.COMPACT_BELOW
         if compact != self.compact:
             self.compact = compact

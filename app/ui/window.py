@@ -10,10 +10,10 @@ with the one-line reason, and the window stays usable.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from PySide6.QtCore import QByteArray, Qt, Signal
-from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtGui import QAction, QCloseEvent, QKeySequence, QResizeEvent
 from PySide6.QtWidgets import (
     QFileDialog,
     QHBoxLayout,
@@ -53,7 +53,10 @@ from app.ui.qt_fix import application, emit
 
 if TYPE_CHECKING:
     from PySide6.QtCore import QObject, QTimer
+    from PySide6.QtWidgets import QMenu
 
+    from app.chats.store import Message
+    from app.engine.generate import ContextShifted, Finished
     from app.library import ModelLibrary
     from app.ui.crash import CrashHandler
 
@@ -283,7 +286,7 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         self.info_wanted = checked
         self.info_panel.setVisible(checked)
 
-    def resizeEvent(self, event) -> None:  # noqa: N802 (Qt's name)
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 (Qt's name)
         narrow = event.size().width() < self.COLLAPSE_INFO_BELOW
         if narrow != self.narrow:
             self.narrow = narrow
@@ -296,7 +299,13 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         super().resizeEvent(event)
 
     def _build_menus(self) -> None:
-        def action(menu, text, slot, shortcut=None, name=None):
+        def action(
+            menu: QMenu,
+            text: str,
+            slot: Callable[..., object],
+            shortcut: str | QKeySequence.StandardKey | Qt.Key | None = None,
+            name: str | None = None,
+        ) -> QAction:
             a = QAction(text, self)
             if shortcut:
                 a.setShortcut(QKeySequence(shortcut))
@@ -465,7 +474,7 @@ class MainWindow(ModelFilesMixin, QMainWindow):
             self.show_chat_figures(msgs)
         self._update_controls()
 
-    def show_chat_figures(self, msgs=None) -> None:
+    def show_chat_figures(self, msgs: list[Message] | None = None) -> None:
         """The status bar shows the chat on screen: the figures of its last reply made by the
         model loaded now, the empty context of a new chat, or nothing known ("–")."""
         if self.model_info is None:
@@ -748,7 +757,7 @@ class MainWindow(ModelFilesMixin, QMainWindow):
             self.chat.update_reply(r.text)
         self._show_save_problem()
 
-    def on_worker_context_shifted(self, request_id: int, shift) -> None:
+    def on_worker_context_shifted(self, request_id: int, shift: ContextShifted) -> None:
         """`shift`: the engine's ContextShifted."""
         if self._closed:
             return
@@ -785,7 +794,7 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         if problem:
             self.show_notice(problem)
 
-    def on_worker_generation_finished(self, request_id: int, finished, figures: dict) -> None:
+    def on_worker_generation_finished(self, request_id: int, finished: Finished | None, figures: dict) -> None:
         """`finished`: the engine's Finished (or None); `figures`: the worker's (see
         EngineWorker.generation_finished)."""
         stats = reply_timings(finished, figures)
@@ -834,7 +843,7 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         self.input.setFocus()
         return True
 
-    def on_worker_tokens_counted(self, attachment_id: int, n) -> None:
+    def on_worker_tokens_counted(self, attachment_id: int, n: int | None) -> None:
         for item in self.attachments:
             if item["id"] == attachment_id:
                 item["tokens"], item["counted"] = n, True
@@ -965,7 +974,7 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         self.refresh_models(sha256)
         self.load_library_model(sha256)
 
-    def open_models(self):
+    def open_models(self) -> ModelsDialog:
         dlg = ModelsDialog(self.library(), self.state.get("import_mode", "copy") or "copy", self)
         dlg.load_requested.connect(self.on_models_load_requested)
         dlg.open_in_place_requested.connect(self.on_models_open_in_place_requested)
@@ -1101,7 +1110,7 @@ class MainWindow(ModelFilesMixin, QMainWindow):
 
     # -- closing ---------------------------------------------------------------------------------
 
-    def closeEvent(self, event) -> None:
+    def closeEvent(self, event: QCloseEvent) -> None:
         self.shutdown()
         super().closeEvent(event)
 
