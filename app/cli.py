@@ -11,21 +11,26 @@ import json
 import os
 import socket
 import sys
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from app import logs
 from app.errors import EXIT_OK, EXIT_UNSUPPORTED, EXIT_USAGE, LlambdaError, exit_code_for
 
+if TYPE_CHECKING:
+    from pathlib import Path
+
 # A command's modules are imported inside its functions ("lazy: start-up"): opening the window
 # and `llambda --version` load none of them (the engine, the server, the library).
-SUBCOMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int]]] = {}
+AddArguments = Callable[[argparse.ArgumentParser], None]
+Run = Callable[[argparse.Namespace], int]
+SUBCOMMANDS: dict[str, tuple[str, AddArguments, Run]] = {}
 
 
-def subcommand(name: str, help: str):
+def subcommand(name: str, help: str) -> Callable[[AddArguments], Callable[[Run], Run]]:
     """Register `func(args) -> exit code` with an `add_arguments(parser)` companion."""
 
-    def wrap(add_arguments):
-        def bind(run):
+    def wrap(add_arguments: AddArguments) -> Callable[[Run], Run]:
+        def bind(run: Run) -> Run:
             SUBCOMMANDS[name] = (help, add_arguments, run)
             return run
 
@@ -90,7 +95,7 @@ def run_tokenize(args: argparse.Namespace) -> int:
 # --- generate, chat, perplexity, bench (app/engine/cli.py) --------------------------------------------------
 
 
-def _engine_args(name: str):
+def _engine_args(name: str) -> AddArguments:
     def add(p: argparse.ArgumentParser) -> None:
         from app.engine import cli as engine_cli  # lazy: start-up (see SUBCOMMANDS)
 
@@ -99,7 +104,7 @@ def _engine_args(name: str):
     return add
 
 
-def _engine_run(name: str):
+def _engine_run(name: str) -> Run:
     def run(args: argparse.Namespace) -> int:
         from app.engine import cli as engine_cli  # lazy: start-up (see SUBCOMMANDS)
 
@@ -197,7 +202,7 @@ def _verbosity(argv: Sequence[str]) -> int:
     return min(2, sum(VERBOSE_FLAGS.get(a, 0) for a in argv))
 
 
-def _add_verbose(p: argparse.ArgumentParser, default=0) -> None:
+def _add_verbose(p: argparse.ArgumentParser, default: int | str = 0) -> None:
     p.add_argument(
         "-v",
         "--verbose",
@@ -327,7 +332,7 @@ def _open_window(argv: Sequence[str], verbose: int = 0) -> int:
     return run_window(args)
 
 
-def _fetch_starter_with_progress():
+def _fetch_starter_with_progress() -> Path:
     from app.library import ModelLibrary  # lazy: only --starter needs these
     from app.starter import fetch_starter
 

@@ -23,6 +23,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Sequence, TextIO
 
 from app import __version__, logs
 from app.logs import TEXT_LOGGER, log_path, native_crash_reports
@@ -343,7 +344,7 @@ def diagnostics_text(tail: int = LOG_TAIL) -> str:
     """The whole report for a bug report: versions, machine, folders, crash reports, the log's
     last lines; redacted."""
 
-    def table(title, rows):
+    def table(title: str, rows: Sequence[tuple[str, object]]) -> list[str]:
         width = max((len(k) for k, _ in rows), default=0)
         return [f"## {title}"] + [f"{k:<{width}}  {v}" for k, v in rows] + [""]
 
@@ -458,7 +459,7 @@ def doctor_checks() -> list[Check]:
     ]
 
 
-def run_doctor(out=None, err=None, verbose: bool = False) -> int:
+def run_doctor(out: TextIO | None = None, err: TextIO | None = None, verbose: bool = False) -> int:
     """`llambda doctor`: the facts, then each check; problems one line each on stderr.
     Returns 0 when all is clear, 1 otherwise."""
     out = out or sys.stdout

@@ -24,6 +24,7 @@ import logging.handlers
 import os
 import sys
 from pathlib import Path
+from typing import TextIO
 
 from app.paths import log_dir, write_problem
 
@@ -64,15 +65,15 @@ class _NotFileOnly(logging.Filter):
 class _Stderr(logging.StreamHandler):
     """Writes to whatever sys.stderr is at the time (tests and the window swap it)."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__(sys.stderr)
 
     @property
-    def stream(self):
+    def stream(self) -> TextIO:  # StreamHandler's attribute, a property here
         return sys.stderr
 
     @stream.setter
-    def stream(self, value):
+    def stream(self, value: TextIO) -> None:
         pass
 
 
@@ -82,7 +83,7 @@ class _File(logging.handlers.RotatingFileHandler):
 
     failing = False
 
-    def handle(self, record: logging.LogRecord):
+    def handle(self, record: logging.LogRecord) -> bool:
         self._failed_now = False
         out = super().handle(record)
         if self.failing and not self._failed_now:
@@ -105,7 +106,7 @@ class _File(logging.handlers.RotatingFileHandler):
     _failed_now = False
 
 
-def _to_stderr(level: int, msg: str, *args) -> None:
+def _to_stderr(level: int, msg: str, *args: object) -> None:
     """One record for the stderr handler only (the file is what failed)."""
     err = _state["stderr"]
     if err is not None:

@@ -24,11 +24,16 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, Callable, Iterator
 
 import numpy as np
 
 from app.bundled import resource
 from app.errors import one_line
+
+if TYPE_CHECKING:
+    from app.gguf import Metadata
+    from app.ui.window import MainWindow  # imported by the window step only (PySide6)
 
 MODEL_NAME = "tiny.gguf"
 SPM_VOCAB_NAME = "tiny-spm.gguf"  # vocabulary only: runs the sentencepiece library
@@ -52,7 +57,7 @@ def model_path() -> Path:
 
 
 @contextlib.contextmanager
-def isolated(offscreen: bool = True):
+def isolated(offscreen: bool = True) -> Iterator[Path]:
     """A temporary LLAMBDA_HOME (and XDG folders), offscreen Qt and no network, all undone after."""
     saved = dict(os.environ)
     home = Path(tempfile.mkdtemp(prefix="llambda-selftest-"))
@@ -78,24 +83,26 @@ def isolated(offscreen: bool = True):
 
 
 @contextlib.contextmanager
-def _no_network():
-    def refuse(*_args, **_kwargs):
+def _no_network() -> Iterator[None]:
+    def refuse(*_args: object, **_kwargs: object) -> None:
         raise OSError("llambda self-test: network access is not allowed")
 
-    saved = socket.socket.connect, socket.socket.connect_ex, socket.create_connection
-    socket.socket.connect = refuse
-    socket.socket.connect_ex = refuse
-    socket.create_connection = refuse
+    # setattr: mypy refuses assignments to methods, and replacing them is the point here
+    targets = ((socket.socket, "connect"), (socket.socket, "connect_ex"), (socket, "create_connection"))
+    saved = [getattr(owner, name) for owner, name in targets]
+    for owner, name in targets:
+        setattr(owner, name, refuse)
     try:
         yield
     finally:
-        socket.socket.connect, socket.socket.connect_ex, socket.create_connection = saved
+        for (where, name), original in zip(targets, saved):
+            setattr(where, name, original)
 
 
 # ---- the steps -------------------------------------------------------------------------------
 
 
-def _oracle(md) -> dict:
+def _oracle(md: Metadata) -> dict:
     return {
         "question": md.string("llambda.selftest.question"),
         "answer": md.string("llambda.selftest.answer"),
@@ -198,12 +205,11 @@ def check_window(path: Path, oracle: dict) -> str:
     """Open the main window on the current Qt platform and let it paint; where the window has its
     engine, open the model in it (pre-flight, import into the temporary library, load in the
     worker thread), ask the oracle's question and wait for the answer; close it."""
-    from PySide6.QtWidgets import QApplication  # lazy: a module missing from the build fails this step, in one line
-
-    from app.ui.main import make_app
+    from app.ui.main import make_app  # lazy: a module missing from the build fails this step, in one line
+    from app.ui.qt_fix import application
     from app.ui.window import MainWindow
 
-    app = QApplication.instance() or make_app()
+    app = application() or make_app()
     with _quiet_qt():
         window = MainWindow()
         try:
@@ -223,7 +229,7 @@ def check_window(path: Path, oracle: dict) -> str:
 
 
 @contextlib.contextmanager
-def _quiet_qt():
+def _quiet_qt() -> Iterator[None]:
     """Keep Qt's own warnings (the offscreen plug-in has a few) off the one-line output."""
     from PySide6.QtCore import qInstallMessageHandler  # lazy: Qt only for the window step
 
@@ -234,20 +240,20 @@ def _quiet_qt():
         qInstallMessageHandler(previous)
 
 
-def _pump(seconds: float, until=lambda: False) -> bool:
+def _pump(seconds: float, until: Callable[[], bool] = lambda: False) -> bool:
     """Run the Qt event loop for up to `seconds`, or until `until()` is true (returned)."""
     from PySide6.QtCore import QCoreApplication, QEventLoop  # lazy: Qt only for the window step
 
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
-        QCoreApplication.processEvents(QEventLoop.AllEvents, 20)
+        QCoreApplication.processEvents(QEventLoop.ProcessEventsFlag.AllEvents, 20)
         if until():
             return True
         time.sleep(0.005)
     return until()
 
 
-def _check_painted(window) -> str:
+def _check_painted(window: MainWindow) -> str:
     _pump(0.3)
     if not window.isVisible():
         raise SelfTestFailure("window: did not show")
@@ -260,7 +266,7 @@ def _check_painted(window) -> str:
     return f"{image.width()}x{image.height()}"
 
 
-def _converse(window, path: Path, oracle: dict) -> str:
+def _converse(window: MainWindow, path: Path, oracle: dict) -> str:
     def failed() -> bool:
         return bool(window.errors)
 
@@ -280,7 +286,8 @@ def _converse(window, path: Path, oracle: dict) -> str:
         raise SelfTestFailure(f"window: no answer within {WINDOW_TIMEOUT_S} s")
     if failed():
         raise SelfTestFailure(f"window: the reply failed: {window.errors[-1]}")
-    text = window.state.last_assistant().content
+    last = window.state.last_assistant()
+    text = last.content if last is not None else ""  # answered(): it is there
     if text != oracle["answer"]:
         raise SelfTestFailure(f"window: answered {text!r}, expected {oracle['answer']!r}")
     return f"asked {oracle['question']!r}, answered {text!r}"

@@ -60,7 +60,7 @@ def run_chats(args: argparse.Namespace) -> int:
             return EXIT_USAGE
 
 
-def _list(store, as_json: bool) -> int:
+def _list(store: ChatStore, as_json: bool) -> int:
     convs = store.list_conversations()
     rows = [{"id": c.id, "title": c.title, "model": c.model, "messages": len(store.messages(c.id))} for c in convs]
     if as_json:
@@ -71,7 +71,7 @@ def _list(store, as_json: bool) -> int:
     return EXIT_OK
 
 
-def _export(store, args) -> int:
+def _export(store: ChatStore, args: argparse.Namespace) -> int:
     if args.all == (args.id is not None):
         print("llambda: error: give one conversation id or --all", file=sys.stderr)
         return EXIT_USAGE

@@ -125,10 +125,10 @@ def import_json(store: ChatStore, path: str | Path) -> int:
         if not isinstance(m, dict) or m.get("role") not in ROLES or not isinstance(m.get("content"), str):
             raise ExportError(f"{path}: message {i + 1} is not a message (role and text)")
 
-    def text(v) -> str:
+    def text(v: object) -> str:
         return v if isinstance(v, str) else ""
 
-    def count(v):
+    def count(v: object) -> int | None:
         return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else None
 
     conv_id = store.create_conversation(

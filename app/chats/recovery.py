@@ -33,10 +33,12 @@ longer decode.
 
 from __future__ import annotations
 
+import logging
 import os
 import sqlite3
 import time
 from dataclasses import dataclass
+from typing import Any
 from pathlib import Path
 
 from app.chats.schema import SCHEMA_VERSION
@@ -50,7 +52,7 @@ OK, MISSING, DAMAGED, NEWER, UNREADABLE = "ok", "missing", "damaged", "newer", "
 _DAMAGE_CODES = (11, 26)  # SQLITE_CORRUPT, SQLITE_NOTADB (primary result codes)
 
 
-def _log():
+def _log() -> logging.Logger:
     from app.logs import get
 
     return get("chats")
@@ -334,7 +336,7 @@ def _tell(store: ChatStore) -> ChatStore:
     return store
 
 
-def open_store(path: str | os.PathLike | None = None, **kw) -> ChatStore:
+def open_store(path: str | os.PathLike | None = None, **kw: Any) -> ChatStore:
     """The conversation store for the app, whatever state its folder and file are in (see the
     module's docstring). `kw` goes to ChatStore."""
     path = Path(path) if path is not None else chats_db_path()

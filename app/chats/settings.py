@@ -10,9 +10,12 @@ alone (the other values are kept), and unknown keys are ignored.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from app import defaults
+
+if TYPE_CHECKING:
+    from app.chats.store import ChatStore
 
 SAMPLING_DEFAULTS = dict(defaults.SAMPLING)
 ENGINE_DEFAULTS = dict(defaults.ENGINE)  # threads 0 = automatic
@@ -59,12 +62,12 @@ def clean(values: Any, defaults: dict) -> dict:
     return out
 
 
-def sampling_defaults(store) -> dict:
+def sampling_defaults(store: ChatStore) -> dict:
     """The sampling settings a new conversation starts with."""
     return clean(store.get_setting("sampling_defaults"), SAMPLING_DEFAULTS)
 
 
-def engine_settings(store) -> dict:
+def engine_settings(store: ChatStore) -> dict:
     """Context length, threads (0: automatic), the overflow policy, the KV type, the disk
     budget of saved KV states (MiB; 0: none kept) and speculation (mode, draft, draft_max)."""
     return clean(store.get_setting("engine"), ENGINE_DEFAULTS)

@@ -91,7 +91,7 @@ def _decode(b: bytes) -> str:
 class _Lenient:
     """Field readers that never raise: a bad value becomes a placeholder and marks the row."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.damaged = False
 
     def text(self, v: Any, default: str = "") -> str:
@@ -209,7 +209,7 @@ class ChatStore:
     def __enter__(self) -> "ChatStore":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     @contextmanager

@@ -15,6 +15,8 @@ import signal
 import statistics
 import sys
 import time
+from types import FrameType
+from typing import Sequence, TextIO
 
 import numpy as np
 
@@ -76,7 +78,7 @@ def _int_list(text: str) -> list[int]:
     return values
 
 
-def _threads_list(text: str):
+def _threads_list(text: str) -> list[int] | str:
     """`--threads` of bench: a comma-separated list, or "auto" (1..the usable CPUs)."""
     if text.strip().lower() == "auto":
         return "auto"
@@ -145,7 +147,7 @@ def _sampling_args(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _sampler(args):
+def _sampler(args: argparse.Namespace) -> SamplerSettings:
     try:
         return SamplerSettings(
             temperature=args.temperature,
@@ -170,7 +172,7 @@ def _resolve(model: str) -> str:
     return resolve_model(model)
 
 
-def open_engine(args, n_ctx: int | None = None, kv_store=None):
+def open_engine(args: argparse.Namespace, n_ctx: int | None = None, kv_store: KVStore | None = None) -> Engine:
     """An Engine for the command's model, after the memory pre-flight (refuse: exit code 5)."""
     path = _resolve(args.model)
     draft = resolve_draft(path, getattr(args, "draft", None))
@@ -271,24 +273,24 @@ class _sigint_cancels:
     """While active, Ctrl+C cancels the engine's generation (within one token) instead of
     killing the process; a second Ctrl+C interrupts as usual."""
 
-    def __init__(self, eng):
+    def __init__(self, eng: Engine):
         self.eng = eng
         self.hits = 0
 
-    def _handler(self, signum, frame):
+    def _handler(self, signum: int, frame: FrameType | None) -> None:
         self.hits += 1
         if self.hits > 1:
             raise KeyboardInterrupt
         self.eng.cancel()
 
-    def __enter__(self):
+    def __enter__(self) -> _sigint_cancels:
         try:
             self._old = signal.signal(signal.SIGINT, self._handler)
         except ValueError:  # not the main thread: leave signals alone
             self._old = None
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         if self._old is not None:
             signal.signal(signal.SIGINT, self._old)
 
@@ -314,7 +316,7 @@ def add_chat_args(p: argparse.ArgumentParser) -> None:
     _speculation_args(p)
 
 
-def run_chat(args: argparse.Namespace, stdin=None, stdout=None) -> int:
+def run_chat(args: argparse.Namespace, stdin: TextIO | None = None, stdout: TextIO | None = None) -> int:
     """A terminal chat: type a message, the reply streams; Ctrl+C stops a reply, Ctrl+D or /exit
     leaves; /reset forgets the conversation."""
     stdin = stdin or sys.stdin
@@ -411,7 +413,13 @@ def add_bench_args(p: argparse.ArgumentParser) -> None:
 
 
 def bench(
-    path: str, threads=(1, 2), pp=(512,), tg=(128,), reps: int = 3, kv_type: str = "f16", depth: int = 0
+    path: str,
+    threads: Sequence[int] = (1, 2),
+    pp: Sequence[int] = (512,),
+    tg: Sequence[int] = (128,),
+    reps: int = 3,
+    kv_type: str = "f16",
+    depth: int = 0,
 ) -> list[dict]:
     """Like llama-bench: ppN decodes N random tokens in one batch; tgN decodes N tokens one call
     each; both from an empty cache, or after `depth` random tokens already in it (llama-bench's
@@ -549,7 +557,7 @@ def add_perplexity_args(p: argparse.ArgumentParser) -> None:
 class _Progress:
     """A bar on a terminal, one plain line per chunk when stderr is piped or a file."""
 
-    def __init__(self, n_chunks: int, stream=None):
+    def __init__(self, n_chunks: int, stream: TextIO | None = None):
         self.stream = stream or sys.stderr
         self.n = n_chunks
         self.tty = getattr(self.stream, "isatty", lambda: False)()
@@ -676,7 +684,7 @@ def run_perplexity(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def main(argv=None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     """`python -m app.engine.cli generate|chat|bench|perplexity ...` (the same as `llambda <command>`)."""
     p = argparse.ArgumentParser(prog="python -m app.engine.cli")
     sub = p.add_subparsers(dest="command", required=True)

@@ -18,7 +18,8 @@ import numpy as np
 from app import kernels
 from app.errors import KernelError, ModelFormatError, UnsupportedModelError
 from app.gguf import GGUFFile
-from app.kernels import KernelAborted, ThreadPool, ffi, lib
+from app.engine.sampler import Sampler
+from app.kernels import CPointer, KernelAborted, ThreadPool, ffi, lib
 from app.model import DecoderConfig
 
 __all__ = ["Decoder", "CDecoder", "DecodeCancelled", "KV_TYPES"]
@@ -49,7 +50,7 @@ class Decoder(Protocol):
 
     def clear_abort(self) -> None: ...
 
-    def kv_write(self, image, n: int) -> None:
+    def kv_write(self, image: np.ndarray | bytes, n: int) -> None:
         """Put a saved image of cache positions [0, n) back (Session.restore; app.engine.kvstore)."""
 
 
@@ -65,7 +66,7 @@ def layer_rope_base(cfg: DecoderConfig, il: int) -> float:
     return cfg.rope_base_swa if cfg.rope_base_swa > 0 and layer_window(cfg, il) > 0 else 0.0
 
 
-def _rows(t, first: int, n: int):
+def _rows(t: CPointer, first: int, n: int) -> CPointer:
     """Rows [first, first + n) of a bound matrix, as another llk_tensor (same memory): the
     parts of a fused weight. Rows are whole blocks of any type, so any split is exact."""
     v = ffi.new("llk_tensor *")
@@ -169,7 +170,7 @@ class CDecoder:
     # -- binding -----------------------------------------------------------------------------
 
     @staticmethod
-    def _fill_rope(r, cfg: DecoderConfig) -> None:
+    def _fill_rope(r: CPointer, cfg: DecoderConfig) -> None:
         lib.llk_rope_params_default(r, cfg.head_dim)
         r.n_rot = cfg.rope_dim
         r.neox = int(cfg.spec.rope_kind == "neox")
@@ -198,7 +199,7 @@ class CDecoder:
         }
         return table.get(name.split(".")[-2])
 
-    def _matrix(self, name: str, required: bool = True):
+    def _matrix(self, name: str, required: bool = True) -> CPointer:
         t = ffi.new("llk_tensor *")
         info = self._file.tensors.get(name)
         if info is None:
@@ -223,7 +224,7 @@ class CDecoder:
         t.type, t.n_rows, t.n_cols, t.row_stride = info.type.id, info.n_rows, info.dims[0], info.row_bytes
         return t
 
-    def _vector(self, name: str, required: bool = True):
+    def _vector(self, name: str, required: bool = True) -> CPointer:
         t = ffi.new("llk_tensor *")
         info = self._file.tensors.get(name)
         if info is None:
@@ -257,7 +258,7 @@ class CDecoder:
             return c.n_head_kv * c.head_dim
         return c.n_embd
 
-    def _bind_layer(self, L, il: int) -> None:
+    def _bind_layer(self, L: CPointer, il: int) -> None:
         p = f"blk.{il}."
         cfg = self.config
         hd, kd = cfg.n_head * cfg.head_dim, cfg.n_head_kv * cfg.head_dim
@@ -328,7 +329,7 @@ class CDecoder:
         logits: np.ndarray,
         start_pos: int,
         context: Sequence[int],
-        sampler,
+        sampler: Sampler,
         max_tokens: int,
         stop_ids: Sequence[int] = (),
         max_seconds: float = 0.03,
@@ -415,7 +416,7 @@ class CDecoder:
         kernels._check(lib.llk_decoder_kv_read(self.ptr, 0, int(n), ffi.from_buffer(out), out.size), "kv_read")
         return out
 
-    def kv_write(self, image, n: int) -> None:
+    def kv_write(self, image: np.ndarray | bytes, n: int) -> None:
         """Put back an image made by kv_read(n) into positions [0, n)."""
         buf = np.frombuffer(image, np.uint8) if not isinstance(image, np.ndarray) else image
         if buf.size != self.kv_image_bytes(n):
@@ -429,7 +430,7 @@ class CDecoder:
         self.pool.clear_abort()
 
     @property
-    def ptr(self):
+    def ptr(self) -> CPointer:
         if getattr(self, "_ptr", None) is None:
             raise KernelError("decoder is closed")
         return self._ptr
@@ -446,10 +447,10 @@ class CDecoder:
     def __enter__(self) -> "CDecoder":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def __del__(self):
+    def __del__(self) -> None:
         try:
             self.close()
         except Exception:

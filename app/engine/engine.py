@@ -19,14 +19,15 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import time
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 from app import defaults as D
 from app.engine import stagelog
 from app.engine.decoder import CDecoder
 from app.engine.generate import ContextShifted, Event, Finished, GenerationRequest, generate
-from app.engine.kvstore import model_identity
+from app.engine.kvstore import KVStore, model_identity
 from app.engine.sampler import SamplerSettings
 from app.engine.session import Session
 from app.engine.speculative import DraftModel, PromptLookup, Speculator
@@ -36,6 +37,7 @@ from app.library.preflight import fitting_context
 from app.model import config_from_gguf, require_supported
 
 if TYPE_CHECKING:
+    from app.engine.kvkeeper import StateKeeper
     from app.text.chat import ChatTemplate  # only imported lazily at run time: jinja2 (see __init__)
 
 __all__ = ["Engine", "Chat", "DEFAULT_N_CTX", "conversation_key"]
@@ -48,14 +50,14 @@ DEFAULT_N_CTX = D.N_CTX  # 0: the training length, capped by what fits (fitting_
 class Engine:
     def __init__(
         self,
-        path,
+        path: str | os.PathLike,
         *,
         n_ctx: int | None = None,
         n_threads: int = D.THREADS,
         kv_type: str = D.KV_TYPE,
         n_batch: int = D.N_BATCH,
         isa: str | None = None,
-        kv_store=None,
+        kv_store: KVStore | StateKeeper | None = None,
         speculation: str = D.SPECULATION,
         draft: str | None = None,
         draft_max: int = D.DRAFT_MAX,
@@ -122,7 +124,7 @@ class Engine:
             old.proposer.close()
 
     @classmethod
-    def load(cls, path, **kw) -> "Engine":
+    def load(cls, path: str | os.PathLike, **kw: Any) -> "Engine":
         return cls(path, **kw)
 
     @property
@@ -155,7 +157,7 @@ class Engine:
         self.last_tokenize_s = time.perf_counter() - t0
         return ids
 
-    def chat_prompt(self, messages, add_generation_prompt: bool = True) -> list[int]:
+    def chat_prompt(self, messages: list[dict], add_generation_prompt: bool = True) -> list[int]:
         """Token ids of `messages` in the model's chat format. When the model's own template
         fails on them within its bounds (too slow, too big, unsafe: app.text.chat), the family
         template takes over for the rest of the session, with a warning (`chat_template.note`);
@@ -215,7 +217,7 @@ class Engine:
         image = self.decoder.kv_read(s.n_past)
         return self.kv_store.save(self.model_id, key, self.decoder.kv_signature(), s.tokens, image) is not None
 
-    def restore_state(self, key: str, prompt_ids) -> int:
+    def restore_state(self, key: str, prompt_ids: Sequence[int]) -> int:
         """Before feeding `prompt_ids`: if the state saved under `key` shares more of them than
         the session already holds, load it. Returns the tokens restored (0: nothing loaded)."""
         s = self.session
@@ -255,11 +257,11 @@ class Engine:
     def __enter__(self) -> "Engine":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 
-def _common(a, b) -> int:
+def _common(a: Sequence[int], b: Sequence[int]) -> int:
     n = 0
     for x, y in zip(a, b):
         if x != y:
@@ -290,7 +292,7 @@ class Chat:
         self.dropped_turns = 0
         self._state_key: str | None = None
 
-    def _all(self, messages) -> list[dict]:
+    def _all(self, messages: list[dict]) -> list[dict]:
         return ([{"role": "system", "content": self.system}] if self.system else []) + messages
 
     def _n_keep(self, ids: list[int]) -> int:

@@ -13,12 +13,17 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Generator, Iterator, Union
+from typing import TYPE_CHECKING, Generator, Iterator, Union
 
 from app.engine.sampler import GREEDY, Sampler, SamplerSettings
 from app.engine.session import ContextFullError, GenerationCancelled, Session
-from app.engine.speculative import verify_pass
+from app.engine.speculative import Speculator, verify_pass
 from app.engine.stats import GenerationStats, SpecStats, peak_rss_bytes
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from app.text.tokenizer import Tokenizer  # app.text is imported lazily at run time (jinja2)
 
 __all__ = [
     "GenerationRequest",
@@ -110,7 +115,9 @@ def _shift_prompt(ids: list[int], n_ctx: int, n_keep: int) -> list[int] | None:
     return ids[:n_keep] + ids[len(ids) - budget :]
 
 
-def generate(session: Session, tokenizer, request: GenerationRequest, speculator=None) -> Iterator[Event]:
+def generate(
+    session: Session, tokenizer: Tokenizer, request: GenerationRequest, speculator: Speculator | None = None
+) -> Iterator[Event]:
     """Run one generation on `session`; see the module docstring for the events. With a
     `speculator` (app.engine.speculative), tokens it guesses are checked several at a time in
     one decoder pass where that pays; the reply is the same token for token."""
@@ -134,7 +141,9 @@ class _Generation:
     cache), `run` (sample, decode, detokenize until a stop), `finish` (the held-back text and
     the `Finished` event)."""
 
-    def __init__(self, session: Session, tokenizer, request: GenerationRequest, speculator):
+    def __init__(
+        self, session: Session, tokenizer: Tokenizer, request: GenerationRequest, speculator: Speculator | None
+    ):
         from app.text import TextStream  # lazy: app.text loads jinja2; `llambda --help` imports the engine
 
         self.session, self.request, self.speculator = session, request, speculator
@@ -155,7 +164,7 @@ class _Generation:
 
     # -- 1. the prompt ---------------------------------------------------------------------------
 
-    def prefill(self) -> Generator[Event, None, object]:
+    def prefill(self) -> Generator[Event, None, np.ndarray | None]:
         """Decode the part of the prompt the cache does not hold yet (shifting a prompt that fills
         the context when the policy allows). Returns the logits after it, or None when not even
         one token fits (the reason is then "context_full")."""
@@ -179,7 +188,7 @@ class _Generation:
 
     # -- 2. the reply ----------------------------------------------------------------------------
 
-    def run(self, logits) -> Iterator[Event]:
+    def run(self, logits: np.ndarray) -> Iterator[Event]:
         """Sample and decode until a stop: each round decodes the token sampled last (`pending`),
         then gets the next tokens from a verify pass of the speculator's guess, or else from a
         run of sampling and decoding in C; their text is pushed through the stream."""
@@ -212,7 +221,7 @@ class _Generation:
                 pending = None
             if toks is None:
                 toks, cancelled = self._plain_run(logits, sampler, run, step_s)
-                run = RUN if self.spec is None else self.speculator.plain_run
+                run = RUN if self.speculator is None else self.speculator.plain_run
             taken, stop_pressed = yield from self._take(toks)
             cancelled = cancelled or stop_pressed
             if taken < len(toks):  # the cache keeps the reply's tokens but its last, as ever
@@ -231,7 +240,7 @@ class _Generation:
         """One verify pass over the speculator's guess after `pending`: the tokens it accepts plus
         the one sampled after them, or None when it has no guess."""
         session, spec, speculator = self.session, self.spec, self.speculator
-        assert spec is not None  # only called with a speculator
+        assert spec is not None and speculator is not None  # only called with a speculator
         t_pass = time.perf_counter()
         room = min(self.request.max_tokens - len(self.ids) - 1, session.n_ctx - session.n_past - 1)
         guess, bucket = speculator.propose(session.tokens + [pending], room)
@@ -249,7 +258,7 @@ class _Generation:
         spec.pass_s += t_end - t_pass
         return toks
 
-    def _shift_context(self, pending: int) -> Generator[Event, None, object]:
+    def _shift_context(self, pending: int) -> Generator[Event, None, np.ndarray]:
         """The cache is full (policy "shift"): drop half of what follows the first n_keep tokens,
         then decode `pending`. Returns the logits after it."""
         session = self.session
@@ -261,7 +270,7 @@ class _Generation:
         yield ContextShifted(n_drop, len(new))
         return session.feed(new + [pending])
 
-    def _plain_run(self, logits, sampler: Sampler, run: int, step_s: float) -> tuple[list[int], bool]:
+    def _plain_run(self, logits: np.ndarray, sampler: Sampler, run: int, step_s: float) -> tuple[list[int], bool]:
         """Up to `run` tokens sampled and decoded in one C call (no interpreter lock held):
         (tokens, cancelled). The first run's end is the time to first token."""
         session, stats = self.session, self.stats
@@ -273,7 +282,7 @@ class _Generation:
             stats.ttft_s = self.t_first - self.t0
         else:
             stats.sample_s += sample_s
-            if self.spec is not None:  # a plain run: one step, then len(toks) - 1 more
+            if self.spec is not None and self.speculator is not None:  # a plain run: one step, then len(toks) - 1 more
                 took = time.perf_counter() - t_run + step_s
                 self.speculator.note_plain(len(toks), took)
                 self.spec.plain_tokens += len(toks)
@@ -305,7 +314,7 @@ class _Generation:
         """The text the stream still holds (a stop that did not come from the text: a limit or
         Stop), then the one `Finished` event."""
         stats = self.stats
-        if stats.spec is not None:
+        if stats.spec is not None and self.speculator is not None:  # both or neither
             stats.spec.t_token = self.speculator.t_token or 0.0
         tail = self.stream.finish() if self.reason in ("length", "context_full", "cancelled") else ""
         stats.peak_rss_bytes = peak_rss_bytes()

@@ -91,7 +91,9 @@ class StateKeeper:
             return s.tokens == toks
         return self.store.unchanged(model_id, key, toks)
 
-    def save(self, model_id: str, key: str, signature: dict, tokens: Sequence[int], image) -> Snapshot | None:
+    def save(
+        self, model_id: str, key: str, signature: dict, tokens: Sequence[int], image: np.ndarray
+    ) -> Snapshot | None:
         """Keep this state and have it written in the background. `image` is handed over: the
         caller's fresh copy (CDecoder.kv_read), never written to again. Returns the snapshot;
         after close(), the state is written here and then (None: not written)."""
@@ -130,7 +132,7 @@ class StateKeeper:
             return list(s.tokens)
         return self.store.peek(model_id, key, signature, n_ctx)
 
-    def load(self, model_id: str, key: str, signature: dict, n_ctx: int):
+    def load(self, model_id: str, key: str, signature: dict, n_ctx: int) -> tuple[list[int], np.ndarray] | None:
         """(tokens, image) from memory when the newest state of key is there, else from disk."""
         k = (model_id, key)
         with self._cond:

@@ -114,7 +114,7 @@ class KVStore:
             saved = self._saved.get(path.name)
         return saved == tuple(int(t) for t in tokens) and path.is_file()
 
-    def save(self, model_id: str, key: str, signature: dict, tokens: Sequence[int], image) -> Path | None:
+    def save(self, model_id: str, key: str, signature: dict, tokens: Sequence[int], image: np.ndarray) -> Path | None:
         """Write a state (atomically); None when it was not written (too big for the budget,
         unchanged since the last save, or the folder refused: logged)."""
         path = self.path_for(model_id, key)
@@ -145,8 +145,8 @@ class KVStore:
             return None
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
-            image = memoryview(img)  # type: ignore[arg-type]  # numpy: 3.12+
-            self._write_atomic(path, [_PRE.pack(MAGIC, FORMAT_VERSION, len(header)), header, toks.tobytes(), image])
+            view = memoryview(img)  # type: ignore[arg-type]  # numpy: 3.12+
+            self._write_atomic(path, [_PRE.pack(MAGIC, FORMAT_VERSION, len(header)), header, toks.tobytes(), view])
         except OSError as e:
             log.warning("KV state not saved to %s: %s", path, e)
             return None
@@ -222,14 +222,20 @@ class KVStore:
     def load(self, model_id: str, key: str, signature: dict, n_ctx: int) -> tuple[list[int], np.ndarray] | None:
         """(tokens, image) of a saved state whose every check passes, else None (logged)."""
         got = self._open(model_id, key, signature, n_ctx, whole=True)
-        if got is not None:
-            try:
-                os.utime(self.path_for(model_id, key))  # recently used
-            except OSError:
-                pass
-        return got
+        if got is None:
+            return None
+        tokens, image = got
+        if image is None:  # never: whole=True reads the image
+            return None
+        try:
+            os.utime(self.path_for(model_id, key))  # recently used
+        except OSError:
+            pass
+        return tokens, image
 
-    def _open(self, model_id: str, key: str, signature: dict, n_ctx: int, whole: bool):
+    def _open(
+        self, model_id: str, key: str, signature: dict, n_ctx: int, whole: bool
+    ) -> tuple[list[int], np.ndarray | None] | None:
         path = self.path_for(model_id, key)
         try:
             return _read(path, model_id, signature, n_ctx, whole)
@@ -256,7 +262,8 @@ def _unlink(p: Path) -> None:
         pass
 
 
-def _read(path: Path, model_id: str, signature: dict, n_ctx: int, whole: bool):
+def _read(path: Path, model_id: str, signature: dict, n_ctx: int, whole: bool) -> tuple[list[int], np.ndarray | None]:
+    """(tokens, the cache image: None unless `whole`) of a saved state that passes every check."""
     flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
     st = os.lstat(path)
     if not stat.S_ISREG(st.st_mode):

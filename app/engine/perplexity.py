@@ -57,11 +57,14 @@ import struct
 import tempfile
 import time
 from dataclasses import dataclass, field
-from typing import Iterator, Sequence
+from typing import TYPE_CHECKING, Iterator, Sequence
 
 import numpy as np
 
 from app.errors import LlambdaError
+
+if TYPE_CHECKING:
+    from app.engine.decoder import Decoder
 
 __all__ = [
     "MAGIC",
@@ -146,7 +149,7 @@ class Plan:
     n_tokens: int  # tokens of the whole text (with BOS if added)
     first: int = field(init=False)  # the first scored logit row of each chunk
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.n_ctx < 4:
             raise ValueError("n_ctx must be at least 4")
         object.__setattr__(self, "first", self.n_ctx // 2)
@@ -214,9 +217,12 @@ class ChunkScores:
     same_top1: np.ndarray | None = None
 
 
-def _score_rows(logits: np.ndarray, targets: np.ndarray, k: int, base: "BaseFile | None", base_rows: slice | None):
+def _score_rows(
+    logits: np.ndarray, targets: np.ndarray, k: int, base: "BaseFile | None", base_rows: slice | None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray | None, np.ndarray | None, np.ndarray | None]:
     """Per row of float32 logits: log p(target), arg-max, and (k > 0) the top-k ids, their
-    log-probabilities and the log of the rest's mass; with a base, KL(base || these rows).
+    log-probabilities and the log of the rest's mass; with a base, KL(base || these rows)
+    (each None when not asked for).
     Only the log-sum-exp of a row is computed over the whole vocabulary (exp in float32, summed
     in float64); log-probabilities are taken where needed, in float64."""
     n = logits.shape[0]
@@ -226,7 +232,7 @@ def _score_rows(logits: np.ndarray, targets: np.ndarray, k: int, base: "BaseFile
         m = x.max(axis=-1, keepdims=True)
         lse[r0 : r0 + _ROW_BLOCK] = m[:, 0] + np.log(np.exp(x - m).sum(axis=-1, dtype=np.float64))
 
-    def lp(ids):  # log-probabilities at ids (n, ...)
+    def lp(ids: np.ndarray) -> np.ndarray:  # log-probabilities at ids (n, ...)
         return np.take_along_axis(logits, ids, -1).astype(np.float64) - lse[:, None]
 
     tlp = lp(np.asarray(targets, dtype=np.int64)[:, None])[:, 0]
@@ -278,7 +284,7 @@ def _kld_rows(base: "BaseFile", rows: slice, lp: np.ndarray) -> np.ndarray:
 
 
 def score_chunks(
-    decoder, plan: Plan, k: int = 0, base: "BaseFile | None" = None, n_score: int | None = None
+    decoder: Decoder, plan: Plan, k: int = 0, base: "BaseFile | None" = None, n_score: int | None = None
 ) -> Iterator[ChunkScores]:
     """Decode each chunk of the plan from an empty cache and score its second half, yielding
     one ChunkScores per chunk. k: keep each position's top-k (what a base file holds; 0: not
@@ -534,7 +540,7 @@ def read_base(path: str) -> BaseFile:
     if need != len(raw):
         raise BaseFileError(f"{path}: the base file holds {len(raw)} bytes, its header says {need}")
 
-    def take(dtype, count, shape):
+    def take(dtype: str, count: int, shape: tuple[int, ...]) -> np.ndarray:
         nonlocal off
         a = np.frombuffer(raw, dtype=dtype, count=count, offset=off).reshape(shape)
         off += a.nbytes

@@ -12,7 +12,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from app import defaults as D
-from app.kernels import ffi, lib
+from app.kernels import CPointer, ffi, lib
 
 __all__ = ["SamplerSettings", "Sampler", "GREEDY"]
 
@@ -89,7 +89,7 @@ class Sampler:
             return _NO_WINDOW
         return np.asarray(context[-self.settings.penalty_last_n :], dtype=np.int32)
 
-    def _buffers(self, logits):
+    def _buffers(self, logits: np.ndarray) -> tuple[np.ndarray, int, CPointer, CPointer]:
         logits = np.ascontiguousarray(logits, dtype=np.float32).reshape(-1)
         n = logits.shape[0]
         if n == 0:
@@ -142,7 +142,7 @@ class Sampler:
         if n:
             self._rng.random(n)
 
-    def scratch(self, n_vocab: int):
+    def scratch(self, n_vocab: int) -> np.ndarray:
         """The C chain's scratch buffer for n_vocab logits (kept and reused)."""
         need = int(lib.llk_sample_scratch_bytes(n_vocab, self.settings.penalty_last_n))
         if self._scratch is None or self._scratch.size < need:
@@ -150,7 +150,8 @@ class Sampler:
         return self._scratch
 
     @property
-    def params(self):
+    def params(self) -> CPointer:
+        """llk_sampler_params * of these settings (for the C generation loop)."""
         return self._params
 
     def sample(self, logits: np.ndarray, context: Sequence[int] = ()) -> int:

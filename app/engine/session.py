@@ -14,6 +14,7 @@ from typing import Iterator, Sequence
 import numpy as np
 
 from app.engine.decoder import DecodeCancelled, Decoder
+from app.engine.sampler import Sampler
 from app.errors import LlambdaError
 
 __all__ = ["Session", "ContextFullError", "GenerationCancelled"]
@@ -159,7 +160,12 @@ class Session:
         del self.tokens[self.n_past - n :]
 
     def sample_run(
-        self, logits: np.ndarray, sampler, max_tokens: int, stop_ids=(), max_seconds: float = 0.03
+        self,
+        logits: np.ndarray,
+        sampler: Sampler,
+        max_tokens: int,
+        stop_ids: Sequence[int] = (),
+        max_seconds: float = 0.03,
     ) -> tuple[list[int], float, bool]:
         """Tokens sampled from `logits` (those after the cache's last token) and decoded one
         after another, up to max_tokens, a token of stop_ids or max_seconds: (tokens, seconds
@@ -225,7 +231,7 @@ class Session:
 
     # -- saved states (kvstore.py) --------------------------------------------------------------
 
-    def restore(self, tokens: Sequence[int], image) -> None:
+    def restore(self, tokens: Sequence[int], image: np.ndarray | bytes) -> None:
         """Make the cache hold `tokens` from a saved image of their positions (decoder.kv_read):
         the next feed then decodes only what follows them."""
         tokens = [int(t) for t in tokens]

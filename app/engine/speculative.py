@@ -37,7 +37,7 @@ from __future__ import annotations
 import hashlib
 import os
 import time
-from typing import Sequence
+from typing import Protocol, Sequence
 
 import numpy as np
 
@@ -46,9 +46,10 @@ from app.engine.sampler import GREEDY, Sampler
 from app.engine.session import Session
 from app.engine.stats import SpecStats
 from app.errors import LlambdaError, UnsupportedModelError
-from app.gguf import open_gguf
+from app.gguf import GGUFFile, open_gguf
+from app.kernels import ThreadPool
 from app.library import ModelLibrary, resolve_model
-from app.library.preflight import memory_verdict, preflight
+from app.library.preflight import PreflightReport, memory_verdict, preflight
 from app.model import config_from_gguf, require_supported
 
 __all__ = [
@@ -75,6 +76,14 @@ class IncompatibleDraftError(UnsupportedModelError):
 
 
 # --- proposers ----------------------------------------------------------------------------------
+
+
+class Proposer(Protocol):
+    """What the speculator needs of a guesser: PromptLookup, DraftModel (or a test's own)."""
+
+    name: str  # "lookup": cheap, and its `last_match` sizes the guess
+
+    def propose(self, context: Sequence[int], k: int) -> list[int]: ...
 
 
 class PromptLookup:
@@ -140,7 +149,7 @@ class PromptLookup:
         return [int(t) for t in arr[at + 1 : at + 1 + k]]
 
 
-def vocab_fingerprint(f) -> str:
+def vocab_fingerprint(f: GGUFFile) -> str:
     """A hash of what makes two models' token ids mean the same: the tokenizer model, the token
     strings, their types and the merges (BPE) or scores (SentencePiece)."""
     md = f.metadata
@@ -166,7 +175,9 @@ def vocab_fingerprint(f) -> str:
     return h.hexdigest()
 
 
-def compatible_drafts(target_path, candidates, max_fraction: float = 0.5) -> list[str]:
+def compatible_drafts(
+    target_path: str | os.PathLike, candidates: Sequence[str | os.PathLike], max_fraction: float = 0.5
+) -> list[str]:
     """Of `candidates` (paths), those that can draft for the target: same vocabulary, a file at
     most max_fraction of the target's size (a draft must be much cheaper to pay); smallest first.
     Unreadable files are passed over."""
@@ -187,12 +198,12 @@ def compatible_drafts(target_path, candidates, max_fraction: float = 0.5) -> lis
     return [c for _, c in sorted(found)]
 
 
-def library_drafts(target_path) -> list[str]:
+def library_drafts(target_path: str | os.PathLike) -> list[str]:
     """compatible_drafts over the models of the user's library (app.library)."""
     return [path for _, path in library_draft_choices(target_path)]
 
 
-def library_draft_choices(target_path, library=None) -> list[tuple[str, str]]:
+def library_draft_choices(target_path: str | os.PathLike, library: ModelLibrary | None = None) -> list[tuple[str, str]]:
     """(name, path) of the library's models that can draft for the target, smallest first (what
     the window's settings offer)."""
     lib = library or ModelLibrary()
@@ -200,7 +211,7 @@ def library_draft_choices(target_path, library=None) -> list[tuple[str, str]]:
     return [(names[p], p) for p in compatible_drafts(target_path, list(names))]
 
 
-def resolve_draft(target_path, draft: str | None) -> str | None:
+def resolve_draft(target_path: str | os.PathLike, draft: str | None) -> str | None:
     """The draft model's path from what was asked: "auto" is the library's smallest compatible
     model (None when it holds none), anything else a path or a library name (resolve_model)."""
     if not draft:
@@ -211,7 +222,7 @@ def resolve_draft(target_path, draft: str | None) -> str | None:
     return resolve_model(draft)
 
 
-def draft_memory(target_report, draft_path, kv_type: str) -> tuple[str, str]:
+def draft_memory(target_report: PreflightReport, draft_path: str | os.PathLike, kv_type: str) -> tuple[str, str]:
     """The memory pre-flight of the target and its draft together, each with its KV cache at the
     target's context: (ok|warn|refuse, the one-line message). `target_report`: the target's
     app.library.preflight report at the context it will run."""
@@ -229,7 +240,14 @@ class DraftModel:
 
     name = "draft"
 
-    def __init__(self, path, target_file, n_ctx: int, pool=None, kv_type: str = "f16"):
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        target_file: GGUFFile,
+        n_ctx: int,
+        pool: ThreadPool | None = None,
+        kv_type: str = "f16",
+    ):
         self.path = str(path)
         self.file = open_gguf(path)
         try:
@@ -280,7 +298,7 @@ class Speculator:
     MIN_GAIN = 1.03  # expected speed-up needed to guess at all
     REMEASURE = 256  # tokens made by passes before a plain run measures a token's cost again
 
-    def __init__(self, proposer, k_max: int = 8, adaptive: bool = True, plain_run: int = 8):
+    def __init__(self, proposer: Proposer, k_max: int = 8, adaptive: bool = True, plain_run: int = 8):
         if not 1 <= k_max <= K_MAX:
             raise ValueError(f"k_max must be in 1..{K_MAX}")
         self.proposer = proposer
@@ -378,7 +396,7 @@ class Speculator:
             guess = self.proposer.propose(context, k_cap)  # cheap: find first, then size
             if not guess:
                 return [], 0
-            bucket = self._bucket(self.proposer.last_match)
+            bucket = self._bucket(getattr(self.proposer, "last_match", 0))  # PromptLookup's
             k = self.choose_k(self.acceptance(bucket), len(guess))
             if k == 0 and self._since_probe >= self.PROBE_EVERY:
                 k = 1
@@ -391,7 +409,9 @@ class Speculator:
         return self.proposer.propose(context, k), 1
 
 
-def verify_pass(session, sampler, pending: int, guess: Sequence[int], stop_ids=()) -> tuple[list[int], float]:
+def verify_pass(
+    session: Session, sampler: Sampler, pending: int, guess: Sequence[int], stop_ids: Sequence[int] = ()
+) -> tuple[list[int], float]:
     """Decode [pending, *guess] in one pass and walk the rows with the target's sampler: the
     reply's tokens of this pass (the accepted guesses, then the sampler's own pick) and the
     seconds spent sampling. The cache ends holding pending and the accepted guesses: every

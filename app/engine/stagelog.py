@@ -13,11 +13,16 @@ import os
 import re
 from collections import Counter
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from app.engine.stats import current_rss_bytes
 from app.library import describe_model
 from app.library.index import load_index
 from app.logs import get
+
+if TYPE_CHECKING:
+    from app.engine.generate import Finished
+    from app.gguf import GGUFFile
 from app.paths import models_dir
 
 log = get("engine")
@@ -72,7 +77,7 @@ def _library_hash(p: Path, st: os.stat_result) -> str | None:
     return None
 
 
-def model_identity(path: str | os.PathLike, gguf_file=None) -> dict:
+def model_identity(path: str | os.PathLike, gguf_file: GGUFFile | None = None) -> dict:
     """{"sha256", "name", "quantization", "architecture"} of a model file, for the load line and
     the conversation record. Reads the header when `gguf_file` is not given."""
     out = {"sha256": file_sha256(path), "name": None, "quantization": None, "architecture": None}
@@ -84,13 +89,13 @@ def model_identity(path: str | os.PathLike, gguf_file=None) -> dict:
     return out
 
 
-def tensor_types(gguf_file) -> str:
+def tensor_types(gguf_file: GGUFFile) -> str:
     """'Q4_1 ×169, F32 ×61': tensor types by count, most first."""
     counts = Counter(t.type.name for t in gguf_file.tensors.values())
     return ", ".join(f"{name} ×{n}" for name, n in counts.most_common())
 
 
-def log_model_load(engine, map_s: float, decoder_s: float) -> None:
+def log_model_load(engine: Any, map_s: float, decoder_s: float) -> None:  # Any: an Engine (its module imports this one)
     """The load line: file, size, hash prefix, GGUF version, architecture, tensor types, the
     time to map the file and to set up the decoder (repack), memory after the load."""
     if not log.isEnabledFor(logging.INFO):  # logging not set up: skip the hashing too
@@ -115,7 +120,7 @@ def log_model_load(engine, map_s: float, decoder_s: float) -> None:
     )
 
 
-def log_generation(finished, tokenize_s: float | None) -> None:
+def log_generation(finished: Finished, tokenize_s: float | None) -> None:
     """The generation line: tokenize, prompt and prefill, generated tokens and decode time,
     sampling's share of decoding, peak memory, threads, ISA, stop reason. No text."""
     if not log.isEnabledFor(logging.INFO):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 
 from app.paths import atomic_write_text, data_dir, ensure_dir
 
@@ -28,7 +29,7 @@ def fastest(rows: list[dict]) -> dict[str, dict]:
     return best
 
 
-def measured_path():
+def measured_path() -> Path:
     return data_dir() / "threads.json"
 
 

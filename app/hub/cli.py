@@ -11,7 +11,7 @@ import argparse
 import json
 import sys
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence, TextIO
 
 from app.errors import LlambdaError, exit_code_for
 from app.units import format_bytes
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 COMMANDS = ("search", "files", "download", "token")
 
 
-def add_commands(sub) -> None:
+def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("search", help="search the Hugging Face Hub for GGUF models")
     p.add_argument("query", nargs="?", default="", help="words in the repository name")
     p.add_argument("--limit", type=int, default=20, help="at most this many results (default 20)")
@@ -42,7 +42,7 @@ def add_commands(sub) -> None:
     )
 
 
-def _search(ns, out) -> int:
+def _search(ns: argparse.Namespace, out: TextIO) -> int:
     from app.hub import HubClient
 
     hits = HubClient().search(ns.query, limit=ns.limit)
@@ -60,13 +60,13 @@ def _search(ns, out) -> int:
     return 0
 
 
-def _table(rows, out) -> None:
+def _table(rows: Sequence[Sequence[str]], out: TextIO) -> None:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for r in rows:
         out.write("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() + "\n")
 
 
-def _files(ns, out, err) -> int:
+def _files(ns: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from app.hub import HubClient, check_remote
 
     client = HubClient()
@@ -122,7 +122,7 @@ def _files(ns, out, err) -> int:
     return 0
 
 
-def _download(ns, out, err) -> int:
+def _download(ns: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from app.hub import HubClient, HubError
     from app.hub.download import job_for, pending_jobs, run_job
 
@@ -191,7 +191,7 @@ def _duration(s: float) -> str:
     return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else (f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s")
 
 
-def _token(ns, out) -> int:
+def _token(ns: argparse.Namespace, out: TextIO) -> int:
     from app.hub.token import clear_token, save_token, stored_token
 
     if ns.action == "status":
@@ -211,7 +211,7 @@ def _token(ns, out) -> int:
     return 0
 
 
-def run(ns: argparse.Namespace, out=None, err=None) -> int:
+def run(ns: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
     out = out or sys.stdout
     err = err or sys.stderr
     try:

@@ -12,11 +12,17 @@ import io
 import logging
 import os
 from dataclasses import dataclass
+from types import ModuleType
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from app import __version__, logs
 from app.errors import LlambdaError
 from app.hub.files import HubPart, RepoFiles, group_gguf_files
+
+if TYPE_CHECKING:
+    from huggingface_hub import HfApi
+    from typing_extensions import Buffer
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
 API_TIMEOUT_S = 20.0
@@ -37,7 +43,7 @@ class HubError(LlambdaError, OSError):
 class _ToOurLog(logging.Handler):
     """The library's log records go to Llambda's log, not straight to stderr."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__()
         self.target = logs.get("hub")
 
@@ -49,7 +55,7 @@ class _ToOurLog(logging.Handler):
 _READY: list[bool] = []
 
 
-def hf():
+def hf() -> ModuleType:
     """`huggingface_hub`, imported on first use (~0.3 s) and set up once: no telemetry (it would
     also fetch an "agent harness" list from the Hub in every user-agent), its log in ours."""
     os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
@@ -156,11 +162,12 @@ class _Bounded(io.RawIOBase):
     def writable(self) -> bool:
         return True
 
-    def write(self, b) -> int:
-        if len(self.buf) + len(b) > self.limit:
+    def write(self, b: Buffer) -> int:
+        data = bytes(b)  # no copy of the bytes http_get writes
+        if len(self.buf) + len(data) > self.limit:
             raise HubError("the server sent more than the byte range asked for", "http")
-        self.buf += b
-        return len(b)
+        self.buf += data
+        return len(data)
 
 
 class HubClient:
@@ -172,7 +179,7 @@ class HubClient:
         self.endpoint = (endpoint or hub_endpoint()).rstrip("/")
         self.token = token if token is not None else stored_token()
 
-    def _api(self):
+    def _api(self) -> HfApi:
         return hf().HfApi(
             endpoint=self.endpoint, token=self.token or None, library_name="llambda", library_version=__version__
         )
@@ -280,7 +287,7 @@ class HubClient:
 class SilentBar:
     """A progress bar that shows nothing (http_get wants one); download.py's meter extends it."""
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args: object, **kwargs: object) -> None:
         pass
 
     def update(self, n: int = 1) -> None:
@@ -289,10 +296,10 @@ class SilentBar:
     def close(self) -> None:
         pass
 
-    def __enter__(self):
+    def __enter__(self) -> SilentBar:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         pass
 
 

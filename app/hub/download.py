@@ -23,12 +23,16 @@ import time
 from collections import deque
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from app.errors import LlambdaError
 from app.hub.client import HubClient, HubError, SilentBar, hf, translate
 from app.hub.files import HubFile, RepoFiles
 from app.paths import atomic_write_text, cache_dir, ensure_dir
+
+if TYPE_CHECKING:
+    from app.library import ModelLibrary
+    from app.library.index import ModelEntry
 
 HASH_CHUNK = 4 << 20
 TRANSFER_CHUNK = 1 << 20  # progress (and a pause) every MiB instead of the library's 10 MiB
@@ -177,7 +181,7 @@ class _Stop(Exception):
     """Raised from the progress hook to end http_get between two chunks."""
 
 
-def _meter(on_bytes: Callable[[int], None]):
+def _meter(on_bytes: Callable[[int], None]) -> type[SilentBar]:
     """A class that http_get takes for its progress bar; it reports bytes and may stop the transfer."""
 
     class Meter(SilentBar):
@@ -219,10 +223,10 @@ def run_job(
     job: DownloadJob,
     *,
     client: HubClient | None = None,
-    library=None,
+    library: ModelLibrary | None = None,
     on_event: Event | None = None,
     should_stop: Callable[[], str | None] = lambda: None,
-):
+) -> tuple[ModelEntry, bool]:
     """Download, verify and import `job`; returns (library entry, duplicate?).
 
     `should_stop()` is asked between chunks: "pause" keeps the bytes (DownloadStopped how=pause),
@@ -285,7 +289,7 @@ def run_job(
                 location, headers, _ = client.file_location(job.repo_id, p["path"], job.revision)
                 got = [done - have]
 
-                def on_bytes(n: int, got=got) -> None:
+                def on_bytes(n: int, got: list[int] = got) -> None:
                     got[0] += n
                     stage("download", got[0] + have, job.size, rate)
                     stopping()
@@ -397,8 +401,13 @@ def run_job(
 
 
 def download_now(
-    repo_id: str, file_name: str, *, client: HubClient | None = None, library=None, on_event: Event | None = None
-):
+    repo_id: str,
+    file_name: str,
+    *,
+    client: HubClient | None = None,
+    library: ModelLibrary | None = None,
+    on_event: Event | None = None,
+) -> tuple[ModelEntry, bool]:
     """List `repo_id`, find `file_name` there and run its job now (resuming one on disk)."""
     client = client or HubClient()
     repo = client.repo_files(repo_id)
@@ -418,7 +427,13 @@ class DownloadQueue:
     "done", "total", "speed", "eta"}, {"event": "done", "key", "entry", "duplicate", "file"},
     {"event": "added", "job"}."""
 
-    def __init__(self, on_event: Event, *, client_factory=HubClient, library_factory=None):
+    def __init__(
+        self,
+        on_event: Event,
+        *,
+        client_factory: Callable[[], HubClient] = HubClient,
+        library_factory: Callable[[], ModelLibrary] | None = None,
+    ):
         self.on_event = on_event
         self.client_factory = client_factory
         self.library_factory = library_factory

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import BinaryIO, Callable
 
 from app.errors import ModelFormatError
-from app.gguf import ValueType, open_gguf
+from app.gguf import GGUFFile, ValueType, open_gguf
 from app.gguf.constants import GGUF_MAGIC, SCALAR_FORMATS
 
 COPY_CHUNK = 4 << 20
@@ -24,7 +24,7 @@ def _string(b: bytes) -> bytes:
     return struct.pack("<Q", len(b)) + b
 
 
-def _encoded_metadata(f, key: str, raw) -> bytes:
+def _encoded_metadata(f: GGUFFile, key: str, raw: BinaryIO) -> bytes:
     """key, type and value, as the GGUF format stores them."""
     md = f.metadata
     vtype = md.type_of(key)
@@ -33,6 +33,8 @@ def _encoded_metadata(f, key: str, raw) -> bytes:
         return out + _string(md.get(key).encode("utf-8"))
     if vtype == ValueType.ARRAY:
         a = md.array_info(key)
+        if a is None:  # never: type_of said ARRAY
+            raise ModelFormatError(f"{key}: an array without its value")
         raw.seek(a.start)
         return out + struct.pack("<IQ", int(a.elem_type), a.count) + raw.read(a.end - a.start)
     return out + struct.pack(SCALAR_FORMATS[vtype][0], md.get(key))

@@ -9,6 +9,7 @@ keyring is usable (a headless Linux without a secret service), the token is not 
 from __future__ import annotations
 
 import os
+from types import ModuleType
 
 from app.errors import LlambdaError
 
@@ -19,7 +20,7 @@ class TokenStoreError(LlambdaError, OSError):
     """The keyring cannot store the token here."""
 
 
-def _keyring():
+def _keyring() -> ModuleType | None:
     try:
         import keyring  # lazy: only a gated download needs it
         from keyring.backends import fail

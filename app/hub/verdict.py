@@ -14,11 +14,15 @@ from __future__ import annotations
 import os
 import tempfile
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from app.errors import ModelFormatError
 from app.hub.client import HubClient, HubError
 from app.hub.files import HubFile
 from app.paths import cache_dir, ensure_dir
+
+if TYPE_CHECKING:
+    from app.gguf import GGUFFile
 
 HEADER_FIRST_BYTES = 2 << 20
 HEADER_MAX_BYTES = 64 << 20
@@ -49,7 +53,9 @@ class RemoteVerdict:
         }
 
 
-def _open_prefix(client: HubClient, location: str, headers: dict, size: int, what: str, tmpdir: str):
+def _open_prefix(
+    client: HubClient, location: str, headers: dict, size: int, what: str, tmpdir: str
+) -> tuple[GGUFFile, int]:
     """(open GGUFFile over the shortest prefix that holds the header, bytes fetched)."""
     from app.gguf import open_gguf
 

@@ -23,6 +23,7 @@ which LLAMBDA_ISA=ref|avx2|avx512 can lower).
 from __future__ import annotations
 
 import dataclasses
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
@@ -33,6 +34,11 @@ try:
     from app._llk import ffi, lib
 except ImportError as exc:  # pragma: no cover - a broken install
     raise ImportError("the kernel library app._llk is not built; run `pip install -e .` in the source tree") from exc
+
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
+
+CPointer = Any  # a cffi pointer (cdata): cffi has no type stubs
 
 __all__ = [
     "ISA_NAMES",
@@ -204,7 +210,7 @@ def act_row_bytes(type_id: int, n: int) -> int:
     return b
 
 
-def _bytes_view(raw, need: int, what: str) -> np.ndarray:
+def _bytes_view(raw: ArrayLike, need: int, what: str) -> np.ndarray:
     arr = np.asarray(raw)
     if not arr.flags.c_contiguous:
         arr = np.ascontiguousarray(arr)
@@ -214,16 +220,16 @@ def _bytes_view(raw, need: int, what: str) -> np.ndarray:
     return arr
 
 
-def _f32(x, what: str) -> np.ndarray:
+def _f32(x: ArrayLike, what: str) -> np.ndarray:
     return np.ascontiguousarray(x, dtype=np.float32)
 
 
-def _fp(a: np.ndarray):
+def _fp(a: np.ndarray) -> CPointer:
     """float * to a contiguous float32 array (kept alive by the caller's reference)."""
     return ffi.from_buffer("float[]", a)
 
 
-def dequantize_row(type_id: int, raw, n: int, isa: int | str | None = None) -> np.ndarray:
+def dequantize_row(type_id: int, raw: ArrayLike, n: int, isa: int | str | None = None) -> np.ndarray:
     """float32[n]: the n values held by one row of `type_id` in raw (bytes, any alignment)."""
     t, n = _type(type_id), int(n)
     src = _bytes_view(raw, row_bytes(t, n), "dequantize_row")
@@ -235,7 +241,7 @@ def dequantize_row(type_id: int, raw, n: int, isa: int | str | None = None) -> n
     return out
 
 
-def quantize_activations(type_id: int, x, isa: int | str | None = None) -> np.ndarray:
+def quantize_activations(type_id: int, x: ArrayLike, isa: int | str | None = None) -> np.ndarray:
     """uint8 bytes: x (float32[n]) in the activation format a row of `type_id` consumes."""
     t = _type(type_id)
     xf = _f32(x, "x").reshape(-1)
@@ -248,7 +254,7 @@ def quantize_activations(type_id: int, x, isa: int | str | None = None) -> np.nd
     return out
 
 
-def vec_dot(type_id: int, w_raw, act, n: int, isa: int | str | None = None) -> float:
+def vec_dot(type_id: int, w_raw: ArrayLike, act: ArrayLike, n: int, isa: int | str | None = None) -> float:
     """dot(row of `type_id`, activations from quantize_activations) as a Python float."""
     t, n = _type(type_id), int(n)
     w = _bytes_view(w_raw, row_bytes(t, n), "vec_dot weights")
@@ -277,7 +283,7 @@ class ThreadPool:
         self._ptr = out[0]
 
     @property
-    def ptr(self):
+    def ptr(self) -> CPointer:
         if self._ptr is None:
             raise KernelError("thread pool is closed")
         return self._ptr
@@ -341,24 +347,24 @@ class ThreadPool:
     def __enter__(self) -> "ThreadPool":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def __del__(self):
+    def __del__(self) -> None:
         try:
             self.close()
         except Exception:
             pass
 
 
-def _pool_ptr(pool: ThreadPool | None):
+def _pool_ptr(pool: ThreadPool | None) -> CPointer:
     return ffi.NULL if pool is None else pool.ptr
 
 
 # --- matrix products -----------------------------------------------------------------------------
 
 
-def _weights(type_id: int, w, n_cols: int) -> tuple[np.ndarray, int, int]:
+def _weights(type_id: int, w: ArrayLike, n_cols: int) -> tuple[np.ndarray, int, int]:
     """(uint8 view, n_rows, row_stride) of a weight matrix given as rows of raw bytes."""
     a = np.asarray(w)
     if a.ndim != 2:
@@ -375,9 +381,9 @@ def _weights(type_id: int, w, n_cols: int) -> tuple[np.ndarray, int, int]:
 def matvec(
     pool: ThreadPool | None,
     type_id: int,
-    w,
+    w: ArrayLike,
     n_cols: int,
-    x,
+    x: ArrayLike,
     isa: int | str | None = None,
     out: np.ndarray | None = None,
 ) -> np.ndarray:
@@ -410,9 +416,9 @@ def matvec(
 def matmul(
     pool: ThreadPool | None,
     type_id: int,
-    w,
+    w: ArrayLike,
     n_cols: int,
-    x,
+    x: ArrayLike,
     isa: int | str | None = None,
     out: np.ndarray | None = None,
 ) -> np.ndarray:
@@ -451,7 +457,7 @@ def isa_packs(type_id: int, isa: int | str | None = None) -> bool:
     return bool(lib.llk_isa_packs(_isa(isa), _type(type_id)))
 
 
-def pack(pool: ThreadPool | None, type_id: int, w, n_cols: int) -> np.ndarray:
+def pack(pool: ThreadPool | None, type_id: int, w: ArrayLike, n_cols: int) -> np.ndarray:
     """W (n_rows, >= row bytes) packed into panels of 8 rows: the matrix x matrix layout."""
     t = _type(type_id)
     w8, n_rows, stride = _weights(t, w, n_cols)
@@ -467,7 +473,13 @@ def pack(pool: ThreadPool | None, type_id: int, w, n_cols: int) -> np.ndarray:
 
 
 def matmul_packed(
-    pool: ThreadPool | None, type_id: int, packed: np.ndarray, n_rows: int, n_cols: int, x, isa: int | str | None = None
+    pool: ThreadPool | None,
+    type_id: int,
+    packed: np.ndarray,
+    n_rows: int,
+    n_cols: int,
+    x: ArrayLike,
+    isa: int | str | None = None,
 ) -> np.ndarray:
     """Y (n_tok, n_rows) = X @ W^T with W made by pack(): the same floats as matmul()."""
     t = _type(type_id)
@@ -502,13 +514,13 @@ def matmul_packed(
 # --- decoder operations ----------------------------------------------------------------------------
 
 
-def _rows(x) -> tuple[np.ndarray, int, int]:
+def _rows(x: ArrayLike) -> tuple[np.ndarray, int, int]:
     a = np.array(x, dtype=np.float32, copy=True, order="C")
     n = a.shape[-1] if a.ndim else 1
     return a, (a.size // n if n else 0), n
 
 
-def rms_norm(x, weight=None, eps: float = 1e-6) -> np.ndarray:
+def rms_norm(x: ArrayLike, weight: ArrayLike | None = None, eps: float = 1e-6) -> np.ndarray:
     """x / sqrt(mean(x^2) + eps) * weight over the last axis."""
     y, n_rows, n = _rows(x)
     w = None if weight is None else _f32(weight, "weight").reshape(-1)
@@ -518,7 +530,9 @@ def rms_norm(x, weight=None, eps: float = 1e-6) -> np.ndarray:
     return y
 
 
-def layer_norm(x, weight=None, bias=None, eps: float = 1e-5) -> np.ndarray:
+def layer_norm(
+    x: ArrayLike, weight: ArrayLike | None = None, bias: ArrayLike | None = None, eps: float = 1e-5
+) -> np.ndarray:
     """(x - mean) / sqrt(var + eps) * weight + bias over the last axis."""
     y, n_rows, n = _rows(x)
     w = None if weight is None else _f32(weight, "weight").reshape(-1)
@@ -535,7 +549,7 @@ def layer_norm(x, weight=None, bias=None, eps: float = 1e-5) -> np.ndarray:
     return y
 
 
-def softmax(x) -> np.ndarray:
+def softmax(x: ArrayLike) -> np.ndarray:
     """Softmax over the last axis (rows of -inf give zeros)."""
     y, n_rows, n = _rows(x)
     fp = _fp(y)
@@ -544,13 +558,15 @@ def softmax(x) -> np.ndarray:
     return y
 
 
-def _unary(fn, x) -> np.ndarray:
+def _unary(fn: Callable[[CPointer, CPointer, int], None], x: ArrayLike) -> np.ndarray:
     y, _, _ = _rows(x)
     fn(_fp(y), _fp(y), y.size)
     return y
 
 
-def _binary(fn, a, b, name: str) -> np.ndarray:
+def _binary(
+    fn: Callable[[CPointer, CPointer, CPointer, int], None], a: ArrayLike, b: ArrayLike, name: str
+) -> np.ndarray:
     y, _, _ = _rows(a)
     bb = _f32(b, name)
     if bb.shape != y.shape:
@@ -559,35 +575,35 @@ def _binary(fn, a, b, name: str) -> np.ndarray:
     return y
 
 
-def silu(x) -> np.ndarray:
+def silu(x: ArrayLike) -> np.ndarray:
     return _unary(lib.llk_silu, x)
 
 
-def gelu(x) -> np.ndarray:
+def gelu(x: ArrayLike) -> np.ndarray:
     """GELU, tanh approximation."""
     return _unary(lib.llk_gelu, x)
 
 
-def gelu_erf(x) -> np.ndarray:
+def gelu_erf(x: ArrayLike) -> np.ndarray:
     """GELU, exact (erf)."""
     return _unary(lib.llk_gelu_erf, x)
 
 
-def swiglu(gate, up) -> np.ndarray:
+def swiglu(gate: ArrayLike, up: ArrayLike) -> np.ndarray:
     """silu(gate) * up."""
     return _binary(lib.llk_swiglu, gate, up, "up")
 
 
-def geglu(gate, up) -> np.ndarray:
+def geglu(gate: ArrayLike, up: ArrayLike) -> np.ndarray:
     """gelu(gate) * up."""
     return _binary(lib.llk_geglu, gate, up, "up")
 
 
-def add(a, b) -> np.ndarray:
+def add(a: ArrayLike, b: ArrayLike) -> np.ndarray:
     return _binary(lib.llk_add, a, b, "b")
 
 
-def mul(a, b) -> np.ndarray:
+def mul(a: ArrayLike, b: ArrayLike) -> np.ndarray:
     return _binary(lib.llk_mul, a, b, "b")
 
 
@@ -613,7 +629,7 @@ class RopeConfig:
 
     SCALINGS = ("none", "linear", "yarn", "llama3")
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         n_rot = self.head_dim if self.n_rot is None else self.n_rot
         if self.head_dim <= 0 or n_rot <= 0 or n_rot > self.head_dim or n_rot % 2:
             raise ValueError(f"rope: n_rot {n_rot} must be even and within head_dim {self.head_dim}")
@@ -625,7 +641,8 @@ class RopeConfig:
                 raise ValueError(f"rope: freq_factors needs {n_rot // 2} positive values")
             object.__setattr__(self, "freq_factors", ff)
 
-    def _c(self):
+    def _c(self) -> tuple[CPointer, CPointer | None]:
+        """(llk_rope_params *, the freq_factors buffer it points into, to keep alive)."""
         p = ffi.new("llk_rope_params *")
         lib.llk_rope_params_default(p, self.head_dim)
         p.n_rot = self.head_dim if self.n_rot is None else self.n_rot
@@ -646,7 +663,7 @@ class RopeConfig:
         return p, keep
 
 
-def rope(cfg: RopeConfig, x, positions) -> np.ndarray:
+def rope(cfg: RopeConfig, x: ArrayLike, positions: ArrayLike) -> np.ndarray:
     """x: (n_tok, n_head, head_dim) rotated copy; positions: int[n_tok]."""
     y = np.array(x, dtype=np.float32, copy=True, order="C")
     if y.ndim != 3 or y.shape[2] != cfg.head_dim:
@@ -669,13 +686,19 @@ class AttentionConfig:
     window: int = 0  # > 0: sliding window of that many positions
     causal: bool = True
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if min(self.n_head, self.n_head_kv, self.head_dim) <= 0 or self.n_head % self.n_head_kv:
             raise ValueError("attention: n_head must be a positive multiple of n_head_kv")
 
 
 def attention(
-    pool: ThreadPool | None, cfg: AttentionConfig, q, k_cache, v_cache, positions, isa: int | str | None = None
+    pool: ThreadPool | None,
+    cfg: AttentionConfig,
+    q: ArrayLike,
+    k_cache: ArrayLike,
+    v_cache: ArrayLike,
+    positions: ArrayLike,
+    isa: int | str | None = None,
 ) -> np.ndarray:
     """q: (n_tok, n_head, head_dim) f32; k_cache, v_cache: (n_kv, n_head_kv, head_dim), both f16 or
     both f32, or both Q8_0 rows as uint8 (n_kv, row bytes) from `quantize_kv_q8_0`; positions:
@@ -718,7 +741,7 @@ def attention(
     return out
 
 
-def quantize_kv_q8_0(x) -> np.ndarray:
+def quantize_kv_q8_0(x: ArrayLike) -> np.ndarray:
     """Rows of float32 values (a multiple of 32 each) as the decoder's Q8_0 KV cache holds them:
     per block of 32, float16 d = max|x| / 127, then int8 round(x / d) (ties to even). (rows, bytes)."""
     xf = np.ascontiguousarray(x, dtype=np.float32)
@@ -735,7 +758,7 @@ def quantize_kv_q8_0(x) -> np.ndarray:
     return out.reshape(xf.shape[0], -1)
 
 
-def dequantize_kv_q8_0(rows, n: int) -> np.ndarray:
+def dequantize_kv_q8_0(rows: np.ndarray, n: int) -> np.ndarray:
     """The float32 values a Q8_0 cache row holds (d * q, exact), n per row."""
     b = np.ascontiguousarray(rows, dtype=np.uint8).reshape(len(rows), -1, 34)
     d = b[..., :2].copy().view(np.float16).astype(np.float32)

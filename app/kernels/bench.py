@@ -11,7 +11,7 @@ import argparse
 import json
 import os
 import time
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -207,7 +207,7 @@ def bench_matmul(
     out = []
     pools = {n: ThreadPool(n) for n in threads}
 
-    def best_of(run) -> float:
+    def best_of(run: Callable[[], object]) -> float:
         run()
         best = float("inf")
         for _ in range(max(1, reps)):

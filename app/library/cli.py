@@ -12,16 +12,20 @@ import argparse
 import json
 import sys
 import time
+from typing import Callable, TextIO
 
 from app.chats import ChatStore, engine_settings
 from app.errors import LlambdaError, exit_code_for
+from app.library.index import ModelEntry
 from app.library.library import DuplicateModelError, ModelLibrary
 from app.library.preflight import preflight
 from app.units import format_bytes, format_last_used
 
 
 def configure_parser(
-    parser: argparse.ArgumentParser, more=None, more_names: tuple[str, ...] = ()
+    parser: argparse.ArgumentParser,
+    more: Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None] | None = None,
+    more_names: tuple[str, ...] = (),
 ) -> argparse.ArgumentParser:
     """`more(subparsers)` adds commands of a layer above (the Hub's: app/hub/cli.py)."""
     names = ",".join(("list", "import", "remove") + tuple(more_names))
@@ -58,14 +62,14 @@ def _params(n: int) -> str:
     return str(n)
 
 
-def _entry_json(lib: ModelLibrary, e) -> dict:
+def _entry_json(lib: ModelLibrary, e: ModelEntry) -> dict:
     d = e.to_json()
     d["status"] = lib.status(e)
     d["file"] = str(e.file_path(lib.folder))
     return d
 
 
-def _list(lib: ModelLibrary, ns, out) -> int:
+def _list(lib: ModelLibrary, ns: argparse.Namespace, out: TextIO) -> int:
     entries = lib.list()
     if ns.json:
         json.dump({"models": [_entry_json(lib, e) for e in entries]}, out, indent=1)
@@ -95,7 +99,7 @@ def _list(lib: ModelLibrary, ns, out) -> int:
     return 0
 
 
-def _import(lib: ModelLibrary, ns, out, err) -> int:
+def _import(lib: ModelLibrary, ns: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     show = not ns.json and err.isatty()
     last = [0.0]
 
@@ -145,7 +149,7 @@ def _import(lib: ModelLibrary, ns, out, err) -> int:
     return 0
 
 
-def _remove(lib: ModelLibrary, ns, out) -> int:
+def _remove(lib: ModelLibrary, ns: argparse.Namespace, out: TextIO) -> int:
     e = lib.remove(ns.model)
     if ns.json:
         json.dump({"status": "removed", "model": e.to_json()}, out, indent=1)
@@ -156,7 +160,7 @@ def _remove(lib: ModelLibrary, ns, out) -> int:
     return 0
 
 
-def run_models(ns: argparse.Namespace, out=None, err=None) -> int:
+def run_models(ns: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
     """Run `llambda models <command>` for a parsed namespace; returns the exit code."""
     out = out or sys.stdout
     err = err or sys.stderr

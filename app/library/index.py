@@ -14,6 +14,7 @@ import os
 import time
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
+from typing import Any
 
 from app.errors import LibraryError
 from app.paths import atomic_write_text
@@ -40,7 +41,7 @@ class ModelEntry:
     last_used: float | None = None
     source: str = ""  # where it was imported from
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.storage not in STORAGE_KINDS:
             raise ValueError(f"unknown storage kind {self.storage!r}")
         if len(self.sha256) != 64:
@@ -58,7 +59,7 @@ class ModelEntry:
         names = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in names})
 
-    def with_(self, **changes) -> "ModelEntry":
+    def with_(self, **changes: Any) -> "ModelEntry":
         return replace(self, **changes)
 
 
@@ -119,7 +120,7 @@ class IndexLock:
         fcntl.flock(self._fd, fcntl.LOCK_EX)
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         if self._fd is not None:
             os.close(self._fd)  # closing releases the flock
             self._fd = None

@@ -64,7 +64,7 @@ def describe(path: str | os.PathLike, n_ctx: int | None = None, kv_type: str = "
 
 
 def format_description(info: dict) -> str:
-    def row(label: str, value) -> str:
+    def row(label: str, value: object) -> str:
         return f"  {label:<18}{value}"
 
     out = [

@@ -18,6 +18,7 @@ import re
 import secrets
 import shutil
 import stat as stat_mod
+import threading
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -36,6 +37,7 @@ PART_SUFFIX = ".part"
 _HASH_NAME = re.compile(r"^[0-9a-f]{64}\.gguf$")
 
 Progress = Callable[[int, int], None]  # (bytes done, bytes total)
+Cancel = threading.Event | Callable[[], bool]  # set, or returning True: stop
 
 
 class ImportCancelled(LibraryError):
@@ -93,11 +95,12 @@ def _file_stem(path: Path) -> str:
     return (n[:-5] if n.lower().endswith(".gguf") else n).strip() or n
 
 
-def _cancelled(cancel) -> bool:
+def _cancelled(cancel: Cancel | None) -> bool:
     if cancel is None:
         return False
-    is_set = getattr(cancel, "is_set", None)
-    return bool(is_set() if is_set is not None else cancel())
+    if isinstance(cancel, threading.Event):
+        return cancel.is_set()
+    return bool(cancel())
 
 
 def _write_all(fd: int, data: memoryview) -> None:
@@ -110,7 +113,7 @@ def _write_all(fd: int, data: memoryview) -> None:
 class _Meter:
     """Progress over several passes of one import, reported as one monotonic (done, total)."""
 
-    def __init__(self, total: int, progress: Progress | None, cancel):
+    def __init__(self, total: int, progress: Progress | None, cancel: Cancel | None):
         self.total, self.done, self.progress, self.cancel = total, 0, progress, cancel
 
     def step(self, n: int) -> None:
@@ -290,7 +293,7 @@ class ModelLibrary:
             save_index(self.folder, [used if x.sha256 == hit.sha256 else x for x in entries])
             return used
 
-    def verify(self, name_or_hash: str, progress: Progress | None = None, cancel=None) -> bool:
+    def verify(self, name_or_hash: str, progress: Progress | None = None, cancel: Cancel | None = None) -> bool:
         """Re-hash a model's file: True when its bytes are still the ones imported."""
         e = self.get(name_or_hash)
         path = e.file_path(self.folder)
@@ -347,7 +350,7 @@ class ModelLibrary:
         keep_in_place: bool = False,
         name: str | None = None,
         progress: Progress | None = None,
-        cancel=None,
+        cancel: Cancel | None = None,
     ) -> ModelEntry:
         """Add a GGUF file to the library and return its entry.
 
@@ -384,7 +387,7 @@ class ModelLibrary:
 
     def _new_entry(
         self,
-        entries,
+        entries: builtins.list[ModelEntry],
         info: ModelInfo,
         name: str | None,
         digest: str,
@@ -480,7 +483,9 @@ class ModelLibrary:
                 except OSError:
                     pass
 
-    def _save_or_undo(self, entries, entry: ModelEntry, placed: Path | None, src: Path) -> None:
+    def _save_or_undo(
+        self, entries: builtins.list[ModelEntry], entry: ModelEntry, placed: Path | None, src: Path
+    ) -> None:
         """Record `entry` in the index (lock held); when the index cannot be written (a full
         disk), remove the file just put in place, so the library is exactly as it was."""
         try:

@@ -21,7 +21,7 @@ import json
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, AsyncGenerator, Callable
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -29,12 +29,18 @@ from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
-from starlette.types import ASGIApp
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.engine.generate import Finished, GenerationRequest, TextPiece
 from app.errors import TemplateError
 from app.server import openai_wire as wire
 from app.server.owner import EngineOwner, ForwardingOwner, Job, JobFailed, RequestRejected
+
+if TYPE_CHECKING:
+    from app.engine.engine import Engine
+
+Prepare = Callable[["Engine"], GenerationRequest]  # a job's request, built on the engine's thread
+Spec = wire.ChatSpec | wire.CompletionSpec
 
 log = logging.getLogger(__name__)
 
@@ -98,10 +104,12 @@ class RequestLog:
     written just before the answer's last byte goes out, so a client that has its whole answer
     finds the line already in the log; a request that never sends one logs as it ends."""
 
-    def __init__(self, app):
+    api: Api  # set by create_app on the outermost layer, for tests and the CLI to reach the API
+
+    def __init__(self, app: ASGIApp):
         self.app = app
 
-    async def __call__(self, scope, receive, send):
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         t0 = time.perf_counter()
@@ -125,7 +133,7 @@ class RequestLog:
                 time.perf_counter() - t0,
             )
 
-        async def send_status(message):
+        async def send_status(message: Message) -> None:
             if message["type"] == "http.response.start":
                 status[0] = message["status"]
             elif message["type"] == "http.response.body" and not message.get("more_body") and not logged[0]:
@@ -143,11 +151,11 @@ class HostGuard:
     """Bound to loopback: the Host header must name loopback (else 403: DNS rebinding), and a
     browser's Origin must be loopback or the --cors-origin (else 403: a cross-site request)."""
 
-    def __init__(self, app, options: ServerOptions):
+    def __init__(self, app: ASGIApp, options: ServerOptions):
         self.app = app
         self.options = options
 
-    async def __call__(self, scope, receive, send):
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         headers = dict(scope.get("headers") or ())
@@ -174,11 +182,11 @@ class BearerGuard:
 
     OPEN = ("/health",)
 
-    def __init__(self, app, api_key: str | None):
+    def __init__(self, app: ASGIApp, api_key: str | None):
         self.app = app
         self.digest = hashlib.sha256(api_key.encode()).digest() if api_key else None
 
-    async def __call__(self, scope, receive, send):
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or self.digest is None or scope.get("path") in self.OPEN:
             return await self.app(scope, receive, send)
         given = b""
@@ -212,7 +220,7 @@ class Api:
         self.created = int(created or time.time())
         self.requests_served = 0
 
-    async def read_json(self, request: Request):
+    async def read_json(self, request: Request) -> Any:  # the parsed JSON
         cap = self.options.max_body_bytes
         length = request.headers.get("content-length")
         if length is not None and (not length.isdigit() or int(length) > cap):
@@ -246,7 +254,7 @@ class Api:
         if self.options.log_prompts:
             log.info("chat messages: %s", json.dumps(list(spec.messages), ensure_ascii=False))
 
-        def prepare(engine) -> GenerationRequest:
+        def prepare(engine: Engine) -> GenerationRequest:
             try:
                 ids = engine.chat_prompt(list(spec.messages))
             except TemplateError as e:
@@ -263,7 +271,7 @@ class Api:
         if self.options.log_prompts:
             log.info("completion prompt: %s", json.dumps(spec.prompt, ensure_ascii=False))
 
-        def prepare(engine) -> GenerationRequest:
+        def prepare(engine) -> GenerationRequest:  # engine: Engine (unannotated: Tokenizer has no len())
             if isinstance(spec.prompt, str):
                 ids = engine.raw_prompt(spec.prompt)
             else:
@@ -275,7 +283,7 @@ class Api:
 
         return await self._run(request, prepare, spec, chat=False)
 
-    def _request(self, ids, spec, what: str, n_ctx: int) -> GenerationRequest:
+    def _request(self, ids: list[int], spec: Spec, what: str, n_ctx: int) -> GenerationRequest:
         """The engine request, bounded by the context: the prompt and max_tokens must fit."""
         n = len(ids)
         if n == 0:
@@ -304,7 +312,7 @@ class Api:
             context_policy="stop",
         )
 
-    async def _run(self, request: Request, prepare, spec, chat: bool) -> Response:
+    async def _run(self, request: Request, prepare: Prepare, spec: Spec, chat: bool) -> Response:
         job = self.owner.submit(Job(prepare))
         state = request.scope["state"]
         watcher = asyncio.ensure_future(_watch_disconnect(request.receive, job))
@@ -350,7 +358,9 @@ class Api:
         if fin.stop_reason == "cancelled":
             state["note"] = "cancelled"
 
-    async def _stream(self, job: Job, watcher, rid: str, created: int, spec, chat: bool, state: dict):
+    async def _stream(
+        self, job: Job, watcher: asyncio.Future, rid: str, created: int, spec: Spec, chat: bool, state: dict
+    ) -> AsyncGenerator[bytes, None]:
         model = self.model_id
         if chat:
             yield _sse(wire.chat_chunk(rid, model, created, {"role": "assistant", "content": ""}))
@@ -391,7 +401,7 @@ class Api:
                 yield b"".join(out)
         yield b"data: [DONE]\n\n"
 
-    def _last_chunks(self, fin: Finished, rid: str, created: int, spec, chat: bool, state: dict) -> list[bytes]:
+    def _last_chunks(self, fin: Finished, rid: str, created: int, spec: Spec, chat: bool, state: dict) -> list[bytes]:
         """The chunk with the finish reason (and timings), then usage if the client asked."""
         self._done(state, fin)
         build = wire.chat_chunk if chat else wire.completion_chunk
@@ -406,7 +416,7 @@ class Api:
         return out
 
 
-def _sse(obj) -> bytes:
+def _sse(obj: object) -> bytes:
     return b"data: " + json.dumps(obj, ensure_ascii=False).encode() + b"\n\n"
 
 
@@ -417,7 +427,7 @@ class _Disconnected(Exception):
 _GONE = object()  # put in a job's event queue when its client disconnects
 
 
-async def _watch_disconnect(receive, job: Job) -> None:
+async def _watch_disconnect(receive: Receive, job: Job) -> None:
     """Waits for the client to go (the request body is already read); then cancels the job and
     wakes whoever waits on its events."""
     while True:
@@ -428,7 +438,7 @@ async def _watch_disconnect(receive, job: Job) -> None:
             return
 
 
-async def _next_event(job: Job):
+async def _next_event(job: Job) -> object:
     """The job's next event, or _Disconnected when the client went first."""
     ev = await job.events.get()
     if ev is _GONE:
@@ -443,7 +453,7 @@ class SSEResponse(Response):
 
     media_type = "text/event-stream"
 
-    def __init__(self, chunks, job: Job, watcher: asyncio.Future):
+    def __init__(self, chunks: AsyncGenerator[bytes, None], job: Job, watcher: asyncio.Future):
         self.chunks = chunks
         self.job = job
         self.watcher = watcher
@@ -451,7 +461,7 @@ class SSEResponse(Response):
         self.background = None
         self.init_headers({"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
-    async def __call__(self, scope, receive, send):
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
             await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
             async for chunk in self.chunks:
@@ -473,7 +483,7 @@ def create_app(
     model_id: str,
     options: ServerOptions | None = None,
     created: int | None = None,
-):
+) -> RequestLog:
     """The ASGI app (with its guards) serving `owner`'s engine as `model_id`; its `.api` is the
     Api object (model_id, requests_served)."""
     options = options or ServerOptions()
@@ -508,5 +518,5 @@ def create_app(
             allow_headers=["Authorization", "Content-Type"],
         )
     guarded = RequestLog(HostGuard(inner, options))
-    guarded.api = api  # type: ignore[attr-defined]  # for tests and the CLI to reach the API
+    guarded.api = api
     return guarded

@@ -12,11 +12,16 @@ import logging
 import os
 import socket
 import sys
+from typing import TYPE_CHECKING
 
 from app import defaults as D
 from app.engine.cli import open_engine, positive_int
 from app.errors import EXIT_OK, EXIT_USAGE
 from app.library import ModelLibrary
+
+if TYPE_CHECKING:
+    import uvicorn
+    from starlette.types import ASGIApp
 
 __all__ = ["add_serve_args", "run_serve", "bind_socket", "model_id_of", "make_server"]
 
@@ -131,7 +136,7 @@ def _setup_logging() -> None:
         lg.propagate = False
 
 
-def make_server(app, sock: socket.socket):
+def make_server(app: ASGIApp, sock: socket.socket) -> uvicorn.Server:
     """A uvicorn server for `app` (run it with `server.run(sockets=[sock])`; stop it by setting
     `server.should_exit`)."""
     import uvicorn  # lazy: heavy; `llambda --help` loads this module

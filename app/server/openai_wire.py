@@ -12,6 +12,7 @@ import math
 import time
 import uuid
 from dataclasses import dataclass
+from typing import Any
 
 from app.engine.generate import Finished
 from app.engine.sampler import SamplerSettings
@@ -68,11 +69,11 @@ def error_body(
 # -- request fields --------------------------------------------------------------------------------
 
 
-def _is_number(v) -> bool:
+def _is_number(v: object) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
-def _number(body: dict, name: str, lo: float, hi: float):
+def _number(body: dict, name: str, lo: float, hi: float) -> float | None:
     v = body.get(name)
     if v is None:
         return None
@@ -83,7 +84,7 @@ def _number(body: dict, name: str, lo: float, hi: float):
     return float(v)
 
 
-def _integer(body: dict, name: str, lo: int, hi: int):
+def _integer(body: dict, name: str, lo: int, hi: int):  # -> int | None (unannotated: _sampler's seed needs narrowing)
     v = body.get(name)
     if v is None:
         return None
@@ -144,7 +145,7 @@ def _sampler(body: dict) -> SamplerSettings:
     """Sampling settings: the engine's defaults (those of `llambda generate`) for what the
     request leaves out, so the same seed and settings give the same text as the command line.
     Beside OpenAI's fields, top_k, min_p and repeat_penalty are taken as extras."""
-    kw = {}
+    kw: dict[str, Any] = {}
     for name, lo, hi in (
         ("temperature", 0.0, 2.0),
         ("top_p", 0.0, 1.0),
@@ -195,7 +196,7 @@ def _model(body: dict) -> str | None:
     return m
 
 
-def _text_of(content, i: int) -> str:
+def _text_of(content: object, i: int) -> str:
     """A message's content: a string, or a list of text parts (other parts are refused)."""
     if isinstance(content, str):
         return content
@@ -237,13 +238,13 @@ class CompletionSpec:
     ignore_eos: bool = False
 
 
-def _object(body) -> dict:
+def _object(body: Any) -> dict:  # body: parsed JSON
     if not isinstance(body, dict):
         raise WireError("the request body must be a JSON object")
     return body
 
 
-def parse_chat(body) -> ChatSpec:
+def parse_chat(body: Any) -> ChatSpec:
     body = _object(body)
     msgs = body.get("messages")
     if not isinstance(msgs, list):
@@ -284,7 +285,7 @@ def parse_chat(body) -> ChatSpec:
     )
 
 
-def parse_completion(body) -> CompletionSpec:
+def parse_completion(body: Any) -> CompletionSpec:
     body = _object(body)
     prompt = body.get("prompt")
     if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], (str, list)):

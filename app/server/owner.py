@@ -18,10 +18,13 @@ import logging
 import queue
 import threading
 from dataclasses import dataclass
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from app.engine.generate import Finished, GenerationRequest
 from app.errors import one_line
+
+if TYPE_CHECKING:
+    from app.engine.engine import Engine
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +61,7 @@ class Job:
     thread; events (Prepared, the engine's events, JobFailed) arrive on `self.events`, an asyncio
     queue of the loop that created the job; the last one is a Finished or a JobFailed."""
 
-    def __init__(self, prepare: Callable[[object], GenerationRequest], loop: asyncio.AbstractEventLoop | None = None):
+    def __init__(self, prepare: Callable[[Engine], GenerationRequest], loop: asyncio.AbstractEventLoop | None = None):
         self.prepare = prepare
         self.loop = loop or asyncio.get_running_loop()
         self.events: asyncio.Queue = asyncio.Queue()
@@ -68,7 +71,7 @@ class Job:
         self._pending: list = []  # pushed, not yet moved to `events`
         self._scheduled = False
 
-    def push(self, event) -> None:
+    def push(self, event: object) -> None:
         """From the owner thread: hand one event to the asyncio side. Events that come faster
         than the loop takes them travel together (one wake-up of the loop, not one per token)."""
         with self._lock:
@@ -101,10 +104,10 @@ class JobQueue:
     one runs (so that cancelling it stops the engine), the last results. `execute(job, engine)`
     runs one job on the calling thread, which must be the engine's owner."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._lock = threading.Lock()
         self._running: Job | None = None
-        self._running_engine = None
+        self._running_engine: Engine | None = None
         self._waiting = 0
         self._closed = False
         self.jobs_done = 0
@@ -128,7 +131,7 @@ class JobQueue:
             if self._running is job and self._running_engine is not None:
                 self._running_engine.cancel()
 
-    def execute(self, job: Job, engine) -> None:
+    def execute(self, job: Job, engine) -> None:  # engine: Engine | None (unannotated: _run_one's call needs narrowing)
         """On the engine's owner thread: run `job` (or tell it why not)."""
         with self._lock:
             self._waiting -= 1
@@ -156,7 +159,7 @@ class EngineOwner(JobQueue):
     `engine` needs `generate(request)` (events), `cancel()` (from any thread, stops the running
     generation). `close()` stops the thread after the running job and cancels the queued ones."""
 
-    def __init__(self, engine, name: str = "llambda-engine"):
+    def __init__(self, engine: Engine, name: str = "llambda-engine"):
         super().__init__()
         self.engine = engine
         self._queue: queue.Queue[Job | None] = queue.Queue()
@@ -207,7 +210,7 @@ class ForwardingOwner(JobQueue):
             running.cancel()
 
 
-def _run_one(job: Job, engine, finished) -> None:
+def _run_one(job: Job, engine: Engine, finished: collections.deque[Finished]) -> None:
     try:
         request = job.prepare(engine)
     except RequestRejected as e:

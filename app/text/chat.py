@@ -13,6 +13,7 @@ import logging
 import warnings
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from app.errors import TemplateError
 from app.text.sandbox import (
@@ -25,6 +26,10 @@ from app.text.sandbox import (
     strftime_now_for,
 )
 from app.text.templates import FALLBACKS, choose_fallback, detect_family
+
+if TYPE_CHECKING:
+    from app.gguf import GGUFFile, Metadata
+    from app.text.tokenizer import Tokenizer
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +47,7 @@ def fold_system(messages: list[dict]) -> list[dict]:
     return [{"role": "user", "content": system}] + rest
 
 
-def _check_messages(messages) -> list[dict]:
+def _check_messages(messages: object) -> list[dict]:
     if not isinstance(messages, (list, tuple)):
         raise TemplateError("messages must be a list of {'role': ..., 'content': ...}")
     out = []
@@ -56,7 +61,7 @@ def _check_messages(messages) -> list[dict]:
 
 def render_chat(
     template: str,
-    messages,
+    messages: Sequence[dict],
     add_generation_prompt: bool = True,
     bos_token: str = "",
     eos_token: str = "",
@@ -64,7 +69,7 @@ def render_chat(
     now: datetime | None = None,
     time_limit: float | None = None,
     max_chars: int = MAX_OUTPUT_CHARS,
-    **extra,
+    **extra: Any,
 ) -> str:
     """The prompt text `template` makes of `messages`.
 
@@ -74,7 +79,7 @@ def render_chat(
     clock = now or datetime.now()
     time_limit = time_limit or TIME_LIMIT_S
 
-    def context(msgs):
+    def context(msgs: list[dict]) -> dict:
         return dict(
             extra,
             messages=msgs,
@@ -115,7 +120,7 @@ class ChatTemplate:
     eos_token: str = ""
     note: str = ""  # why the model's own template is not used (it has one)
 
-    def render(self, messages, add_generation_prompt: bool = True, **kwargs) -> str:
+    def render(self, messages: Sequence[dict], add_generation_prompt: bool = True, **kwargs: Any) -> str:
         return render_chat(
             self.source,
             messages,
@@ -126,7 +131,7 @@ class ChatTemplate:
         )
 
 
-def chat_template_names(metadata) -> list[str]:
+def chat_template_names(metadata: Metadata) -> list[str]:
     """Names of the templates a model carries: "default" and each tokenizer.chat_template.NAME."""
     names = ["default"] if "tokenizer.chat_template" in metadata else []
     prefix = "tokenizer.chat_template."
@@ -154,12 +159,16 @@ def try_template(source: str, bos_token: str = "", eos_token: str = "") -> None:
         render_chat(source, [TRIAL_CONVERSATION[1]], bos_token=bos_token, eos_token=eos_token)
 
 
-def fallback_template(gguf_file, tokenizer, problem: str, name: str | None = None) -> ChatTemplate:
+def fallback_template(
+    gguf_file: GGUFFile | Metadata, tokenizer: Tokenizer | None, problem: str, name: str | None = None
+) -> ChatTemplate:
     """The family template (app.text.templates) for this model, with a warning saying `problem`."""
     md = gguf_file.metadata if hasattr(gguf_file, "metadata") else gguf_file
     bos, eos = _special_texts(tokenizer)
     arch = md.string("general.architecture", "") if "general.architecture" in md else ""
-    has = (lambda t: tokenizer.token_id(t) is not None) if tokenizer is not None else (lambda t: False)
+    has: Callable[[str], bool] = (
+        (lambda t: tokenizer.token_id(t) is not None) if tokenizer is not None else (lambda t: False)
+    )
     family = choose_fallback(arch, has, tokenizer is not None and tokenizer.kind == "spm")
     message = f"{problem}; using the {family} chat format instead"
     log.warning(message)
@@ -171,7 +180,7 @@ def fallback_template(gguf_file, tokenizer, problem: str, name: str | None = Non
 NO_TEMPLATE = "the model has no chat template"
 
 
-def _special_texts(tokenizer) -> tuple[str, str]:
+def _special_texts(tokenizer: Tokenizer | None) -> tuple[str, str]:
     bos = eos = ""
     if tokenizer is not None:
         if tokenizer.bos_id is not None:
@@ -181,7 +190,9 @@ def _special_texts(tokenizer) -> tuple[str, str]:
     return bos, eos
 
 
-def load_chat_template(gguf_file, tokenizer=None, name: str | None = None) -> ChatTemplate:
+def load_chat_template(
+    gguf_file: GGUFFile | Metadata, tokenizer: Tokenizer | None = None, name: str | None = None
+) -> ChatTemplate:
     """The model's chat template (or its variant `name`), or a fallback with a warning when it
     is missing, does not compile, or does not render a short conversation within the bounds."""
     md = gguf_file.metadata if hasattr(gguf_file, "metadata") else gguf_file
@@ -210,7 +221,7 @@ def load_chat_template(gguf_file, tokenizer=None, name: str | None = None) -> Ch
     return fallback_template(md, tokenizer, problem, name)
 
 
-def content_spans(text: str, messages, tokenizer) -> list[tuple[int, int]]:
+def content_spans(text: str, messages: Sequence[dict], tokenizer: Tokenizer) -> list[tuple[int, int]]:
     """Where the contents that spell a control token appear in the rendered `text`, in order:
     the spans the tokenizer must treat as plain user text."""
     spans, pos = [], 0
@@ -230,7 +241,11 @@ def content_spans(text: str, messages, tokenizer) -> list[tuple[int, int]]:
 
 
 def chat_prompt_tokens(
-    tokenizer, template: ChatTemplate, messages, add_generation_prompt: bool = True, **kwargs
+    tokenizer: Tokenizer,
+    template: ChatTemplate,
+    messages: Sequence[dict],
+    add_generation_prompt: bool = True,
+    **kwargs: Any,
 ) -> list[int]:
     """Token ids of a rendered conversation. Special tokens are parsed where the template writes
     them, never inside message contents (a user typing "<|im_end|>" gets plain text). BOS is added

@@ -20,6 +20,8 @@ import sys
 import threading
 import time
 from datetime import datetime
+from types import FrameType
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence, TypeVar
 
 import jinja2
 import jinja2.compiler
@@ -36,6 +38,8 @@ from jinja2.runtime import Namespace
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from app.errors import TemplateError
+
+_V = TypeVar("_V")
 
 
 TIME_LIMIT_S = 2.0  # a render that takes longer is stopped
@@ -65,7 +69,7 @@ def short_reason(text: object, limit: int = 300) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _unsafe(message: str):
+def _unsafe(message: str) -> jinja2.sandbox.SecurityError:
     return jinja2.sandbox.SecurityError(message)
 
 
@@ -86,12 +90,13 @@ _ITEM = 8  # each element of a container (a pointer, a separator)
 _MEMO_MIN = 16  # containers this long have their size remembered for the render
 
 
-def _size(value, limit: int = MAX_VALUE_CHARS) -> int:
+def _size(value: object, limit: int = MAX_VALUE_CHARS) -> int:
     """The size of `value` (see above), or a number past `limit` once it is known to be bigger."""
     if type(value) is str:
         return len(value)
     memo = getattr(_render_state, "sizes", None)
-    total, stack, steps = 0, [value], 0
+    stack: list[Any] = [value]  # what is left to measure: anything a template holds
+    total, steps = 0, 0
     while stack:
         steps += 1
         if not steps & 0xFFFF:
@@ -142,10 +147,11 @@ def _check_clock() -> None:
         raise _Timeout()
 
 
-def _measure(container) -> int:
+def _measure(container: list | tuple | dict) -> int:
     """_size of a long list, tuple or dict, up to the largest limit any check uses (past it, the
     number says only "too big for anything")."""
     limit = MAX_STEP_CHARS
+    parts: Iterator[object]
     if isinstance(container, dict):
         total = 2 + 2 * _ITEM * len(container)
         parts = itertools.chain(container.keys(), container.values())
@@ -159,14 +165,14 @@ def _measure(container) -> int:
     return min(total, limit + 1)
 
 
-def _check_size(value, limit: int = MAX_VALUE_CHARS) -> int:
+def _check_size(value: object, limit: int = MAX_VALUE_CHARS) -> int:
     n = _size(value, limit)
     if n > limit:
         raise _unsafe("value too large")
     return n
 
 
-def _check_inputs(*values) -> None:
+def _check_inputs(*values: object) -> None:
     """What an operation works on, together, is at most one value's worth."""
     _check_size(values)
 
@@ -179,7 +185,7 @@ def _check_step(bound: int) -> None:
 _render_state = threading.local()  # the running render's deadline, what it built, sizes measured
 
 
-def _shallow(value) -> int:
+def _shallow(value: object) -> int:
     """The memory a new value takes itself (its elements, when new, were counted as built)."""
     if isinstance(value, (str, bytes, bytearray)):
         return len(value)
@@ -190,7 +196,7 @@ def _shallow(value) -> int:
     return 24
 
 
-def _built(value):
+def _built(value: _V) -> _V:
     """A value the template just built: checked, and added to the render's count."""
     _check_size(value)
     count = getattr(_render_state, "built", None)
@@ -202,7 +208,7 @@ def _built(value):
     return value
 
 
-def _check_size_args(args, kwargs) -> None:
+def _check_size_args(args: Iterable[object], kwargs: Mapping[str, object]) -> None:
     for v in list(args) + list(kwargs.values()):
         if isinstance(v, int) and not isinstance(v, bool) and abs(v) > MAX_INT_ARG:
             raise _unsafe(f"number {v} is too large for this call")
@@ -213,13 +219,13 @@ _DIGITS = {k: re.compile(r"\d{%d}" % k) for k in range(1, 7)}  # the widest widt
 MAX_INT_BITS = 1_000_000
 
 
-def _check_format(fmt) -> None:
+def _check_format(fmt: object) -> None:
     """Refuse printf/format strings with widths or precisions of a million or more."""
     if isinstance(fmt, str) and _BIG_NUMBER_IN_FORMAT.search(fmt):
         raise _unsafe("format width too large")
 
 
-def _format_bound(fmt: str, fields: int, values) -> int:
+def _format_bound(fmt: str, fields: int, values: Iterable[object]) -> int:
     """At most what a format string with `fields` fields makes of `values`: each field is one
     of them (any, as often as the string names it), padded to the widest number in it."""
     _check_format(fmt)
@@ -232,7 +238,7 @@ def _format_bound(fmt: str, fields: int, values) -> int:
     return len(fmt) + fields * (biggest + widest)
 
 
-def _printf_values(right) -> list:
+def _printf_values(right: object) -> list:
     if isinstance(right, tuple):
         return list(right)
     if isinstance(right, dict):
@@ -240,7 +246,7 @@ def _printf_values(right) -> list:
     return [right]
 
 
-def _check_result(value) -> None:
+def _check_result(value: object) -> None:
     if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > MAX_INT_BITS:
         raise _unsafe("value too large")
     _built(value)
@@ -249,7 +255,7 @@ def _check_result(value) -> None:
 class _BoundedNamespace(Namespace):
     """namespace() whose attributes are values like any other: checked and counted."""
 
-    def __setitem__(self, name, value):
+    def __setitem__(self, name: str, value: Any) -> None:
         _check_size(value)
         super().__setitem__(name, value)
         _check_size(self)
@@ -260,13 +266,13 @@ class _GenerationTag(jinja2.ext.Extension):
 
     tags = {"generation"}
 
-    def parse(self, parser):
+    def parse(self, parser: jinja2.parser.Parser) -> jinja2.nodes.Node:
         lineno = next(parser.stream).lineno
         body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
         return jinja2.nodes.Scope(body, lineno=lineno)
 
 
-def _str_method_bound(name: str, s: str, args, kwargs) -> list | None:
+def _str_method_bound(name: str, s: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> list | None:
     """For str methods that can build more than they are given: check what they could build.
     Returns the arguments to call with (join's iterable made a list), or None: as they are."""
     if name == "replace" and len(args) >= 2 and isinstance(args[0], str) and isinstance(args[1], str):
@@ -300,7 +306,7 @@ def _str_method_bound(name: str, s: str, args, kwargs) -> list | None:
 class _Sandbox(ImmutableSandboxedEnvironment):
     intercepted_binops = frozenset(["*", "**", "%", "+"])
 
-    def call_binop(self, context, operator, left, right):
+    def call_binop(self, context: jinja2.runtime.Context, operator: str, left: Any, right: Any) -> Any:
         if operator == "**":
             if isinstance(right, int) and (
                 abs(right) > 4096 or (isinstance(left, int) and left.bit_length() * abs(right) > MAX_INT_BITS)
@@ -324,12 +330,12 @@ class _Sandbox(ImmutableSandboxedEnvironment):
         _check_result(result)
         return result
 
-    def getattr(self, obj, attribute):
+    def getattr(self, obj: Any, attribute: str) -> Any:
         if isinstance(obj, str) and attribute in ("format", "format_map"):
             _check_format(obj)
         return super().getattr(obj, attribute)
 
-    def getitem(self, obj, argument):
+    def getitem(self, obj: Any, argument: Any) -> Any:
         if isinstance(obj, str) and argument in ("format", "format_map"):
             _check_format(obj)
         result = super().getitem(obj, argument)
@@ -337,7 +343,7 @@ class _Sandbox(ImmutableSandboxedEnvironment):
             _check_result(result)
         return result
 
-    def call(self, __context, __obj, *args, **kwargs):
+    def call(self, __context: jinja2.runtime.Context, __obj: Any, *args: Any, **kwargs: Any) -> Any:
         target = getattr(__obj, "__wrapped__", __obj)  # str.format comes wrapped by the sandbox
         owner = getattr(target, "__self__", None)
         _check_inputs(owner if isinstance(owner, (str, list, tuple, dict)) else None, args, kwargs)
@@ -350,13 +356,13 @@ class _Sandbox(ImmutableSandboxedEnvironment):
         return result
 
     @staticmethod
-    def concat(pieces) -> str:
+    def concat(pieces: Iterable[str]) -> str:
         """Captured blocks ({% set %}...{% endset %}, {% filter %}) and macro bodies."""
         pieces = list(pieces)
         _check_step(sum(len(p) for p in pieces))
         return _built("".join(pieces))
 
-    def checked_str_join(self, values) -> str:
+    def checked_str_join(self, values: Sequence[object]) -> str:
         """The `~` operator."""
         _check_inputs(values)
         return _built("".join(map(str, values)))
@@ -366,7 +372,7 @@ class _CodeGenerator(jinja2.compiler.CodeGenerator):
     """Jinja's code generator with `~` going through the sandbox's size checks."""
 
     @jinja2.compiler.optimizeconst
-    def visit_Concat(self, node, frame):
+    def visit_Concat(self, node: jinja2.nodes.Concat, frame: jinja2.compiler.Frame) -> None:
         self.write("environment.checked_str_join((")
         for arg in node.nodes:
             self.visit(arg, frame)
@@ -389,12 +395,12 @@ MAX_SLOW_FILTER_CHARS = 200_000
 _SIZED_FILTERS = frozenset(["center", "indent", "wordwrap", "truncate", "batch", "slice"])
 
 
-def _filter_bound(name: str, args, kwargs, skip: int) -> None:
+def _filter_bound(name: str, args: Sequence[Any], kwargs: Mapping[str, Any], skip: int) -> None:
     """For filters that can build more than they are given: check what they could build."""
     value = args[skip - 1] if len(args) >= skip else None
     rest = list(args[skip:])
 
-    def arg(i, key, default=None):
+    def arg(i: int, key: str, default: Any = None) -> Any:
         return rest[i] if len(rest) > i else kwargs.get(key, default)
 
     text = value if isinstance(value, str) else None
@@ -426,13 +432,13 @@ def _filter_bound(name: str, args, kwargs, skip: int) -> None:
         _check_size_args(rest, kwargs)
 
 
-def _guard_filter(name, f):
+def _guard_filter(name: str, f: Callable[..., Any]) -> Callable[..., Any]:
     # The value a filter works on comes first (after the context or environment when the filter
     # asks for one); what it is given is checked, what it could build, and what it built.
     skip = 2 if getattr(f, "jinja_pass_arg", None) is not None else 1
 
     @functools.wraps(f)
-    def guarded(*args, **kwargs):
+    def guarded(*args: Any, **kwargs: Any) -> Any:
         _check_inputs(args[skip - 1 :], kwargs)
         _filter_bound(name, args, kwargs, skip)
         if name == "join" and len(args) >= skip:  # a generator is measured before joining
@@ -447,7 +453,9 @@ def _guard_filter(name, f):
 
 
 @jinja2.pass_environment
-def _sum(environment, values, attribute=None, start=0):
+def _sum(
+    environment: jinja2.Environment, values: Iterable[Any], attribute: str | int | None = None, start: Any = 0
+) -> Any:
     """The `sum` filter, one addition at a time (adding lists is quadratic: each step is checked)."""
     if attribute is not None:
         values = map(jinja2.filters.make_attrgetter(environment, attribute), values)
@@ -458,13 +466,13 @@ def _sum(environment, values, attribute=None, start=0):
     return total
 
 
-def _finalize(value):
+def _finalize(value: _V) -> _V:
     """Each `{{ ... }}` before it becomes text."""
     _check_size(value)
     return value
 
 
-def _indent_cost(value, limit: int) -> int:
+def _indent_cost(value: object, limit: int) -> int:
     """The indentation json.dumps(value, indent=1) writes: each element at its depth."""
     total, stack = 0, [(value, 1)]
     while stack and total <= limit:
@@ -478,19 +486,25 @@ def _indent_cost(value, limit: int) -> int:
     return total
 
 
-def _tojson(value, indent=None, separators=None, sort_keys=False, ensure_ascii=False):
+def _tojson(
+    value: Any,
+    indent: int | None = None,
+    separators: tuple[str, str] | None = None,
+    sort_keys: bool = False,
+    ensure_ascii: bool = False,
+) -> str:
     if indent is not None and (not isinstance(indent, int) or indent > 64):
         raise _unsafe("tojson indent too large")
     _check_step(6 * _check_size(value) + (indent or 0) * _indent_cost(value, MAX_STEP_CHARS))
     return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
 
 
-def _raise_exception(message):
+def _raise_exception(message: object) -> None:
     raise _Raised(str(message))
 
 
-def strftime_now_for(clock: datetime):
-    def strftime_now(fmt) -> str:
+def strftime_now_for(clock: datetime) -> Callable[[object], str]:
+    def strftime_now(fmt: object) -> str:
         fmt = str(fmt)
         if len(fmt) > MAX_STRFTIME_CHARS:
             raise _unsafe("strftime_now format too long")
@@ -523,12 +537,12 @@ MAX_CODE_CHARS = 4_000_000  # Python source Jinja may generate from a template
 
 
 @contextlib.contextmanager
-def _bounded(time_limit: float):
+def _bounded(time_limit: float) -> Iterator[None]:
     """Run the block with a deadline checked on every line of Python it runs (but see
     _QUICK_FILES), and with the render state (what was built, measured sizes) set up."""
     deadline = time.monotonic() + time_limit
 
-    def tracer(frame, event, arg):
+    def tracer(frame: FrameType, event: str, arg: object) -> Callable | None:
         if time.monotonic() > deadline:
             raise _Timeout()
         code = frame.f_code

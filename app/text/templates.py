@@ -8,6 +8,8 @@ conventions.
 
 from __future__ import annotations
 
+from typing import Callable
+
 CHATML = (
     "{% for message in messages %}"
     "{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}"
@@ -112,7 +114,7 @@ def detect_family(source: str) -> str | None:
     return None
 
 
-def choose_fallback(architecture: str, has_token, spm: bool) -> str:
+def choose_fallback(architecture: str, has_token: Callable[[str], bool], spm: bool) -> str:
     """The family to fall back to, from the architecture name and which marker tokens exist.
     `has_token(text)` says whether the vocabulary holds a token spelled `text`."""
     arch = (architecture or "").lower()

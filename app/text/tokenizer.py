@@ -12,12 +12,16 @@ on the text between them. Ids match llama.cpp's tokenizer; the tests hold them t
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING, Iterable, Sequence
 
 import numpy as np
 
 from app.errors import TokenizerError
 from app.text.pretokenize import IGNORE_MERGES, NO_CLEAN_SPACES, clean_up_spaces, split_expressions
 from app.text.spm import SentencePieceMerger
+
+if TYPE_CHECKING:
+    from app.gguf import GGUFFile, Metadata
 from app.text.vocab import (
     ATTR_BYTE,
     ATTR_CONTROL,
@@ -166,7 +170,7 @@ class Tokenizer:
         """Plain data about the vocabulary, for `llambda inspect` and logs."""
         v = self.vocab
 
-        def named(i):
+        def named(i: int | None) -> dict | None:
             return None if i is None else {"id": i, "text": v.tokens[i]}
 
         return {
@@ -241,7 +245,9 @@ class Tokenizer:
             out.append(v.ids["eos"])  # type: ignore[arg-type]  # set: the Vocab checks add_eos
         return out
 
-    def _partition(self, text: str, parse_special: bool, plain_spans=()) -> list[str | int]:
+    def _partition(
+        self, text: str, parse_special: bool, plain_spans: Sequence[tuple[int, int]] = ()
+    ) -> list[str | int]:
         """Cut special tokens out of `text`, longest first: a list of raw strings and token ids."""
         if not text:
             return []
@@ -328,7 +334,7 @@ class Tokenizer:
                 return b""
         return b""  # unused and undefined tokens show nothing
 
-    def decode_bytes(self, ids, special: bool = False, clean_spaces: bool | None = False) -> bytes:
+    def decode_bytes(self, ids: Iterable[int], special: bool = False, clean_spaces: bool | None = False) -> bytes:
         """The bytes of `ids` joined, as streamed: with a space prefix, the first token loses one
         leading space. `clean_spaces=None` tidies spaces as the model's detokenizer does
         (llama.cpp's llama_detokenize); the default False keeps the text as generated."""
@@ -343,7 +349,7 @@ class Tokenizer:
             return clean_up_spaces(bytes(out))
         return bytes(out)
 
-    def decode(self, ids, special: bool = False, clean_spaces: bool | None = False) -> str:
+    def decode(self, ids: Iterable[int], special: bool = False, clean_spaces: bool | None = False) -> str:
         """Text of `ids` (what a stream of them shows); bytes that are not valid UTF-8 become U+FFFD."""
         return self.decode_bytes(ids, special, clean_spaces).decode("utf-8", errors="replace")
 
@@ -356,7 +362,7 @@ class _SentencePiece:
         return self._merger.encode(escaped)
 
 
-def load_tokenizer(gguf_file, where: str | None = None) -> Tokenizer:
+def load_tokenizer(gguf_file: GGUFFile | Metadata, where: str | None = None) -> Tokenizer:
     """The tokenizer of an open GGUF file (`with open_gguf(path) as f: load_tokenizer(f)`)."""
     md = gguf_file.metadata if hasattr(gguf_file, "metadata") else gguf_file
     if where is None:

@@ -11,10 +11,14 @@ from __future__ import annotations
 import logging
 import warnings
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Iterable
 
 import numpy as np
 
 from app.errors import TokenizerError
+
+if TYPE_CHECKING:
+    from app.gguf import Metadata
 
 log = logging.getLogger(__name__)
 
@@ -182,7 +186,7 @@ class Vocab:
         return len(self.tokens)
 
     @classmethod
-    def from_metadata(cls, md, where: str = "model") -> "Vocab":
+    def from_metadata(cls, md: Metadata, where: str = "model") -> "Vocab":
         try:
             return _read_vocab(md, where)
         except TokenizerError:
@@ -191,7 +195,7 @@ class Vocab:
             raise TokenizerError(f"{where}: bad tokenizer metadata: {e}") from e
 
 
-def _check_array(md, key: str, allowed: tuple[str, ...], where: str) -> None:
+def _check_array(md: Metadata, key: str, allowed: tuple[str, ...], where: str) -> None:
     """Refuse an array of the wrong element type, as llama.cpp does (it would misread it)."""
     info = md.array_info(key)
     if info is None:
@@ -200,7 +204,7 @@ def _check_array(md, key: str, allowed: tuple[str, ...], where: str) -> None:
         raise TokenizerError(f"{where}: {key} holds {info.elem_type.name} values; expected {' or '.join(allowed)}")
 
 
-def _read_vocab(md, where: str) -> Vocab:
+def _read_vocab(md: Metadata, where: str) -> Vocab:
     model = md.string("tokenizer.ggml.model", None)
     if model is None:
         raise TokenizerError(f"{where}: no tokenizer.ggml.model in the file")
@@ -228,8 +232,8 @@ def _read_vocab(md, where: str) -> Vocab:
     else:
         types = np.full(n, TYPE_NORMAL, dtype=np.int64)
     attrs = np.zeros(n, dtype=np.int32)
-    for t, a in _ATTR_OF_TYPE.items():
-        attrs[types == t] = a
+    for type_id, attr in _ATTR_OF_TYPE.items():
+        attrs[types == type_id] = attr
     scores = None
     if "tokenizer.ggml.scores" in md:
         _check_array(md, "tokenizer.ggml.scores", ("FLOAT32", "INT32"), where)
@@ -279,7 +283,7 @@ def _read_vocab(md, where: str) -> Vocab:
         raise TokenizerError(f"{where}: add_eos_token is set but the vocabulary has no EOS token")
 
     # Special tokens found by their text, as llama.cpp does; they become control tokens.
-    def find(texts) -> int | None:
+    def find(texts: Iterable[str]) -> int | None:
         for t in texts:  # llama.cpp walks a hash map; the first text present is as good a rule
             if t in token_to_id:
                 return token_to_id[t]

@@ -5,11 +5,16 @@ text" switch (off by default; kept in the settings as "log_prompts").
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QAction, QFontDatabase
-from PySide6.QtWidgets import QApplication, QMessageBox
+from PySide6.QtWidgets import QApplication, QMenu, QMessageBox
 
 from app import logs
+
+if TYPE_CHECKING:
+    from app.chats.store import ChatStore, Message
 
 LOG_PROMPTS_KEY = "log_prompts"
 
@@ -24,20 +29,24 @@ def about_text() -> str:
     )
 
 
-def show_about(window) -> QMessageBox:
+# `window` below is the MainWindow, typed Any: app.ui.window imports this module, and these
+# functions set attributes on it (about_box, the Help actions).
+
+
+def show_about(window: Any) -> QMessageBox:
     box = QMessageBox(window)
     box.setObjectName("aboutBox")
     box.setWindowTitle("About Llambda")
-    box.setTextFormat(Qt.PlainText)
+    box.setTextFormat(Qt.TextFormat.PlainText)
     box.setText(about_text())
-    box.setFont(QFontDatabase.systemFont(QFontDatabase.FixedFont))
-    box.setTextInteractionFlags(Qt.TextSelectableByMouse)
+    box.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
+    box.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
     window.about_box = box
     box.open()
     return box
 
 
-def copy_diagnostics(window) -> str:
+def copy_diagnostics(window: Any) -> str:
     """Put the diagnostics report on the clipboard and say so; returns the text."""
     from app.diagnostics import diagnostics_text  # lazy: only Help needs it (start-up)
 
@@ -52,7 +61,7 @@ def copy_diagnostics(window) -> str:
     return text
 
 
-def add_help_actions(window, help_menu) -> None:
+def add_help_actions(window: Any, help_menu: QMenu) -> None:
     """About, Copy diagnostics and the log-prompts switch in `help_menu`."""
     about = QAction("&About Llambda", window)
     about.triggered.connect(lambda: show_about(window))
@@ -91,7 +100,7 @@ def model_identity_of(info: dict | None) -> dict | None:
     }
 
 
-def identity_tooltip(message) -> str:
+def identity_tooltip(message: Message) -> str:
     """A reply's hover text: which model file answered, and with which Llambda ("" for the
     user's messages and replies from before schema v3)."""
     if getattr(message, "role", "") != "assistant" or not (
@@ -108,7 +117,9 @@ def identity_tooltip(message) -> str:
     return " · ".join(parts)
 
 
-def show_model_identity(chat_view, store, message_id: int) -> None:
+def show_model_identity(
+    chat_view: Any, store: ChatStore, message_id: int
+) -> None:  # Any: a ChatView (it imports this module)
     """Set the hover text of a reply just finished (the view built it before it was recorded)."""
     try:
         msg = store.get_message(message_id)

@@ -7,6 +7,7 @@ Views only: the window connects their widgets.
 from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QKeyEvent, QPaintEvent, QResizeEvent
 from PySide6.QtWidgets import (
     QComboBox,
     QFrame,
@@ -20,13 +21,14 @@ from PySide6.QtWidgets import (
     QStyleOptionComboBox,
     QStylePainter,
     QVBoxLayout,
+    QWidget,
 )
 from app.ui.qt_fix import emit
 
 
 def _label(name: str, object_name: str = "") -> QLabel:
     label = QLabel()
-    label.setTextFormat(Qt.PlainText)
+    label.setTextFormat(Qt.TextFormat.PlainText)
     label.setWordWrap(True)
     label.setAccessibleName(name)
     if object_name:
@@ -47,27 +49,31 @@ def _button(text: str, name: str, object_name: str = "", tip: str = "") -> QPush
 class ElidingComboBox(QComboBox):
     """A combo box whose current text ends in "…" when it is cut, with the whole text as tooltip."""
 
-    def __init__(self, parent=None):
+    def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
         self.currentTextChanged.connect(self.setToolTip)
 
     def shown_text(self) -> str:
         opt = QStyleOptionComboBox()
         self.initStyleOption(opt)
-        room = self.style().subControlRect(QStyle.CC_ComboBox, opt, QStyle.SC_ComboBoxEditField, self).width()
-        return self.fontMetrics().elidedText(self.currentText(), Qt.ElideRight, max(0, room - 2))
+        room = (
+            self.style()
+            .subControlRect(QStyle.ComplexControl.CC_ComboBox, opt, QStyle.SubControl.SC_ComboBoxEditField, self)
+            .width()
+        )
+        return self.fontMetrics().elidedText(self.currentText(), Qt.TextElideMode.ElideRight, max(0, room - 2))
 
-    def paintEvent(self, _event) -> None:  # noqa: N802 (Qt's name)
+    def paintEvent(self, _event: QPaintEvent) -> None:  # noqa: N802 (Qt's name)
         painter = QStylePainter(self)
         opt = QStyleOptionComboBox()
         self.initStyleOption(opt)
         opt.currentText = self.shown_text()
-        painter.drawComplexControl(QStyle.CC_ComboBox, opt)
-        painter.drawControl(QStyle.CE_ComboBoxLabel, opt)
+        painter.drawComplexControl(QStyle.ComplexControl.CC_ComboBox, opt)
+        painter.drawControl(QStyle.ControlElement.CE_ComboBoxLabel, opt)
 
 
 class ModelBar(QFrame):
-    def __init__(self, parent=None):
+    def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
         self.setObjectName("modelBar")
         row = QHBoxLayout(self)
@@ -80,9 +86,9 @@ class ModelBar(QFrame):
         self.picker.setAccessibleName("Model picker")
         self.picker.setMinimumWidth(110)
         self.picker.setMaximumWidth(560)
-        self.picker.setSizeAdjustPolicy(QComboBox.AdjustToMinimumContentsLengthWithIcon)
+        self.picker.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
         self.picker.setMinimumContentsLength(10)
-        self.picker.setSizePolicy(QSizePolicy.Expanding, QSizePolicy.Fixed)
+        self.picker.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
         row.addWidget(self.picker, 3)
         self.open_button = _button("Open model…", "Open a model file", tip="Open a GGUF model file (Ctrl+O)")
         row.addWidget(self.open_button)
@@ -94,13 +100,13 @@ class ModelBar(QFrame):
         self.info_button.setChecked(True)
         row.addWidget(self.info_button)
 
-    def resizeEvent(self, event) -> None:  # noqa: N802 (Qt's name)
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 (Qt's name)
         self.title.setVisible(event.size().width() >= 560)  # room for the picker first
         super().resizeEvent(event)
 
 
 class ProgressPanel(QFrame):
-    def __init__(self, parent=None):
+    def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
         self.setObjectName("progressPanel")
         lay = QVBoxLayout(self)
@@ -126,7 +132,7 @@ class ChatInput(QPlainTextEdit):
 
     send_requested = Signal()
 
-    def __init__(self, parent=None):
+    def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
         self.setObjectName("chatInput")
         self.setAccessibleName("Message")
@@ -135,8 +141,10 @@ class ChatInput(QPlainTextEdit):
         self.setTabChangesFocus(True)
         self.setFixedHeight(84)
 
-    def keyPressEvent(self, event) -> None:
-        if event.key() in (Qt.Key_Return, Qt.Key_Enter) and not (event.modifiers() & Qt.ShiftModifier):
+    def keyPressEvent(self, event: QKeyEvent) -> None:
+        if event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter) and not (
+            event.modifiers() & Qt.KeyboardModifier.ShiftModifier
+        ):
             emit(self.send_requested)
             event.accept()
             return
@@ -144,7 +152,7 @@ class ChatInput(QPlainTextEdit):
 
 
 class Composer(QFrame):
-    def __init__(self, parent=None):
+    def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
         self.setObjectName("composer")
         lay = QVBoxLayout(self)
@@ -173,7 +181,7 @@ class Composer(QFrame):
             tip="Attach a text, Markdown, source or PDF file to the message (or drop it on the window)",
         )
         self.attach_button.setObjectName("attachButton")
-        row.addWidget(self.attach_button, 0, Qt.AlignTop)
+        row.addWidget(self.attach_button, 0, Qt.AlignmentFlag.AlignTop)
         row.addWidget(self.input, 1)
         for b in (self.send_button, self.stop_button, self.regenerate_button):
             buttons.addWidget(b)
@@ -189,18 +197,18 @@ class StartupBanner(QFrame):
     line each. Unlike the composer's notice, which the next action replaces, it stays until the
     user dismisses it. The text can be selected, to copy a path from it."""
 
-    def __init__(self, parent=None):
+    def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
         self.setObjectName("startupBanner")
         self.setAccessibleName("Start-up problems")
         lay = QHBoxLayout(self)
         lay.setContentsMargins(8, 4, 8, 4)
         self.label = _label("Start-up problems", "notice")
-        self.label.setTextInteractionFlags(Qt.TextSelectableByMouse)
+        self.label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.dismiss_button = _button("Dismiss", "Dismiss the start-up problems", "dismissStartup")
         self.dismiss_button.clicked.connect(self.hide)
         lay.addWidget(self.label, 1)
-        lay.addWidget(self.dismiss_button, 0, Qt.AlignTop)
+        lay.addWidget(self.dismiss_button, 0, Qt.AlignmentFlag.AlignTop)
         self.hide()
 
     def show_lines(self, lines: list[str]) -> None:

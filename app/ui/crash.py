@@ -72,6 +72,7 @@ class CrashHandler(QObject):
     files and `dialog` is the last dialog shown (tests look at both)."""
 
     crashed = Signal(str, str)  # one-line reason, report path ("" when none was saved)
+    test_action: QAction  # the hidden raising action, set by install_crash_handler with LLAMBDA_TEST_HOOKS=1
 
     def __init__(self, window=None):
         super().__init__(window)
@@ -81,7 +82,7 @@ class CrashHandler(QObject):
         self.dialog: QMessageBox | None = None
         self._previous = None
         self._previous_thread = None
-        self.crashed.connect(self.on_crashed, Qt.QueuedConnection)
+        self.crashed.connect(self.on_crashed, Qt.ConnectionType.QueuedConnection)
 
     def install(self) -> "CrashHandler":
         self._previous, sys.excepthook = sys.excepthook, self.excepthook
@@ -123,9 +124,9 @@ class CrashHandler(QObject):
         """The dialog, on the UI thread: one line of reason, where the report is."""
         parent = self.window if self.window is not None and self.window.isVisible() else None
         box = QMessageBox(parent)
-        box.setIcon(QMessageBox.Critical)
+        box.setIcon(QMessageBox.Icon.Critical)
         box.setWindowTitle("Something went wrong")
-        box.setTextFormat(Qt.PlainText)
+        box.setTextFormat(Qt.TextFormat.PlainText)
         box.setText(
             f"Something went wrong inside Llambda: {reason}\n\nLlambda keeps running; "
             "if something looks wrong, restart it."
@@ -134,7 +135,7 @@ class CrashHandler(QObject):
             f"A report was saved to {path}" if path else "No report could be saved (the logs folder cannot be written)."
         )
         box.setAccessibleName("Something went wrong")
-        box.setStandardButtons(QMessageBox.Ok)
+        box.setStandardButtons(QMessageBox.StandardButton.Ok)
         if self.dialog is not None:
             self.dialog.close()
         self.dialog = box

@@ -19,7 +19,7 @@ import logging
 import mmap
 import threading
 import warnings
-from typing import Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
 import numpy as np
 
@@ -31,13 +31,18 @@ from app.engine.kvstore import KVStore
 from app.engine.sampler import SamplerSettings
 from app.engine.speculative import draft_memory, library_draft_choices, resolve_draft
 from app.errors import LlambdaError, one_line
+from app.gguf import open_gguf
+from app.library.preflight import fitting_context, preflight
+
+if TYPE_CHECKING:
+    from app.text.chat import ChatTemplate
 
 log = logging.getLogger(__name__)
 
 OVERFLOW_TO_POLICY = {"shift": "shift", "stop": "stop"}
 
 
-def sampler_settings(settings: dict):
+def sampler_settings(settings: dict) -> SamplerSettings:
     return SamplerSettings(
         temperature=max(0.0, float(settings.get("temperature", D.TEMPERATURE))),
         top_k=int(settings.get("top_k", D.TOP_K)),
@@ -49,15 +54,20 @@ def sampler_settings(settings: dict):
 
 
 class RealEngine:
-    def __init__(self):
-        self.engine = None
+    def __init__(self) -> None:
+        self.engine: Engine | None = None
         self.warnings: list[str] = []
         self._prefetch: tuple[threading.Thread, threading.Event] | None = None
-        self._chat = None  # the last conversation answered (whose state to save)
+        self._chat: Chat | None = None  # the last conversation answered (whose state to save)
         self._chat_tokens: list[int] | None = None  # the cache when its reply finished
         self.kv: StateKeeper | None = None  # saved KV states: made at the first load, kept across loads
         self._kv_budget: int | None = None  # the disk budget asked for (None: KVStore's default)
         self.reply_notes: dict = {}  # template_facts when the last reply's template gave way
+
+    def _loaded(self) -> Engine:
+        if self.engine is None:
+            raise RuntimeError("no model is loaded")
+        return self.engine
 
     # -- loading -------------------------------------------------------------------------------
 
@@ -176,8 +186,7 @@ class RealEngine:
     def generate(self, messages: list[dict], settings: dict) -> Iterator[Event]:
         """One reply to the conversation `messages`: the engine's own events (app.engine.generate),
         starting with an estimate of the prompt (a `PromptProgress` before the first batch)."""
-        if self.engine is None:
-            raise RuntimeError("no model is loaded")
+        engine = self._loaded()
         self.reply_notes = {}
         system = messages[0]["content"] if messages and messages[0]["role"] == "system" else None
         turns = [m for m in messages if m["role"] in ("user", "assistant")]
@@ -186,9 +195,9 @@ class RealEngine:
             return
         if not turns or turns[-1]["role"] != "user":
             raise ValueError("the conversation must end with a user message")
-        template = getattr(self.engine, "_template", None)  # a failing one is replaced in the turn
+        template = getattr(engine, "_template", None)  # a failing one is replaced in the turn
         chat = Chat(
-            self.engine,
+            engine,
             system=system,
             context_policy=OVERFLOW_TO_POLICY.get(settings.get("overflow", D.OVERFLOW), D.OVERFLOW),
         )
@@ -197,9 +206,9 @@ class RealEngine:
         # What the prompt will cost, said before its first batch (which can take half a minute
         # on a big model): the tokens of the whole conversation, those already in the cache.
         try:
-            ids = self.engine.chat_prompt(([messages[0]] if system else []) + turns)
+            ids = engine.chat_prompt(([messages[0]] if system else []) + turns)
             if len(ids) <= chat.engine.n_ctx - min(chat.reserve, chat.engine.n_ctx // 4):  # no turn dropped
-                reused = min(self.engine.session.common_prefix(ids), max(0, len(ids) - 1))
+                reused = min(engine.session.common_prefix(ids), max(0, len(ids) - 1))
                 yield PromptProgress(0, len(ids) - reused, reused)
         except Exception:
             pass  # the turn itself reports what is wrong with the conversation
@@ -208,16 +217,16 @@ class RealEngine:
         )
         yield from self._reply(events, template)
 
-    def _reply(self, events: Iterator[Event], template) -> Iterator[Event]:
+    def _reply(self, events: Iterator[Event], template: ChatTemplate | None) -> Iterator[Event]:
         """The engine's events, passed on; at the end, what the cache holds (whose state
         `save_state` keeps) and whether the chat template gave way (`reply_notes`)."""
         for ev in events:
             if isinstance(ev, Finished):
-                self._chat_tokens = list(self.engine.session.tokens)
+                self._chat_tokens = list(self._loaded().session.tokens)
                 self.reply_notes = self._template_change(template)
             yield ev
 
-    def _template_change(self, before) -> dict:
+    def _template_change(self, before: ChatTemplate | None) -> dict:
         """template_facts when the model's template gave way to the fallback during this turn."""
         now = getattr(self.engine, "_template", None)
         return {} if now is before or now is None else template_facts(now)
@@ -227,13 +236,14 @@ class RealEngine:
         conversation up to it with the reply so far as the start of the model's turn, so the
         cache already holds nearly all of it."""
         so_far = turns[-1]["content"]
-        template = getattr(self.engine, "_template", None)
-        chat = Chat(self.engine, system=system[0]["content"] if system else None)
+        engine = self._loaded()
+        template = getattr(engine, "_template", None)
+        chat = Chat(engine, system=system[0]["content"] if system else None)
         chat.messages = [dict(m) for m in turns]  # its key: the system prompt, first message
         self._chat, self._chat_tokens = chat, None
-        ids = self.engine.chat_prompt(system + turns[:-1])
-        ids = ids + self.engine.tokenizer.encode(so_far, add_special=False, parse_special=False)
-        n_ctx = self.engine.n_ctx
+        ids = engine.chat_prompt(system + turns[:-1])
+        ids = ids + engine.tokenizer.encode(so_far, add_special=False, parse_special=False)
+        n_ctx = engine.n_ctx
         if len(ids) >= n_ctx:
             raise ValueError(
                 f"the conversation fills the context ({len(ids)} of {n_ctx} tokens): "
@@ -245,7 +255,7 @@ class RealEngine:
             sampler=sampler_settings(settings),
             context_policy="stop",
         )
-        yield from self._reply(self.engine.generate(req), template)
+        yield from self._reply(engine.generate(req), template)
 
     # -- reading the weights in ----------------------------------------------------------------
 
@@ -257,7 +267,7 @@ class RealEngine:
         engine = self.engine
         mm = getattr(getattr(engine, "file", None), "_mmap", None)
         packed = getattr(getattr(engine, "decoder", None), "packed_bytes", 0)
-        if mm is None or packed >= len(mm) // 2:
+        if engine is None or mm is None or packed >= len(mm) // 2:
             # the decoder copied most weights into its packed layout at load and gave those file
             # pages back: they are in memory already, and reading the file in again would hold
             # them twice (the rest is read at first use)
@@ -312,9 +322,6 @@ def plan_draft(path: str, draft: str, n_ctx: int, kv_type: str) -> tuple[str | N
     """Before loading `path` with a draft model: (the draft's path or None, a one-line note when it
     is not used, the context, why that context or None). The memory pre-flight counts both
     models, as `llambda generate --draft` does (app.engine.speculative.draft_memory)."""
-    from app.gguf import open_gguf
-    from app.library.preflight import fitting_context, preflight
-
     try:
         found = resolve_draft(path, draft)
     except (LlambdaError, OSError) as e:  # a draft that is gone, an unreadable library
@@ -341,7 +348,7 @@ def draft_choices(path: str) -> dict[str, str]:
         return {}
 
 
-def template_facts(template) -> dict:
+def template_facts(template: ChatTemplate | None) -> dict:
     """What the window shows when the model's own chat template is not used although the file
     has one (app.text.chat: it does not compile, or does not render within its bounds):
     "template_status" for the model panel, "template_note" for the notice line."""
@@ -359,7 +366,7 @@ PAGE = mmap.PAGESIZE
 
 
 def read_ahead(
-    mm, progress: Callable[[float], None], stop: threading.Event, check: Callable[[], None] | None = None
+    mm: mmap.mmap, progress: Callable[[float], None], stop: threading.Event, check: Callable[[], None] | None = None
 ) -> int:
     """Bring a read-only mapping into memory: ask the kernel to read it ahead (WILLNEED), then
     touch one byte per page in chunks (numpy's loop runs without the interpreter lock), so the
@@ -378,9 +385,7 @@ def read_ahead(
             try:
                 check()
             except Exception as e:
-                import logging
-
-                logging.getLogger(__name__).warning("read-ahead stopped: %s", e)
+                log.warning("read-ahead stopped: %s", e)
                 break
         n = min(READ_AHEAD_CHUNK, size - done)
         view = np.frombuffer(mm, dtype=np.uint8, count=n, offset=done)

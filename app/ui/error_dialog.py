@@ -16,13 +16,14 @@ from PySide6.QtWidgets import (
     QPushButton,
     QStyle,
     QVBoxLayout,
+    QWidget,
 )
 
 from app.ui.advice import advice_for
 
 
 class ErrorDialog(QDialog):
-    def __init__(self, title: str, reason: str, details: str = "", parent=None):
+    def __init__(self, title: str, reason: str, details: str = "", parent: QWidget | None = None):
         super().__init__(parent)
         self.setWindowTitle(title)
         self.setObjectName("errorDialog")
@@ -33,20 +34,20 @@ class ErrorDialog(QDialog):
         lay = QVBoxLayout(self)
         top = QHBoxLayout()
         icon = QLabel()
-        icon.setPixmap(self.style().standardIcon(QStyle.SP_MessageBoxWarning).pixmap(40, 40))
-        icon.setAlignment(Qt.AlignTop)
+        icon.setPixmap(self.style().standardIcon(QStyle.StandardPixmap.SP_MessageBoxWarning).pixmap(40, 40))
+        icon.setAlignment(Qt.AlignmentFlag.AlignTop)
         top.addWidget(icon)
         texts = QVBoxLayout()
         self.reason_label = QLabel(reason)
         self.reason_label.setObjectName("errorReason")
-        self.reason_label.setTextFormat(Qt.PlainText)
+        self.reason_label.setTextFormat(Qt.TextFormat.PlainText)
         self.reason_label.setWordWrap(True)
-        self.reason_label.setTextInteractionFlags(Qt.TextSelectableByMouse)
+        self.reason_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.reason_label.setAccessibleName("What went wrong")
         texts.addWidget(self.reason_label)
         self.advice_label = QLabel(self.advice)
         self.advice_label.setObjectName("errorAdvice")
-        self.advice_label.setTextFormat(Qt.PlainText)
+        self.advice_label.setTextFormat(Qt.TextFormat.PlainText)
         self.advice_label.setWordWrap(True)
         self.advice_label.setAccessibleName("What to do")
         self.advice_label.setVisible(bool(self.advice))
@@ -60,7 +61,7 @@ class ErrorDialog(QDialog):
         self.details.setFixedHeight(110)
         self.details.hide()
         lay.addWidget(self.details)
-        buttons = QDialogButtonBox(QDialogButtonBox.Ok)
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok)
         self.details_button = QPushButton("Details")
         self.details_button.setCheckable(True)
         self.details_button.setAccessibleName("Show the details")
@@ -68,8 +69,8 @@ class ErrorDialog(QDialog):
         self.copy_button = QPushButton("Copy")
         self.copy_button.setAccessibleName("Copy the details")
         self.copy_button.clicked.connect(self.on_copy_button_clicked)
-        buttons.addButton(self.details_button, QDialogButtonBox.ActionRole)
-        buttons.addButton(self.copy_button, QDialogButtonBox.ActionRole)
+        buttons.addButton(self.details_button, QDialogButtonBox.ButtonRole.ActionRole)
+        buttons.addButton(self.copy_button, QDialogButtonBox.ButtonRole.ActionRole)
         buttons.accepted.connect(self.accept)
         lay.addWidget(buttons)
         self.setMinimumWidth(420)

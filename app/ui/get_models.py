@@ -10,6 +10,7 @@ the library already; `model_ready(sha256)` asks the window to load it.
 from __future__ import annotations
 
 import threading
+from typing import TYPE_CHECKING, Callable
 
 from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtWidgets import (
@@ -31,6 +32,10 @@ from app.errors import one_line
 from app.ui.qt_fix import emit
 from app.units import format_bytes
 
+if TYPE_CHECKING:
+    from app.hub import DownloadQueue
+    from app.hub.files import RepoFiles
+
 
 class _Bridge(QObject):
     """Lives on the UI thread; its signals are emitted from worker threads (queued to the UI)."""
@@ -41,7 +46,7 @@ class _Bridge(QObject):
     download_event = Signal(object)  # a DownloadQueue event dict
 
 
-def _duration(s) -> str:
+def _duration(s: float | None) -> str:
     if s is None:
         return "–"
     s = int(s)
@@ -62,7 +67,7 @@ class GetModelsPage(QDialog):
 
     model_ready = Signal(str)  # sha256 of a model now in the library
 
-    def __init__(self, parent=None):
+    def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
         self.setWindowTitle("Get models")
         self.setAccessibleName("Get models")
@@ -72,9 +77,9 @@ class GetModelsPage(QDialog):
         self.bridge.listed.connect(self.on_bridge_listed)
         self.bridge.judged.connect(self.on_bridge_judged)
         self.bridge.download_event.connect(self.on_bridge_download_event)
-        self.repo = None  # RepoFiles shown
+        self.repo: RepoFiles | None = None  # shown
         self.rows: dict[str, int] = {}  # download key -> row in the downloads list
-        self._queue = None
+        self._queue: DownloadQueue | None = None
 
         col = QVBoxLayout(self)
         row = QHBoxLayout()
@@ -89,7 +94,7 @@ class GetModelsPage(QDialog):
         row.addWidget(self.search_button)
         col.addLayout(row)
         self.status = QLabel("Getting a model is the one time Llambda uses the network, and only when you ask.")
-        self.status.setTextFormat(Qt.PlainText)
+        self.status.setTextFormat(Qt.TextFormat.PlainText)
         self.status.setWordWrap(True)
         self.status.setAccessibleName("Status")
         col.addWidget(self.status)
@@ -103,8 +108,8 @@ class GetModelsPage(QDialog):
         self.files = QTableWidget(0, 4)
         self.files.setHorizontalHeaderLabels(["File", "Quantization", "Size", "Our verdict"])
         self.files.horizontalHeader().setStretchLastSection(True)
-        self.files.setEditTriggers(QTableWidget.NoEditTriggers)
-        self.files.setSelectionBehavior(QTableWidget.SelectRows)
+        self.files.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
+        self.files.setSelectionBehavior(QTableWidget.SelectionBehavior.SelectRows)
         self.files.setAccessibleName("GGUF files")
         col.addWidget(self.files, 3)
         row = QHBoxLayout()
@@ -135,7 +140,7 @@ class GetModelsPage(QDialog):
             row.addWidget(b)
         row.addStretch(1)
         self.token = QLineEdit()
-        self.token.setEchoMode(QLineEdit.Password)
+        self.token.setEchoMode(QLineEdit.EchoMode.Password)
         self.token.setPlaceholderText("Access token for gated models (hf_…)")
         self.token.setAccessibleName("Access token")
         self.token_button = QPushButton("Save token")
@@ -148,9 +153,9 @@ class GetModelsPage(QDialog):
     # -- the queue -----------------------------------------------------------------------------------
 
     @property
-    def queue(self):
+    def queue(self) -> DownloadQueue:
         if self._queue is None:
-            from app.hub import DownloadQueue
+            from app.hub import DownloadQueue  # lazy: the window starts without app.hub (~45 ms of imports)
 
             self._queue = DownloadQueue(lambda e: emit(self.bridge.download_event, e))
         return self._queue
@@ -162,7 +167,7 @@ class GetModelsPage(QDialog):
 
     # -- search and listing ----------------------------------------------------------------------
 
-    def _in_thread(self, work) -> None:
+    def _in_thread(self, work: Callable[[], None]) -> None:
         threading.Thread(target=work, name="llambda-hub", daemon=True).start()
 
     def search(self, query: str) -> None:
@@ -170,9 +175,10 @@ class GetModelsPage(QDialog):
         self.status.setText(f"Searching for {query!r}…")
         self.results.clear()
 
-        def work():
-            from app.hub import HubClient
+        def work() -> None:
+            from app.hub import HubClient  # lazy: the window starts without app.hub (~45 ms of imports)
 
+            found: list[dict] | str  # the repositories, or why there are none
             try:
                 found = [h.to_json() for h in HubClient().search(query)]
             except Exception as e:
@@ -184,7 +190,7 @@ class GetModelsPage(QDialog):
     def on_search_button_clicked(self) -> None:
         self.search(self.query.text().strip())
 
-    def on_bridge_searched(self, query, found) -> None:
+    def on_bridge_searched(self, query: str, found: list[dict] | str) -> None:
         if isinstance(found, str):
             self.status.setText(found)
             return
@@ -197,19 +203,19 @@ class GetModelsPage(QDialog):
             item = QListWidgetItem(
                 f"{h['repo_id']}    ↓ {h['downloads']:,}   ♥ {h['likes']:,}" + ("   (gated)" if h["gated"] else "")
             )
-            item.setData(Qt.UserRole, h["repo_id"])
+            item.setData(Qt.ItemDataRole.UserRole, h["repo_id"])
             self.results.addItem(item)
 
-    def on_results_item_activated(self, item) -> None:
-        self.open_repo(item.data(Qt.UserRole))
+    def on_results_item_activated(self, item: QListWidgetItem) -> None:
+        self.open_repo(item.data(Qt.ItemDataRole.UserRole))
 
     def open_repo(self, repo_id: str, then_download: str | None = None) -> None:
         self.status.setText(f"Listing {repo_id}…")
         self.files.setRowCount(0)
         self.repo = None
 
-        def work():
-            from app.hub import HubClient, check_remote
+        def work() -> None:
+            from app.hub import HubClient, check_remote  # lazy: the window starts without app.hub (~45 ms of imports)
 
             client = HubClient()
             try:
@@ -219,6 +225,7 @@ class GetModelsPage(QDialog):
                 return
             emit(self.bridge.listed, repo_id, (repo, then_download))
             for f in repo.files:
+                v: dict | str  # the verdict, or why there is none
                 try:
                     v = check_remote(client, repo.repo_id, repo.revision, f).to_json()
                 except Exception as e:
@@ -227,7 +234,7 @@ class GetModelsPage(QDialog):
 
         self._in_thread(work)
 
-    def on_bridge_listed(self, repo_id, listed) -> None:
+    def on_bridge_listed(self, repo_id: str, listed: tuple[RepoFiles, str | None] | str) -> None:
         if isinstance(listed, str):
             self.status.setText(listed)
             return
@@ -247,7 +254,7 @@ class GetModelsPage(QDialog):
             )
             for j, text in enumerate(cells):
                 item = QTableWidgetItem(text)
-                item.setData(Qt.UserRole, f.name)
+                item.setData(Qt.ItemDataRole.UserRole, f.name)
                 self.files.setItem(i, j, item)
         if then_download:
             try:
@@ -257,17 +264,17 @@ class GetModelsPage(QDialog):
             except Exception as e:
                 self.status.setText(one_line(str(e)))
 
-    def on_bridge_judged(self, repo_id, name, verdict) -> None:
+    def on_bridge_judged(self, repo_id: str, name: str, verdict: dict | str) -> None:
         if self.repo is None or self.repo.repo_id != repo_id:
             return
         for i in range(self.files.rowCount()):
-            if self.files.item(i, 0).data(Qt.UserRole) == name:
+            file_item, verdict_item = self.files.item(i, 0), self.files.item(i, 3)  # every row has both
+            if file_item is not None and verdict_item is not None and file_item.data(Qt.ItemDataRole.UserRole) == name:
                 text = (
                     verdict if isinstance(verdict, str) else f"{verdict['verdict']}: " + "; ".join(verdict["messages"])
                 )
-                item = self.files.item(i, 3)
-                item.setText(text)
-                item.setToolTip(text)
+                verdict_item.setText(text)
+                verdict_item.setToolTip(text)
 
     # -- downloads ---------------------------------------------------------------------------------
 
@@ -276,7 +283,7 @@ class GetModelsPage(QDialog):
         if not items or self.repo is None:
             return
         try:
-            self.queue.add(self.repo, self.repo.find(items[0].data(Qt.UserRole)))
+            self.queue.add(self.repo, self.repo.find(items[0].data(Qt.ItemDataRole.UserRole)))
         except Exception as e:
             self.status.setText(one_line(str(e)))
 
@@ -286,7 +293,7 @@ class GetModelsPage(QDialog):
 
     def _selected_key(self) -> str | None:
         item = self.downloads.currentItem()
-        return item.data(Qt.UserRole) if item is not None else None
+        return item.data(Qt.ItemDataRole.UserRole) if item is not None else None
 
     def on_pause_button_clicked(self) -> None:
         if key := self._selected_key():
@@ -303,11 +310,11 @@ class GetModelsPage(QDialog):
     def _row(self, key: str, name: str = "") -> QListWidgetItem:
         for i in range(self.downloads.count()):
             item = self.downloads.item(i)
-            if item.data(Qt.UserRole) == key:
+            if item.data(Qt.ItemDataRole.UserRole) == key:
                 return item
         item = QListWidgetItem(name)
-        item.setData(Qt.UserRole, key)
-        item.setData(Qt.UserRole + 1, name)
+        item.setData(Qt.ItemDataRole.UserRole, key)
+        item.setData(Qt.ItemDataRole.UserRole + 1, name)
         self.downloads.addItem(item)
         if self.downloads.currentItem() is None:
             self.downloads.setCurrentItem(item)
@@ -325,7 +332,7 @@ class GetModelsPage(QDialog):
             )
             return
         item = self._row(e["key"])
-        name = item.data(Qt.UserRole + 1) or ""
+        name = item.data(Qt.ItemDataRole.UserRole + 1) or ""
         if kind == "progress":
             item.setText(f"{name} — {progress_text(e)}")
         elif kind == "state":
@@ -339,7 +346,7 @@ class GetModelsPage(QDialog):
             emit(self.model_ready, e["entry"]["sha256"])
 
     def on_token_button_clicked(self) -> None:
-        from app.hub.token import save_token
+        from app.hub.token import save_token  # lazy: the window starts without app.hub (~45 ms of imports)
 
         try:
             where = save_token(self.token.text())
@@ -358,7 +365,7 @@ class FirstModelsPanel(QFrame):
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
-        from app.hub.curated import CURATED
+        from app.hub.curated import CURATED  # lazy: the window starts without app.hub (~45 ms of imports)
 
         self.setObjectName("firstModels")
         self.setAccessibleName("Suggested models")
@@ -370,7 +377,7 @@ class FirstModelsPanel(QFrame):
         for m in CURATED:
             row = QHBoxLayout()
             label = QLabel(f"{m.title} — {format_bytes(m.approx_bytes)} · {m.licence}\n{m.description}")
-            label.setTextFormat(Qt.PlainText)
+            label.setTextFormat(Qt.TextFormat.PlainText)
             label.setWordWrap(True)
             button = QPushButton("Get")
             button.setAccessibleName(f"Get {m.title}")

@@ -6,20 +6,28 @@ opens args.file (pre-flight, import, load) or loads the model used last time.
 
 from __future__ import annotations
 
+import argparse
 import logging
 import signal
 import sys
+from types import TracebackType
+from typing import TYPE_CHECKING, cast
 
 from PySide6.QtCore import QEvent, QObject, QTimer
+from PySide6.QtGui import QFileOpenEvent
 from PySide6.QtWidgets import QApplication
 
 from app.errors import LlambdaError, one_line
 from app.ui.crash import install_crash_handler
+from app.ui.qt_fix import application
 from app.ui.theme import app_icon, follow_system_theme
+
+if TYPE_CHECKING:
+    from app.ui.window import MainWindow
 
 
 def make_app(argv: list[str] | None = None) -> QApplication:
-    app = QApplication.instance()
+    app = application()
     if app is None:
         app = QApplication(argv if argv is not None else [sys.argv[0]])
     app.setApplicationName("Llambda")
@@ -31,11 +39,11 @@ def make_app(argv: list[str] | None = None) -> QApplication:
     return app
 
 
-def _close_on_signals(window) -> None:
+def _close_on_signals(window: MainWindow) -> None:
     """Ctrl+C in the terminal (or SIGTERM) closes the window the normal way: the reply in flight
     is kept, the geometry saved. A timer lets Python run its signal handlers inside Qt's loop."""
 
-    def close(*_):
+    def close(*_: object) -> None:
         window.close()
 
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -52,20 +60,20 @@ class FileOpenForwarder(QObject):
     """macOS hands a double-clicked .gguf to a running app as a FileOpen event, not as an argument:
     forward it to the window like a dropped file."""
 
-    def __init__(self, window):
+    def __init__(self, window: MainWindow):
         super().__init__(window)
         self.window = window
 
-    def eventFilter(self, obj, event) -> bool:  # noqa: N802 (Qt's name)
+    def eventFilter(self, obj: QObject, event: QEvent) -> bool:  # noqa: N802 (Qt's name)
         if event.type() == QEvent.Type.FileOpen:
-            path = event.file()
+            path = cast(QFileOpenEvent, event).file()
             if path:
                 self.window.open_model_file(path)
                 return True
         return False
 
 
-def quiet_excepthook(kind, value, tb) -> None:
+def quiet_excepthook(kind: type[BaseException], value: BaseException, tb: TracebackType | None) -> None:
     """An exception escaping a slot becomes one line on stderr (and the log), never a traceback:
     the window goes on."""
     if logging.getLogger().handlers:  # a log file is set up: the traceback goes there only
@@ -73,7 +81,7 @@ def quiet_excepthook(kind, value, tb) -> None:
     print(f"llambda: internal error: {kind.__name__}: {one_line(str(value))}", file=sys.stderr)
 
 
-def run_window(args) -> int:
+def run_window(args: argparse.Namespace) -> int:
     """Open the window (on `args.file` when given) and run until it closes; returns the exit code."""
     app = make_app()
     sys.excepthook = quiet_excepthook

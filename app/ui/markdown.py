@@ -82,18 +82,18 @@ def _blocks(lines: list[str]) -> list[str]:
     list_kind: str | None = None
     quote: list[str] = []
 
-    def end_para():
+    def end_para() -> None:
         if para:
             out.append(f"<p>{inline(chr(10).join(para))}</p>")
             para.clear()
 
-    def end_list():
+    def end_list() -> None:
         nonlocal list_kind
         if list_kind:
             out.append(f"</{list_kind}>")
             list_kind = None
 
-    def end_quote():
+    def end_quote() -> None:
         if quote:
             out.append(f"<blockquote>{_blocks_to_html(list(quote))}</blockquote>")
             quote.clear()
@@ -132,7 +132,8 @@ def _blocks(lines: list[str]) -> list[str]:
                 start = f' start="{int(o.group(2))}"' if o else ""
                 out.append(f"<{kind}{start}>")
                 list_kind = kind
-            out.append(f"<li>{inline(b.group(2) if b else o.group(3))}</li>")
+            item = b.group(2) if b else o.group(3) if o else ""  # one of the two matched
+            out.append(f"<li>{inline(item)}</li>")
             continue
         if list_kind and line.startswith((" ", "\t")):
             # continuation of a list item: append to the last item

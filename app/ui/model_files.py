@@ -6,22 +6,78 @@ load → ready. A mixin of MainWindow (it uses the window's widgets, state and w
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
-from PySide6.QtWidgets import QCheckBox, QFileDialog, QMessageBox
+from PySide6.QtCore import QMimeData
+from PySide6.QtWidgets import QCheckBox, QFileDialog, QMainWindow, QMessageBox
 
 from app.chats.attachments import can_attach
 from app.ui import gc_guard
 from app.ui.qt_fix import emit
 
+if TYPE_CHECKING:
+    from PySide6.QtCore import Signal
+    from PySide6.QtGui import QDragEnterEvent, QDragLeaveEvent, QDragMoveEvent, QDropEvent
+    from PySide6.QtWidgets import QLabel, QProgressBar, QPushButton
 
-def _local_files(mime) -> list[str]:
+    from app.library.library import ModelLibrary
+    from app.ui.bars import ChatInput, ElidingComboBox, ProgressPanel
+    from app.ui.chat_view import ChatView
+    from app.ui.panels import ModelInfoPanel
+    from app.ui.state import ChatState
+    from app.ui.stats_bar import StatsBar
+    from app.ui.worker import EngineWorker
+
+    _WindowBase = QMainWindow  # what the mixin is mixed into; at run time it is a plain class
+else:
+    _WindowBase = object
+
+
+def _local_files(mime: QMimeData) -> list[str]:
     if not mime.hasUrls():
         return []
     return [u.toLocalFile() for u in mime.urls() if u.isLocalFile() and u.toLocalFile()]
 
 
-class ModelFilesMixin:
+class ModelFilesMixin(_WindowBase):
     """Model picker, open, drop, and the pre-flight/import/load answers of the worker."""
+
+    if TYPE_CHECKING:  # what it uses of MainWindow (made in its __init__ and _build)
+        open_requested: Signal
+        load_requested: Signal
+        count_requested: Signal
+        state: ChatState
+        worker: EngineWorker
+        model_info: dict | None
+        model_busy: bool
+        generating: bool
+        preflight: dict
+        attachments: list[dict]
+        import_mode_box: QMessageBox
+        _closed: bool
+        _load_note: str
+        _shown_id: int | None
+        _starter_running: bool
+        model_picker: ElidingComboBox
+        progress_panel: ProgressPanel
+        preflight_label: QLabel
+        progress_label: QLabel
+        progress: QProgressBar
+        cancel_button: QPushButton
+        chat: ChatView
+        info_panel: ModelInfoPanel
+        stats: StatsBar
+        input: ChatInput
+        drop_overlay: QLabel
+
+        def library(self) -> ModelLibrary: ...
+        def show_notice(self, text: str) -> None: ...
+        def show_error(self, reason: str, title: str = ...) -> None: ...
+        def show_current(self) -> None: ...
+        def stop(self) -> None: ...
+        def engine_options(self) -> dict: ...
+        def attach_file(self, path: str) -> bool: ...
+        def _update_controls(self) -> None: ...
 
     # -- models ----------------------------------------------------------------------------------
 
@@ -35,8 +91,10 @@ class ModelFilesMixin:
         self.model_picker.blockSignals(True)
         self.model_picker.clear()
         self.model_picker.addItem("Choose a model…" if entries else "No models yet: drop a GGUF file", None)
-        for e in entries:
-            self.model_picker.addItem(f"{e.name}  ·  {e.quantization}  ·  {e.size / 2**20:.0f} MB", e.sha256)
+        for entry in entries:
+            self.model_picker.addItem(
+                f"{entry.name}  ·  {entry.quantization}  ·  {entry.size / 2**20:.0f} MB", entry.sha256
+            )
         if select_sha:
             i = self.model_picker.findData(select_sha)
             if i >= 0:
@@ -74,7 +132,7 @@ class ModelFilesMixin:
             options["keep_in_place"] = keep_in_place
         emit(self.open_requested, os.path.abspath(path), options)
 
-    def ask_import_mode(self, path: str):
+    def ask_import_mode(self, path: str) -> QMessageBox:
         """Copy a big model file into the library, or use it where it is; remembered when asked."""
         size = os.path.getsize(path)
         box = QMessageBox(self)
@@ -87,15 +145,15 @@ class ModelFilesMixin:
             "A copy keeps working if the original is moved or deleted, and takes the "
             "same space again. Used where it is, the file must stay in place."
         )
-        copy = box.addButton("Copy into the library", QMessageBox.AcceptRole)
-        in_place = box.addButton("Use it where it is", QMessageBox.AcceptRole)
-        box.addButton(QMessageBox.Cancel)
+        copy = box.addButton("Copy into the library", QMessageBox.ButtonRole.AcceptRole)
+        in_place = box.addButton("Use it where it is", QMessageBox.ButtonRole.AcceptRole)
+        box.addButton(QMessageBox.StandardButton.Cancel)
         remember = QCheckBox("Remember my choice (Manage models… changes it)")
         remember.setChecked(True)
         box.setCheckBox(remember)
         box.setDefaultButton(in_place)
 
-        def done(_result):
+        def done(_result: int) -> None:
             clicked = box.clickedButton()
             if clicked not in (copy, in_place):
                 return
@@ -169,7 +227,7 @@ class ModelFilesMixin:
                 "ok": "chat template ok",
                 "missing": "no chat template (fallback)",
                 "invalid": "chat template broken (fallback)",
-            }.get(facts.get("template_status"), "")
+            }.get(facts.get("template_status") or "", "")
         )
         verdict = facts.get("verdict", "")
         self.preflight_label.setText(f"{verdict.upper()}: " + " · ".join(p for p in parts if p))
@@ -268,25 +326,27 @@ class ModelFilesMixin:
 
     def _show_drop_overlay(self, shown: bool) -> None:
         if shown:
-            self.drop_overlay.setGeometry(self.centralWidget().geometry())
+            central = self.centralWidget()
+            if central is not None:  # always: the splitter
+                self.drop_overlay.setGeometry(central.geometry())
             self.drop_overlay.raise_()
         self.drop_overlay.setVisible(shown)
 
-    def dragEnterEvent(self, event) -> None:
+    def dragEnterEvent(self, event: QDragEnterEvent) -> None:
         if _local_files(event.mimeData()):
             event.acceptProposedAction()
             self._show_drop_overlay(True)
         else:
             event.ignore()
 
-    def dragMoveEvent(self, event) -> None:
+    def dragMoveEvent(self, event: QDragMoveEvent) -> None:
         if _local_files(event.mimeData()):
             event.acceptProposedAction()
 
-    def dragLeaveEvent(self, event) -> None:
+    def dragLeaveEvent(self, event: QDragLeaveEvent) -> None:
         self._show_drop_overlay(False)
 
-    def dropEvent(self, event) -> None:
+    def dropEvent(self, event: QDropEvent) -> None:
         self._show_drop_overlay(False)
         files = _local_files(event.mimeData())
         if not files:

@@ -9,6 +9,7 @@ the models other apps (LM Studio, GPT4All, Jan, the Hugging Face cache) already 
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import Qt, QUrl, Signal
 from PySide6.QtGui import QDesktopServices
@@ -26,10 +27,18 @@ from PySide6.QtWidgets import (
     QTableWidget,
     QTableWidgetItem,
     QVBoxLayout,
+    QWidget,
 )
 
 from app.ui.qt_fix import emit
 from app.units import format_last_used, format_size
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from app.library import ModelLibrary
+    from app.library.elsewhere import FoundModel
+    from app.library.index import ModelEntry
 
 STORAGE = {"copy": "copy in the library", "link": "linked in place", "reference": "used in place"}
 IMPORT_MODES = (
@@ -39,7 +48,7 @@ IMPORT_MODES = (
 COLUMNS = ("Name", "Architecture", "Quantization", "Size", "Context", "Last used", "Kept as", "File")
 
 
-def trained_context(path) -> str:
+def trained_context(path: str | os.PathLike) -> str:
     try:
         from app.gguf import open_gguf  # lazy: numpy; the window loads this module at start
 
@@ -56,7 +65,7 @@ class ModelsDialog(QDialog):
     open_in_place_requested = Signal(str)  # a file found in another app's folder
     import_mode_changed = Signal(str)
 
-    def __init__(self, library, import_mode: str = "copy", parent=None):
+    def __init__(self, library: ModelLibrary, import_mode: str = "copy", parent: QWidget | None = None):
         super().__init__(parent)
         self.library = library
         self.setWindowTitle("Models")
@@ -67,11 +76,11 @@ class ModelsDialog(QDialog):
         lay = QVBoxLayout(self)
         self.table = QTableWidget(0, len(COLUMNS))
         self.table.setHorizontalHeaderLabels(COLUMNS)
-        self.table.setSelectionBehavior(QAbstractItemView.SelectRows)
-        self.table.setSelectionMode(QAbstractItemView.SingleSelection)
-        self.table.setEditTriggers(QAbstractItemView.NoEditTriggers)
+        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.table.verticalHeader().hide()
-        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeToContents)
+        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         self.table.horizontalHeader().setStretchLastSection(True)
         self.table.setAccessibleName("Models in the library")
         self.table.itemDoubleClicked.connect(lambda _i: self.on_load_button_clicked())
@@ -110,8 +119,8 @@ class ModelsDialog(QDialog):
         lay.addWidget(QLabel("Models other apps have on this computer (used where they are, not copied):"))
         self.found = QTableWidget(0, 3)
         self.found.setHorizontalHeaderLabels(("App", "Size", "File"))
-        self.found.setSelectionBehavior(QAbstractItemView.SelectRows)
-        self.found.setEditTriggers(QAbstractItemView.NoEditTriggers)
+        self.found.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.found.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.found.verticalHeader().hide()
         self.found.horizontalHeader().setStretchLastSection(True)
         self.found.setAccessibleName("Models of other apps")
@@ -128,12 +137,12 @@ class ModelsDialog(QDialog):
         frow.addWidget(self.use_found_button)
         frow.addWidget(self.found_note, 1)
         lay.addLayout(frow)
-        buttons = QDialogButtonBox(QDialogButtonBox.Close)
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)
         buttons.rejected.connect(self.reject)
         lay.addWidget(buttons)
         self.resize(900, 560)
-        self.entries = []
-        self.found_models = []
+        self.entries: list[ModelEntry] = []
+        self.found_models: list[FoundModel] = []
         self.refresh()
 
     # -- the library ------------------------------------------------------------------------------
@@ -141,9 +150,9 @@ class ModelsDialog(QDialog):
     def refresh(self) -> None:
         try:
             self.entries = self.library.list()
-        except Exception as e:
+        except Exception as err:
             self.entries = []
-            self.empty.setText(f"The model library cannot be read: {e}")
+            self.empty.setText(f"The model library cannot be read: {err}")
         self.table.setRowCount(len(self.entries))
         for r, e in enumerate(self.entries):
             path = e.file_path(self.library.folder)
@@ -164,7 +173,7 @@ class ModelsDialog(QDialog):
                 item = QTableWidgetItem(str(v))
                 item.setToolTip(str(v))
                 if c == 0:
-                    item.setData(Qt.UserRole, e.sha256)
+                    item.setData(Qt.ItemDataRole.UserRole, e.sha256)
                 self.table.setItem(r, c, item)
         self.empty.setVisible(not self.entries)
         if self.entries and self.table.currentRow() < 0:
@@ -176,7 +185,7 @@ class ModelsDialog(QDialog):
         for b in (self.load_button, self.remove_button, self.reveal_button):
             b.setEnabled(has)
 
-    def selected(self):
+    def selected(self) -> ModelEntry | None:
         r = self.table.currentRow()
         return self.entries[r] if 0 <= r < len(self.entries) else None
 
@@ -215,7 +224,7 @@ class ModelsDialog(QDialog):
 
     # -- other apps -------------------------------------------------------------------------------
 
-    def on_scan_button_clicked(self, folders=None) -> None:
+    def on_scan_button_clicked(self, folders: list[tuple[str, Path]] | None = None) -> None:
         from app.library.elsewhere import find_models, other_app_folders  # lazy: app.library loads numpy (start-up)
 
         folders = other_app_folders() if folders is None else folders
@@ -244,7 +253,7 @@ class ModelsDialog(QDialog):
     # -- defaults that ask or open ----------------------------------------------------------------
 
     def _confirm(self, text: str) -> bool:
-        return QMessageBox.question(self, "Remove model", text) == QMessageBox.Yes
+        return QMessageBox.question(self, "Remove model", text) == QMessageBox.StandardButton.Yes
 
     def _reveal(self, folder: str) -> None:
         QDesktopServices.openUrl(QUrl.fromLocalFile(folder))

@@ -5,9 +5,12 @@ search) and the model-info panel. Views only: they show what they are given and 
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING, Iterable, cast
 
-from PySide6.QtCore import QEvent, Qt, QTimer, Signal
+from PySide6.QtCore import QEvent, QObject, QPoint, Qt, QTimer, Signal
+from PySide6.QtGui import QKeyEvent, QResizeEvent
 from PySide6.QtWidgets import (
+    QAbstractItemView,
     QFormLayout,
     QFrame,
     QHBoxLayout,
@@ -19,12 +22,15 @@ from PySide6.QtWidgets import (
     QPushButton,
     QSizePolicy,
     QVBoxLayout,
-    QAbstractItemView,
+    QWidget,
 )
 
 from app.ui.markdown import plain_tooltip
 from app.ui.qt_fix import emit
 from app.units import format_size
+
+if TYPE_CHECKING:
+    from app.chats.store import Conversation
 
 UNDO_SECONDS = 10
 
@@ -38,7 +44,7 @@ class ConversationPanel(QFrame):
     search_changed = Signal(str)
     export_requested = Signal(int)  # conversation id
 
-    def __init__(self, parent=None):
+    def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
         self.setObjectName("conversationPanel")
         self.setAccessibleName("Conversations")
@@ -64,14 +70,16 @@ class ConversationPanel(QFrame):
         self.list = QListWidget()
         self.list.setObjectName("conversationList")
         self.list.setAccessibleName("Conversation list")
-        self.list.setEditTriggers(QAbstractItemView.DoubleClicked | QAbstractItemView.EditKeyPressed)
+        self.list.setEditTriggers(
+            QAbstractItemView.EditTrigger.DoubleClicked | QAbstractItemView.EditTrigger.EditKeyPressed
+        )
         self.list.setAcceptDrops(False)
-        self.list.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
-        self.list.setTextElideMode(Qt.ElideRight)
+        self.list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.list.setTextElideMode(Qt.TextElideMode.ElideRight)
         self.list.setUniformItemSizes(True)
         self.list.currentItemChanged.connect(self.on_list_current_item_changed)
         self.list.itemChanged.connect(self.on_list_item_changed)
-        self.list.setContextMenuPolicy(Qt.CustomContextMenu)
+        self.list.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         self.list.customContextMenuRequested.connect(self.on_list_context_menu_requested)
         self.list.installEventFilter(self)
         lay.addWidget(self.list, 1)
@@ -91,7 +99,7 @@ class ConversationPanel(QFrame):
         ub = QHBoxLayout(self.undo_bar)
         ub.setContentsMargins(6, 4, 6, 4)
         self.undo_label = QLabel()
-        self.undo_label.setTextFormat(Qt.PlainText)
+        self.undo_label.setTextFormat(Qt.TextFormat.PlainText)
         self.undo_label.setWordWrap(True)
         self.undo_button = QPushButton("Undo")
         self.undo_button.setAccessibleName("Undo delete")
@@ -105,20 +113,20 @@ class ConversationPanel(QFrame):
         self.undo_timer.timeout.connect(self.undo_bar.hide)
         self._filling = False
 
-    def eventFilter(self, obj, event) -> bool:  # noqa: N802 (Qt's name)
+    def eventFilter(self, obj: QObject, event: QEvent) -> bool:  # noqa: N802 (Qt's name)
         """Delete (or Backspace on macOS keyboards) deletes the selected chat; Undo brings it back."""
         if (
             obj is self.list
-            and event.type() == QEvent.KeyPress
-            and event.key() in (Qt.Key_Delete, Qt.Key_Backspace)
-            and self.list.state() != QAbstractItemView.EditingState
+            and event.type() == QEvent.Type.KeyPress
+            and cast(QKeyEvent, event).key() in (Qt.Key.Key_Delete, Qt.Key.Key_Backspace)
+            and self.list.state() != QAbstractItemView.State.EditingState
         ):
             self.on_delete_button_clicked()
             return True
         return super().eventFilter(obj, event)
 
-    def context_menu(self, item) -> "QMenu":
-        conv_id = int(item.data(Qt.UserRole))
+    def context_menu(self, item: QListWidgetItem) -> "QMenu":
+        conv_id = int(item.data(Qt.ItemDataRole.UserRole))
         menu = QMenu(self)
         menu.addAction("Rename", lambda: self.list.editItem(item))
         menu.addAction("Export…", lambda: emit(self.export_requested, conv_id))
@@ -126,20 +134,20 @@ class ConversationPanel(QFrame):
         menu.addAction("Delete", lambda: emit(self.delete_requested, conv_id))
         return menu
 
-    def on_list_context_menu_requested(self, pos) -> None:
+    def on_list_context_menu_requested(self, pos: QPoint) -> None:
         item = self.list.itemAt(pos)
         if item is not None:
             self.list.setCurrentItem(item)
             self.context_menu(item).popup(self.list.viewport().mapToGlobal(pos))
 
-    def show_conversations(self, conversations, current_id: int | None) -> None:
+    def show_conversations(self, conversations: Iterable[Conversation], current_id: int | None) -> None:
         self._filling = True
         try:
             self.list.clear()
             for c in conversations:
                 item = QListWidgetItem(c.title or "Untitled")
-                item.setData(Qt.UserRole, c.id)
-                item.setFlags(item.flags() | Qt.ItemIsEditable)
+                item.setData(Qt.ItemDataRole.UserRole, c.id)
+                item.setFlags(item.flags() | Qt.ItemFlag.ItemIsEditable)
                 item.setToolTip(plain_tooltip(c.title))
                 self.list.addItem(item)
                 if c.id == current_id:
@@ -149,11 +157,11 @@ class ConversationPanel(QFrame):
 
     def current_id(self) -> int | None:
         item = self.list.currentItem()
-        return None if item is None else int(item.data(Qt.UserRole))
+        return None if item is None else int(item.data(Qt.ItemDataRole.UserRole))
 
     def item_for(self, conv_id: int) -> QListWidgetItem | None:
         for i in range(self.list.count()):
-            if int(self.list.item(i).data(Qt.UserRole)) == conv_id:
+            if int(self.list.item(i).data(Qt.ItemDataRole.UserRole)) == conv_id:
                 return self.list.item(i)
         return None
 
@@ -162,13 +170,13 @@ class ConversationPanel(QFrame):
         self.undo_bar.show()
         self.undo_timer.start(UNDO_SECONDS * 1000)
 
-    def on_list_current_item_changed(self, current, _previous) -> None:
+    def on_list_current_item_changed(self, current: QListWidgetItem | None, _previous: QListWidgetItem | None) -> None:
         if not self._filling and current is not None:
-            emit(self.selected, int(current.data(Qt.UserRole)))
+            emit(self.selected, int(current.data(Qt.ItemDataRole.UserRole)))
 
-    def on_list_item_changed(self, item) -> None:
+    def on_list_item_changed(self, item: QListWidgetItem) -> None:
         if not self._filling:
-            emit(self.rename_requested, int(item.data(Qt.UserRole)), item.text())
+            emit(self.rename_requested, int(item.data(Qt.ItemDataRole.UserRole)), item.text())
 
     def on_rename_button_clicked(self) -> None:
         item = self.list.currentItem()
@@ -185,7 +193,7 @@ class ConversationPanel(QFrame):
         emit(self.undo_requested)
 
 
-def _count(n) -> str:
+def _count(n: object) -> str:
     if not isinstance(n, (int, float)) or n <= 0:
         return "–"
     for unit, div in (("B", 1e9), ("M", 1e6), ("K", 1e3)):
@@ -198,13 +206,13 @@ class ElidedLabel(QLabel):
     """One line that ends (or, for paths, middles) in "…" when it does not fit its width; the
     whole text is the tooltip. For unbreakable values: file paths, hashes."""
 
-    def __init__(self, mode=Qt.ElideMiddle, parent=None):
+    def __init__(self, mode: Qt.TextElideMode = Qt.TextElideMode.ElideMiddle, parent: QWidget | None = None):
         super().__init__(parent)
         self._full = ""
         self._mode = mode
-        self.setTextFormat(Qt.PlainText)
+        self.setTextFormat(Qt.TextFormat.PlainText)
         self.setMinimumWidth(40)
-        self.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Preferred)
+        self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
 
     def set_full_text(self, text: str) -> None:
         self._full = text
@@ -214,7 +222,7 @@ class ElidedLabel(QLabel):
     def full_text(self) -> str:
         return self._full
 
-    def resizeEvent(self, event) -> None:  # noqa: N802 (Qt's name)
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 (Qt's name)
         super().resizeEvent(event)
         self._fit()
 
@@ -233,7 +241,7 @@ def _break_long_words(text: str, limit: int = 28) -> str:
     )
 
 
-def _bytes(n) -> str:
+def _bytes(n: object) -> str:
     if not isinstance(n, (int, float)) or n <= 0:
         return "–"
     return format_size(n, mb_digits=1)
@@ -253,7 +261,7 @@ class ModelInfoPanel(QFrame):
     )
     ELIDED = ("File",)  # a path does not wrap well: it ends in "…" in the middle instead
 
-    def __init__(self, parent=None):
+    def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
         self.setObjectName("modelInfo")
         self.setMinimumWidth(220)
@@ -266,20 +274,20 @@ class ModelInfoPanel(QFrame):
         title.setObjectName("panelTitle")
         lay.addWidget(title)
         form = QFormLayout()
-        form.setLabelAlignment(Qt.AlignLeft)
+        form.setLabelAlignment(Qt.AlignmentFlag.AlignLeft)
         self.values: dict[str, QLabel] = {}
         for row in self.ROWS:
             v = ElidedLabel() if row in self.ELIDED else QLabel("–")
-            v.setTextFormat(Qt.PlainText)
+            v.setTextFormat(Qt.TextFormat.PlainText)
             v.setWordWrap(row not in self.ELIDED)
-            v.setTextInteractionFlags(Qt.TextSelectableByMouse)
+            v.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
             v.setAccessibleName(row)
             self.values[row] = v
             form.addRow(row, v)
         lay.addLayout(form)
         self.notes = QLabel()
         self.notes.setObjectName("modelNotes")
-        self.notes.setTextFormat(Qt.PlainText)
+        self.notes.setTextFormat(Qt.TextFormat.PlainText)
         self.notes.setWordWrap(True)
         lay.addWidget(self.notes)
         lay.addStretch(1)

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Callable
+
+Publish = Callable[[dict], None]  # gets the figures, under the meter's lock
 
 MIN_TOKENS_FOR_SPEED = 16  # fewer new prompt tokens give no meaningful prompt speed
 
@@ -19,14 +22,14 @@ class PromptMeter:
     and an estimate of the time left. Updated by the worker (at each batch) and read by its
     ticker between batches, so one lock guards it."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._lock = threading.Lock()
         self.t0 = time.monotonic()
         self.done = self.total = self.reused = 0
         self.active = False
         self._last_batch_at = self.t0
 
-    def update(self, done: int, total: int, reused: int, publish=None) -> dict:
+    def update(self, done: int, total: int, reused: int, publish: Publish | None = None) -> dict:
         """Record a batch; `publish(figures)` runs under the lock, so figures reach the window
         in the order they were taken (the ticker's estimate never lands after a newer batch)."""
         with self._lock:
@@ -45,7 +48,7 @@ class PromptMeter:
         with self._lock:
             self.active = False
 
-    def estimate(self, publish=None) -> dict | None:
+    def estimate(self, publish: Publish | None = None) -> dict | None:
         """The figures now, between batches (None once the prompt is read); `publish` as in
         `update`."""
         with self._lock:
@@ -75,7 +78,7 @@ class PromptMeter:
 class Ticker:
     """Calls `fn` every `every` seconds from a daemon thread until `stop()`."""
 
-    def __init__(self, every: float, fn):
+    def __init__(self, every: float, fn: Callable[[], object]):
         self._stop = threading.Event()
         self._fn = fn
         self._every = every

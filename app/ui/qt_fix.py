@@ -1,4 +1,5 @@
-"""Work-arounds for bugs of the Qt binding that would otherwise crash a long session.
+"""Work-arounds for bugs of the Qt binding that would otherwise crash a long session, and for a
+gap in its type stubs.
 
 PySide6 6.12.0: `SignalInstance.emit()` returns True without taking a reference to it, so every
 emit from Python costs True one reference; after a few thousand emits (minutes of streaming) the
@@ -12,7 +13,10 @@ from __future__ import annotations
 import ctypes
 import sys
 
-from PySide6.QtCore import QObject, Signal
+from typing import cast
+
+from PySide6.QtCore import QObject, Signal, SignalInstance
+from PySide6.QtWidgets import QApplication
 
 _incref = ctypes.pythonapi.Py_IncRef
 _incref.argtypes = [ctypes.py_object]
@@ -37,11 +41,17 @@ if EMIT_LOSES_TRUE:  # give back what the probe took
         _incref(True)
 
 
-def emit(signal, *args) -> None:
+def emit(signal: SignalInstance, *args: object) -> None:
     """`signal.emit(*args)`, without the binding's reference leak (see the module docstring)."""
-    result = signal.emit(*args)
+    result = signal.emit(*args)  # type: ignore[func-returns-value]  # PySide6 6.12: True, its stub says None
     if EMIT_LOSES_TRUE and result is True:
         _incref(True)
 
 
-__all__ = ["emit", "EMIT_LOSES_TRUE"]
+def application() -> QApplication | None:
+    """The running QApplication, or None. The window's process makes a QApplication (never a
+    bare QCoreApplication), but the stubs type `QApplication.instance()` as QCoreApplication."""
+    return cast("QApplication | None", QApplication.instance())
+
+
+__all__ = ["application", "emit", "EMIT_LOSES_TRUE"]

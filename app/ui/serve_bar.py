@@ -11,11 +11,21 @@ same guards as `llambda serve` (app/server/app.py).
 from __future__ import annotations
 
 import threading
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QTimer, Signal
 from PySide6.QtWidgets import QApplication, QCheckBox, QHBoxLayout, QLabel, QLineEdit, QSpinBox, QToolButton, QWidget
 
 from app.ui.qt_fix import emit
+
+if TYPE_CHECKING:
+    import socket
+
+    import uvicorn
+
+    from app.server.app import Api
+    from app.server.owner import ForwardingOwner
+    from app.ui.worker import EngineWorker
 
 DEFAULT_PORT = 8080
 REFRESH_MS = 500
@@ -25,15 +35,15 @@ class ServeBar(QWidget):
     job_requested = Signal(object, object)  # (owner, job) -> the worker's queue
     serving_changed = Signal(bool)
 
-    def __init__(self, worker, parent=None):
+    def __init__(self, worker: EngineWorker, parent: QWidget | None = None):
         super().__init__(parent)
         self.setObjectName("serveBar")
         self.worker = worker
         self.model_id: str | None = None
-        self.owner = None
-        self.api = None
-        self.server = None
-        self.thread: threading.Thread | None = None
+        self.owner: ForwardingOwner | None = None
+        self.api: Api | None = None
+        self.server: uvicorn.Server | None = None
+        self.server_thread: threading.Thread | None = None  # not `thread`: that is QObject.thread()
         self.url = ""
         self.error = ""
 
@@ -116,10 +126,10 @@ class ServeBar(QWidget):
         app = create_app(owner, self.model_id or "model", ServerOptions(port=port))
         self.owner, self.api = owner, app.api
         self.server = make_server(app, sock)
-        self.thread = threading.Thread(
+        self.server_thread = threading.Thread(
             target=self._run, args=(self.server, sock), daemon=True, name=f"llambda-serve-{port}"
         )
-        self.thread.start()
+        self.server_thread.start()
         self.url = f"http://127.0.0.1:{port}/v1"
         self.address.setText(self.url)
         self._show(True)
@@ -129,15 +139,15 @@ class ServeBar(QWidget):
         return True
 
     @staticmethod
-    def _run(server, sock) -> None:
+    def _run(server: uvicorn.Server, sock: socket.socket) -> None:
         with sock:
             server.run(sockets=[sock])
 
     def stop(self) -> None:
         """Stop listening; a request still running is cancelled. Safe to call twice."""
         self.timer.stop()
-        server, owner, thread = self.server, self.owner, self.thread
-        self.server = self.owner = self.thread = None
+        server, owner, thread = self.server, self.owner, self.server_thread
+        self.server = self.owner = self.server_thread = None
         if server is not None:
             server.should_exit = True
         if owner is not None:

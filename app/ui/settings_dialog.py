@@ -29,8 +29,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app import defaults as D
 from app.chats.settings import MAX_DRAFT_MAX, MAX_KV_BUDGET_MB
-from app.ui.state import ENGINE_DEFAULTS, OVERFLOW_POLICIES, SAMPLING_DEFAULTS
+from app.ui.state import ENGINE_DEFAULTS, OVERFLOW_POLICIES
 
 THEMES = (("system", "Follow the system"), ("light", "Light"), ("dark", "Dark"))
 
@@ -92,7 +93,7 @@ def _with_help(widget: QWidget, name: str) -> QWidget:
     lay.addWidget(widget)
     note = QLabel(HELP[name])
     note.setObjectName("settingHelp")
-    note.setTextFormat(Qt.PlainText)
+    note.setTextFormat(Qt.TextFormat.PlainText)
     note.setWordWrap(False)  # one line each: wrapped labels in a form get cut in height
     note.setAccessibleName(f"{name}: help")
     widget.setToolTip(HELP[name])
@@ -107,7 +108,7 @@ class SettingsDialog(QDialog):
         sampling: dict,
         engine: dict,
         max_threads: int,
-        parent=None,
+        parent: QWidget | None = None,
         theme: str = "system",
         measured: dict | None = None,
         drafts: dict | None = None,
@@ -122,8 +123,8 @@ class SettingsDialog(QDialog):
         outer = QVBoxLayout(self)
         scroll = QScrollArea()
         scroll.setWidgetResizable(True)
-        scroll.setFrameShape(QFrame.NoFrame)
-        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
+        scroll.setFrameShape(QFrame.Shape.NoFrame)
+        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         content = QWidget()
         lay = QVBoxLayout(content)
         lay.setContentsMargins(0, 0, 6, 0)
@@ -135,9 +136,8 @@ class SettingsDialog(QDialog):
         self.system_prompt.setPlaceholderText("Optional instructions for the model in this conversation")
         self.system_prompt.setFixedHeight(80)
         form.addRow("System prompt", _with_help(self.system_prompt, "System prompt"))
-        self.help_labels = {}
 
-        def dspin(name, lo, hi, step, value, decimals=2):
+        def dspin(name: str, lo: float, hi: float, step: float, value: float, decimals: int = 2) -> QDoubleSpinBox:
             w = QDoubleSpinBox()
             w.setRange(lo, hi)
             w.setSingleStep(step)
@@ -147,7 +147,9 @@ class SettingsDialog(QDialog):
             form.addRow(name, _with_help(w, name))
             return w
 
-        def ispin(name, lo, hi, value, special=None, target=None):
+        def ispin(
+            name: str, lo: int, hi: int, value: int, special: str | None = None, target: QFormLayout | None = None
+        ) -> QSpinBox:
             w = QSpinBox()
             w.setRange(lo, hi)
             w.setValue(int(value))
@@ -185,13 +187,14 @@ class SettingsDialog(QDialog):
             target=eform,
         )
         self.use_measured = None
-        best = (measured or {}).get("tg_threads") or (measured or {}).get("pp_threads")
+        fastest = measured or {}
+        best = fastest.get("tg_threads") or fastest.get("pp_threads")
         if best:
-            pp = measured.get("pp_threads")
+            pp = fastest.get("pp_threads")
             self.use_measured = QPushButton(f"Use the measured fastest: {best}")
             self.use_measured.setAccessibleName("Use the measured fastest thread count")
             self.use_measured.setToolTip(
-                f"llambda bench --threads auto ({measured.get('when', '')}) found {best} threads fastest "
+                f"llambda bench --threads auto ({fastest.get('when', '')}) found {best} threads fastest "
                 f"for replies" + (f" and {pp} for reading prompts" if pp else "")
             )
             self.use_measured.clicked.connect(lambda: self.threads.setValue(min(int(best), self.threads.maximum())))
@@ -248,19 +251,23 @@ class SettingsDialog(QDialog):
         lform.addRow("Theme", _with_help(self.theme, "Theme"))
         lay.addWidget(look)
 
-        buttons = QDialogButtonBox(QDialogButtonBox.Save | QDialogButtonBox.Cancel | QDialogButtonBox.RestoreDefaults)
-        self.reset_button = buttons.button(QDialogButtonBox.RestoreDefaults)
+        buttons = QDialogButtonBox(
+            QDialogButtonBox.StandardButton.Save
+            | QDialogButtonBox.StandardButton.Cancel
+            | QDialogButtonBox.StandardButton.RestoreDefaults
+        )
+        self.reset_button = buttons.button(QDialogButtonBox.StandardButton.RestoreDefaults)
         self.reset_button.setText("Reset to defaults")
         self.reset_button.setAccessibleName("Reset to defaults")
         self.reset_button.clicked.connect(self.reset_to_defaults)
-        buttons.button(QDialogButtonBox.Save).setAccessibleName("Save settings")
-        buttons.button(QDialogButtonBox.Cancel).setAccessibleName("Cancel")
+        buttons.button(QDialogButtonBox.StandardButton.Save).setAccessibleName("Save settings")
+        buttons.button(QDialogButtonBox.StandardButton.Cancel).setAccessibleName("Cancel")
         buttons.accepted.connect(self.accept)
         buttons.rejected.connect(self.reject)
         scroll.setWidget(content)
         outer.addWidget(scroll, 1)
         outer.addWidget(buttons)
-        self.scroll = scroll
+        self.scroll_area = scroll  # not `scroll`: that is QWidget.scroll()
         # as tall as the settings need, but never taller than the screen (a scroll bar then)
         need = content.sizeHint()
         screen = self.screen().availableGeometry() if self.screen() is not None else None
@@ -272,20 +279,20 @@ class SettingsDialog(QDialog):
     def reset_to_defaults(self) -> None:
         """Every sampling, engine and look setting back to its default (not yet saved; the
         system prompt is kept: it is this conversation's text, not a setting)."""
-        s, e = SAMPLING_DEFAULTS, ENGINE_DEFAULTS
-        self.temperature.setValue(s["temperature"])
-        self.top_k.setValue(s["top_k"])
-        self.top_p.setValue(s["top_p"])
-        self.min_p.setValue(s["min_p"])
-        self.repeat_penalty.setValue(s["repeat_penalty"])
-        self.seed.setValue(s["seed"])
-        self.max_tokens.setValue(s["max_tokens"])
-        self.n_ctx.setValue(e["n_ctx"])
-        self.threads.setValue(e["threads"])
-        self.overflow.setCurrentIndex(OVERFLOW_POLICIES.index(e["overflow"]))
-        self.kv_budget.setValue(e["kv_budget_mb"])
-        self.speculation.setCurrentIndex(self._speculation_index(e["speculation"], e["draft"]))
-        self.draft_max.setValue(e["draft_max"])
+        # app.defaults' constants: what SAMPLING_DEFAULTS and ENGINE_DEFAULTS hold, typed one by one
+        self.temperature.setValue(D.TEMPERATURE)
+        self.top_k.setValue(D.TOP_K)
+        self.top_p.setValue(D.TOP_P)
+        self.min_p.setValue(D.MIN_P)
+        self.repeat_penalty.setValue(D.REPEAT_PENALTY)
+        self.seed.setValue(D.SEED)
+        self.max_tokens.setValue(D.MAX_TOKENS)
+        self.n_ctx.setValue(D.N_CTX)
+        self.threads.setValue(D.THREADS)
+        self.overflow.setCurrentIndex(OVERFLOW_POLICIES.index(D.OVERFLOW))
+        self.kv_budget.setValue(D.KV_BUDGET_MB)
+        self.speculation.setCurrentIndex(self._speculation_index(D.SPECULATION, D.DRAFT))
+        self.draft_max.setValue(D.DRAFT_MAX)
         self.theme.setCurrentIndex(0)
 
     def _speculation_index(self, mode: str, draft: str) -> int:

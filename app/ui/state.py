@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from app.chats.settings import (
     ENGINE_DEFAULTS,
@@ -24,6 +25,9 @@ from app.chats.store import COMPLETE, ERROR, INTERRUPTED, TOKEN_KEYS, ChatStore,
 from app.errors import StoreError
 from app.ui.prompt_meter import MIN_TOKENS_FOR_SPEED
 
+if TYPE_CHECKING:
+    from app.engine.generate import Finished
+
 log = logging.getLogger(__name__)
 
 NEW_TITLE = "New chat"
@@ -37,7 +41,7 @@ def not_saved_line(what: str, e: Exception) -> str:
     return f"{what} could not be saved: {why} ({e})."
 
 
-def reply_timings(finished, figures: dict) -> dict:
+def reply_timings(finished: Finished | None, figures: dict) -> dict:
     """A finished reply's figures under the names the window shows and the chat store keeps
     (`completion_tokens` and `prompt_tokens` as in the store's columns and the OpenAI API; the rest
     go to its timings): the worker's `figures` (live counters, "stopped", "seconds"), and over
@@ -134,6 +138,13 @@ class ChatState:
         hits = {h.conversation_id for h in self.store.search(query)}
         return [c for c in convs if q in c.title.casefold() or c.id in hits]
 
+    def open_id(self) -> int:
+        """The current conversation's id, for what needs one (a reply, the prompt); StoreError
+        when none is open."""
+        if self.current_id is None:
+            raise StoreError("no conversation is open")
+        return self.current_id
+
     def current(self) -> Conversation | None:
         if self.current_id is None:
             return None
@@ -206,10 +217,10 @@ class ChatState:
         self.store.set_setting("sampling_defaults", sampling)
         self.store.set_setting("engine", {k: engine[k] for k in ENGINE_DEFAULTS if k in engine})
 
-    def get(self, key: str, default=None):
+    def get(self, key: str, default: Any = None) -> Any:
         return self.store.get_setting(key, default)
 
-    def put(self, key: str, value) -> None:
+    def put(self, key: str, value: Any) -> None:
         self.store.set_setting(key, value)
 
     # -- turns -----------------------------------------------------------------------------------
@@ -229,19 +240,19 @@ class ChatState:
     def add_user_message(self, text: str, model: str | None = None) -> int:
         """Save the user's message (StoreError when it cannot be: the caller keeps the text)."""
         self.save_unsaved()
-        if self.current_id is None:
-            self.new_conversation(model)
-        conv = self.store.get_conversation(self.current_id)
-        if conv.title in ("", NEW_TITLE) and not self.store.messages(self.current_id):
-            self.store.rename_conversation(self.current_id, title_from(text) or NEW_TITLE)
-        return self.store.add_message(self.current_id, "user", text, model=model)
+        conv_id = self.current_id if self.current_id is not None else self.new_conversation(model)
+        conv = self.store.get_conversation(conv_id)
+        if conv.title in ("", NEW_TITLE) and not self.store.messages(conv_id):
+            self.store.rename_conversation(conv_id, title_from(text) or NEW_TITLE)
+        return self.store.add_message(conv_id, "user", text, model=model)
 
     def begin_reply(self, model: str | None = None, identity: dict | None = None) -> Reply:
         """Start the streaming reply; `identity` ({"name", "sha256", "quantization"}) records
         which model file answers it (the chat view shows it on hover). StoreError when the
         reply's row cannot be written; a failure to record the identity only loses that."""
         self.save_unsaved()
-        msg_id = self.store.begin_reply(self.current_id, model=model)
+        conv_id = self.open_id()
+        msg_id = self.store.begin_reply(conv_id, model=model)
         if identity:
             try:
                 self.store.record_model(
@@ -252,7 +263,7 @@ class ChatState:
                 )
             except StoreError as e:
                 log.warning("model of reply %d not recorded: %s", msg_id, e)
-        self.reply = Reply(self._next_request, self.current_id, msg_id)
+        self.reply = Reply(self._next_request, conv_id, msg_id)
         self._next_request += 1
         return self.reply
 
@@ -293,9 +304,10 @@ class ChatState:
         if r is None or r.request_id != request_id:
             return None
         self.reply = None
-        timings = {k: v for k, v in stats.items() if isinstance(v, (int, float, str, bool))}
-        if r.continued_from and isinstance(timings.get("completion_tokens"), int):
-            timings["completion_tokens"] += r.continued_from
+        timings: dict[str, object] = {k: v for k, v in stats.items() if isinstance(v, (int, float, str, bool))}
+        done = timings.get("completion_tokens")
+        if r.continued_from and isinstance(done, int):
+            timings["completion_tokens"] = done + r.continued_from
         if r.versions:  # this reply is a regeneration: the earlier ones stay beside it
             versions = r.versions + [
                 {
@@ -327,7 +339,7 @@ class ChatState:
     # -- versions of a reply (Regenerate keeps the earlier ones) -------------------------------------
 
     @staticmethod
-    def versions_of(m: Message) -> list[dict]:
+    def versions_of(m: Message) -> list[dict[str, Any]]:
         vs = (m.timings or {}).get("versions")
         if isinstance(vs, list) and vs and all(isinstance(v, dict) and isinstance(v.get("content"), str) for v in vs):
             return vs
@@ -357,7 +369,7 @@ class ChatState:
         v = vs[index]
         timings = {k: val for k, val in (m.timings or {}).items()}
         timings["versions"], timings["version"] = vs, index
-        status = v.get("status") if v.get("status") in (COMPLETE, INTERRUPTED, ERROR) else COMPLETE
+        status = v["status"] if v.get("status") in (COMPLETE, INTERRUPTED, ERROR) else COMPLETE
         self.store.finish_reply(
             message_id,
             {"prompt_tokens": m.prompt_tokens, "completion_tokens": v.get("completion_tokens"), **timings},
@@ -369,6 +381,8 @@ class ChatState:
     def truncate_from(self, message_id: int) -> None:
         """Remove a message and everything after it in the current conversation."""
         self.save_unsaved()
+        if self.current_id is None:  # no conversation, no messages
+            return
         for m in self.store.messages(self.current_id):
             if m.id >= message_id:
                 self.store.delete_message(m.id)

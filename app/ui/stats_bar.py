@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 
 from PySide6.QtCore import QTimer
+from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QWidget
 
 from app.units import format_size
@@ -69,11 +70,11 @@ class StatsBar(QWidget):
         "threads": "Kernel threads busy / thread pool size",
     }
 
-    def __init__(self, parent=None):
+    def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
         self.setObjectName("statsBar")
         self.setAccessibleName("Live statistics")
-        lay = QHBoxLayout(self)
+        lay = self._row = QHBoxLayout(self)
         lay.setContentsMargins(8, 2, 8, 2)
         lay.setSpacing(12)
         self.labels: dict[str, QLabel] = {}
@@ -139,11 +140,11 @@ class StatsBar(QWidget):
 
     COMPACT_BELOW = 1050  # px of the bar: shorter words below this, so nothing is cut
 
-    def resizeEvent(self, event) -> None:  # noqa: N802 (Qt's name)
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 (Qt's name)
         compact = event.size().width() < self.COMPACT_BELOW
         if compact != self.compact:
             self.compact = compact
-            self.layout().setSpacing(8 if compact else 12)
+            self._row.setSpacing(8 if compact else 12)
             self.refresh()
         super().resizeEvent(event)
 

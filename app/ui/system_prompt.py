@@ -17,6 +17,7 @@ from PySide6.QtWidgets import (
     QPushButton,
     QSizePolicy,
     QVBoxLayout,
+    QWidget,
 )
 
 from app.ui.qt_fix import emit
@@ -37,7 +38,7 @@ class SystemPromptBar(QFrame):
     preset_saved = Signal(str, str)  # name, text
     default_requested = Signal(str)  # the text new chats start with
 
-    def __init__(self, parent=None):
+    def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
         self.setObjectName("systemPromptBar")
         self.setAccessibleName("System prompt")
@@ -54,8 +55,8 @@ class SystemPromptBar(QFrame):
         head.addWidget(self.toggle)
         self.summary = QLabel()
         self.summary.setObjectName("systemPromptSummary")
-        self.summary.setTextFormat(Qt.PlainText)
-        self.summary.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Preferred)
+        self.summary.setTextFormat(Qt.TextFormat.PlainText)
+        self.summary.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         head.addWidget(self.summary, 1)
         lay.addLayout(head)
 

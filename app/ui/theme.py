@@ -19,7 +19,7 @@ def system_is_dark(app: QGuiApplication) -> bool:
             return False
     except AttributeError:
         pass
-    window = app.palette().color(QPalette.Window)
+    window = app.palette().color(QPalette.ColorRole.Window)
     return window.lightness() < 128
 
 

@@ -10,11 +10,11 @@ with the one-line reason, and the window stays usable.
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING, Callable
 
 from PySide6.QtCore import QByteArray, Qt, Signal
-from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtGui import QAction, QCloseEvent, QKeySequence, QResizeEvent
 from PySide6.QtWidgets import (
-    QApplication,
     QFileDialog,
     QHBoxLayout,
     QLabel,
@@ -48,8 +48,17 @@ from app.ui.state import ChatState, not_saved_line, reply_timings
 from app.ui.stats_bar import StatsBar, prompt_progress_text
 from app.ui.system_prompt import SystemPromptBar
 from app.ui.theme import app_icon, set_theme_choice
-from app.ui.worker import EngineThread, EngineWorker, preload_modules
-from app.ui.qt_fix import emit
+from app.ui.worker import EngineFactory, EngineThread, EngineWorker, preload_modules
+from app.ui.qt_fix import application, emit
+
+if TYPE_CHECKING:
+    from PySide6.QtCore import QObject, QTimer
+    from PySide6.QtWidgets import QMenu
+
+    from app.chats.store import Message
+    from app.engine.generate import ContextShifted, Finished
+    from app.library import ModelLibrary
+    from app.ui.crash import CrashHandler
 
 TITLE = "Llambda"
 
@@ -64,7 +73,17 @@ class MainWindow(ModelFilesMixin, QMainWindow):
     conversation_switched = Signal()  # the last conversation answered keeps its KV state
     kv_budget_changed = Signal(object)  # MiB of disk for saved KV states (settings)
 
-    def __init__(self, state: ChatState | None = None, engine_factory=None, library=None):
+    # set by app.ui.main.run_window on the window it runs
+    crash_handler: CrashHandler
+    _file_open_forwarder: QObject  # the macOS FileOpen events' filter, kept as long as the window
+    _signal_timer: QTimer  # lets Python's signal handlers run inside Qt's loop
+
+    def __init__(
+        self,
+        state: ChatState | None = None,
+        engine_factory: EngineFactory | None = None,
+        library: ModelLibrary | None = None,
+    ):
         super().__init__()
         self.setWindowTitle(TITLE)
         self.setWindowIcon(app_icon())
@@ -95,7 +114,7 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         preload_modules()
         gc_guard.acquire(self)
         self.worker = EngineWorker(engine_factory, library=self._library)
-        self.thread = EngineThread(self.worker)
+        self.engine_thread = EngineThread(self.worker)  # not `thread`: that is QObject.thread()
         w = self.worker
         self.open_requested.connect(w.on_window_open_requested)
         self.load_requested.connect(w.on_window_load_requested)
@@ -127,8 +146,8 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         self.statusBar().addPermanentWidget(self.serve_bar)
         self.serve_bar.hide()  # File > Serve on localhost shows it
         self.serve_bar.serving_changed.connect(self.on_serve_bar_serving_changed)
-        self.thread.start()
-        app = QApplication.instance()
+        self.engine_thread.start()
+        app = application()
         if app is not None:  # a window never closed still stops its thread cleanly
             app.aboutToQuit.connect(self.shutdown)
 
@@ -194,7 +213,7 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         self.first_models = FirstModelsPanel()
         self.first_models.download_requested.connect(self.on_first_models_download_requested)
         self.first_models.search_requested.connect(self.on_first_models_search_requested)
-        self.chat.starter.layout().addWidget(self.first_models)
+        self.chat.starter_column.addWidget(self.first_models)
         col.addWidget(self.chat, 1)
 
         self.composer = Composer()
@@ -229,9 +248,9 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         self.drop_overlay = QLabel("Drop the GGUF file to check it, add it to your library and load it", self)
         self.drop_overlay.setObjectName("dropOverlay")
         self.drop_overlay.setAccessibleName("Drop here")
-        self.drop_overlay.setAlignment(Qt.AlignCenter)
+        self.drop_overlay.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.drop_overlay.setWordWrap(True)
-        self.drop_overlay.setAttribute(Qt.WA_TransparentForMouseEvents)
+        self.drop_overlay.setAttribute(Qt.WidgetAttribute.WA_TransparentForMouseEvents)
         self.drop_overlay.hide()
 
         self.stats = StatsBar()
@@ -267,7 +286,7 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         self.info_wanted = checked
         self.info_panel.setVisible(checked)
 
-    def resizeEvent(self, event) -> None:  # noqa: N802 (Qt's name)
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 (Qt's name)
         narrow = event.size().width() < self.COLLAPSE_INFO_BELOW
         if narrow != self.narrow:
             self.narrow = narrow
@@ -280,7 +299,13 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         super().resizeEvent(event)
 
     def _build_menus(self) -> None:
-        def action(menu, text, slot, shortcut=None, name=None):
+        def action(
+            menu: QMenu,
+            text: str,
+            slot: Callable[..., object],
+            shortcut: str | QKeySequence.StandardKey | Qt.Key | None = None,
+            name: str | None = None,
+        ) -> QAction:
             a = QAction(text, self)
             if shortcut:
                 a.setShortcut(QKeySequence(shortcut))
@@ -292,7 +317,7 @@ class MainWindow(ModelFilesMixin, QMainWindow):
 
         m = self.menuBar()
         file_menu = m.addMenu("&File")
-        self.open_action = action(file_menu, "&Open model…", self.open_dialog, QKeySequence.Open)
+        self.open_action = action(file_menu, "&Open model…", self.open_dialog, QKeySequence.StandardKey.Open)
         self.models_action = action(file_menu, "&Manage models…", self.open_models, "Ctrl+M")
         self.get_models_action = action(
             file_menu,
@@ -313,11 +338,13 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         )
         self.serve_action.setCheckable(True)
         file_menu.addSeparator()
-        action(file_menu, "&Quit", self.close, QKeySequence.Quit)
+        action(file_menu, "&Quit", self.close, QKeySequence.StandardKey.Quit)
         chat_menu = m.addMenu("&Chat")
-        self.new_action = action(chat_menu, "&New chat", self.on_conversations_new_requested, QKeySequence.New)
-        self.search_action = action(chat_menu, "&Search chats", self.focus_search, QKeySequence.Find)
-        self.stop_action = action(chat_menu, "S&top", self.on_escape, Qt.Key_Escape)
+        self.new_action = action(
+            chat_menu, "&New chat", self.on_conversations_new_requested, QKeySequence.StandardKey.New
+        )
+        self.search_action = action(chat_menu, "&Search chats", self.focus_search, QKeySequence.StandardKey.Find)
+        self.stop_action = action(chat_menu, "S&top", self.on_escape, Qt.Key.Key_Escape)
         self.regen_action = action(chat_menu, "&Regenerate", self.regenerate, "Ctrl+R")
         chat_menu.addSeparator()
         action(chat_menu, "Se&ttings…", self.open_settings, "Ctrl+,")
@@ -326,7 +353,7 @@ class MainWindow(ModelFilesMixin, QMainWindow):
 
     # -- helpers ---------------------------------------------------------------------------------
 
-    def library(self):
+    def library(self) -> ModelLibrary:
         if self._library is None:
             from app.library import ModelLibrary  # lazy: numpy; the window shows first (see PRELOAD)
 
@@ -353,7 +380,7 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         if self.preflight.get("path"):
             facts.append(f"file: {self.preflight['path']}")
         box = ErrorDialog(title, reason, "\n".join(facts), self)
-        box.setWindowModality(Qt.WindowModal)
+        box.setWindowModality(Qt.WindowModality.WindowModal)
         if self.error_dialog is not None:
             self.error_dialog.close()
         self.error_dialog = box
@@ -447,7 +474,7 @@ class MainWindow(ModelFilesMixin, QMainWindow):
             self.show_chat_figures(msgs)
         self._update_controls()
 
-    def show_chat_figures(self, msgs=None) -> None:
+    def show_chat_figures(self, msgs: list[Message] | None = None) -> None:
         """The status bar shows the chat on screen: the figures of its last reply made by the
         model loaded now, the empty context of a new chat, or nothing known ("–")."""
         if self.model_info is None:
@@ -583,7 +610,7 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         shown = self.state.current_id is not None and self._shown_id == self.state.current_id
         new_conv = self.state.current_id is None
         try:
-            if edited:
+            if self.editing_id is not None:  # edited
                 self.state.truncate_from(self.editing_id)
             msg_id = self.state.add_user_message(text, self.model_name())
         except StoreError as e:  # a full disk: the text stays in the box to send again
@@ -607,8 +634,7 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         self.start_generation()
 
     def start_generation(self) -> None:
-        conv_id = self.state.current_id
-        messages = self.state.prompt_messages(conv_id)
+        messages = self.state.prompt_messages(self.state.open_id())
         try:
             reply = self.state.begin_reply(self.model_name(), model_identity_of(self.model_info))
         except StoreError as e:
@@ -634,8 +660,7 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         last = self.state.last_assistant()
         if last is None or (message_id is not None and last.id != message_id):
             return
-        conv_id = self.state.current_id
-        messages = self.state.prompt_messages(conv_id)
+        messages = self.state.prompt_messages(self.state.open_id())
         reply = self.state.continue_reply(last.id)
         self.chat.resume_reply(last.id)
         settings = {**self.state.sampling(), "continue": True}
@@ -732,7 +757,7 @@ class MainWindow(ModelFilesMixin, QMainWindow):
             self.chat.update_reply(r.text)
         self._show_save_problem()
 
-    def on_worker_context_shifted(self, request_id: int, shift) -> None:
+    def on_worker_context_shifted(self, request_id: int, shift: ContextShifted) -> None:
         """`shift`: the engine's ContextShifted."""
         if self._closed:
             return
@@ -769,7 +794,7 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         if problem:
             self.show_notice(problem)
 
-    def on_worker_generation_finished(self, request_id: int, finished, figures: dict) -> None:
+    def on_worker_generation_finished(self, request_id: int, finished: Finished | None, figures: dict) -> None:
         """`finished`: the engine's Finished (or None); `figures`: the worker's (see
         EngineWorker.generation_finished)."""
         stats = reply_timings(finished, figures)
@@ -818,7 +843,7 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         self.input.setFocus()
         return True
 
-    def on_worker_tokens_counted(self, attachment_id: int, n) -> None:
+    def on_worker_tokens_counted(self, attachment_id: int, n: int | None) -> None:
         for item in self.attachments:
             if item["id"] == attachment_id:
                 item["tokens"], item["counted"] = n, True
@@ -851,7 +876,8 @@ class MainWindow(ModelFilesMixin, QMainWindow):
     def show_attachments(self) -> None:
         box = self.composer.attachments_row
         while box.count():
-            w = box.takeAt(0).widget()
+            taken = box.takeAt(0)
+            w = taken.widget() if taken is not None else None
             if w is not None:
                 w.hide()
                 w.deleteLater()
@@ -884,7 +910,7 @@ class MainWindow(ModelFilesMixin, QMainWindow):
                     )
             label = QLabel(f"Attached: {a.name} · {what} · {fit}")
             label.setObjectName("attachmentChip")
-            label.setTextFormat(Qt.PlainText)
+            label.setTextFormat(Qt.TextFormat.PlainText)
             label.setToolTip(a.name)
             row.addWidget(label, 1)
             remove = QPushButton("Remove")
@@ -948,7 +974,7 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         self.refresh_models(sha256)
         self.load_library_model(sha256)
 
-    def open_models(self):
+    def open_models(self) -> ModelsDialog:
         dlg = ModelsDialog(self.library(), self.state.get("import_mode", "copy") or "copy", self)
         dlg.load_requested.connect(self.on_models_load_requested)
         dlg.open_in_place_requested.connect(self.on_models_open_in_place_requested)
@@ -1062,7 +1088,7 @@ class MainWindow(ModelFilesMixin, QMainWindow):
             emit(self.load_requested, self.worker.loaded_path, self.engine_options())
 
     def apply_theme_choice(self) -> str | None:
-        app = QApplication.instance()
+        app = application()
         if app is None:
             return None
         return set_theme_choice(app, self.state.get("theme", "system") or "system")
@@ -1084,7 +1110,7 @@ class MainWindow(ModelFilesMixin, QMainWindow):
 
     # -- closing ---------------------------------------------------------------------------------
 
-    def closeEvent(self, event) -> None:
+    def closeEvent(self, event: QCloseEvent) -> None:
         self.shutdown()
         super().closeEvent(event)
 
@@ -1093,7 +1119,9 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         if not self._closed:
             self._closed = True
             try:
-                self.state.put("window_geometry", bytes(self.saveGeometry().toBase64()).decode("ascii"))
+                b64 = self.saveGeometry().toBase64()
+                geometry = bytes(b64)  # type: ignore[call-overload]  # PySide6's stub: QByteArray has no buffer
+                self.state.put("window_geometry", geometry.decode("ascii"))
                 self.state.put("splitter_sizes", [int(s) for s in self.splitter.sizes()])
                 self.state.put("last_conversation", self.state.current_id)
             except Exception:
@@ -1103,7 +1131,7 @@ class MainWindow(ModelFilesMixin, QMainWindow):
             self.serve_bar.stop()
             if self.get_models_page is not None:
                 self.get_models_page.shutdown()
-            self.thread.stop()
+            self.engine_thread.stop()
             r = self.state.reply
             if r is not None:
                 try:

@@ -33,6 +33,9 @@ from app.ui.qt_fix import emit
 
 if TYPE_CHECKING:
     from app.engine.generate import Event, Finished, TextPiece
+    from app.library import ModelLibrary
+    from app.library.preflight import PreflightReport
+    from app.server.owner import ForwardingOwner, Job
 
 TOKEN_BATCH_S = 0.08  # one view update per 80 ms at most
 STATS_EVERY_S = 0.4  # live figures 2.5 times a second while generating
@@ -60,6 +63,7 @@ class EngineLike(Protocol):
     def cancel(self) -> None: ...
     def pool_counters(self) -> tuple[int, list[int]]: ...  # (pool size, busy ns per thread)
     def context_used(self) -> tuple[int, int]: ...  # (tokens in the cache, n_ctx)
+    def speculation(self) -> dict: ...  # figures of speculative decoding (a failure: none shown)
     def close(self) -> None: ...
 
 
@@ -124,7 +128,7 @@ def _logged(stage: str, e: BaseException) -> str:
 class ThreadMeter:
     """Average number of pool threads busy between two samples, from busy-ns counters."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._last: tuple[float, list[int]] | None = None
 
     def sample(self, size: int, busy_ns: list[int]) -> float:
@@ -166,7 +170,7 @@ class EngineWorker(QObject):
     generation_failed = Signal(int, str)  # request id, one-line reason
     tokens_counted = Signal(int, object)  # attachment id, tokens (None: no model to count with)
 
-    def __init__(self, engine_factory: EngineFactory | None = None, library=None):
+    def __init__(self, engine_factory: EngineFactory | None = None, library: ModelLibrary | None = None):
         super().__init__()
         self._engine_factory = engine_factory or default_engine_factory
         self._engine: EngineLike | None = None
@@ -194,7 +198,7 @@ class EngineWorker(QObject):
 
     # -- helpers ---------------------------------------------------------------------------------
 
-    def library(self):
+    def library(self) -> ModelLibrary:
         if self._library is None:
             from app.library import ModelLibrary  # lazy: see PRELOAD
 
@@ -224,7 +228,7 @@ class EngineWorker(QObject):
         except Exception as e:
             _warn_once("context_used", "context figures unavailable", e)
         try:
-            out.update(self._engine.speculation())
+            out.update(engine.speculation())
         except Exception as e:
             _warn_once("speculation", "speculation figures unavailable", e)
         return out
@@ -354,7 +358,7 @@ class EngineWorker(QObject):
         except Exception as e:  # a model opened from outside the library has no entry to update
             logging.getLogger(__name__).debug("last use not recorded: %s", e)
 
-    def _start_prefetch(self, engine) -> None:
+    def _start_prefetch(self, engine: EngineLike) -> None:
         """Read the weights into memory in the background (the engine's own thread), so the
         first reply does not wait for the disk; progress goes to `prefetch_progress`."""
         prefetch = getattr(engine, "prefetch", None)
@@ -434,7 +438,7 @@ class EngineWorker(QObject):
                 first_now = False  # the first token: prompt speed and latency are known now
                 if isinstance(ev, PromptProgress):
 
-                    def publish(figures):
+                    def publish(figures: dict) -> None:
                         emit(self.prompt_progress, request_id, figures)
                         stats.update(prompt_tokens=ev.prompt_tokens, prompt_evaluated=ev.done, prompt_reused=ev.reused)
                         emit(self.stats_updated, {**live(), "prompt": figures})
@@ -533,16 +537,16 @@ class EngineWorker(QObject):
     # -- the local server (app/server): its requests queue here with the window's (FIFO) ----------
 
     @Slot(object, object)
-    def on_server_job_requested(self, owner, job) -> None:
+    def on_server_job_requested(self, owner: ForwardingOwner, job: Job) -> None:
         """Run one request of the local server on this thread's engine, in turn."""
         engine = getattr(self._engine, "engine", None) if self.loaded_path else None
         owner.execute(job, engine)
 
-    def _tick(self, request_id: int, prompt: "PromptMeter", live) -> None:
+    def _tick(self, request_id: int, prompt: "PromptMeter", live: Callable[[], dict]) -> None:
         """From the ticker thread, while a generation runs: the live figures (threads busy while
         a long prompt batch is in C), and the prompt's estimate between its batches."""
 
-        def publish(figures):
+        def publish(figures: dict) -> None:
             emit(self.prompt_progress, request_id, figures)
             emit(self.stats_updated, {**live(), "prompt": figures})
 
@@ -572,8 +576,8 @@ def _template_status(path: str) -> str:
         return "unknown"
 
 
-def _preflight_facts(path: str, report) -> dict:
-    d = {"path": path, "name": os.path.basename(path)}
+def _preflight_facts(path: str, report: PreflightReport) -> dict:
+    d: dict[str, object] = {"path": path, "name": os.path.basename(path)}
     d.update(report.to_json())
     try:
         from app.library import describe_model  # lazy: see PRELOAD
@@ -598,7 +602,7 @@ def _preflight_facts(path: str, report) -> dict:
 
 def _plain(d: dict) -> dict:
     """Only plain data crosses threads."""
-    out = {}
+    out: dict[str, object] = {}
     for k, v in d.items():
         if isinstance(v, (str, int, float, bool)) or v is None:
             out[k] = v
