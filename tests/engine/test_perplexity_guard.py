@@ -49,8 +49,9 @@ chunk is < 0.05 at lags 1-8, so positions count as independent. Four models are 
 Q4_0 (z = -2.3), Q4_K_M (+2.6), Q6_K (+2.2), Gemma (+1.6); Q6_K's top-1 is 1.8 points under
 llama.cpp's own (2.5 SE). Measured on 2026-12-02 (branch fidelity), these are the noise of
 this text and not a difference in how we compute:
-- on another text (README.md + docs/*.md, 12 chunks, 3,060 positions, SE 0.22%) Q6_K's ratio is
-  0.9981 (z -0.85: the sign flips) and Q4_K_M's 1.0044 (z +2.0, half the gap);
+- on another text (README.md + docs/*.md, 12 chunks, 3,060 positions, SE 0.19-0.22%) Q6_K's
+  ratio is 0.9981 (z -0.85) and Q4_0's 1.0012 (z +0.63), both signs flipped, and Q4_K_M's
+  1.0044 (z +2.0, half the gap);
 - the two engines' distributions have the same sharpness: the weighted slope of our top-32
   log-probabilities on llama.cpp's is 0.9991 +- 0.0011 (Q6_K), 0.9998 +- 0.0014 (Q4_K_M),
   1.0005 +- 0.0009 (Q4_0): a logit-scale (temperature) difference of 0.1% moves the PPL ratio
