@@ -7,7 +7,10 @@ mean and p99 KL divergence, top-1 agreement. Prints one JSON line per engine.
         [--llama-python ~/.cache/llambda-test/llama-cpp-venv/bin/python]
 
 llama.cpp quantizes its V cache only with flash attention on, so its q8_0 run uses it (and its
-f16 run does too, so that the comparison changes the cache type alone).
+f16 run does too, so that the comparison changes the cache type alone). With llama.cpp there, a
+last line compares the two engines' figures position by position: the mean of (our KLD - its KLD)
+with its standard error (the two are measured on the same positions, so the paired difference has
+a far smaller error than either mean).
 """
 
 from __future__ import annotations
@@ -41,12 +44,14 @@ np.savez(a["out"], **out)
 """
 
 
-def kld_stats(p_logits: np.ndarray, q_logits: np.ndarray) -> dict:
+def kld_rows(p_logits: np.ndarray, q_logits: np.ndarray) -> np.ndarray:
+    """KL(p || q) per position, over the full vocabulary."""
+
     def logsm(x):
         x = x.astype(np.float64) - x.max(1, keepdims=True)
         return x - np.log(np.exp(x).sum(1, keepdims=True))
 
-    kld = np.concatenate(
+    return np.concatenate(
         [
             (np.exp(lp) * (lp - lq)).sum(1)
             for lp, lq in (
@@ -54,12 +59,25 @@ def kld_stats(p_logits: np.ndarray, q_logits: np.ndarray) -> dict:
             )
         ]
     )
+
+
+def kld_stats(p_logits: np.ndarray, q_logits: np.ndarray) -> dict:
+    kld = kld_rows(p_logits, q_logits)
     return {
         "tokens": int(kld.size),
         "kld_mean": float(kld.mean()),
+        "kld_se": float(kld.std(ddof=1) / np.sqrt(kld.size)),
         "kld_p99": float(np.percentile(kld, 99)),
         "top1_agree": float((p_logits.argmax(1) == q_logits.argmax(1)).mean()),
     }
+
+
+def paired(ours: np.ndarray, theirs: np.ndarray) -> dict:
+    """Our per-position KLDs against llama.cpp's on the same positions: the ratio of the means and
+    the mean difference with its standard error."""
+    d = ours - theirs
+    se = float(d.std(ddof=1) / np.sqrt(d.size))
+    return {"ratio": float(ours.mean() / theirs.mean()), "diff": float(d.mean()), "diff_se": se}
 
 
 def main() -> None:
@@ -117,6 +135,8 @@ def main() -> None:
                 flush=True,
             )
             print(json.dumps({"engine": "llambda f16 vs llama.cpp f16", **kld_stats(z["f16"], out["f16"])}))
+            ours, theirs = kld_rows(out["f16"], out["q8_0"]), kld_rows(z["f16"], z["q8_0"])
+            print(json.dumps({"q8_0 KLD, llambda against llama.cpp, paired": paired(ours, theirs)}))
 
 
 if __name__ == "__main__":

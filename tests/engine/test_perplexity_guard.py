@@ -42,12 +42,31 @@ which reads ~80% of the full-vocabulary KLD, the same way on both sides of each 
 | BF16 | 0.68 | 99.1% (99.0%) | 0.9997 (0.9999) |
 | Gemma 3 270M | 1.19 | 95.1% (94.3%) | 1.0071 (1.0024) |
 
-The PPL ratio's SE over these positions is 0.28-0.35%. Four models are past 0.5% (Q4_0,
-Q4_K_M, Q6_K, Gemma; at most 2.6 SE); Q6_K's top-1 is 1.8 points under llama.cpp's own (2.5
-SE). The K-quant ones (in these files only ffn_down is a K-quant; 576 columns is not a multiple
-of 256) sit above llama.cpp's perplexity and the legacy ones below it: the Q6_K dot product was
-checked against llama.cpp's activation scheme on real ffn_down rows (same error against the
-exact product, 0.3266 both), so the cause is not found yet.
+The PPL ratio's SE is paired: the standard error of the per-position differences of the two
+engines' log-probabilities of the same token (0.28-0.44% over these positions, where each
+perplexity's own SE is ~9%: the text's difficulty cancels). Their autocorrelation within a
+chunk is < 0.05 at lags 1-8, so positions count as independent. Four models are past 0.5%:
+Q4_0 (z = -2.3), Q4_K_M (+2.6), Q6_K (+2.2), Gemma (+1.6); Q6_K's top-1 is 1.8 points under
+llama.cpp's own (2.5 SE). Measured on 2026-12-02 (branch fidelity), these are the noise of
+this text and not a difference in how we compute:
+- on another text (README.md + docs/*.md, 12 chunks, 3,060 positions, SE 0.19-0.22%) Q6_K's
+  ratio is 0.9981 (z -0.85) and Q4_0's 1.0012 (z +0.63), both signs flipped, and Q4_K_M's
+  1.0044 (z +2.0, half the gap);
+- the two engines' distributions have the same sharpness: the weighted slope of our top-32
+  log-probabilities on llama.cpp's is 0.9991 +- 0.0011 (Q6_K), 0.9998 +- 0.0014 (Q4_K_M),
+  1.0005 +- 0.0009 (Q4_0): a logit-scale (temperature) difference of 0.1% moves the PPL ratio
+  by ~0.05%, not by 0.9%;
+- activation quantization per weight type is llama.cpp's (Q8_0 for Q4_0/Q5_0/Q8_0/IQ4_NL, Q8_1
+  for Q4_1/Q5_1, Q8_K for the K-quants and IQ types; same amax/127 scale, ties to even, same
+  block sums); the differences are in float rounding only (llama.cpp stores the Q8_0/Q8_1
+  activation scales as float16, ours as float32; its RoPE angles are float products, ours
+  double), which are not biased in one direction.
+Over the 11 quantized SmolLM2 models the sum of z^2 is 26 for ours against llama.cpp (11
+expected) and 6 for llama.cpp's batch 1 against batch 512: another engine's rounding moves a
+1,020-position ratio ~1.5x further than its paired SE says. So the bound stays at 3 paired SE
+(~2 sigma of that measured spread), with 0.5% as its floor. A 2 SE bound would be ~1.3 sigma:
+13 models would fail it most of the time on rounding alone, and it would fail Q6_K today,
+whose gap does not reproduce on other text.
 
 The guard fails a wrong kernel: the Q4_1 AVX2 dot product with each block's min scaled by 1.01
 gave KLD 0.0334 (x12.4), top-1 87.2%, PPL ratio 1.041 (tried once, reverted).
