@@ -248,7 +248,7 @@ static void panel_q8_0_ref(const void *w, size_t pb, int64_t n_panels, int64_t n
 
 /* Q4_K and Q5_K (qh: the fifth bits, or NULL): row r's term of one super-block (entry e) in
  * dot_q4_K's contract (llk_ref.c, dot_q5_K's is the same), its integers read from the panel. */
-static float sb_k4(const uint8_t *e8, const uint8_t *qh, int r, const llk_block_q8_256 *A) {
+static float term_k4(const uint8_t *e8, const uint8_t *qh, int r, const llk_block_q8_256 *A) {
     const blk_q4_Kx8 *e = (const blk_q4_Kx8 *)e8;
     int acc = 0, accm = 0;
     for (int g = 0; g < 8; g++) {
@@ -264,14 +264,14 @@ static float sb_k4(const uint8_t *e8, const uint8_t *qh, int r, const llk_block_
     }
     return A->d * (llk_h2f(e->d[r]) * (float)acc - llk_h2f(e->dmin[r]) * (float)accm);
 }
-static float sb_q4_K(const uint8_t *e8, int r, const llk_block_q8_256 *A) { return sb_k4(e8, NULL, r, A); }
-static float sb_q5_K(const uint8_t *e8, int r, const llk_block_q8_256 *A) {
-    return sb_k4(e8, ((const blk_q5_Kx8 *)e8)->qh, r, A);
+static float term_q4_K(const uint8_t *e8, int r, const llk_block_q8_256 *A) { return term_k4(e8, NULL, r, A); }
+static float term_q5_K(const uint8_t *e8, int r, const llk_block_q8_256 *A) {
+    return term_k4(e8, ((const blk_q5_Kx8 *)e8)->qh, r, A);
 }
 
 /* Q6_K: the same in dot_q6_K's contract; element 128h + 32s + 4k + i of row r from the
  * interleaved low and high bits. */
-static float sb_q6_K(const uint8_t *e8, int r, const llk_block_q8_256 *A) {
+static float term_q6_K(const uint8_t *e8, int r, const llk_block_q8_256 *A) {
     const blk_q6_Kx8 *e = (const blk_q6_Kx8 *)e8;
     int acc = 0;
     for (int g = 0; g < 16; g++) {
@@ -288,7 +288,7 @@ static float sb_q6_K(const uint8_t *e8, int r, const llk_block_q8_256 *A) {
 }
 
 /* IQ4_XS: the same in dot_iq4_xs's contract. */
-static float sb_iq4_xs(const uint8_t *e8, int r, const llk_block_q8_256 *A) {
+static float term_iq4_xs(const uint8_t *e8, int r, const llk_block_q8_256 *A) {
     const blk_iq4_xsx8 *e = (const blk_iq4_xsx8 *)e8;
     int acc = 0;
     for (int g = 0; g < 8; g++) {
@@ -304,7 +304,7 @@ static float sb_iq4_xs(const uint8_t *e8, int r, const llk_block_q8_256 *A) {
 
 /* The K-quant contract's last step, per row and token: the super-blocks' terms added in order
  * from 0.0f. */
-static void panel_kref(float (*sb)(const uint8_t *, int, const llk_block_q8_256 *), size_t ent,
+static void panel_kref(float (*term)(const uint8_t *, int, const llk_block_q8_256 *), size_t ent,
                        const void *w, size_t pb, int64_t n_panels, int64_t n_cols, const void *a,
                        size_t as, int64_t n_tok, float *y, int64_t ldy) {
     const int64_t nb = n_cols / LLK_QKK;
@@ -314,7 +314,7 @@ static void panel_kref(float (*sb)(const uint8_t *, int, const llk_block_q8_256 
             for (int r = 0; r < LLK_PANEL_ROWS; r++) {
                 const uint8_t *e = (const uint8_t *)w + (size_t)p * pb;
                 float s = 0.0f;
-                for (int64_t b = 0; b < nb; b++, e += ent) s += sb(e, r, &ab[b]);
+                for (int64_t b = 0; b < nb; b++, e += ent) s += term(e, r, &ab[b]);
                 y[t * ldy + LLK_PANEL_ROWS * p + r] = s;
             }
         }
@@ -322,19 +322,19 @@ static void panel_kref(float (*sb)(const uint8_t *, int, const llk_block_q8_256 
 
 static void panel_q4_K_ref(const void *w, size_t pb, int64_t n_panels, int64_t n_cols, const void *a,
                            size_t as, int64_t n_tok, float *y, int64_t ldy) {
-    panel_kref(sb_q4_K, sizeof(blk_q4_Kx8), w, pb, n_panels, n_cols, a, as, n_tok, y, ldy);
+    panel_kref(term_q4_K, sizeof(blk_q4_Kx8), w, pb, n_panels, n_cols, a, as, n_tok, y, ldy);
 }
 static void panel_q5_K_ref(const void *w, size_t pb, int64_t n_panels, int64_t n_cols, const void *a,
                            size_t as, int64_t n_tok, float *y, int64_t ldy) {
-    panel_kref(sb_q5_K, sizeof(blk_q5_Kx8), w, pb, n_panels, n_cols, a, as, n_tok, y, ldy);
+    panel_kref(term_q5_K, sizeof(blk_q5_Kx8), w, pb, n_panels, n_cols, a, as, n_tok, y, ldy);
 }
 static void panel_iq4_xs_ref(const void *w, size_t pb, int64_t n_panels, int64_t n_cols, const void *a,
                              size_t as, int64_t n_tok, float *y, int64_t ldy) {
-    panel_kref(sb_iq4_xs, sizeof(blk_iq4_xsx8), w, pb, n_panels, n_cols, a, as, n_tok, y, ldy);
+    panel_kref(term_iq4_xs, sizeof(blk_iq4_xsx8), w, pb, n_panels, n_cols, a, as, n_tok, y, ldy);
 }
 static void panel_q6_K_ref(const void *w, size_t pb, int64_t n_panels, int64_t n_cols, const void *a,
                            size_t as, int64_t n_tok, float *y, int64_t ldy) {
-    panel_kref(sb_q6_K, sizeof(blk_q6_Kx8), w, pb, n_panels, n_cols, a, as, n_tok, y, ldy);
+    panel_kref(term_q6_K, sizeof(blk_q6_Kx8), w, pb, n_panels, n_cols, a, as, n_tok, y, ldy);
 }
 
 static llk_panel_fn panel_ref_for(int type) {
