@@ -130,7 +130,7 @@ def check_round(qtbot, w, bar, results: list, served_before: int) -> None:
     assert not w.errors, w.errors
     assert w.state.messages()[-1].status == "complete" and w.state.messages()[-1].content
     qtbot.waitUntil(lambda: bar.owner.queue_length == 0, timeout=60000)
-    assert bar.thread is not None and bar.thread.is_alive()
+    assert bar.server_thread is not None and bar.server_thread.is_alive()
     assert httpx.get(bar.url.removesuffix("/v1") + "/health").json() == {"status": "ok", "queue": 0}
     bar.refresh()
     assert bar.count.text() == f"{bar.api.requests_served} requests"
