@@ -42,12 +42,14 @@ def test_packed_matmul_equals_reference_rows(t, shape, pool2):
     n_rows, n_cols = shape
     w = K.random_weights(t, n_rows, n_cols, seed=n_rows + n_cols)
     rng = np.random.default_rng(n_cols)
-    x = rng.standard_normal((13, n_cols)).astype(np.float32) * rng.uniform(0.1, 10, (13, 1)).astype(np.float32)
+    x = rng.standard_normal((29, n_cols)).astype(np.float32) * rng.uniform(0.1, 10, (29, 1)).astype(np.float32)
     want = K.matmul(None, t, w, n_cols, x, isa="ref")
     packed = K.pack(pool2, t, w, n_cols)
     assert np.array_equal(packed, K.pack(None, t, w, n_cols))  # the threads' split changes nothing
     for isa in _levels_with_panels(t):
-        for n_tok in (1, 2, 3, 4, 5, 9, 13):  # every tile remainder, with levels unpacked once and not
+        # every remainder of the 4-token (256-bit) and 8-token (512-bit) tiles, with the levels unpacked
+        # once (more than two tiles) and not
+        for n_tok in (1, 2, 3, 4, 5, 9, 13, 17, 23, 29):
             for pool in (None, pool2):
                 got = K.matmul_packed(pool, t, packed, n_rows, n_cols, x[:n_tok], isa=isa)
                 assert np.array_equal(_bits(got), _bits(want[:n_tok])), (isa, n_tok, pool)
