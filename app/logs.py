@@ -91,7 +91,7 @@ class _File(logging.handlers.RotatingFileHandler):
             _to_stderr(logging.WARNING, "the log file %s is written again", self.baseFilename)
         return out
 
-    def handleError(self, record: logging.LogRecord) -> None:  # noqa: N802 (logging's name)
+    def handleError(self, record: logging.LogRecord) -> None:
         self._failed_now = True
         if not self.failing:
             self.failing = True

@@ -41,11 +41,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from scripts.make_bench_models import (
+from scripts.make_bench_models import (  # noqa: E402 (after the sys.path line above)
     DEFAULT_SHAPES,
     LLAMACPP_VERSION,
     SHAPES,
-    TYPES,  # noqa: E402
+    TYPES,
     bench_cache,
     model_path,
 )

@@ -466,7 +466,10 @@ def main(argv=None) -> int:
         folder if folder.exists() else folder.parent if folder.parent.exists() else Path.home()
     ).free
     print(f"writing to {folder} ({free / 1e9:.0f} GB free); quantizer: {quantizer}", file=sys.stderr)
-    log = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
+
+    def log(m: str) -> None:
+        print(m, file=sys.stderr, flush=True)
+
     try:
         for shape in a.shapes:
             make_shape(shape, a.types, folder, quantizer, tok, keep_f16=a.keep_f16, threads=a.threads, log=log)

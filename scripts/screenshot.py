@@ -14,6 +14,7 @@ system prompt with an attachment, the dark theme, and the dialog for a damaged f
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import shutil
 import subprocess
@@ -84,7 +85,7 @@ def main(argv=None) -> int:
     if args.engine_double:
         from tests.ui.fake_engine import FakeEngine
 
-        factory = lambda: FakeEngine(delay=0.03)  # noqa: E731
+        factory = functools.partial(FakeEngine, delay=0.03)
     window = MainWindow(engine_factory=factory)
     window.resize(1320, 840)
     window.move(20, 20)

@@ -1,6 +1,6 @@
 """Conventions the code keeps, checked rather than remembered: the linter's rules (configured in
-pyproject.toml, so a `noqa` names a rule that is checked), the formatter on the files listed in
-pyproject.toml, mypy's types, and Qt signals emitted through
+pyproject.toml; RUF100 among them, so a `noqa` names a rule that is checked and needed), the
+formatter on the files listed in pyproject.toml, mypy's types, and Qt signals emitted through
 `app.ui.qt_fix.emit` (the binding leaks a reference on a bare `.emit(`)."""
 
 from __future__ import annotations

@@ -216,7 +216,7 @@ def _run_one(job: Job, engine: Engine, finished: collections.deque[Finished]) ->
     except RequestRejected as e:
         job.push(JobFailed(e.status, str(e), e.code, e.param))
         return
-    except Exception as e:  # noqa: BLE001 - every failure becomes one event, never a crash
+    except Exception as e:  # every failure becomes one event, never a crash
         log.warning("request could not be prepared: %s: %s", type(e).__name__, e)
         job.push(JobFailed(400 if isinstance(e, ValueError) else 500, _one_line(e)))
         return
@@ -230,7 +230,7 @@ def _run_one(job: Job, engine: Engine, finished: collections.deque[Finished]) ->
                 finished.append(event)
                 return
         job.push(JobFailed(500, "the generation ended without a result"))
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:  # as above: the client gets a failure event, the server goes on
         log.error("generation failed: %s: %s", type(e).__name__, e)
         job.push(JobFailed(500, f"the generation failed: {_one_line(e)}"))
 

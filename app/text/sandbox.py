@@ -125,7 +125,7 @@ def _size(value: object, limit: int = MAX_VALUE_CHARS) -> int:
                 stack.extend(v.keys())
                 stack.extend(v.values())
         elif isinstance(v, Namespace):
-            attrs = v._Namespace__attrs  # noqa: SLF001 - what it holds is what it costs
+            attrs = v._Namespace__attrs  # the name-mangled private dict: what it holds is what it costs
             total += 16 + 2 * _ITEM * len(attrs)
             if total <= limit:
                 stack.extend(attrs.values())
@@ -589,7 +589,7 @@ def compile_template(source: str, time_limit: float | None = None) -> jinja2.Tem
         raise TemplateError(f"the chat template took more than {time_limit:g} s to compile; stopped") from None
     except jinja2.TemplateSyntaxError as e:
         raise TemplateError(f"the chat template does not compile: line {e.lineno}: {short_reason(e.message)}") from None
-    except Exception as e:  # noqa: BLE001 - anything the compiler raises is a broken template
+    except Exception as e:  # anything the compiler raises is a broken template
         raise TemplateError(f"the chat template does not compile: {short_reason(e)}") from None
 
 
@@ -644,5 +644,5 @@ def render_bounded(source: str, context: dict, time_limit: float, max_chars: int
         raise TemplateError("the chat template recursed too deeply; stopped") from None
     except MemoryError:
         raise TemplateError("the chat template ran out of memory; stopped") from None
-    except Exception as e:  # noqa: BLE001 - a template error of any kind is one line
+    except Exception as e:  # a template error of any kind is one line
         raise TemplateError(f"the chat template failed: {type(e).__name__}: {short_reason(e)}") from None

@@ -63,7 +63,7 @@ class ElidingComboBox(QComboBox):
         )
         return self.fontMetrics().elidedText(self.currentText(), Qt.TextElideMode.ElideRight, max(0, room - 2))
 
-    def paintEvent(self, _event: QPaintEvent) -> None:  # noqa: N802 (Qt's name)
+    def paintEvent(self, _event: QPaintEvent) -> None:
         painter = QStylePainter(self)
         opt = QStyleOptionComboBox()
         self.initStyleOption(opt)
@@ -100,7 +100,7 @@ class ModelBar(QFrame):
         self.info_button.setChecked(True)
         row.addWidget(self.info_button)
 
-    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 (Qt's name)
+    def resizeEvent(self, event: QResizeEvent) -> None:
         self.title.setVisible(event.size().width() >= 560)  # room for the picker first
         super().resizeEvent(event)
 

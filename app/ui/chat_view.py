@@ -364,7 +364,7 @@ class MessageWidget(QFrame):
             menu.addAction("Edit and resend", lambda: emit(self.edit_requested, self.message_id))
         return menu
 
-    def contextMenuEvent(self, event: QContextMenuEvent) -> None:  # noqa: N802 (Qt's name)
+    def contextMenuEvent(self, event: QContextMenuEvent) -> None:
         self.context_menu().popup(event.globalPos())
 
 

@@ -64,7 +64,7 @@ class FileOpenForwarder(QObject):
         super().__init__(window)
         self.window = window
 
-    def eventFilter(self, obj: QObject, event: QEvent) -> bool:  # noqa: N802 (Qt's name)
+    def eventFilter(self, obj: QObject, event: QEvent) -> bool:
         if event.type() == QEvent.Type.FileOpen:
             path = cast(QFileOpenEvent, event).file()
             if path:

@@ -113,7 +113,7 @@ class ConversationPanel(QFrame):
         self.undo_timer.timeout.connect(self.undo_bar.hide)
         self._filling = False
 
-    def eventFilter(self, obj: QObject, event: QEvent) -> bool:  # noqa: N802 (Qt's name)
+    def eventFilter(self, obj: QObject, event: QEvent) -> bool:
         """Delete (or Backspace on macOS keyboards) deletes the selected chat; Undo brings it back."""
         if (
             obj is self.list
@@ -222,7 +222,7 @@ class ElidedLabel(QLabel):
     def full_text(self) -> str:
         return self._full
 
-    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 (Qt's name)
+    def resizeEvent(self, event: QResizeEvent) -> None:
         super().resizeEvent(event)
         self._fit()
 

@@ -140,7 +140,7 @@ class StatsBar(QWidget):
 
     COMPACT_BELOW = 1050  # px of the bar: shorter words below this, so nothing is cut
 
-    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 (Qt's name)
+    def resizeEvent(self, event: QResizeEvent) -> None:
         compact = event.size().width() < self.COMPACT_BELOW
         if compact != self.compact:
             self.compact = compact

@@ -286,7 +286,7 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         self.info_wanted = checked
         self.info_panel.setVisible(checked)
 
-    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 (Qt's name)
+    def resizeEvent(self, event: QResizeEvent) -> None:
         narrow = event.size().width() < self.COLLAPSE_INFO_BELOW
         if narrow != self.narrow:
             self.narrow = narrow

@@ -67,7 +67,10 @@ def test_streaming_reply_is_written_at_least_every_interval(tmp_path):
     s = ChatStore(tmp_path / "c.db", reply_flush_interval=0.2)
     cid = s.create_conversation("x")
     rid = s.begin_reply(cid, model="m")
-    on_disk = lambda: raw(s.path).execute("SELECT content, status FROM messages WHERE id = ?", (rid,)).fetchone()
+
+    def on_disk():
+        return raw(s.path).execute("SELECT content, status FROM messages WHERE id = ?", (rid,)).fetchone()
+
     assert on_disk() == ("", "streaming")
     assert s.update_reply(rid, "a") is False  # too soon after begin
     time.sleep(0.25)
@@ -320,7 +323,7 @@ def test_threads_and_two_connections_share_the_store(tmp_path):
         try:
             for i in range(30):
                 store.add_message(cid, "user", f"{tag} {i}")
-        except Exception as e:  # noqa: BLE001 - reported below
+        except Exception as e:  # reported below
             errors.append(e)
 
     threads = [threading.Thread(target=writer, args=(s, t)) for s, t in ((a, "a"), (a, "a2"), (b, "b"))]

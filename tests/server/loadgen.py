@@ -63,7 +63,7 @@ def run_load(url: str, clients: int, per_client: int) -> list[tuple[str, bool]]:
         for j in range(per_client):
             try:
                 res = one_request(url, (i + j) % 4, i * 1000 + j)
-            except BaseException as e:  # noqa: BLE001 - reported below
+            except BaseException as e:  # reported below
                 errors.append(e)
                 return
             with lock:
