@@ -39,10 +39,10 @@ from app.ui.bars import ChatInput, Composer, ModelBar, ProgressPanel, StartupBan
 from app.ui.chat_view import EMPTY_TEXT, ChatView
 from app.ui.error_dialog import ErrorDialog
 from app.ui.get_models import FirstModelsPanel, GetModelsPage
+from app.ui.local_server import LocalServer
 from app.ui.model_files import ModelFilesMixin
 from app.ui.models_dialog import ModelsDialog
 from app.ui.panels import ConversationPanel, ModelInfoPanel
-from app.ui.serve_bar import ServeBar
 from app.ui.settings_dialog import SettingsDialog
 from app.ui.state import ChatState, not_saved_line, reply_timings
 from app.ui.stats_bar import StatsBar, prompt_progress_text
@@ -142,10 +142,8 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         w.stats_updated.connect(self.stats.on_worker_stats_updated)
         w.generation_finished.connect(self.on_worker_generation_finished)
         w.generation_failed.connect(self.on_worker_generation_failed)
-        self.serve_bar = ServeBar(w, self)  # the local server, sharing this engine
-        self.statusBar().addPermanentWidget(self.serve_bar)
-        self.serve_bar.hide()  # File > Serve on localhost shows it
-        self.serve_bar.serving_changed.connect(self.on_serve_bar_serving_changed)
+        self.local_server = LocalServer(self, w, self.serve_action)  # File > Serve on localhost
+        self.serve_bar = self.local_server.bar
         self.engine_thread.start()
         app = application()
         if app is not None:  # a window never closed still stops its thread cleanly
@@ -302,14 +300,15 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         def action(
             menu: QMenu,
             text: str,
-            slot: Callable[..., object],
+            slot: Callable[..., object] | None,
             shortcut: str | QKeySequence.StandardKey | Qt.Key | None = None,
             name: str | None = None,
         ) -> QAction:
             a = QAction(text, self)
             if shortcut:
                 a.setShortcut(QKeySequence(shortcut))
-            a.triggered.connect(slot)
+            if slot is not None:
+                a.triggered.connect(slot)
             a.setStatusTip(name or text)
             menu.addAction(a)
             self.addAction(a)
@@ -330,13 +329,12 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         self.export_action = action(file_menu, "&Export chat…", self.export_dialog, "Ctrl+Shift+E")
         self.import_action = action(file_menu, "&Import chat…", self.import_dialog)
         file_menu.addSeparator()
-        self.serve_action = action(
+        self.serve_action = action(  # checkable, and wired to the serve bar: app/ui/local_server.py
             file_menu,
             "&Serve on localhost (OpenAI API)",
-            self.toggle_serve_bar,
+            None,
             name="Let other programs on this computer use the open model",
         )
-        self.serve_action.setCheckable(True)
         file_menu.addSeparator()
         action(file_menu, "&Quit", self.close, QKeySequence.StandardKey.Quit)
         chat_menu = m.addMenu("&Chat")
@@ -1093,18 +1091,6 @@ class MainWindow(ModelFilesMixin, QMainWindow):
             return None
         return set_theme_choice(app, self.state.get("theme", "system") or "system")
 
-    def toggle_serve_bar(self, on: bool) -> None:
-        """File > Serve on localhost: the server's switch, port and address in the status bar
-        (hidden otherwise, so they take no room from the figures); hiding it stops the server."""
-        if not on and self.serve_bar.switch.isChecked():
-            self.serve_bar.switch.setChecked(False)
-        self.serve_bar.setVisible(on)
-
-    def on_serve_bar_serving_changed(self, serving: bool) -> None:
-        if serving:  # started from the bar itself (or a test): keep it and the menu in step
-            self.serve_bar.show()
-            self.serve_action.setChecked(True)
-
     def about(self) -> QMessageBox:
         return show_about(self)
 
@@ -1128,7 +1114,7 @@ class MainWindow(ModelFilesMixin, QMainWindow):
                 pass
             self.chat._render_timer.stop()
             self.stats.timer.stop()
-            self.serve_bar.stop()
+            self.local_server.stop()
             if self.get_models_page is not None:
                 self.get_models_page.shutdown()
             self.engine_thread.stop()

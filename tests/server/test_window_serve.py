@@ -98,3 +98,25 @@ def test_the_window_serves_its_model_and_shares_the_engine(qtbot, make_window, s
     except httpx.TransportError:
         refused = True
     assert refused
+
+
+def test_the_serve_menu_item_and_the_bar_stay_in_step(make_window):
+    """File > Serve on localhost shows and hides the bar (app/ui/local_server.py); a server
+    started from the bar ticks the item; hiding the bar stops the server."""
+    from tests.ui.fake_engine import FakeEngine
+
+    w = make_window(FakeEngine)
+    bar, item = w.serve_bar, w.serve_action
+    assert item.isCheckable() and not item.isChecked() and not bar.isVisible()
+    item.trigger()
+    assert item.isChecked() and bar.isVisible() and not bar.serving
+    item.trigger()
+    assert not item.isChecked() and not bar.isVisible()
+
+    assert bar.start(0)  # as the switch does, on any free port
+    assert bar.isVisible() and item.isChecked()
+    bar.switch.blockSignals(True)
+    bar.switch.setChecked(True)  # the switch that started it
+    bar.switch.blockSignals(False)
+    item.trigger()
+    assert not item.isChecked() and not bar.isVisible() and not bar.serving and not bar.switch.isChecked()
