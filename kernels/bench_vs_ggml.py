@@ -24,7 +24,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-import app.kernels as K  # noqa: E402
+import app.kernels as K
 
 DEFAULT_LIB = "/work/llvenv/lib/python3.11/site-packages/llama_cpp/lib"
 GGML_TYPE_Q8_K = 15
