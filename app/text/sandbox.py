@@ -230,19 +230,25 @@ def _longest_digit_run(fmt: str) -> int:
     return next((k for k in range(7, 0, -1) if _DIGIT_RUNS[k].search(fmt)), 0)
 
 
+def _format_width(fmt: str) -> int:
+    """The widest number in a format string (a width, a precision or a field's index: a bound on
+    the padding either way); one of a million or more is refused."""
+    run = _longest_digit_run(fmt)
+    if run >= 7:
+        raise _unsafe("format width too large")
+    return 10**run - 1
+
+
 def _check_format(fmt: object) -> None:
     """Refuse printf/format strings with widths or precisions of a million or more."""
-    if isinstance(fmt, str) and _longest_digit_run(fmt) >= 7:
-        raise _unsafe("format width too large")
+    if isinstance(fmt, str):
+        _format_width(fmt)
 
 
 def _format_bound(fmt: str, fields: int, values: Iterable[object]) -> int:
     """At most what a format string with `fields` fields makes of `values`: each field is one
     of them (any, as often as the string names it), padded to the widest number in it."""
-    run = _longest_digit_run(fmt)
-    if run >= 7:
-        raise _unsafe("format width too large")
-    widest = 10**run - 1 if run else 0
+    widest = _format_width(fmt)
     biggest = max((_check_size(v) for v in values), default=0)
     return len(fmt) + fields * (biggest + widest)
 
