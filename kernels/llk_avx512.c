@@ -41,6 +41,9 @@ static inline __m256i bits32_x16(const uint8_t qh[4]) {
 #include "llk_simd256.inc"
 #include "llk_avx2_panel.inc"
 #include "llk_avx512_panel.inc"
+#if defined(LLK_VNNI)
+#include "llk_vnni256_panel.inc"
+#endif
 
 /* --- float types: 16 lanes ------------------------------------------------------------------- */
 
@@ -461,6 +464,9 @@ static void vacc512_f16(const float *p, int64_t ld, int g, const void *v, size_t
 void LLK_FILL(llk_kernels *k) {
     llk_fill_256(k);
     llk_fill_avx512_panel(k);
+#if defined(LLK_VNNI)
+    llk_fill_vnni256_panel(k);
+#endif
     k->kdots[LLK_KV_F32] = kdots512_f32; k->kdots[LLK_KV_F16] = kdots512_f16;
     k->kdots[LLK_KV_Q8_0] = kdots512_q8;
     k->vacc[LLK_KV_F32] = vacc512_f32; k->vacc[LLK_KV_F16] = vacc512_f16; k->vacc[LLK_KV_Q8_0] = vacc512_q8;
