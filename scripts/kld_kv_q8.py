@@ -4,7 +4,11 @@ scored, the q8_0 cache's full distributions compared with the f16 cache's of the
 mean and p99 KL divergence, top-1 agreement. Prints one JSON line per engine.
 
     python -m scripts.kld_kv_q8 MODEL.gguf [--text FILE] [--chunk 512] [--chunks 4]
-        [--llama-python ~/.cache/llambda-test/llama-cpp-venv/bin/python]
+        [--kv-types f16,q8_0] [--llama-python ~/.cache/llambda-test/llama-cpp-venv/bin/python]
+
+--kv-types names the reference cache and the one compared with it; `f16,f32` measures how much a
+tiny change (float16 rounding of the cache) grows on its way to the logits in each engine, which
+tells an engine's own sensitivity apart from what its 8-bit cache does.
 
 llama.cpp quantizes its V cache only with flash attention on, so its q8_0 run uses it (and its
 f16 run does too, so that the comparison changes the cache type alone). With llama.cpp there, a
@@ -31,7 +35,8 @@ import numpy as np
 from llama_cpp import Llama
 a = json.loads(sys.argv[1])
 out = {}
-for name, t in (("f16", 1), ("q8_0", 8)):
+for name in a["kv_types"]:
+    t = {"f32": 0, "f16": 1, "q8_0": 8}[name]
     llm = Llama(model_path=a["model"], n_ctx=a["chunk"], n_batch=a["chunk"], logits_all=True,
                 n_threads=2, seed=0, verbose=False, type_k=t, type_v=t, flash_attn=True)
     rows = []
@@ -86,8 +91,10 @@ def main() -> None:
     ap.add_argument("--text", default=os.path.join(ROOT, "README.md"))
     ap.add_argument("--chunk", type=int, default=512)
     ap.add_argument("--chunks", type=int, default=4)
+    ap.add_argument("--kv-types", default="f16,q8_0", help="reference,compared (of f32, f16, q8_0)")
     ap.add_argument("--llama-python", default=os.path.expanduser("~/.cache/llambda-test/llama-cpp-venv/bin/python"))
     a = ap.parse_args()
+    ref, cmp = a.kv_types.split(",")
     sys.path.insert(0, ROOT)
     from app.engine.engine import Engine
 
@@ -98,13 +105,15 @@ def main() -> None:
         head = [eng.tokenizer.bos_id] if eng.tokenizer.bos_id is not None else []
         n = a.chunk - len(head)
         chunks = [head + ids[i * n : (i + 1) * n] for i in range(min(a.chunks, len(ids) // n))]
-    for kv in ("f16", "q8_0"):
+    for kv in (ref, cmp):
         with Engine(a.model, n_ctx=a.chunk, n_threads=2, kv_type=kv) as eng:
             out[kv] = np.concatenate(
                 [eng.decoder.decode(c, 0, all_logits=True)[len(c) // 2 : len(c) - 1] for c in chunks]
             )
     print(
-        json.dumps({"engine": "llambda", "model": os.path.basename(a.model), **kld_stats(out["f16"], out["q8_0"])}),
+        json.dumps(
+            {"engine": "llambda", "model": os.path.basename(a.model), **kld_stats(out[ref], out[cmp]), "kv": a.kv_types}
+        ),
         flush=True,
     )
     ok = (
@@ -123,20 +132,33 @@ def main() -> None:
                     a.llama_python,
                     "-c",
                     LLAMA,
-                    json.dumps({"model": os.path.abspath(a.model), "chunk": a.chunk, "chunks": chunks, "out": npz}),
+                    json.dumps(
+                        {
+                            "model": os.path.abspath(a.model),
+                            "chunk": a.chunk,
+                            "chunks": chunks,
+                            "out": npz,
+                            "kv_types": [ref, cmp],
+                        }
+                    ),
                 ],
                 check=True,
             )
             z = np.load(npz)
             print(
                 json.dumps(
-                    {"engine": "llama.cpp", "model": os.path.basename(a.model), **kld_stats(z["f16"], z["q8_0"])}
+                    {
+                        "engine": "llama.cpp",
+                        "model": os.path.basename(a.model),
+                        **kld_stats(z[ref], z[cmp]),
+                        "kv": a.kv_types,
+                    }
                 ),
                 flush=True,
             )
-            print(json.dumps({"engine": "llambda f16 vs llama.cpp f16", **kld_stats(z["f16"], out["f16"])}))
-            ours, theirs = kld_rows(out["f16"], out["q8_0"]), kld_rows(z["f16"], z["q8_0"])
-            print(json.dumps({"q8_0 KLD, llambda against llama.cpp, paired": paired(ours, theirs)}))
+            print(json.dumps({"engine": f"llambda {ref} vs llama.cpp {ref}", **kld_stats(z[ref], out[ref])}))
+            ours, theirs = kld_rows(out[ref], out[cmp]), kld_rows(z[ref], z[cmp])
+            print(json.dumps({f"{cmp} KLD, llambda against llama.cpp, paired": paired(ours, theirs)}))
 
 
 if __name__ == "__main__":

@@ -44,7 +44,9 @@ log = logging.getLogger(__name__)
 __all__ = ["KVStore", "model_identity", "FORMAT_VERSION", "DEFAULT_BUDGET_BYTES"]
 
 MAGIC = b"LLKVSAVE"
-FORMAT_VERSION = 1
+# 2: the q8_0 cache holds its keys and values Hadamard-rotated (kernels/llk_decode.c), so an older
+# q8_0 image would give wrong answers; every older file is ignored and its prompt re-read
+FORMAT_VERSION = 2
 DEFAULT_BUDGET_BYTES = D.KV_BUDGET_MB << 20  # 2 GiB; the window's setting changes it
 SUFFIX = ".llkv"
 MAX_HEADER = 64 * 1024

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from app.engine.engine import Chat, Engine
-from app.engine.kvstore import KVStore, model_identity
+from app.engine.kvstore import FORMAT_VERSION, KVStore, model_identity
 from app.engine.sampler import SamplerSettings
 
 GREEDY = SamplerSettings(temperature=0.0)
@@ -188,8 +188,10 @@ DAMAGE = {
     "other_engine": _edit_header(engine="0.0.1/old"),
     "other_kv_type": lambda raw: _edit_header(signature={**_fields(raw)[2]["signature"], "kv_type": "q8_0"})(raw),
     "image_size_lie": lambda raw: _edit_header(image_bytes=_fields(raw)[2]["image_bytes"] - 64)(raw),
-    "future_version": lambda raw: _rebuild(b"LLKVSAVE", 2, *_fields(raw)[2:]),
-    "not_our_magic": lambda raw: _rebuild(b"GGUF\0\0\0\0", 1, *_fields(raw)[2:]),
+    "future_version": lambda raw: _rebuild(b"LLKVSAVE", FORMAT_VERSION + 1, *_fields(raw)[2:]),
+    # version 1 held the q8_0 cache unrotated: read now, its keys would give wrong scores
+    "older_version": lambda raw: _rebuild(b"LLKVSAVE", FORMAT_VERSION - 1, *_fields(raw)[2:]),
+    "not_our_magic": lambda raw: _rebuild(b"GGUF\0\0\0\0", FORMAT_VERSION, *_fields(raw)[2:]),
     "tokens_outside_vocab": _bad_tokens,
     "huge_token_count": _edit_header(n_tokens=10**9),
 }
