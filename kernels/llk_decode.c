@@ -555,6 +555,7 @@ static llk_status decode_batch(llk_decoder *d, const int32_t *tokens, int64_t T,
                                int all_logits, float *logits) {
     const llk_decoder_config *c = &d->c;
     const int64_t E = c->n_embd, D = c->head_dim, KD = (int64_t)c->n_head_kv * D;
+    const int rk = kv_rot_k(c), rv = kv_rot_v(c);   /* the q8_0 cache's rotation blocks, or 0 */
     llk_status st;
     for (int64_t t = 0; t < T; t++) {
         d->pos[t] = (int32_t)(p0 + t);
@@ -590,7 +591,6 @@ static llk_status decode_batch(llk_decoder *d, const int32_t *tokens, int64_t T,
         uint8_t *kc = (uint8_t *)d->k_cache + (size_t)il * d->kv_layer_bytes;
         uint8_t *vc = (uint8_t *)d->v_cache + (size_t)il * d->kv_layer_bytes;
         size_t at = (size_t)p0 * d->kv_row_bytes;
-        const int rk = kv_rot_k(c), rv = kv_rot_v(c);
         if (rk) {
             hadamard_blocks(d->q, T * c->n_head * D / rk, rk);
             hadamard_blocks(d->k, T * KD / rk, rk);
@@ -669,6 +669,7 @@ llk_status llk_decoder_kv_shift(llk_decoder *d, int64_t p0, int64_t n_drop, int6
     if (n_drop == 0) return LLK_OK;
     const llk_decoder_config *c = &d->c;
     const int64_t KD = (int64_t)c->n_head_kv * c->head_dim, n_move = n_past - p0 - n_drop;
+    const int rk = kv_rot_k(c);
     const size_t row = d->kv_row_bytes;
     for (int64_t t = 0; t < c->n_batch; t++) d->pos[t] = (int32_t)-n_drop;
     for (int il = 0; il < c->n_layer; il++) {
@@ -687,7 +688,6 @@ llk_status llk_decoder_kv_shift(llk_decoder *d, int64_t p0, int64_t n_drop, int6
             uint8_t *rows = kc + (size_t)(p0 + b) * row;
             llk_status st = llk_dequantize_row(LLK_ISA_REF, c->kv_type, rows, d->k, T * KD);
             if (st) return st;
-            const int rk = kv_rot_k(c);
             if (rk) hadamard_blocks(d->k, T * KD / rk, rk);   /* H H = I: the keys as RoPE left them */
             if ((st = llk_rope(&rope, d->k, T, c->n_head_kv, d->pos))) return st;
             if (rk) hadamard_blocks(d->k, T * KD / rk, rk);

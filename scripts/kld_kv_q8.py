@@ -8,7 +8,9 @@ mean and p99 KL divergence, top-1 agreement. Prints one JSON line per engine.
 
 --kv-types names the reference cache and the one compared with it; `f16,f32` measures how much a
 tiny change (float16 rounding of the cache) grows on its way to the logits in each engine, which
-tells an engine's own sensitivity apart from what its 8-bit cache does.
+tells an engine's own sensitivity apart from what its 8-bit cache does. (llama.cpp's f32 cache under
+flash attention gave exactly its f16 logits when measured, so its side of `f16,f32` reads 0; its floor
+was measured against a bf16 cache instead, which this script does not offer because ours has none.)
 
 llama.cpp quantizes its V cache only with flash attention on, so its q8_0 run uses it (and its
 f16 run does too, so that the comparison changes the cache type alone). With llama.cpp there, a
