@@ -221,7 +221,7 @@ class _Generation:
                 pending = None
             if toks is None:
                 toks, cancelled = self._plain_run(logits, sampler, run, step_s)
-                run = RUN if self.speculator is None else self.speculator.plain_run
+            run = RUN if self.speculator is None else self.speculator.plain_run_length()
             taken, stop_pressed = yield from self._take(toks)
             cancelled = cancelled or stop_pressed
             if taken < len(toks):  # the cache keeps the reply's tokens but its last, as ever

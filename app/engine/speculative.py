@@ -304,7 +304,8 @@ class Speculator:
         self.proposer = proposer
         self.k_max = k_max
         self.adaptive = adaptive  # False: guess whenever the proposer can (tests)
-        self.plain_run = plain_run  # tokens of a C run between two looks for a guess
+        self.plain_run = plain_run  # most tokens of a C run between two looks for a guess
+        self._plain_streak = 0  # plain runs in a row since the last verify pass
         self.t_token: float | None = None  # seconds per plain token (C runs)
         self.beta: float | None = None  # extra cost of one more verified token, in tokens
         self.gamma: float | None = None  # draft cost per guessed token, in tokens
@@ -333,7 +334,18 @@ class Speculator:
 
     # -- measurements --
 
+    def plain_run_length(self) -> int:
+        """Tokens of the next plain run. Prompt lookup looks again after 1, 1, 2, 4, .. tokens
+        following a pass, up to plain_run: where a guess was just rejected (the one word an edit
+        changes) the text usually matches again a token or two later, and a look costs a fraction
+        of a token; a chat that never repeats soon runs plain_run tokens per look. A draft's
+        guess costs its own decoding, so it keeps plain_run."""
+        if self.proposer.name != "lookup":
+            return self.plain_run
+        return min(self.plain_run, 1 << max(0, self._plain_streak - 1))
+
     def note_plain(self, n_decoded: int, seconds: float) -> None:
+        self._plain_streak += 1
         if n_decoded > 0 and seconds > 0:
             self.t_token = _ema(self.t_token, seconds / n_decoded, 0.2)
             self._since_probe += n_decoded
@@ -357,6 +369,7 @@ class Speculator:
             self.gamma = _ema(self.gamma, guess_s / self.t_token / k, 0.2)
         self._since_probe = 0
         self._since_plain += n_acc + 1
+        self._plain_streak = 0
 
     def _bucket(self, match: int) -> int:
         return min(match, 6)

@@ -105,6 +105,22 @@ def test_k_follows_acceptance_and_cost():
     assert s.choose_k(0.95, 8) == 8
 
 
+def test_lookup_looks_again_soon_after_a_pass_and_seldom_in_a_plain_stretch():
+    def lengths(s, n):
+        out = []
+        for _ in range(n):
+            out.append(s.plain_run_length())
+            s.note_plain(out[-1], 0.01 * out[-1])
+        return out
+
+    s = Speculator(PromptLookup(), k_max=8, plain_run=8)
+    assert lengths(s, 7) == [1, 1, 2, 4, 8, 8, 8]
+    s.note_pass(3, 4, 2, 0.02, 0.0)  # a pass (a guess rejected after two): look again at once
+    assert lengths(s, 5) == [1, 1, 2, 4, 8]
+    d = Speculator(FixedGuess([1]), k_max=8, plain_run=8)  # not lookup (a draft's guess costs decoding)
+    assert lengths(d, 3) == [8, 8, 8]
+
+
 # --- the verify pass keeps the target distribution ----------------------------------------------
 
 
