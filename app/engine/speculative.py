@@ -345,7 +345,7 @@ class Speculator:
         return min(self.plain_run, 1 << max(0, self._plain_streak - 1))
 
     def note_plain(self, n_decoded: int, seconds: float) -> None:
-        self._plain_streak += 1
+        self._plain_streak = min(self._plain_streak + 1, self.plain_run.bit_length() + 1)  # no huge shifts
         if n_decoded > 0 and seconds > 0:
             self.t_token = _ema(self.t_token, seconds / n_decoded, 0.2)
             self._since_probe += n_decoded
