@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from PySide6.QtCore import QMimeData, QPointF, Qt, QTimer, QUrl
+from PySide6.QtCore import QMimeData, QObject, QPointF, Qt, QTimer, QUrl
 from PySide6.QtGui import QDragEnterEvent, QDropEvent
 from PySide6.QtWidgets import QApplication
 
@@ -43,6 +43,23 @@ def make_window(qtbot):
 
     made.clear()
     gc.collect()
+
+
+class _OnUiThread(QObject):
+    def __init__(self, fn, parent) -> None:
+        super().__init__(parent)
+        self.fn = fn
+
+    def call(self, *args) -> None:
+        self.fn(*args)
+
+
+def on_ui_thread(signal, fn, window) -> None:
+    """Call `fn(*args)` for each emission of one of the worker's signals, on the UI thread and
+    after the window's own slots for that emission. A lambda connected to a signal from another
+    thread runs on the thread that emits (PySide6), so it would look at the window before the
+    window has seen the event."""
+    signal.connect(_OnUiThread(fn, window).call)
 
 
 def track_phases(window, probe) -> None:

@@ -12,7 +12,7 @@ import statistics
 import pytest
 from PySide6.QtCore import Qt
 
-from tests.ui.conftest import drop_file, least_stall, track_phases
+from tests.ui.conftest import drop_file, least_stall, on_ui_thread, track_phases
 
 FAST = {"temperature": 0.0, "max_tokens": 24, "seed": 1}
 
@@ -43,7 +43,9 @@ def test_chat_with_smollm2(qtbot, make_window, smollm2_path):
 
     # send, and watch the reply stream in batches
     shown = []
-    w.worker.token_generated.connect(lambda rid, pieces: shown.append(len(w.state.reply.text) if w.state.reply else 0))
+    on_ui_thread(
+        w.worker.token_generated, lambda rid, pieces: shown.append(len(w.state.reply.text) if w.state.reply else 0), w
+    )
     send(qtbot, w, "What is the capital of France?")
     reply = w.state.messages()[-1]
     assert reply.role == "assistant" and reply.status == "complete" and reply.content.strip()

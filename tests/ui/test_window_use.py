@@ -15,7 +15,7 @@ from PySide6.QtWidgets import QApplication
 
 from app.bundled import resource
 from app.engine.generate import PromptProgress, TextPiece
-from tests.ui.conftest import drop_file
+from tests.ui.conftest import drop_file, on_ui_thread
 from tests.ui.fake_engine import FakeEngine, finished
 
 TINY = str(resource("selftest/tiny.gguf"))  # 400 KB: imports at once; the engine double ignores it
@@ -86,7 +86,7 @@ def test_long_prompt_shows_progress_in_the_bubble_and_the_status_bar(qtbot, make
         seen["bar"].append(w.stats.labels["prompt"].text())
         seen["threads"].append(w.stats.figures.get("threads_busy") or 0.0)
 
-    w.worker.stats_updated.connect(lambda _f: look())
+    on_ui_thread(w.worker.stats_updated, lambda _f: look(), w)
     send(qtbot, w, "a long pasted text " * 300, wait=False)
     qtbot.waitUntil(lambda: not w.generating, timeout=30000)
     bubble = " | ".join(seen["bubble"])
@@ -132,7 +132,7 @@ def test_import_progress_of_a_file_over_2_gib(qtbot, make_window, tmp_path, smol
     w.state.put("import_mode", "copy")  # a big file would ask first (tested below)
     received, bar = [], []
     w.worker.import_progress.connect(lambda d, t: received.append((d, t)))
-    w.worker.import_progress.connect(lambda d, t: bar.append(w.progress.value()))
+    on_ui_thread(w.worker.import_progress, lambda d, t: bar.append(w.progress.value()), w)
     assert drop_file(w, big)
     qtbot.waitUntil(lambda: w.model_info is not None, timeout=30000)
     assert received and all(t == size for _, t in received)
