@@ -3,7 +3,8 @@
  * tiles' chunk loops").
  *
  * Build against a kernels/ tree K (any copy: the change and its base side by side), with the
- * flags kernels/build_ffi.py gives each file:
+ * flags kernels/build_ffi.py gives each file (gcc as below; clang the same way, to see what a
+ * clang build of the kernels makes of them):
  *
  *   C="-std=c11 -O3 -fno-strict-aliasing -D_GNU_SOURCE -ffp-contract=off -IK"
  *   A2="-mavx2 -mfma -mf16c"; A5="$A2 -mavx512f -mavx512bw -mavx512vl -mavx512dq"
