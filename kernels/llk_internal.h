@@ -305,6 +305,12 @@ typedef void (*llk_kdots_fn)(const float *q, int g, const void *k, size_t row_by
 typedef void (*llk_vacc_fn)(const float *p, int64_t ld, int g, const void *v, size_t row_bytes,
                             int64_t n, int hd, float *out, int64_t os);
 
+/* One query head against n float32 rows hd apart (positions of one KV head, converted once for a
+ * block of tokens): out[j] = scale * dot(q, row j), *mx = the larger of *mx and those; each score
+ * bit for bit as kdots gives it. */
+typedef void (*llk_kdots_tile_fn)(const float *q, const float *kt, int64_t n, int hd, float scale,
+                                  float *out, float *mx);
+
 /* x[i] = exp(x[i] - mx) in place; returns the sum (softmax without the division). */
 typedef float (*llk_expsum_fn)(float *x, int64_t n, float mx);
 
@@ -322,6 +328,7 @@ typedef struct {
     llk_quant_fn quant_q8_256;
     llk_kdots_fn kdots[LLK_KV_KINDS]; /* by LLK_KV_* kind of the cache */
     llk_vacc_fn vacc[LLK_KV_KINDS];
+    llk_kdots_tile_fn kdots_tile;
     llk_expsum_fn expsum;
 } llk_kernels;
 

@@ -340,6 +340,8 @@ llk_status llk_rope(const llk_rope_params *p, float *x, int64_t n_tok, int64_t n
 #define ATTN_SPLIT_MIN 256   /* fewest positions per split when a long attention is split */
 #define ATTN_SPLIT_MAX 32    /* most splits */
 #define ATTN_SPLIT_ITEMS 16  /* attentions of fewer (token, KV head, subgroup) items are split */
+#define ATTN_BLOCK_TOK 8     /* prompt tokens per item: they share each cache tile while it is hot */
+#define ATTN_TILE_BYTES 16384 /* a tile of one KV head's positions as float32: half of L1 */
 
 typedef struct {
     const llk_attn_params *p;
@@ -349,77 +351,197 @@ typedef struct {
     int kind;                   /* LLK_KV_* */
     size_t row;                 /* bytes per cache position */
     int64_t n_kv;
+    int64_t n_tok;
     const int32_t *pos;
     float *out;
-    float *scratch;             /* per thread: LLK_ATTN_GROUP rows of scratch_stride floats */
+    float *scratch;             /* per thread: n_blk x LLK_ATTN_GROUP rows of scratch_stride
+                                   floats, then a tile (tile x head_dim floats) */
     int64_t scratch_stride;
     int n_sub;                  /* query-head subgroups per KV head (groups over LLK_ATTN_GROUP) */
+    int n_blk;                  /* tokens per item: ATTN_BLOCK_TOK for several tokens, else 1 */
+    int64_t tile;               /* positions per tile (n_blk > 1; else 0: one pass straight over
+                                   the cache) */
     int n_split;                /* > 1: each item covers one of n_split ranges of positions and
                                    leaves an unnormalised partial for attn_merge */
     float *part;                /* n_tok x n_head x n_split x (head_dim + 2): acc, max, sum */
 } attn_job;
 
-/* One item: one token, one KV head, and up to LLK_ATTN_GROUP of the query heads that share it
- * (grouped-query attention), so each cache row is read once for all of them. */
+/* One query row's work: the positions [lo, hi) it sees, its g heads' scores and sums, its output. */
+typedef struct {
+    int64_t lo, hi;
+    const float *q;
+    float *s;                   /* g rows of scores, scratch_stride apart; position lo in column 0 */
+    float *o;                   /* g output rows, ostride apart */
+    float mx[LLK_ATTN_GROUP], sum[LLK_ATTN_GROUP];
+} attn_row;
+
+/* The cache positions [lo, hi) token t sees (causal, sliding window) in split `split` of n_split. */
+static void attn_span(const attn_job *j, int64_t t, int64_t split, int64_t *lo_out, int64_t *hi_out) {
+    const llk_attn_params *p = j->p;
+    const int64_t pos = j->pos[t];
+    int64_t hi = p->causal ? (pos + 1 < j->n_kv ? pos + 1 : j->n_kv) : j->n_kv, lo = 0;
+    if (p->window > 0 && pos - p->window + 1 > lo) lo = pos - p->window + 1;
+    if (j->n_split > 1 && hi > lo) {
+        const int64_t span = (hi - lo + j->n_split - 1) / j->n_split, l2 = lo + split * span;
+        hi = l2 + span < hi ? l2 + span : hi;
+        lo = l2;
+    }
+    *lo_out = lo;
+    *hi_out = hi;
+}
+
+/* Floats of scratch per thread: the score rows of a block of tokens, then a tile. */
+static size_t attn_scratch_floats(const attn_job *j) {
+    return (size_t)j->n_blk * LLK_ATTN_GROUP * (size_t)j->scratch_stride +
+           (size_t)j->tile * (size_t)j->p->head_dim;
+}
+
+/* Cache positions [c0, c1) of one KV head (its slice at c) as float32 rows of head_dim: the same
+ * floats the kernels read from the cache kind (half and 8-bit values convert exactly). */
+static void attn_tile_f32(const attn_job *j, const uint8_t *c, int64_t c0, int64_t c1, float *ft) {
+    const int hd = j->p->head_dim;
+    for (int64_t r = c0; r < c1; r++)
+        j->k->dequant[j->p->kv_type](c + (size_t)r * j->row, ft + (r - c0) * hd, hd);
+}
+
+/* Where token u of nt starts prefetching the tile after [.., c1): its share of the tile's rows. */
+static int64_t attn_next(int64_t c1, int64_t hi, int64_t tile, int u, int nt) {
+    const int64_t r = c1 + tile * u / nt;
+    return r < hi ? r : hi;
+}
+
+/* Prefetch one KV head's slice (at c) of positions [r0, r1): rows ~1 KB apart, a stride the
+ * hardware prefetchers follow poorly. The driver spreads the next tile's rows over the tokens
+ * working on this one, so the misses overlap the arithmetic instead of queueing at once. */
+static void attn_prefetch(const attn_job *j, const uint8_t *c, int64_t r0, int64_t r1) {
+#if defined(__x86_64__) || defined(_M_X64) || defined(__i386__) || defined(_M_IX86)
+    const size_t bytes = llk_kv_head_bytes(j->p->head_dim, j->kind);
+    for (int64_t r = r0; r < r1; r++)
+        for (size_t b = 0; b < bytes; b += 64)
+            _mm_prefetch((const char *)c + (size_t)r * j->row + b, _MM_HINT_T0);
+#else
+    (void)j; (void)c; (void)r0; (void)r1;
+#endif
+}
+
+/* One item: up to n_blk tokens, one KV head, and up to LLK_ATTN_GROUP of the query heads that share
+ * it (grouped-query attention). Each cache row is read once for the whole group; the tokens walk
+ * the positions together a tile at a time, so a tile read from far caches serves all of them.
+ * Per query row the operations are those of one token alone, in the same order: all scores, then
+ * the softmax, then the V sums position after position (tiles continue the same sums). */
 static void attn_fn(void *arg, int64_t b, int64_t e, int ith) {
     const attn_job *j = (const attn_job *)arg;
     const llk_attn_params *p = j->p;
     const int hd = p->head_dim, group = p->n_head / p->n_head_kv, kind = j->kind;
     const size_t row = j->row;
     const int64_t ld = j->scratch_stride;
-    float *sc = j->scratch + (size_t)ith * LLK_ATTN_GROUP * (size_t)ld;
+    float *sc = j->scratch + (size_t)ith * attn_scratch_floats(j);
+    float *ft = sc + (size_t)j->n_blk * LLK_ATTN_GROUP * (size_t)ld;   /* the tile as floats */
     const float kscale = p->softcap > 0.0f ? 1.0f : p->scale;  /* softcap needs the raw product */
+    const int64_t per_tok = (int64_t)p->n_head_kv * j->n_sub;
+    const int64_t pstride = (int64_t)j->n_split * (hd + 2);    /* partials: one head to the next */
+    const size_t head_bytes = llk_kv_head_bytes(hd, kind);
+    const int64_t tile = j->n_blk > 1 ? j->tile : INT64_MAX;
+    const size_t frow = (size_t)hd * sizeof(float);
     for (int64_t it = b; it < e; it++) {
         const int64_t split = it % j->n_split, item = it / j->n_split;
-        const int64_t per_tok = (int64_t)p->n_head_kv * j->n_sub;
-        const int64_t t = item / per_tok, r = item % per_tok, hk = r / j->n_sub, sg = r % j->n_sub;
+        const int64_t blk = item / per_tok, r = item % per_tok, hk = r / j->n_sub, sg = r % j->n_sub;
         const int h0 = (int)(hk * group + sg * LLK_ATTN_GROUP);
         const int g = group - sg * LLK_ATTN_GROUP < LLK_ATTN_GROUP ? (int)(group - sg * LLK_ATTN_GROUP)
                                                                     : LLK_ATTN_GROUP;
-        const float *qv = j->q + (t * p->n_head + h0) * hd;
-        int64_t pos = j->pos[t];
-        int64_t hi = p->causal ? (pos + 1 < j->n_kv ? pos + 1 : j->n_kv) : j->n_kv;
-        int64_t lo = 0;
-        if (p->window > 0 && pos - p->window + 1 > lo) lo = pos - p->window + 1;
-        /* a split: its share of [lo, hi), its partial written for attn_merge */
-        const int64_t pstride = (int64_t)j->n_split * (hd + 2);
-        float *part = j->n_split > 1 ? j->part + (t * p->n_head + h0) * pstride + split * (hd + 2) : NULL;
-        if (part && hi > lo) {
-            const int64_t span = (hi - lo + j->n_split - 1) / j->n_split, l2 = lo + split * span;
-            hi = l2 + span < hi ? l2 + span : hi;
-            lo = l2;
-        }
-        float *o = part ? part : j->out + (t * p->n_head + h0) * hd;
-        const int64_t ostride = part ? pstride : hd;     /* from one query head to the next */
-        for (int a = 0; a < g; a++) {
-            for (int d = 0; d < hd; d++) o[a * ostride + d] = 0.0f;
-            if (part) { o[a * ostride + hd] = -INFINITY; o[a * ostride + hd + 1] = 0.0f; }
-        }
-        if (hi <= lo) continue;
-        const size_t head_off = (size_t)hk * llk_kv_head_bytes(hd, kind);
-        const int64_t nv = hi - lo;
-        float mx[LLK_ATTN_GROUP], sum[LLK_ATTN_GROUP];
-        j->k->kdots[kind](qv, g, j->kc + lo * row + head_off, row, nv, hd, kscale, sc, ld, mx);
-        for (int a = 0; a < g; a++) {
-            float *s = sc + a * ld;
-            if (p->softcap > 0.0f) {
-                float m = -INFINITY;
-                for (int64_t i = 0; i < nv; i++) {
-                    s[i] = p->softcap * tanhf(s[i] * p->scale / p->softcap);
-                    m = s[i] > m ? s[i] : m;
+        const int64_t t0 = blk * j->n_blk;
+        const int nt = (int)(j->n_tok - t0 < j->n_blk ? j->n_tok - t0 : j->n_blk);
+        const uint8_t *kc = j->kc + (size_t)hk * head_bytes, *vc = j->vc + (size_t)hk * head_bytes;
+        const int64_t ostride = j->n_split > 1 ? pstride : hd;
+        attn_row rows[ATTN_BLOCK_TOK];
+        int64_t lo = INT64_MAX, hi = 0;
+        for (int u = 0; u < nt; u++) {
+            attn_row *w = &rows[u];
+            const int64_t t = t0 + u;
+            attn_span(j, t, split, &w->lo, &w->hi);
+            w->q = j->q + (t * p->n_head + h0) * hd;
+            w->s = sc + (size_t)u * LLK_ATTN_GROUP * (size_t)ld;
+            w->o = j->n_split > 1 ? j->part + (t * p->n_head + h0) * pstride + split * (hd + 2)
+                                  : j->out + (t * p->n_head + h0) * hd;
+            for (int a = 0; a < g; a++) {
+                for (int d = 0; d < hd; d++) w->o[a * ostride + d] = 0.0f;
+                if (j->n_split > 1) {
+                    w->o[a * ostride + hd] = -INFINITY;
+                    w->o[a * ostride + hd + 1] = 0.0f;
                 }
-                mx[a] = m;
+                w->mx[a] = -INFINITY;
             }
-            sum[a] = j->k->expsum(s, nv, mx[a]);
+            if (w->hi > w->lo) {
+                lo = w->lo < lo ? w->lo : lo;
+                hi = w->hi > hi ? w->hi : hi;
+            }
         }
-        j->k->vacc[kind](sc, ld, g, j->vc + lo * row + head_off, row, nv, hd, o, ostride);
-        for (int a = 0; a < g; a++) {
-            if (part) {   /* a split leaves its output unnormalised, with its max and sum */
-                o[a * ostride + hd] = mx[a];
-                o[a * ostride + hd + 1] = sum[a];
-            } else {
-                const float r = 1.0f / sum[a];
-                for (int d = 0; d < hd; d++) o[a * hd + d] *= r;
+        /* the scores, a tile of positions at a time, and each row's largest */
+        for (int64_t c0 = lo, c1; c0 < hi; c0 = c1) {
+            c1 = hi - c0 > tile ? c0 + tile : hi;
+            if (j->n_blk > 1) attn_tile_f32(j, kc, c0, c1, ft);
+            for (int u = 0; u < nt; u++) {
+                attn_row *w = &rows[u];
+                if (j->n_blk > 1)
+                    attn_prefetch(j, kc, attn_next(c1, hi, tile, u, nt), attn_next(c1, hi, tile, u + 1, nt));
+                const int64_t s0 = c0 > w->lo ? c0 : w->lo, s1 = c1 < w->hi ? c1 : w->hi;
+                if (s1 <= s0) continue;
+                if (j->n_blk > 1) {
+                    for (int a = 0; a < g; a++)
+                        j->k->kdots_tile(w->q + a * hd, ft + (s0 - c0) * hd, s1 - s0, hd, kscale,
+                                         w->s + a * ld + (s0 - w->lo), &w->mx[a]);
+                    continue;
+                }
+                float m[LLK_ATTN_GROUP];
+                j->k->kdots[kind](w->q, g, kc + s0 * row, row, s1 - s0, hd, kscale, w->s + (s0 - w->lo), ld, m);
+                for (int a = 0; a < g; a++) w->mx[a] = m[a] > w->mx[a] ? m[a] : w->mx[a];
+            }
+        }
+        for (int u = 0; u < nt; u++) {
+            attn_row *w = &rows[u];
+            const int64_t nv = w->hi - w->lo;
+            if (nv <= 0) continue;
+            for (int a = 0; a < g; a++) {
+                float *s = w->s + a * ld;
+                if (p->softcap > 0.0f) {
+                    float m = -INFINITY;
+                    for (int64_t i = 0; i < nv; i++) {
+                        s[i] = p->softcap * tanhf(s[i] * p->scale / p->softcap);
+                        m = s[i] > m ? s[i] : m;
+                    }
+                    w->mx[a] = m;
+                }
+                w->sum[a] = j->k->expsum(s, nv, w->mx[a]);
+            }
+        }
+        /* the V sums, tile after tile in position order */
+        for (int64_t c0 = lo, c1; c0 < hi; c0 = c1) {
+            c1 = hi - c0 > tile ? c0 + tile : hi;
+            if (j->n_blk > 1) attn_tile_f32(j, vc, c0, c1, ft);
+            for (int u = 0; u < nt; u++) {
+                attn_row *w = &rows[u];
+                if (j->n_blk > 1)
+                    attn_prefetch(j, vc, attn_next(c1, hi, tile, u, nt), attn_next(c1, hi, tile, u + 1, nt));
+                const int64_t s0 = c0 > w->lo ? c0 : w->lo, s1 = c1 < w->hi ? c1 : w->hi;
+                if (s1 <= s0) continue;
+                if (j->n_blk > 1)
+                    j->k->vacc[LLK_KV_F32](w->s + (s0 - w->lo), ld, g, (const uint8_t *)ft + (s0 - c0) * frow, frow,
+                                           s1 - s0, hd, w->o, ostride);
+                else
+                    j->k->vacc[kind](w->s + (s0 - w->lo), ld, g, vc + s0 * row, row, s1 - s0, hd, w->o, ostride);
+            }
+        }
+        for (int u = 0; u < nt; u++) {
+            attn_row *w = &rows[u];
+            if (w->hi <= w->lo) continue;
+            for (int a = 0; a < g; a++) {
+                if (j->n_split > 1) {   /* a split leaves its output unnormalised, with its max and sum */
+                    w->o[a * ostride + hd] = w->mx[a];
+                    w->o[a * ostride + hd + 1] = w->sum[a];
+                } else {
+                    const float rcp = 1.0f / w->sum[a];
+                    for (int d = 0; d < hd; d++) w->o[a * hd + d] *= rcp;
+                }
             }
         }
     }
@@ -467,24 +589,32 @@ llk_status llk_attention_isa(llk_pool *pool, int isa, const llk_attn_params *p, 
     if (!kt) return LLK_ERR_ISA;
     int nth = pool ? llk_pool_size(pool) : 1;
     int64_t stride = n_kv > 0 ? ((n_kv + 15) / 16) * 16 : 16;
-    float *scratch = (float *)aligned_alloc64(sizeof(float) * (size_t)stride * LLK_ATTN_GROUP * (size_t)nth);
-    if (!scratch) return LLK_ERR_NOMEM;
     const int group = p->n_head / p->n_head_kv;
+    const int64_t tile_rows = ATTN_TILE_BYTES / ((int64_t)p->head_dim * 4);
     attn_job j = {p, kt, q, (const uint8_t *)k, (const uint8_t *)v, kind,
-                  llk_row_bytes(p->kv_type, (int64_t)p->n_head_kv * p->head_dim), n_kv, pos,
-                  out, scratch, stride, (group + LLK_ATTN_GROUP - 1) / LLK_ATTN_GROUP, 1, NULL};
+                  llk_row_bytes(p->kv_type, (int64_t)p->n_head_kv * p->head_dim), n_kv, n_tok, pos,
+                  out, NULL, stride, (group + LLK_ATTN_GROUP - 1) / LLK_ATTN_GROUP, 1, 0, 1, NULL};
     /* Few items for a pool (a generated token has one per KV head) over a long context: split
      * the positions too (flash-decoding), ~ATTN_SPLIT_MIN positions or more per split, and merge.
      * Whether and how to split depends on the shapes alone, never on the pool: the thread count
-     * changes no bit of the result (nor, with the kernels' summation contract, the ISA level). */
-    int64_t items = n_tok * p->n_head_kv * j.n_sub;
-    if (items < ATTN_SPLIT_ITEMS && n_kv >= 2 * ATTN_SPLIT_MIN) {
+     * changes no bit of the result (nor, with the kernels' summation contract, the ISA level).
+     * Otherwise several tokens (a prompt, a verify pass) go through the cache in blocks, tile by
+     * tile; which way a token goes changes none of its bits either. */
+    const int64_t per_tok = p->n_head_kv * j.n_sub;
+    if (n_tok * per_tok < ATTN_SPLIT_ITEMS && n_kv >= 2 * ATTN_SPLIT_MIN) {
         int64_t ns = n_kv / ATTN_SPLIT_MIN;
         if (ns > ATTN_SPLIT_MAX) ns = ATTN_SPLIT_MAX;
         j.n_split = (int)ns;
         j.part = (float *)malloc(sizeof(float) * (size_t)(n_tok * p->n_head * ns * (p->head_dim + 2)));
-        if (!j.part) { aligned_free64(scratch); return LLK_ERR_NOMEM; }
+        if (!j.part) return LLK_ERR_NOMEM;
+    } else if (n_tok > 1) {
+        j.n_blk = ATTN_BLOCK_TOK;
+        j.tile = tile_rows > 8 ? tile_rows : 8;
     }
+    float *scratch = (float *)aligned_alloc64(sizeof(float) * attn_scratch_floats(&j) * (size_t)nth);
+    if (!scratch) { free(j.part); return LLK_ERR_NOMEM; }
+    j.scratch = scratch;
+    const int64_t items = (n_tok + j.n_blk - 1) / j.n_blk * per_tok;
     llk_status st = llk_pool_run(pool, items * j.n_split, 1, attn_fn, &j);
     if (st == LLK_OK && j.n_split > 1) attn_merge(&j, n_tok);
     free(j.part);

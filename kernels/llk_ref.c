@@ -465,6 +465,12 @@ static void vacc_f16(const float *p, int64_t ld, int g, const void *v, size_t rb
                      float *o, int64_t os) { vacc_ref(p, ld, g, v, rb, n, hd, o, os, 1); }
 static void vacc_q8(const float *p, int64_t ld, int g, const void *v, size_t rb, int64_t n, int hd,
                     float *o, int64_t os) { vacc_ref(p, ld, g, v, rb, n, hd, o, os, 2); }
+static void kdots_tile_ref(const float *q, const float *kt, int64_t n, int hd, float scale, float *out,
+                           float *mx) {
+    float m;
+    kdots_ref(q, 1, kt, (size_t)hd * sizeof(float), n, hd, scale, out, 0, &m, LLK_KV_F32);
+    *mx = m > *mx ? m : *mx;
+}
 
 /* x[i] = llk_exp(x[i] - mx); the sum: lane i % 8 for i < n & ~7, llk_sum8, then the rest in order. */
 static float expsum_ref(float *x, int64_t n, float mx) {
@@ -482,6 +488,7 @@ void llk_fill_ref(llk_kernels *k) {
     k->quant_q8_256 = quant_q8_256_ref;
     k->kdots[LLK_KV_F32] = kdots_f32; k->kdots[LLK_KV_F16] = kdots_f16; k->kdots[LLK_KV_Q8_0] = kdots_q8;
     k->vacc[LLK_KV_F32] = vacc_f32; k->vacc[LLK_KV_F16] = vacc_f16; k->vacc[LLK_KV_Q8_0] = vacc_q8;
+    k->kdots_tile = kdots_tile_ref;
     k->expsum = expsum_ref;
 #define SET(T, dq, dt) k->dequant[T] = dq; k->dot[T] = dt
     SET(LLK_TYPE_F32, deq_f32, dot_f32);

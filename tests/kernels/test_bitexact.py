@@ -114,3 +114,34 @@ def test_attention_is_bit_identical_to_reference(cfg, kv_dtype, isa, pool):
                 K.attention(threads, cfg, q, k, v, p, isa="ref"),
                 f"n_kv={n_kv}",
             )
+
+
+def _prompt_attention_cases():
+    for cfg in ATTNS:
+        for kind in ("f32", "f16", "q8_0"):
+            if kind != "q8_0" or cfg.head_dim % 32 == 0:
+                yield pytest.param(cfg, kind, id=f"h{cfg.n_head}-kv{cfg.n_head_kv}-d{cfg.head_dim}-w{cfg.window}-{kind}")
+
+
+@pytest.mark.parametrize("isa", ["ref"] + SIMD_LEVELS)
+@pytest.mark.parametrize("cfg,kind", list(_prompt_attention_cases()))
+def test_prompt_attention_gives_each_token_its_own_attention(cfg, kind, isa, pool):
+    """A prompt batch walks the cache in tiles of positions that a block of tokens shares (each
+    converted to float32 once); every token still gets, bit for bit, what it gets alone, and what
+    the reference gives. Positions cross tile edges, blocks end part-way, and a window starts
+    inside a tile."""
+    rng = np.random.default_rng(cfg.head_dim + 7 * cfg.n_head)
+    n_kv = 333  # fewer than a split needs, so one token alone reads the cache the direct way
+    pos = np.array([0, 1, 62, 63, 64, 65, 127, 128, 129, 200, 255, 256, 300, 331, 332], np.int32)
+    shape = (n_kv, cfg.n_head_kv, cfg.head_dim)
+    k = (rng.standard_normal(shape) * 2).astype(np.float32)
+    v = rng.standard_normal(shape).astype(np.float32)
+    if kind == "q8_0":
+        k, v = (K.quantize_kv_q8_0(x.reshape(n_kv, -1)) for x in (k, v))
+    elif kind == "f16":
+        k, v = k.astype(np.float16), v.astype(np.float16)
+    q = rng.standard_normal((len(pos), cfg.n_head, cfg.head_dim)).astype(np.float32)
+    got = K.attention(pool, cfg, q, k, v, pos, isa=isa)
+    for t in range(len(pos)):
+        assert_same_bits(got[t], K.attention(None, cfg, q[t : t + 1], k, v, pos[t : t + 1], isa=isa)[0], f"token {t}")
+    assert_same_bits(got, K.attention(None, cfg, q, k, v, pos, isa="ref"), "batch")
