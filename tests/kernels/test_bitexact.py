@@ -120,7 +120,9 @@ def _prompt_attention_cases():
     for cfg in ATTNS:
         for kind in ("f32", "f16", "q8_0"):
             if kind != "q8_0" or cfg.head_dim % 32 == 0:
-                yield pytest.param(cfg, kind, id=f"h{cfg.n_head}-kv{cfg.n_head_kv}-d{cfg.head_dim}-w{cfg.window}-{kind}")
+                yield pytest.param(
+                    cfg, kind, id=f"h{cfg.n_head}-kv{cfg.n_head_kv}-d{cfg.head_dim}-w{cfg.window}-{kind}"
+                )
 
 
 @pytest.mark.parametrize("isa", ["ref"] + SIMD_LEVELS)
