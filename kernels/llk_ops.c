@@ -397,31 +397,21 @@ static size_t attn_scratch_floats(const attn_job *j) {
 }
 
 /* Cache positions [c0, c1) of one KV head (its slice at c) as float32 rows of head_dim: the same
- * floats the kernels read from the cache kind (half and 8-bit values convert exactly). */
+ * floats the kernels read from the cache kind (half and 8-bit values convert exactly). Each row's
+ * slice a tile further on is prefetched: rows ~1 KB apart, a stride the hardware prefetchers
+ * follow poorly, and the block's tokens work on this tile meanwhile. */
 static void attn_tile_f32(const attn_job *j, const uint8_t *c, int64_t c0, int64_t c1, float *ft) {
     const int hd = j->p->head_dim;
-    for (int64_t r = c0; r < c1; r++)
-        j->k->dequant[j->p->kv_type](c + (size_t)r * j->row, ft + (r - c0) * hd, hd);
-}
-
-/* Where token u of nt starts prefetching the tile after [.., c1): its share of the tile's rows. */
-static int64_t attn_next(int64_t c1, int64_t hi, int64_t tile, int u, int nt) {
-    const int64_t r = c1 + tile * u / nt;
-    return r < hi ? r : hi;
-}
-
-/* Prefetch one KV head's slice (at c) of positions [r0, r1): rows ~1 KB apart, a stride the
- * hardware prefetchers follow poorly. The driver spreads the next tile's rows over the tokens
- * working on this one, so the misses overlap the arithmetic instead of queueing at once. */
-static void attn_prefetch(const attn_job *j, const uint8_t *c, int64_t r0, int64_t r1) {
 #if defined(__x86_64__) || defined(_M_X64) || defined(__i386__) || defined(_M_IX86)
-    const size_t bytes = llk_kv_head_bytes(j->p->head_dim, j->kind);
-    for (int64_t r = r0; r < r1; r++)
-        for (size_t b = 0; b < bytes; b += 64)
-            _mm_prefetch((const char *)c + (size_t)r * j->row + b, _MM_HINT_T0);
-#else
-    (void)j; (void)c; (void)r0; (void)r1;
+    const size_t bytes = llk_kv_head_bytes(hd, j->kind), ahead = (size_t)j->tile * j->row;
 #endif
+    for (int64_t r = c0; r < c1; r++) {
+        const uint8_t *src = c + (size_t)r * j->row;
+#if defined(__x86_64__) || defined(_M_X64) || defined(__i386__) || defined(_M_IX86)
+        for (size_t b = 0; b < bytes; b += 64) _mm_prefetch((const char *)src + ahead + b, _MM_HINT_T0);
+#endif
+        j->k->dequant[j->p->kv_type](src, ft + (r - c0) * hd, hd);
+    }
 }
 
 /* One item: up to n_blk tokens, one KV head, and up to LLK_ATTN_GROUP of the query heads that share
@@ -482,8 +472,6 @@ static void attn_fn(void *arg, int64_t b, int64_t e, int ith) {
             if (j->n_blk > 1) attn_tile_f32(j, kc, c0, c1, ft);
             for (int u = 0; u < nt; u++) {
                 attn_row *w = &rows[u];
-                if (j->n_blk > 1)
-                    attn_prefetch(j, kc, attn_next(c1, hi, tile, u, nt), attn_next(c1, hi, tile, u + 1, nt));
                 const int64_t s0 = c0 > w->lo ? c0 : w->lo, s1 = c1 < w->hi ? c1 : w->hi;
                 if (s1 <= s0) continue;
                 if (j->n_blk > 1) {
@@ -520,8 +508,6 @@ static void attn_fn(void *arg, int64_t b, int64_t e, int ith) {
             if (j->n_blk > 1) attn_tile_f32(j, vc, c0, c1, ft);
             for (int u = 0; u < nt; u++) {
                 attn_row *w = &rows[u];
-                if (j->n_blk > 1)
-                    attn_prefetch(j, vc, attn_next(c1, hi, tile, u, nt), attn_next(c1, hi, tile, u + 1, nt));
                 const int64_t s0 = c0 > w->lo ? c0 : w->lo, s1 = c1 < w->hi ? c1 : w->hi;
                 if (s1 <= s0) continue;
                 if (j->n_blk > 1)
