@@ -221,13 +221,24 @@ typedef struct {
     float softcap;            /* > 0: logits = softcap * tanh(logits / softcap) */
     int window;               /* > 0: key j is visible to a query at pos p only if p - j < window */
     int causal;               /* 1: key j visible only if j <= p */
+    int kv_block;             /* 0: the caches are position-major (below); > 0: they are in blocks
+                                 of kv_block positions, each block head after head (see llk_kv_at) */
+    int64_t kv_ctx;           /* kv_block > 0: positions the caches hold (the last block holds
+                                 what is left of them); ignored otherwise */
 } llk_attn_params;
 
-/* q: n_tok x n_head x head_dim (float32) at positions pos[t]; k, v: n_kv x n_head_kv x head_dim
- * caches of kv_type (position j in row j; a Q8_0 row is llk_row_bytes(Q8_0, n_head_kv * head_dim)
- * bytes, read as it is: no dequantized copy); out: n_tok x n_head x head_dim. Run across the pool by
- * (token, KV head, up to 4 of its query heads). Scratch: 4 x n_kv floats per thread, allocated
- * per call. */
+/* Where position pos of KV head h starts in a cache laid out as p says. Position-major (kv_block 0):
+ * row pos of n_head_kv x head_dim values, the head at h x its bytes. Blocked: positions
+ * [b x kv_block, (b + 1) x kv_block) fill block b, which starts at b x kv_block rows; inside it each
+ * head's positions are consecutive (head_dim values each), head after head. So one head's keys
+ * are one stream per block: what a prompt's tiles and a generated token read. */
+size_t llk_kv_at(const llk_attn_params *p, int64_t h, int64_t pos);
+
+/* q: n_tok x n_head x head_dim (float32) at positions pos[t]; k, v: caches of kv_type holding
+ * n_kv (or more) positions laid out as llk_kv_at says (a Q8_0 head is llk_row_bytes(Q8_0,
+ * head_dim) bytes, read as it is: no dequantized copy); out: n_tok x n_head x head_dim. Run across
+ * the pool by (token, KV head, up to 4 of its query heads). Scratch: 4 x n_kv floats per thread,
+ * allocated per call. */
 llk_status llk_attention(llk_pool *pool, const llk_attn_params *p, const float *q,
                          const void *k, const void *v, int64_t n_kv, int64_t n_tok,
                          const int32_t *pos, float *out);

@@ -1,8 +1,10 @@
 /* llk_decode.c — the generic decoder-only transformer: one llk_decode call takes a batch of
  * tokens at consecutive positions through embedding, every layer and the output projection, and
  * writes logits (of the last position, or of every position). KV cache in float16, float32 or
- * Q8_0 (8-bit blocks of 32, quantized as rows are written), allocated once for n_ctx positions;
- * llk_decoder_kv_read / _write copy a range of it out and back (saved conversations).
+ * Q8_0 (8-bit blocks of 32, quantized as rows are written), allocated once for n_ctx positions
+ * in blocks of KV_BLOCK positions, each block head after head (llk_kv_at), so that one head's keys
+ * are one stream for the attention; llk_decoder_kv_read / _write copy a range of it out and back
+ * (saved conversations) as position-major rows.
  *
  * Generic over llk_decoder_config: norm kind (RMS / layer), gated activation (SiLU / GELU),
  * QKV biases, QK-norm, post-norms, RoPE (any llk_rope_params; a per-layer base), per-layer sliding window,
@@ -27,10 +29,13 @@ struct llk_decoder {
     llk_pool *pool;                 /* borrowed */
     llk_tensor tok_embd, output_norm, output_norm_b, output;
     llk_layer *layers;              /* n_layer, copied */
-    void *k_cache, *v_cache;        /* n_layer x N x Hkv x D of kv_type; 64-byte aligned */
+    void *k_cache, *v_cache;        /* n_layer x N x Hkv x D of kv_type, each layer laid out as
+                                       kvl says; 64-byte aligned */
     void *k_alloc, *v_alloc;        /* what calloc returned (the caches start at the next line) */
     size_t kv_row_bytes;            /* one position of one layer: Hkv x D values of kv_type */
     size_t kv_layer_bytes;
+    llk_attn_params kvl;            /* the caches' layout (n_head_kv, head_dim, kv_type, kv_block,
+                                       kv_ctx) for llk_kv_at and the attention */
     float *x;                       /* n_batch x E: the residual stream */
     float *xb, *xb2;                /* n_batch x E: normed input, sub-layer output */
     float *q, *att;                 /* n_batch x H x D */
@@ -55,6 +60,8 @@ static const llk_tensor *slot_tensor(const llk_layer *L, int s) {
 }
 
 #define ROWS_PER_CHUNK 32           /* weight rows per pool chunk in the fused products */
+#define KV_BLOCK 256   /* cache positions per block: a head's 256 keys are one stream (32 KB at
+                          head_dim 64 in float16); the cache's memory still grows as it fills */
 #define ATTN_SERIAL_WORK (1 << 18)  /* query x key x dim products below which attention runs on
                                      * the caller alone (~50 us) */
 
@@ -268,6 +275,8 @@ llk_status llk_decoder_new(const llk_decoder_config *cfg, const llk_tensor *tok_
     size_t B = (size_t)c->n_batch;
     d->kv_row_bytes = llk_row_bytes(c->kv_type, KD);
     d->kv_layer_bytes = (size_t)c->n_ctx * d->kv_row_bytes;
+    d->kvl.n_head = c->n_head; d->kvl.n_head_kv = c->n_head_kv; d->kvl.head_dim = c->head_dim;
+    d->kvl.kv_type = c->kv_type; d->kvl.kv_block = KV_BLOCK; d->kvl.kv_ctx = c->n_ctx;
     d->layers = (llk_layer *)malloc(sizeof(llk_layer) * (size_t)c->n_layer);
     /* calloc (pages zeroed lazily, so a long context costs memory only as it fills), then the next
      * cache line: a SIMD load of a head's keys must not straddle two lines (calloc gives 16 bytes) */
@@ -526,6 +535,25 @@ static void kv_store_rows(int kv_type, const float *x, uint8_t *y, int64_t n) {
     }
 }
 
+/* T positions from p0 on of one layer's cache (at layer) from / into x (T x Hkv x D floats), head
+ * by head in the cache's layout. */
+static void kv_put(const llk_decoder *d, uint8_t *layer, const float *x, int64_t p0, int64_t T) {
+    const int Hkv = d->c.n_head_kv, D = d->c.head_dim;
+    for (int h = 0; h < Hkv; h++)
+        for (int64_t t = 0; t < T; t++)
+            kv_store_rows(d->c.kv_type, x + ((size_t)t * Hkv + h) * D, layer + llk_kv_at(&d->kvl, h, p0 + t), D);
+}
+static llk_status kv_get(const llk_decoder *d, const uint8_t *layer, int64_t p0, int64_t T, float *x) {
+    const int Hkv = d->c.n_head_kv, D = d->c.head_dim;
+    for (int h = 0; h < Hkv; h++)
+        for (int64_t t = 0; t < T; t++) {
+            llk_status st = llk_dequantize_row(LLK_ISA_REF, d->c.kv_type, layer + llk_kv_at(&d->kvl, h, p0 + t),
+                                               x + ((size_t)t * Hkv + h) * D, D);
+            if (st) return st;
+        }
+    return LLK_OK;
+}
+
 /* --- the 8-bit cache's rotation ---------------------------------------------------------------
  * An 8-bit block of 32 values has one scale, set by its largest value; keys carry a few large
  * channels, so the rest of their block is quantized coarsely. Multiplying each head's keys and
@@ -604,17 +632,14 @@ static llk_status decode_batch(llk_decoder *d, const int32_t *tokens, int64_t T,
         }
         uint8_t *kc = (uint8_t *)d->k_cache + (size_t)il * d->kv_layer_bytes;
         uint8_t *vc = (uint8_t *)d->v_cache + (size_t)il * d->kv_layer_bytes;
-        size_t at = (size_t)p0 * d->kv_row_bytes;
         if (rk) {
             hadamard_blocks(d->q, T * c->n_head * D / rk, rk);
             hadamard_blocks(d->k, T * KD / rk, rk);
         }
         if (rv) hadamard_blocks(d->v, T * KD / rv, rv);
-        kv_store_rows(c->kv_type, d->k, kc + at, T * KD);
-        kv_store_rows(c->kv_type, d->v, vc + at, T * KD);
-        llk_attn_params ap;
-        ap.n_head = c->n_head; ap.n_head_kv = c->n_head_kv; ap.head_dim = c->head_dim;
-        ap.kv_type = c->kv_type;
+        kv_put(d, kc, d->k, p0, T);
+        kv_put(d, vc, d->v, p0, T);
+        llk_attn_params ap = d->kvl;
         ap.scale = c->attn_scale > 0.0f ? c->attn_scale : 1.0f / sqrtf((float)D);
         ap.softcap = c->attn_softcap; ap.window = L->window; ap.causal = 1;
         /* a short attention (a generated token over a short context) costs less than waking
@@ -673,6 +698,20 @@ llk_status llk_decode(llk_decoder *d, const int32_t *tokens, int64_t n_tok, int6
     return LLK_OK;
 }
 
+/* Positions [src, src + n) of one layer's cache (at layer) to [dst, dst + n), dst < src: head by
+ * head, in runs that stay inside a block at both ends, lowest positions first (so a run only
+ * overwrites positions already moved or dropped). */
+static void kv_move(const llk_decoder *d, uint8_t *layer, int64_t dst, int64_t src, int64_t n) {
+    const size_t hb = llk_row_bytes(d->c.kv_type, d->c.head_dim);
+    for (int h = 0; h < d->c.n_head_kv; h++)
+        for (int64_t t = 0, run; t < n; t += run) {
+            const int64_t a = KV_BLOCK - (dst + t) % KV_BLOCK, b = KV_BLOCK - (src + t) % KV_BLOCK;
+            run = n - t < a ? n - t : a;
+            run = run < b ? run : b;
+            memmove(layer + llk_kv_at(&d->kvl, h, dst + t), layer + llk_kv_at(&d->kvl, h, src + t), (size_t)run * hb);
+        }
+}
+
 /* Drop cache positions [p0, p0 + n_drop) and move [p0 + n_drop, n_past) down to p0, rotating the
  * moved keys by -n_drop positions (RoPE angles are linear in the position, so rotating again by a
  * delta gives the key at its new position). YaRN also scales magnitudes, which a second rotation
@@ -684,13 +723,12 @@ llk_status llk_decoder_kv_shift(llk_decoder *d, int64_t p0, int64_t n_drop, int6
     const llk_decoder_config *c = &d->c;
     const int64_t KD = (int64_t)c->n_head_kv * c->head_dim, n_move = n_past - p0 - n_drop;
     const int rk = kv_rot_k(c);
-    const size_t row = d->kv_row_bytes;
     for (int64_t t = 0; t < c->n_batch; t++) d->pos[t] = (int32_t)-n_drop;
     for (int il = 0; il < c->n_layer; il++) {
         uint8_t *kc = (uint8_t *)d->k_cache + (size_t)il * d->kv_layer_bytes;
         uint8_t *vc = (uint8_t *)d->v_cache + (size_t)il * d->kv_layer_bytes;
-        memmove(kc + (size_t)p0 * row, kc + (size_t)(p0 + n_drop) * row, (size_t)n_move * row);
-        memmove(vc + (size_t)p0 * row, vc + (size_t)(p0 + n_drop) * row, (size_t)n_move * row);
+        kv_move(d, kc, p0, p0 + n_drop, n_move);
+        kv_move(d, vc, p0, p0 + n_drop, n_move);
         if (c->rope.n_rot <= 0) continue;
         llk_rope_params rope = c->rope;
         rope.attn_factor = 1.0f;    /* the magnitude factor belongs to the first rotation only */
@@ -699,13 +737,12 @@ llk_status llk_decoder_kv_shift(llk_decoder *d, int64_t p0, int64_t n_drop, int6
         }
         for (int64_t b = 0; b < n_move; b += c->n_batch) {   /* rows through the k scratch */
             int64_t T = n_move - b < c->n_batch ? n_move - b : c->n_batch;
-            uint8_t *rows = kc + (size_t)(p0 + b) * row;
-            llk_status st = llk_dequantize_row(LLK_ISA_REF, c->kv_type, rows, d->k, T * KD);
+            llk_status st = kv_get(d, kc, p0 + b, T, d->k);
             if (st) return st;
             if (rk) hadamard_blocks(d->k, T * KD / rk, rk);   /* H H = I: the keys as RoPE left them */
             if ((st = llk_rope(&rope, d->k, T, c->n_head_kv, d->pos))) return st;
             if (rk) hadamard_blocks(d->k, T * KD / rk, rk);
-            kv_store_rows(c->kv_type, d->k, rows, T * KD);   /* Q8_0: quantized again */
+            kv_put(d, kc, d->k, p0 + b, T);   /* Q8_0: quantized again */
         }
     }
     return LLK_OK;
@@ -718,18 +755,23 @@ size_t llk_decoder_kv_range_bytes(const llk_decoder *d, int64_t n) {
     return 2 * (size_t)d->c.n_layer * (size_t)n * d->kv_row_bytes;
 }
 
-/* dir 0: cache -> buf, 1: buf -> cache; the image is layer by layer, K rows then V rows. */
+/* dir 0: cache -> buf, 1: buf -> cache; the image is layer by layer, K rows then V rows, each row
+ * position-major (Hkv x D values), whatever the cache's own layout. */
 static llk_status kv_copy(const llk_decoder *d, int64_t p0, int64_t n, uint8_t *buf, size_t bytes, int dir) {
     if (!d || !buf || p0 < 0 || n < 0 || p0 + n > d->c.n_ctx) return LLK_ERR_ARG;
-    const size_t part = (size_t)n * d->kv_row_bytes;
+    const size_t part = (size_t)n * d->kv_row_bytes, hb = llk_row_bytes(d->c.kv_type, d->c.head_dim);
     if (bytes < 2 * (size_t)d->c.n_layer * part) return LLK_ERR_ARG;
-    for (int il = 0; il < d->c.n_layer; il++) {
-        uint8_t *kc = (uint8_t *)d->k_cache + (size_t)il * d->kv_layer_bytes + (size_t)p0 * d->kv_row_bytes;
-        uint8_t *vc = (uint8_t *)d->v_cache + (size_t)il * d->kv_layer_bytes + (size_t)p0 * d->kv_row_bytes;
-        uint8_t *bk = buf + 2 * (size_t)il * part, *bv = bk + part;
-        if (dir) { memcpy(kc, bk, part); memcpy(vc, bv, part); }
-        else { memcpy(bk, kc, part); memcpy(bv, vc, part); }
-    }
+    for (int il = 0; il < d->c.n_layer; il++)
+        for (int kv = 0; kv < 2; kv++) {
+            uint8_t *layer = (uint8_t *)(kv ? d->v_cache : d->k_cache) + (size_t)il * d->kv_layer_bytes;
+            uint8_t *img = buf + (2 * (size_t)il + (size_t)kv) * part;
+            for (int h = 0; h < d->c.n_head_kv; h++)
+                for (int64_t t = 0; t < n; t++) {
+                    uint8_t *c = layer + llk_kv_at(&d->kvl, h, p0 + t), *r = img + (size_t)t * d->kv_row_bytes + h * hb;
+                    if (dir) memcpy(c, r, hb);
+                    else memcpy(r, c, hb);
+                }
+        }
     return LLK_OK;
 }
 

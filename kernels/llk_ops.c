@@ -347,9 +347,12 @@ typedef struct {
     const llk_attn_params *p;
     const llk_kernels *k;
     const float *q;
-    const uint8_t *kc, *vc;     /* n_kv x n_head_kv x head_dim of the cache kind */
+    const uint8_t *kc, *vc;     /* the caches, laid out as llk_kv_at says */
     int kind;                   /* LLK_KV_* */
-    size_t row;                 /* bytes per cache position */
+    size_t rows;                /* bytes from one position of a head to the next (within a block) */
+    int64_t blk;                /* positions per block (INT64_MAX: position-major, one block) */
+    size_t ahead;               /* > 0: a tile's conversion prefetches the rows this far on (the
+                                   position-major layout, where a head's rows are far apart) */
     int64_t n_kv;
     int64_t n_tok;
     const int32_t *pos;
@@ -396,22 +399,35 @@ static size_t attn_scratch_floats(const attn_job *j) {
            (size_t)j->tile * (size_t)j->p->head_dim;
 }
 
-/* Cache positions [c0, c1) of one KV head (its slice at c) as float32 rows of head_dim: the same
- * floats the kernels read from the cache kind (half and 8-bit values convert exactly). Each row's
- * slice a tile further on is prefetched: rows ~1 KB apart, a stride the hardware prefetchers
- * follow poorly, and the block's tokens work on this tile meanwhile. */
-static void attn_tile_f32(const attn_job *j, const uint8_t *c, int64_t c0, int64_t c1, float *ft) {
+/* n rows of one KV head from c on (j->rows apart) as float32 rows of head_dim: the same floats the
+ * kernels read from the cache kind (half and 8-bit values convert exactly). In a blocked cache a
+ * head's rows are one stream, which the hardware prefetchers follow; position-major rows are
+ * ~1 KB apart, a stride they follow poorly, so each row's slice a tile further on is prefetched
+ * while the block's tokens work on this tile. */
+static void attn_tile_f32(const attn_job *j, const uint8_t *c, int64_t n, float *ft) {
     const int hd = j->p->head_dim;
 #if defined(__x86_64__) || defined(_M_X64) || defined(__i386__) || defined(_M_IX86)
-    const size_t bytes = llk_kv_head_bytes(hd, j->kind), ahead = (size_t)j->tile * j->row;
+    const size_t bytes = j->ahead ? llk_kv_head_bytes(hd, j->kind) : 0;
 #endif
-    for (int64_t r = c0; r < c1; r++) {
-        const uint8_t *src = c + (size_t)r * j->row;
+    for (int64_t r = 0; r < n; r++) {
+        const uint8_t *src = c + (size_t)r * j->rows;
 #if defined(__x86_64__) || defined(_M_X64) || defined(__i386__) || defined(_M_IX86)
-        for (size_t b = 0; b < bytes; b += 64) _mm_prefetch((const char *)src + ahead + b, _MM_HINT_T0);
+        for (size_t b = 0; b < bytes; b += 64) _mm_prefetch((const char *)src + j->ahead + b, _MM_HINT_T0);
 #endif
-        j->k->dequant[j->p->kv_type](src, ft + (r - c0) * hd, hd);
+        j->k->dequant[j->p->kv_type](src, ft + r * hd, hd);
     }
+}
+
+/* The end of the run of positions from c0 on that one tile (or, unblocked, one pass) covers: at
+ * most `tile` of them, short of hi, and inside one block of the cache (a head's rows are evenly
+ * spaced only within a block). */
+static int64_t attn_run_end(const attn_job *j, int64_t c0, int64_t hi, int64_t tile) {
+    int64_t c1 = hi - c0 > tile ? c0 + tile : hi;
+    if (j->blk != INT64_MAX) {
+        const int64_t e = (c0 / j->blk + 1) * j->blk;
+        c1 = e < c1 ? e : c1;
+    }
+    return c1;
 }
 
 /* One item: up to n_blk tokens, one KV head, and up to LLK_ATTN_GROUP of the query heads that share
@@ -423,14 +439,13 @@ static void attn_fn(void *arg, int64_t b, int64_t e, int ith) {
     const attn_job *j = (const attn_job *)arg;
     const llk_attn_params *p = j->p;
     const int hd = p->head_dim, group = p->n_head / p->n_head_kv, kind = j->kind;
-    const size_t row = j->row;
+    const size_t rs = j->rows;
     const int64_t ld = j->scratch_stride;
     float *sc = j->scratch + (size_t)ith * attn_scratch_floats(j);
     float *ft = sc + (size_t)j->n_blk * LLK_ATTN_GROUP * (size_t)ld;   /* the tile as floats */
     const float kscale = p->softcap > 0.0f ? 1.0f : p->scale;  /* softcap needs the raw product */
     const int64_t per_tok = (int64_t)p->n_head_kv * j->n_sub;
     const int64_t pstride = (int64_t)j->n_split * (hd + 2);    /* partials: one head to the next */
-    const size_t head_bytes = llk_kv_head_bytes(hd, kind);
     const int64_t tile = j->n_blk > 1 ? j->tile : INT64_MAX;
     const size_t frow = (size_t)hd * sizeof(float);
     for (int64_t it = b; it < e; it++) {
@@ -441,7 +456,6 @@ static void attn_fn(void *arg, int64_t b, int64_t e, int ith) {
                                                                     : LLK_ATTN_GROUP;
         const int64_t t0 = blk * j->n_blk;
         const int nt = (int)(j->n_tok - t0 < j->n_blk ? j->n_tok - t0 : j->n_blk);
-        const uint8_t *kc = j->kc + (size_t)hk * head_bytes, *vc = j->vc + (size_t)hk * head_bytes;
         const int64_t ostride = j->n_split > 1 ? pstride : hd;
         attn_row rows[ATTN_BLOCK_TOK];
         int64_t lo = INT64_MAX, hi = 0;
@@ -468,8 +482,9 @@ static void attn_fn(void *arg, int64_t b, int64_t e, int ith) {
         }
         /* the scores, a tile of positions at a time, and each row's largest */
         for (int64_t c0 = lo, c1; c0 < hi; c0 = c1) {
-            c1 = hi - c0 > tile ? c0 + tile : hi;
-            if (j->n_blk > 1) attn_tile_f32(j, kc, c0, c1, ft);
+            c1 = attn_run_end(j, c0, hi, tile);
+            const uint8_t *kr = j->kc + llk_kv_at(p, hk, c0);   /* rows c0 .. c1 - 1, rs apart */
+            if (j->n_blk > 1) attn_tile_f32(j, kr, c1 - c0, ft);
             for (int u = 0; u < nt; u++) {
                 attn_row *w = &rows[u];
                 const int64_t s0 = c0 > w->lo ? c0 : w->lo, s1 = c1 < w->hi ? c1 : w->hi;
@@ -481,7 +496,8 @@ static void attn_fn(void *arg, int64_t b, int64_t e, int ith) {
                     continue;
                 }
                 float m[LLK_ATTN_GROUP];
-                j->k->kdots[kind](w->q, g, kc + s0 * row, row, s1 - s0, hd, kscale, w->s + (s0 - w->lo), ld, m);
+                j->k->kdots[kind](w->q, g, kr + (size_t)(s0 - c0) * rs, rs, s1 - s0, hd, kscale, w->s + (s0 - w->lo),
+                                  ld, m);
                 for (int a = 0; a < g; a++) w->mx[a] = m[a] > w->mx[a] ? m[a] : w->mx[a];
             }
         }
@@ -504,8 +520,9 @@ static void attn_fn(void *arg, int64_t b, int64_t e, int ith) {
         }
         /* the V sums, tile after tile in position order */
         for (int64_t c0 = lo, c1; c0 < hi; c0 = c1) {
-            c1 = hi - c0 > tile ? c0 + tile : hi;
-            if (j->n_blk > 1) attn_tile_f32(j, vc, c0, c1, ft);
+            c1 = attn_run_end(j, c0, hi, tile);
+            const uint8_t *vr = j->vc + llk_kv_at(p, hk, c0);
+            if (j->n_blk > 1) attn_tile_f32(j, vr, c1 - c0, ft);
             for (int u = 0; u < nt; u++) {
                 attn_row *w = &rows[u];
                 const int64_t s0 = c0 > w->lo ? c0 : w->lo, s1 = c1 < w->hi ? c1 : w->hi;
@@ -514,7 +531,8 @@ static void attn_fn(void *arg, int64_t b, int64_t e, int ith) {
                     j->k->vacc[LLK_KV_F32](w->s + (s0 - w->lo), ld, g, (const uint8_t *)ft + (s0 - c0) * frow, frow,
                                            s1 - s0, hd, w->o, ostride);
                 else
-                    j->k->vacc[kind](w->s + (s0 - w->lo), ld, g, vc + s0 * row, row, s1 - s0, hd, w->o, ostride);
+                    j->k->vacc[kind](w->s + (s0 - w->lo), ld, g, vr + (size_t)(s0 - c0) * rs, rs, s1 - s0, hd, w->o,
+                                     ostride);
             }
         }
         for (int u = 0; u < nt; u++) {
@@ -555,6 +573,14 @@ static void attn_merge(const attn_job *j, int64_t n_tok) {
     }
 }
 
+size_t llk_kv_at(const llk_attn_params *p, int64_t h, int64_t pos) {
+    const size_t hb = llk_row_bytes(p->kv_type, p->head_dim), row = (size_t)p->n_head_kv * hb;
+    if (p->kv_block <= 0) return (size_t)pos * row + (size_t)h * hb;
+    const int64_t b0 = pos / p->kv_block * p->kv_block, left = p->kv_ctx - b0;
+    const int64_t nb = left < p->kv_block ? left : p->kv_block;   /* positions in this block */
+    return (size_t)b0 * row + ((size_t)h * (size_t)nb + (size_t)(pos - b0)) * hb;
+}
+
 llk_status llk_attention(llk_pool *pool, const llk_attn_params *p, const float *q,
                          const void *k, const void *v, int64_t n_kv, int64_t n_tok,
                          const int32_t *pos, float *out) {
@@ -571,14 +597,17 @@ llk_status llk_attention_isa(llk_pool *pool, int isa, const llk_attn_params *p, 
     if (!q || !out || !pos || (n_kv > 0 && (!k || !v))) return LLK_ERR_ARG;
     const int kind = llk_kv_kind(p->kv_type);
     if (kind < 0 || (kind == LLK_KV_Q8_0 && p->head_dim % 32)) return LLK_ERR_ARG;
+    if (p->kv_block < 0 || (p->kv_block > 0 && p->kv_ctx < n_kv)) return LLK_ERR_ARG;
     const llk_kernels *kt = llk_kernels_for(isa);
     if (!kt) return LLK_ERR_ISA;
     int nth = pool ? llk_pool_size(pool) : 1;
     int64_t stride = n_kv > 0 ? ((n_kv + 15) / 16) * 16 : 16;
     const int group = p->n_head / p->n_head_kv;
     const int64_t tile_rows = ATTN_TILE_BYTES / ((int64_t)p->head_dim * 4);
+    const size_t head_bytes = llk_row_bytes(p->kv_type, p->head_dim);
     attn_job j = {p, kt, q, (const uint8_t *)k, (const uint8_t *)v, kind,
-                  llk_row_bytes(p->kv_type, (int64_t)p->n_head_kv * p->head_dim), n_kv, n_tok, pos,
+                  p->kv_block > 0 ? head_bytes : (size_t)p->n_head_kv * head_bytes,
+                  p->kv_block > 0 ? p->kv_block : INT64_MAX, 0, n_kv, n_tok, pos,
                   out, NULL, stride, (group + LLK_ATTN_GROUP - 1) / LLK_ATTN_GROUP, 1, 0, 1, NULL};
     /* Few items for a pool (a generated token has one per KV head) over a long context: split
      * the positions too (flash-decoding), ~ATTN_SPLIT_MIN positions or more per split, and merge.
@@ -596,6 +625,7 @@ llk_status llk_attention_isa(llk_pool *pool, int isa, const llk_attn_params *p, 
     } else if (n_tok > 1) {
         j.n_blk = ATTN_BLOCK_TOK;
         j.tile = tile_rows > 8 ? tile_rows : 8;
+        if (p->kv_block <= 0) j.ahead = (size_t)j.tile * j.rows;
     }
     float *scratch = (float *)aligned_alloc64(sizeof(float) * attn_scratch_floats(&j) * (size_t)nth);
     if (!scratch) { free(j.part); return LLK_ERR_NOMEM; }

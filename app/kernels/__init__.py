@@ -699,10 +699,13 @@ def attention(
     v_cache: ArrayLike,
     positions: ArrayLike,
     isa: int | str | None = None,
+    kv_block: int = 0,
 ) -> np.ndarray:
     """q: (n_tok, n_head, head_dim) f32; k_cache, v_cache: (n_kv, n_head_kv, head_dim), both f16 or
     both f32, or both Q8_0 rows as uint8 (n_kv, row bytes) from `quantize_kv_q8_0`; positions:
-    int[n_tok]. Returns (n_tok, n_head, head_dim) f32."""
+    int[n_tok]. kv_block > 0: the kernels read the caches rearranged into blocks of that many
+    positions, head after head in each (the decoder's layout; the same result). Returns
+    (n_tok, n_head, head_dim) f32."""
     qf = np.ascontiguousarray(q, dtype=np.float32)
     if qf.ndim != 3 or qf.shape[1:] != (cfg.n_head, cfg.head_dim):
         raise KernelError("attention: q must be (n_tok, n_head, head_dim)")
@@ -722,6 +725,12 @@ def attention(
     p.kv_type = {np.dtype(np.float32): 0, np.dtype(np.float16): 1, np.dtype(np.uint8): 8}[kc.dtype]
     p.scale = cfg.scale if cfg.scale is not None else 1.0 / float(np.sqrt(cfg.head_dim))
     p.softcap, p.window, p.causal = cfg.softcap, cfg.window, int(cfg.causal)
+    if kv_block < 0:
+        raise KernelError("attention: kv_block must be 0 (position-major) or a positive block size")
+    n_kv = kc.shape[0]
+    if kv_block:
+        p.kv_block, p.kv_ctx = kv_block, n_kv
+        kc, vc = (_kv_blocked(x, cfg.n_head_kv, kv_block) for x in (kc, vc))
     out = np.empty_like(qf)
     _check(
         lib.llk_attention_isa(
@@ -731,7 +740,7 @@ def attention(
             _fp(qf),
             ffi.from_buffer(kc),
             ffi.from_buffer(vc),
-            kc.shape[0],
+            n_kv,
             qf.shape[0],
             ffi.from_buffer("int32_t[]", pos),
             _fp(out),
@@ -739,6 +748,16 @@ def attention(
         "attention",
     )
     return out
+
+
+def _kv_blocked(cache: np.ndarray, n_head_kv: int, block: int) -> np.ndarray:
+    """A position-major cache's bytes laid out in blocks of `block` positions, each block head after
+    head (llk_kv_at)."""
+    rows = cache.view(np.uint8).reshape(cache.shape[0], n_head_kv, -1)
+    return np.concatenate(
+        [rows[b : b + block].transpose(1, 0, 2).reshape(-1) for b in range(0, rows.shape[0], block)]
+        or [rows.reshape(-1)]
+    )
 
 
 def quantize_kv_q8_0(x: ArrayLike) -> np.ndarray:

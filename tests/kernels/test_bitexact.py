@@ -147,3 +147,31 @@ def test_prompt_attention_gives_each_token_its_own_attention(cfg, kind, isa, poo
     for t in range(len(pos)):
         assert_same_bits(got[t], K.attention(None, cfg, q[t : t + 1], k, v, pos[t : t + 1], isa=isa)[0], f"token {t}")
     assert_same_bits(got, K.attention(None, cfg, q, k, v, pos, isa="ref"), "batch")
+
+
+@pytest.mark.parametrize("isa", ["ref"] + SIMD_LEVELS)
+@pytest.mark.parametrize("cfg,kind", list(_prompt_attention_cases()))
+def test_a_blocked_cache_gives_the_same_attention(cfg, kind, isa, pool):
+    """The decoder's cache holds its positions in blocks, head after head in each; the attention
+    walks it in runs that end at the blocks' edges. Blocks of 48 (inside a tile and across its
+    edges) and 256, the last one partial, give bit for bit what the position-major cache gives:
+    a prompt, one token over a long cache (in splits), and one over a short one (no split)."""
+    rng = np.random.default_rng(cfg.head_dim + 5 * cfg.n_head)
+    n_kv = 700
+    pos = np.array([0, 47, 48, 63, 64, 95, 200, 255, 256, 300, 333, 511, 512, 600, 699], np.int32)
+    shape = (n_kv, cfg.n_head_kv, cfg.head_dim)
+    k = (rng.standard_normal(shape) * 2).astype(np.float32)
+    v = rng.standard_normal(shape).astype(np.float32)
+    if kind == "q8_0":
+        k, v = (K.quantize_kv_q8_0(x.reshape(n_kv, -1)) for x in (k, v))
+    elif kind == "f16":
+        k, v = k.astype(np.float16), v.astype(np.float16)
+    q = rng.standard_normal((len(pos), cfg.n_head, cfg.head_dim)).astype(np.float32)
+    want = K.attention(pool, cfg, q, k, v, pos, isa=isa)
+    for block in (48, 256):
+        assert_same_bits(K.attention(pool, cfg, q, k, v, pos, isa=isa, kv_block=block), want, f"block {block}")
+        for t in (0, 9, 14):  # one token over a 700 cache: in splits, merged (the same either way)
+            one = [K.attention(pool, cfg, q[t : t + 1], k, v, pos[t : t + 1], isa=isa, kv_block=b) for b in (0, block)]
+            assert_same_bits(one[1], one[0], f"block {block}, token {t}")
+        short = [K.attention(pool, cfg, q[:1], k[:300], v[:300], pos[:1] + 299, isa=isa, kv_block=b) for b in (0, block)]
+        assert_same_bits(short[1], short[0], f"block {block}, one token over 300 positions, no split")
