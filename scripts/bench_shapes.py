@@ -14,7 +14,8 @@ is one warm-up run and one timed run of ppN and of tgN; the table shows the medi
 rounds, so that both engines see the same machine load. Columns:
 
   pp / tg        tokens/s, ours and llama.cpp, and the ratio ours / llama.cpp
-  pp@dD          prompt processing with D tokens already in the KV cache (--depth, llama-bench -d)
+  pp@dD, tg@dD   prompt processing and generation with D tokens already in the KV cache (--depth,
+                 llama-bench -d)
   tg % roofline  tg tokens/s over the roofline: read bandwidth (the kernel library's probe, same
                  thread count, measured beside each row) / weight bytes read per generated token
                  (every tensor but the embedding table; the table too when the output is tied)
@@ -84,7 +85,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--rounds", type=int, default=3, help="alternating rounds per engine (median)")
     ap.add_argument("--pp", type=int, default=512)
     ap.add_argument("--tg", type=int, default=128)
-    ap.add_argument("--depth", type=int, default=0, help="also pp at this depth (llama-bench -d)")
+    ap.add_argument("--depth", type=int, default=0, help="also pp and tg at this depth (llama-bench -d)")
     ap.add_argument(
         "--ours-root",
         type=Path,
@@ -234,7 +235,7 @@ def run_llamacpp(a, binary: Path, model: Path, depth: int) -> dict[str, float]:
         "-p",
         str(a.pp),
         "-n",
-        "0" if depth else str(a.tg),
+        str(a.tg),
         "-r",
         "1",
         "-o",
@@ -383,15 +384,17 @@ def bench_one(a, name: str, qtype: str, isa: str, llama_bench: Path) -> dict:
             return run_llamacpp(a, llama_bench, model, depth)
 
         ours, theirs = {"pp": [], "tg": []}, {"pp": [], "tg": []}
-        deep_ours, deep_theirs = [], []
+        deep_ours, deep_theirs = {"pp": [], "tg": []}, {"pp": [], "tg": []}
         for _ in range(a.rounds):
             for k, v in run_ours(a, model, isa, 0).items():
                 ours[k].append(v)
             for k, v in llamacpp(model, 0).items():
                 theirs[k].append(v)
             if a.depth:
-                deep_ours.append(run_ours(a, model, isa, a.depth)["pp"])
-                deep_theirs.append(llamacpp(model, a.depth)["pp"])
+                for k, v in run_ours(a, model, isa, a.depth).items():
+                    deep_ours[k].append(v)
+                for k, v in llamacpp(model, a.depth).items():
+                    deep_theirs[k].append(v)
         for k in ("pp", "tg"):
             if not ours[k] or not theirs[k]:
                 raise Failed(f"no {k} result")
@@ -400,9 +403,12 @@ def bench_one(a, name: str, qtype: str, isa: str, llama_bench: Path) -> dict:
             row[f"{k}_ratio"] = row[f"{k}_ours"] / row[f"{k}_llamacpp"]
         if a.depth:
             row["depth"] = a.depth
-            row["ppd_ours"] = statistics.median(deep_ours)
-            row["ppd_llamacpp"] = statistics.median(deep_theirs)
-            row["ppd_ratio"] = row["ppd_ours"] / row["ppd_llamacpp"]
+            for k in ("pp", "tg"):
+                if not deep_ours[k] or not deep_theirs[k]:
+                    raise Failed(f"no {k} result at depth {a.depth}")
+                row[f"{k}d_ours"] = statistics.median(deep_ours[k])
+                row[f"{k}d_llamacpp"] = statistics.median(deep_theirs[k])
+                row[f"{k}d_ratio"] = row[f"{k}d_ours"] / row[f"{k}d_llamacpp"]
         p = probe(a, model, isa)
         row["bandwidth"] = p["bandwidth"]
         row["bytes_per_token"] = p["bytes_per_token"]
@@ -425,10 +431,10 @@ def _f(v, fmt: str) -> str:
 
 
 def table(rows: list[dict], a) -> str:
-    depth = f"pp{a.pp}@d{a.depth} ours / llama.cpp" if a.depth else None
+    depth = a.depth > 0
     head = ["model", "type", "ISA", "file", f"pp{a.pp} ours / llama.cpp", f"tg{a.tg} ours / llama.cpp"]
     if depth:
-        head.append(depth)
+        head += [f"pp{a.pp}@d{a.depth} ours / llama.cpp", f"tg{a.tg}@d{a.depth} ours / llama.cpp"]
     head += ["tg % of roofline (llama.cpp)", "pp GFLOP/s (llama.cpp)", "load", "peak RSS"]
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     for r in rows:
@@ -446,7 +452,7 @@ def table(rows: list[dict], a) -> str:
                 f"{r['tg_ours']:.1f} / {r['tg_llamacpp']:.1f} = {r['tg_ratio']:.2f}×",
             ]
             if depth:
-                cells.append(f"{r['ppd_ours']:.1f} / {r['ppd_llamacpp']:.1f} = {r['ppd_ratio']:.2f}×")
+                cells += [f"{r[k + 'd_ours']:.1f} / {r[k + 'd_llamacpp']:.1f} = {r[k + 'd_ratio']:.2f}×" for k in ("pp", "tg")]
             cells += [
                 f"{100 * r['tg_of_roofline']:.0f}% ({100 * r['llamacpp_tg_of_roofline']:.0f}%) "
                 f"of {r['roofline_tok_s']:.1f}",

@@ -135,6 +135,8 @@ def test_bench_shapes_table_with_a_fake_llama_bench_and_a_missing_model(tiny_mod
             "8",
             "--tg",
             "2",
+            "--depth",
+            "16",
             "--llamacpp-dir",
             str(builds),
             "--no-load",
@@ -146,8 +148,10 @@ def test_bench_shapes_table_with_a_fake_llama_bench_and_a_missing_model(tiny_mod
     text = out.read_text()
     lines = [ln for ln in text.splitlines() if ln.startswith("| ")]
     assert len(lines) == 4  # header, rule, two models
+    assert "pp8@d16 ours / llama.cpp" in lines[0] and "tg2@d16 ours / llama.cpp" in lines[0]
     good = next(ln for ln in lines if paths["tiny"].name in ln)
-    assert "/ 100.0 = " in good and "/ 10.0 = " in good and "%) of " in good
+    # pp and tg, at depth 0 and at depth 16: two prompt and two generation ratios
+    assert good.count("/ 100.0 = ") == 2 and good.count("/ 10.0 = ") == 2 and "%) of " in good
     bad = next(ln for ln in lines if "absent.gguf" in ln)
     assert "failed:" in bad and "missing" in bad
     assert text in capsys.readouterr().out
