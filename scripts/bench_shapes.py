@@ -452,7 +452,9 @@ def table(rows: list[dict], a) -> str:
                 f"{r['tg_ours']:.1f} / {r['tg_llamacpp']:.1f} = {r['tg_ratio']:.2f}×",
             ]
             if depth:
-                cells += [f"{r[k + 'd_ours']:.1f} / {r[k + 'd_llamacpp']:.1f} = {r[k + 'd_ratio']:.2f}×" for k in ("pp", "tg")]
+                cells += [
+                    f"{r[k + 'd_ours']:.1f} / {r[k + 'd_llamacpp']:.1f} = {r[k + 'd_ratio']:.2f}×" for k in ("pp", "tg")
+                ]
             cells += [
                 f"{100 * r['tg_of_roofline']:.0f}% ({100 * r['llamacpp_tg_of_roofline']:.0f}%) "
                 f"of {r['roofline_tok_s']:.1f}",

@@ -173,5 +173,7 @@ def test_a_blocked_cache_gives_the_same_attention(cfg, kind, isa, pool):
         for t in (0, 9, 14):  # one token over a 700 cache: in splits, merged (the same either way)
             one = [K.attention(pool, cfg, q[t : t + 1], k, v, pos[t : t + 1], isa=isa, kv_block=b) for b in (0, block)]
             assert_same_bits(one[1], one[0], f"block {block}, token {t}")
-        short = [K.attention(pool, cfg, q[:1], k[:300], v[:300], pos[:1] + 299, isa=isa, kv_block=b) for b in (0, block)]
+        short = [
+            K.attention(pool, cfg, q[:1], k[:300], v[:300], pos[:1] + 299, isa=isa, kv_block=b) for b in (0, block)
+        ]
         assert_same_bits(short[1], short[0], f"block {block}, one token over 300 positions, no split")
