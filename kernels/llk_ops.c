@@ -342,6 +342,9 @@ llk_status llk_rope(const llk_rope_params *p, float *x, int64_t n_tok, int64_t n
 #define ATTN_SPLIT_ITEMS 16  /* attentions of fewer (token, KV head, subgroup) items are split */
 #define ATTN_BLOCK_TOK 8     /* prompt tokens per item: they share each cache tile while it is hot */
 #define ATTN_TILE_BYTES 16384 /* a tile of one KV head's positions as float32: half of L1 */
+#define ATTN_TILE_GROUP 8    /* most query heads of one KV head per item in the tiled walk: each
+                                tile converted once for all of them (groups of 5-8 are common:
+                                Qwen2.5's 6 and 7; the direct walk takes LLK_ATTN_GROUP) */
 
 typedef struct {
     const llk_attn_params *p;
@@ -357,10 +360,12 @@ typedef struct {
     int64_t n_tok;
     const int32_t *pos;
     float *out;
-    float *scratch;             /* per thread: n_blk x LLK_ATTN_GROUP rows of scratch_stride
-                                   floats, then a tile (tile x head_dim floats) */
+    float *scratch;             /* per thread: n_blk x sub rows of scratch_stride floats, then a
+                                   tile (tile x head_dim floats) */
     int64_t scratch_stride;
-    int n_sub;                  /* query-head subgroups per KV head (groups over LLK_ATTN_GROUP) */
+    int n_sub;                  /* query-head subgroups per KV head (groups over sub) */
+    int sub;                    /* query heads per subgroup: LLK_ATTN_GROUP, or up to
+                                   ATTN_TILE_GROUP in the tiled walk */
     int n_blk;                  /* tokens per item: ATTN_BLOCK_TOK for several tokens, else 1 */
     int64_t tile;               /* positions per tile (n_blk > 1; else 0: one pass straight over
                                    the cache) */
@@ -375,7 +380,7 @@ typedef struct {
     const float *q;
     float *s;                   /* g rows of scores, scratch_stride apart; position lo in column 0 */
     float *o;                   /* g output rows, ostride apart */
-    float mx[LLK_ATTN_GROUP], sum[LLK_ATTN_GROUP];
+    float mx[ATTN_TILE_GROUP], sum[ATTN_TILE_GROUP];
 } attn_row;
 
 /* The cache positions [lo, hi) token t sees (causal, sliding window) in split `split` of n_split. */
@@ -395,7 +400,7 @@ static void attn_span(const attn_job *j, int64_t t, int64_t split, int64_t *lo_o
 
 /* Floats of scratch per thread: the score rows of a block of tokens, then a tile. */
 static size_t attn_scratch_floats(const attn_job *j) {
-    return (size_t)j->n_blk * LLK_ATTN_GROUP * (size_t)j->scratch_stride +
+    return (size_t)j->n_blk * (size_t)j->sub * (size_t)j->scratch_stride +
            (size_t)j->tile * (size_t)j->p->head_dim;
 }
 
@@ -430,8 +435,9 @@ static int64_t attn_run_end(const attn_job *j, int64_t c0, int64_t hi, int64_t t
     return c1;
 }
 
-/* One item: up to n_blk tokens, one KV head, and up to LLK_ATTN_GROUP of the query heads that share
- * it (grouped-query attention). Each cache row is read once for the whole group; the tokens walk
+/* One item: up to n_blk tokens, one KV head, and up to j->sub of the query heads that share it
+ * (grouped-query attention: LLK_ATTN_GROUP when each token reads the cache directly, up to
+ * ATTN_TILE_GROUP when the tokens share converted tiles). Each cache row is read once for the whole group; the tokens walk
  * the positions together a tile at a time, so a tile read from far caches serves all of them.
  * Per query row the operations are those of one token alone, in the same order: all scores, then
  * the softmax, then the V sums position after position (tiles continue the same sums). */
@@ -442,7 +448,7 @@ static void attn_fn(void *arg, int64_t b, int64_t e, int ith) {
     const size_t rs = j->rows;
     const int64_t ld = j->scratch_stride;
     float *sc = j->scratch + (size_t)ith * attn_scratch_floats(j);
-    float *ft = sc + (size_t)j->n_blk * LLK_ATTN_GROUP * (size_t)ld;   /* the tile as floats */
+    float *ft = sc + (size_t)j->n_blk * (size_t)j->sub * (size_t)ld;   /* the tile as floats */
     const float kscale = p->softcap > 0.0f ? 1.0f : p->scale;  /* softcap needs the raw product */
     const int64_t per_tok = (int64_t)p->n_head_kv * j->n_sub;
     const int64_t pstride = (int64_t)j->n_split * (hd + 2);    /* partials: one head to the next */
@@ -451,9 +457,8 @@ static void attn_fn(void *arg, int64_t b, int64_t e, int ith) {
     for (int64_t it = b; it < e; it++) {
         const int64_t split = it % j->n_split, item = it / j->n_split;
         const int64_t blk = item / per_tok, r = item % per_tok, hk = r / j->n_sub, sg = r % j->n_sub;
-        const int h0 = (int)(hk * group + sg * LLK_ATTN_GROUP);
-        const int g = group - sg * LLK_ATTN_GROUP < LLK_ATTN_GROUP ? (int)(group - sg * LLK_ATTN_GROUP)
-                                                                    : LLK_ATTN_GROUP;
+        const int h0 = (int)(hk * group + sg * j->sub);
+        const int g = group - sg * j->sub < j->sub ? (int)(group - sg * j->sub) : j->sub;
         const int64_t t0 = blk * j->n_blk;
         const int nt = (int)(j->n_tok - t0 < j->n_blk ? j->n_tok - t0 : j->n_blk);
         const int64_t ostride = j->n_split > 1 ? pstride : hd;
@@ -464,7 +469,7 @@ static void attn_fn(void *arg, int64_t b, int64_t e, int ith) {
             const int64_t t = t0 + u;
             attn_span(j, t, split, &w->lo, &w->hi);
             w->q = j->q + (t * p->n_head + h0) * hd;
-            w->s = sc + (size_t)u * LLK_ATTN_GROUP * (size_t)ld;
+            w->s = sc + (size_t)u * (size_t)j->sub * (size_t)ld;
             w->o = j->n_split > 1 ? j->part + (t * p->n_head + h0) * pstride + split * (hd + 2)
                                   : j->out + (t * p->n_head + h0) * hd;
             for (int a = 0; a < g; a++) {
@@ -527,9 +532,12 @@ static void attn_fn(void *arg, int64_t b, int64_t e, int ith) {
                 attn_row *w = &rows[u];
                 const int64_t s0 = c0 > w->lo ? c0 : w->lo, s1 = c1 < w->hi ? c1 : w->hi;
                 if (s1 <= s0) continue;
-                if (j->n_blk > 1)
-                    j->k->vacc[LLK_KV_F32](w->s + (s0 - w->lo), ld, g, (const uint8_t *)ft + (s0 - c0) * frow, frow,
-                                           s1 - s0, hd, w->o, ostride);
+                if (j->n_blk > 1)   /* the kernel takes LLK_ATTN_GROUP heads at a time */
+                    for (int a = 0; a < g; a += LLK_ATTN_GROUP)
+                        j->k->vacc[LLK_KV_F32](w->s + a * ld + (s0 - w->lo), ld,
+                                               g - a < LLK_ATTN_GROUP ? g - a : LLK_ATTN_GROUP,
+                                               (const uint8_t *)ft + (s0 - c0) * frow, frow, s1 - s0, hd,
+                                               w->o + a * ostride, ostride);
                 else
                     j->k->vacc[kind](w->s + (s0 - w->lo), ld, g, vr + (size_t)(s0 - c0) * rs, rs, s1 - s0, hd, w->o,
                                      ostride);
@@ -608,7 +616,8 @@ llk_status llk_attention_isa(llk_pool *pool, int isa, const llk_attn_params *p, 
     attn_job j = {p, kt, q, (const uint8_t *)k, (const uint8_t *)v, kind,
                   p->kv_block > 0 ? head_bytes : (size_t)p->n_head_kv * head_bytes,
                   p->kv_block > 0 ? p->kv_block : INT64_MAX, 0, n_kv, n_tok, pos,
-                  out, NULL, stride, (group + LLK_ATTN_GROUP - 1) / LLK_ATTN_GROUP, 1, 0, 1, NULL};
+                  out, NULL, stride, (group + LLK_ATTN_GROUP - 1) / LLK_ATTN_GROUP, LLK_ATTN_GROUP, 1, 0, 1,
+                  NULL};
     /* Few items for a pool (a generated token has one per KV head) over a long context: split
      * the positions too (flash-decoding), ~ATTN_SPLIT_MIN positions or more per split, and merge.
      * Whether and how to split depends on the shapes alone, never on the pool: the thread count
@@ -625,12 +634,14 @@ llk_status llk_attention_isa(llk_pool *pool, int isa, const llk_attn_params *p, 
     } else if (n_tok > 1) {
         j.n_blk = ATTN_BLOCK_TOK;
         j.tile = tile_rows > 8 ? tile_rows : 8;
+        j.sub = ATTN_TILE_GROUP;   /* a tile serves the block's tokens x every head of the group */
+        j.n_sub = (group + ATTN_TILE_GROUP - 1) / ATTN_TILE_GROUP;
         if (p->kv_block <= 0) j.ahead = (size_t)j.tile * j.rows;
     }
     float *scratch = (float *)aligned_alloc64(sizeof(float) * attn_scratch_floats(&j) * (size_t)nth);
     if (!scratch) { free(j.part); return LLK_ERR_NOMEM; }
     j.scratch = scratch;
-    const int64_t items = (n_tok + j.n_blk - 1) / j.n_blk * per_tok;
+    const int64_t items = (n_tok + j.n_blk - 1) / j.n_blk * (p->n_head_kv * j.n_sub);
     llk_status st = llk_pool_run(pool, items * j.n_split, 1, attn_fn, &j);
     if (st == LLK_OK && j.n_split > 1) attn_merge(&j, n_tok);
     free(j.part);
