@@ -437,8 +437,9 @@ static int64_t attn_run_end(const attn_job *j, int64_t c0, int64_t hi, int64_t t
 
 /* One item: up to n_blk tokens, one KV head, and up to j->sub of the query heads that share it
  * (grouped-query attention: LLK_ATTN_GROUP when each token reads the cache directly, up to
- * ATTN_TILE_GROUP when the tokens share converted tiles). Each cache row is read once for the whole group; the tokens walk
- * the positions together a tile at a time, so a tile read from far caches serves all of them.
+ * ATTN_TILE_GROUP when the tokens share converted tiles). Each cache row is read once for the
+ * whole group; the tokens walk the positions together a tile at a time, so a tile read from far
+ * caches serves all of them.
  * Per query row the operations are those of one token alone, in the same order: all scores, then
  * the softmax, then the V sums position after position (tiles continue the same sums). */
 static void attn_fn(void *arg, int64_t b, int64_t e, int ith) {
@@ -634,8 +635,9 @@ llk_status llk_attention_isa(llk_pool *pool, int isa, const llk_attn_params *p, 
     } else if (n_tok > 1) {
         j.n_blk = ATTN_BLOCK_TOK;
         j.tile = tile_rows > 8 ? tile_rows : 8;
-        j.sub = ATTN_TILE_GROUP;   /* a tile serves the block's tokens x every head of the group */
-        j.n_sub = (group + ATTN_TILE_GROUP - 1) / ATTN_TILE_GROUP;
+        /* a tile serves the block's tokens x every head of the group (score rows for no more) */
+        j.sub = group < ATTN_TILE_GROUP ? group : ATTN_TILE_GROUP;
+        j.n_sub = (group + j.sub - 1) / j.sub;
         if (p->kv_block <= 0) j.ahead = (size_t)j.tile * j.rows;
     }
     float *scratch = (float *)aligned_alloc64(sizeof(float) * attn_scratch_floats(&j) * (size_t)nth);
