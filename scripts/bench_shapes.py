@@ -395,20 +395,10 @@ def bench_one(a, name: str, qtype: str, isa: str, llama_bench: Path) -> dict:
                     deep_ours[k].append(v)
                 for k, v in llamacpp(model, a.depth).items():
                     deep_theirs[k].append(v)
-        for k in ("pp", "tg"):
-            if not ours[k] or not theirs[k]:
-                raise Failed(f"no {k} result")
-            row[f"{k}_ours"] = statistics.median(ours[k])
-            row[f"{k}_llamacpp"] = statistics.median(theirs[k])
-            row[f"{k}_ratio"] = row[f"{k}_ours"] / row[f"{k}_llamacpp"]
+        _medians(row, ours, theirs, "", "")
         if a.depth:
             row["depth"] = a.depth
-            for k in ("pp", "tg"):
-                if not deep_ours[k] or not deep_theirs[k]:
-                    raise Failed(f"no {k} result at depth {a.depth}")
-                row[f"{k}d_ours"] = statistics.median(deep_ours[k])
-                row[f"{k}d_llamacpp"] = statistics.median(deep_theirs[k])
-                row[f"{k}d_ratio"] = row[f"{k}d_ours"] / row[f"{k}d_llamacpp"]
+            _medians(row, deep_ours, deep_theirs, "d", f" at depth {a.depth}")
         p = probe(a, model, isa)
         row["bandwidth"] = p["bandwidth"]
         row["bytes_per_token"] = p["bytes_per_token"]
@@ -424,6 +414,16 @@ def bench_one(a, name: str, qtype: str, isa: str, llama_bench: Path) -> dict:
     except (ValueError, KeyError, TypeError) as e:
         row["error"] = f"unexpected output: {type(e).__name__}: {e}"
     return row
+
+
+def _medians(row: dict, ours: dict, theirs: dict, tag: str, where: str) -> None:
+    """row[pp{tag}_ours], _llamacpp and _ratio (and tg's) from the rounds' figures."""
+    for k in ("pp", "tg"):
+        if not ours[k] or not theirs[k]:
+            raise Failed(f"no {k} result{where}")
+        row[f"{k}{tag}_ours"] = statistics.median(ours[k])
+        row[f"{k}{tag}_llamacpp"] = statistics.median(theirs[k])
+        row[f"{k}{tag}_ratio"] = row[f"{k}{tag}_ours"] / row[f"{k}{tag}_llamacpp"]
 
 
 def _f(v, fmt: str) -> str:

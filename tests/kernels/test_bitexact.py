@@ -126,6 +126,19 @@ def _prompt_attention_cases():
                 )
 
 
+def _attention_inputs(cfg, kind, n_kv, n_tok, rng):
+    """Queries and K/V caches of the cache kind (f32, f16 or q8_0 rows) for the prompt tests."""
+    shape = (n_kv, cfg.n_head_kv, cfg.head_dim)
+    k = (rng.standard_normal(shape) * 2).astype(np.float32)
+    v = rng.standard_normal(shape).astype(np.float32)
+    if kind == "q8_0":
+        k, v = (K.quantize_kv_q8_0(x.reshape(n_kv, -1)) for x in (k, v))
+    elif kind == "f16":
+        k, v = k.astype(np.float16), v.astype(np.float16)
+    q = rng.standard_normal((n_tok, cfg.n_head, cfg.head_dim)).astype(np.float32)
+    return q, k, v
+
+
 @pytest.mark.parametrize("isa", ["ref"] + SIMD_LEVELS)
 @pytest.mark.parametrize("cfg,kind", list(_prompt_attention_cases()))
 def test_prompt_attention_gives_each_token_its_own_attention(cfg, kind, isa, pool):
@@ -136,14 +149,7 @@ def test_prompt_attention_gives_each_token_its_own_attention(cfg, kind, isa, poo
     rng = np.random.default_rng(cfg.head_dim + 7 * cfg.n_head)
     n_kv = 333  # fewer than a split needs, so one token alone reads the cache the direct way
     pos = np.array([0, 1, 62, 63, 64, 65, 127, 128, 129, 200, 255, 256, 300, 331, 332], np.int32)
-    shape = (n_kv, cfg.n_head_kv, cfg.head_dim)
-    k = (rng.standard_normal(shape) * 2).astype(np.float32)
-    v = rng.standard_normal(shape).astype(np.float32)
-    if kind == "q8_0":
-        k, v = (K.quantize_kv_q8_0(x.reshape(n_kv, -1)) for x in (k, v))
-    elif kind == "f16":
-        k, v = k.astype(np.float16), v.astype(np.float16)
-    q = rng.standard_normal((len(pos), cfg.n_head, cfg.head_dim)).astype(np.float32)
+    q, k, v = _attention_inputs(cfg, kind, n_kv, len(pos), rng)
     got = K.attention(pool, cfg, q, k, v, pos, isa=isa)
     for t in range(len(pos)):
         assert_same_bits(got[t], K.attention(None, cfg, q[t : t + 1], k, v, pos[t : t + 1], isa=isa)[0], f"token {t}")
@@ -160,14 +166,7 @@ def test_a_blocked_cache_gives_the_same_attention(cfg, kind, isa, pool):
     rng = np.random.default_rng(cfg.head_dim + 5 * cfg.n_head)
     n_kv = 700
     pos = np.array([0, 47, 48, 63, 64, 95, 200, 255, 256, 300, 333, 511, 512, 600, 699], np.int32)
-    shape = (n_kv, cfg.n_head_kv, cfg.head_dim)
-    k = (rng.standard_normal(shape) * 2).astype(np.float32)
-    v = rng.standard_normal(shape).astype(np.float32)
-    if kind == "q8_0":
-        k, v = (K.quantize_kv_q8_0(x.reshape(n_kv, -1)) for x in (k, v))
-    elif kind == "f16":
-        k, v = k.astype(np.float16), v.astype(np.float16)
-    q = rng.standard_normal((len(pos), cfg.n_head, cfg.head_dim)).astype(np.float32)
+    q, k, v = _attention_inputs(cfg, kind, n_kv, len(pos), rng)
     want = K.attention(pool, cfg, q, k, v, pos, isa=isa)
     for block in (48, 256):
         assert_same_bits(K.attention(pool, cfg, q, k, v, pos, isa=isa, kv_block=block), want, f"block {block}")
