@@ -253,6 +253,11 @@ void llk_fp32_to_fp16(const float *x, uint16_t *y, int64_t n);
 void llk_fp16_to_fp32(const uint16_t *x, float *y, int64_t n);
 /* Read `bytes` of buf (>= 64-byte multiple) `reps` times across the pool; returns seconds. */
 double llk_read_bandwidth_probe(llk_pool *pool, const void *buf, size_t bytes, int reps);
+/* The integer peak of level isa: 8-bit operations per second (a multiply-add counts two) of its
+ * widest 8-bit multiply-add instruction (AVX2: vpmaddubsw; AVX-512: vpdpbusd with VNNI, else
+ * vpmaddubsw on 512 bits), every pool thread running 16 chunks of n_iter rounds of it and nothing
+ * else; 0 at the reference level, -1 on bad arguments. */
+double llk_int8_peak_probe(llk_pool *pool, int isa, int64_t n_iter);
 double llk_now_seconds(void);
 /* Best-of-`reps` seconds of `inner` back-to-back passes of vec_dot over n_rows rows of `type`
  * against activations a (no thread pool, no call overhead): the kernels' in-cache throughput. */

@@ -461,8 +461,34 @@ static void vacc512_f16(const float *p, int64_t ld, int g, const void *v, size_t
     vacc512_any_g(p, ld, g, v, rb, n, hd, o, os, LLK_KV_F16);
 }
 
+/* One link of the integer peak's chains: 64 u8 x s8 multiply-adds, vpdpbusd with VNNI
+ * (accumulating into int32), else vpmaddubsw on 512 bits (the product is the next unsigned operand). */
+static inline __m512i peak_link(__m512i c, __m512i s) {
+#if defined(LLK_VNNI)
+    return _mm512_dpbusd_epi32(c, s, s);
+#else
+    return _mm512_maddubs_epi16(c, s);
+#endif
+}
+/* The integer peak at this level: 8 independent chains of peak_link (named variables, as the
+ * AVX2 level's: an array was stored back to the stack every round). */
+static int64_t int8_peak_512(int64_t n, uint64_t *sink) {
+    const __m512i s = _mm512_set1_epi8(3);
+    __m512i c0 = _mm512_set1_epi8(1), c1 = _mm512_set1_epi8(2), c2 = _mm512_set1_epi8(3), c3 = _mm512_set1_epi8(4);
+    __m512i c4 = _mm512_set1_epi8(5), c5 = _mm512_set1_epi8(6), c6 = _mm512_set1_epi8(7), c7 = _mm512_set1_epi8(8);
+    for (int64_t k = 0; k < n; k++) {
+        c0 = peak_link(c0, s); c1 = peak_link(c1, s); c2 = peak_link(c2, s); c3 = peak_link(c3, s);
+        c4 = peak_link(c4, s); c5 = peak_link(c5, s); c6 = peak_link(c6, s); c7 = peak_link(c7, s);
+    }
+    const __m512i x = _mm512_xor_si512(_mm512_xor_si512(_mm512_xor_si512(c0, c1), _mm512_xor_si512(c2, c3)),
+                                       _mm512_xor_si512(_mm512_xor_si512(c4, c5), _mm512_xor_si512(c6, c7)));
+    *sink ^= (uint64_t)_mm_cvtsi128_si64(_mm512_castsi512_si128(x));
+    return n * 8 * 64;
+}
+
 void LLK_FILL(llk_kernels *k) {
     llk_fill_256(k);
+    k->int8_peak = int8_peak_512;
     llk_fill_avx512_panel(k);
 #if defined(LLK_VNNI)
     llk_fill_vnni256_panel(k);

@@ -314,6 +314,11 @@ typedef void (*llk_kdots_tile_fn)(const float *q, const float *kt, int64_t n, in
 /* x[i] = exp(x[i] - mx) in place; returns the sum (softmax without the division). */
 typedef float (*llk_expsum_fn)(float *x, int64_t n, float mx);
 
+/* The integer peak probe's loop (llk_int8_peak_probe): the level's widest 8-bit multiply-add
+ * instruction run n times in each of several independent chains, nothing else; returns the
+ * multiply-adds done and folds the results into *sink so that none is optimised away. */
+typedef int64_t (*llk_int8_peak_fn)(int64_t n, uint64_t *sink);
+
 /* Panels [0, n_panels) of a packed matrix (panel_bytes apart, n_cols columns) against n_tok
  * activation rows `as` bytes apart: y[t * ldy + 8p + r] = dot(row 8p + r, activation row t). */
 typedef void (*llk_panel_fn)(const void *w, size_t panel_bytes, int64_t n_panels, int64_t n_cols,
@@ -330,6 +335,7 @@ typedef struct {
     llk_vacc_fn vacc[LLK_KV_KINDS];
     llk_kdots_tile_fn kdots_tile;
     llk_expsum_fn expsum;
+    llk_int8_peak_fn int8_peak;       /* NULL at the reference level (no 8-bit multiply-add) */
 } llk_kernels;
 
 /* Each ISA file fills a table from the one below it, then overwrites what it accelerates. */

@@ -651,6 +651,35 @@ llk_status llk_attention_isa(llk_pool *pool, int isa, const llk_attn_params *p, 
     return st;
 }
 
+/* --- integer peak ----------------------------------------------------------------------------- */
+
+#define PEAK_SLOTS 512   /* one per pool thread (llk_pool.c's MAX_THREADS), a cache line apart */
+typedef struct { llk_int8_peak_fn fn; int64_t n_iter; int64_t macs[PEAK_SLOTS * 8]; uint64_t sink[PEAK_SLOTS * 8]; } peak_job;
+
+static void peak_fn(void *arg, int64_t b, int64_t e, int ith) {
+    peak_job *j = (peak_job *)arg;
+    const int s = (ith % PEAK_SLOTS) * 8;
+    for (int64_t c = b; c < e; c++) j->macs[s] += j->fn(j->n_iter, &j->sink[s]);
+}
+
+double llk_int8_peak_probe(llk_pool *pool, int isa, int64_t n_iter) {
+    const llk_kernels *k = llk_kernels_for(isa);
+    if (!k || n_iter < 1) return -1.0;
+    if (!k->int8_peak) return 0.0;
+    peak_job *j = (peak_job *)calloc(1, sizeof *j);
+    if (!j) return -1.0;
+    j->fn = k->int8_peak; j->n_iter = n_iter;
+    /* many short chunks, so that a thread that wakes late only does fewer of them */
+    const int64_t n_chunks = 16 * (int64_t)(pool ? llk_pool_size(pool) : 1);
+    const double t0 = llk_now_seconds();
+    const llk_status st = llk_pool_run(pool, n_chunks, 1, peak_fn, j);
+    const double dt = llk_now_seconds() - t0;
+    double ops = 0.0;
+    for (int s = 0; s < PEAK_SLOTS; s++) ops += 2.0 * (double)j->macs[s * 8];
+    free(j);
+    return st || dt <= 0.0 ? -1.0 : ops / dt;
+}
+
 /* --- read bandwidth --------------------------------------------------------------------------- */
 
 typedef struct { const uint8_t *buf; size_t bytes; uint64_t sink[64 * 8]; } bw_job;

@@ -20,6 +20,8 @@ rounds, so that both engines see the same machine load. Columns:
                  thread count, measured beside each row) / weight bytes read per generated token
                  (every tensor but the embedding table; the table too when the output is tied)
   pp GFLOP/s     2 x weights each prompt token is multiplied by (the layers' matrices) x pp tok/s
+  pp % of peak   pp GFLOP/s over the level's integer peak in GOP/s: its widest 8-bit multiply-add
+                 instruction alone on the same threads (the kernel library's probe, int8_peak())
   load           seconds from opening the file to the first token out, file in the page cache
   RSS            peak resident memory of a `llambda generate` process (prompt + 16 tokens)
 
@@ -289,8 +291,9 @@ with open_gguf(path) as f:
     size = sum(t.n_bytes for t in f.tensors.values())
 with kernels.ThreadPool(nt) as pool:
     bw = kernels.read_bandwidth(pool)
+    peak = kernels.int8_peak(pool)
 print(json.dumps({"bytes_per_token": per_token, "layer_params": layer_params, "bandwidth": bw,
-                  "weights_bytes": size}))
+                  "weights_bytes": size, "int8_peak": peak}))
 """
 
 LOAD = r"""
@@ -407,6 +410,7 @@ def bench_one(a, name: str, qtype: str, isa: str, llama_bench: Path) -> dict:
         row["llamacpp_tg_of_roofline"] = row["tg_llamacpp"] / row["roofline_tok_s"]
         row["pp_gflops"] = 2 * p["layer_params"] * row["pp_ours"] / 1e9
         row["llamacpp_pp_gflops"] = 2 * p["layer_params"] * row["pp_llamacpp"] / 1e9
+        row["int8_peak_gops"] = p["int8_peak"] / 1e9
         if not a.no_load:
             row["load_s"], row["peak_rss"] = load_and_rss(a, model, isa)
     except Failed as e:
@@ -426,6 +430,14 @@ def _medians(row: dict, ours: dict, theirs: dict, tag: str, where: str) -> None:
         row[f"{k}{tag}_ratio"] = row[f"{k}{tag}_ours"] / row[f"{k}{tag}_llamacpp"]
 
 
+def _of_peak(r: dict) -> str:
+    """pp GFLOP/s over the level's int8 peak, ours (llama.cpp's), and the peak itself."""
+    peak = r.get("int8_peak_gops") or 0.0
+    if peak <= 0:
+        return "—"
+    return f"{100 * r['pp_gflops'] / peak:.0f}% ({100 * r['llamacpp_pp_gflops'] / peak:.0f}%) of {peak:.0f}"
+
+
 def _f(v, fmt: str) -> str:
     return "—" if v is None else format(v, fmt)
 
@@ -435,7 +447,8 @@ def table(rows: list[dict], a) -> str:
     head = ["model", "type", "ISA", "file", f"pp{a.pp} ours / llama.cpp", f"tg{a.tg} ours / llama.cpp"]
     if depth:
         head += [f"pp{a.pp}@d{a.depth} ours / llama.cpp", f"tg{a.tg}@d{a.depth} ours / llama.cpp"]
-    head += ["tg % of roofline (llama.cpp)", "pp GFLOP/s (llama.cpp)", "load", "peak RSS"]
+    head += ["tg % of roofline (llama.cpp)", "pp GFLOP/s (llama.cpp)", "pp % of int8 peak (llama.cpp)", "load"]
+    head += ["peak RSS"]
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     for r in rows:
         size = f"{r['file_bytes'] / 1e9:.2f} GB" if "file_bytes" in r else "—"
@@ -459,6 +472,7 @@ def table(rows: list[dict], a) -> str:
                 f"{100 * r['tg_of_roofline']:.0f}% ({100 * r['llamacpp_tg_of_roofline']:.0f}%) "
                 f"of {r['roofline_tok_s']:.1f}",
                 f"{r['pp_gflops']:.0f} ({r['llamacpp_pp_gflops']:.0f})",
+                _of_peak(r),
                 f"{r['load_s']:.2f} s" if "load_s" in r else "—",
                 f"{r['peak_rss'] / 2**20:.0f} MiB" if "peak_rss" in r else "—",
             ]

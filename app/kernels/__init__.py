@@ -73,6 +73,7 @@ __all__ = [
     "rope",
     "attention",
     "read_bandwidth",
+    "int8_peak",
     "bench_kernels",
     "format_bench",
     "cpu_count_allowed",
@@ -792,6 +793,7 @@ from app.kernels.bench import (  # noqa: E402  (after the API it builds on)
     bench_matmul,
     format_bench,
     format_bench_matmul,
+    int8_peak,
     random_weights,
     read_bandwidth,
 )

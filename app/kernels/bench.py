@@ -111,6 +111,22 @@ def read_bandwidth(pool: ThreadPool | None, n_bytes: int = 256 << 20, reps: int 
     return buf.nbytes / best
 
 
+def int8_peak(pool: ThreadPool | None, isa: int | str | None = None, n_iter: int = 20000, reps: int = 3) -> float:
+    """The integer peak: 8-bit operations per second (a multiply-add counts two) of the level's
+    widest 8-bit multiply-add instruction on every thread of the pool, nothing else running
+    (AVX2: vpmaddubsw; AVX-512: vpdpbusd with VNNI, else vpmaddubsw on 512 bits); the best of
+    `reps` runs after a warm-up. 0.0 at the reference level, which has no such instruction."""
+    level = _isa(isa)
+    lib.llk_int8_peak_probe(_pool_ptr(pool), level, n_iter)  # warm up (clock, pool threads)
+    best = 0.0
+    for _ in range(max(1, reps)):
+        ops = lib.llk_int8_peak_probe(_pool_ptr(pool), level, n_iter)
+        if ops < 0:
+            raise KernelError("int8_peak: probe failed")
+        best = max(best, ops)
+    return best
+
+
 BENCH_TYPES = (2, 3, 8, 12, 13, 14, 6, 7, 10, 11, 20, 23, 1, 30, 0)
 
 
@@ -199,13 +215,15 @@ def bench_matmul(
     W n_rows x n_cols (~1-4 MiB: the weights stay in cache, the kernels are compute-bound), from
     the rows as read and, where the level packs the type (what the decoder runs for prompts), from
     the packed panels. One dict per (type, threads): type, type_id, threads, isa, n_tok, n_rows,
-    n_cols, seconds, gflops (the rows), packed_gflops (None where the level does not pack)."""
+    n_cols, seconds, gflops (the rows), packed_gflops (None where the level does not pack), and
+    peak_gops (int8_peak on the same threads; 0.0 at the reference level)."""
     types = [t for t in (BENCH_TYPES if types is None else types) if t in SUPPORTED_TYPES]
     level = _isa(isa)
     x = np.random.default_rng(2).standard_normal((n_tok, n_cols), dtype=np.float32)
     y = np.empty((n_tok, n_rows), dtype=np.float32)
     out = []
     pools = {n: ThreadPool(n) for n in threads}
+    peaks = {n: int8_peak(pool, level) for n, pool in pools.items()}
 
     def best_of(run: Callable[[], object]) -> float:
         run()
@@ -239,6 +257,7 @@ def bench_matmul(
                         seconds=best,
                         gflops=flop / best / 1e9,
                         packed_gflops=None if packed is None else flop / packed / 1e9,
+                        peak_gops=peaks[n] / 1e9,
                     )
                 )
     finally:
@@ -288,12 +307,18 @@ def format_bench(rows: list[dict]) -> str:
 
 def format_bench_matmul(rows: list[dict]) -> str:
     """A plain-text table of bench_matmul() results."""
-    lines = [f"{'type':<7} {'thr':>3} {'isa':<12} {'tokens':>6} {'ms':>8} {'GFLOP/s':>8} {'packed':>8}"]
+    lines = [
+        f"{'type':<7} {'thr':>3} {'isa':<12} {'tokens':>6} {'ms':>8} {'GFLOP/s':>8} {'packed':>8} "
+        f"{'int8 peak':>9} {'of peak':>7}"
+    ]
     for r in rows:
         packed = "-" if r.get("packed_gflops") is None else f"{r['packed_gflops']:.1f}"
+        best = max(r["gflops"], r.get("packed_gflops") or 0.0)
+        peak = r.get("peak_gops") or 0.0
+        of_peak = f"{100 * best / peak:.0f}%" if peak > 0 else "-"
         lines.append(
             f"{r['type']:<7} {r['threads']:>3} {r['isa']:<12} {r['n_tok']:>6} "
-            f"{r['seconds'] * 1e3:>8.2f} {r['gflops']:>8.1f} {packed:>8}"
+            f"{r['seconds'] * 1e3:>8.2f} {r['gflops']:>8.1f} {packed:>8} {peak:>9.0f} {of_peak:>7}"
         )
     return "\n".join(lines)
 
