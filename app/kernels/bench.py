@@ -141,11 +141,14 @@ def bench_kernels(
     """Matrix x vector weight bytes/s per type and thread count, next to the read bandwidth.
 
     The matrix holds about n_bytes of weights (default 128 MiB: larger than any desktop L3), so
-    the product streams from memory as in decoding. Timings of the product and of the bandwidth
-    probe alternate, `reps` rounds of each; each figure is the best round (other processes on a
-    shared machine only ever slow a round down). The bandwidth is the best over the whole run.
-    One dict per (type, threads): type, type_id, threads, isa, n_rows, n_cols, bytes, seconds,
-    bytes_per_s, bandwidth_bytes_per_s, fraction (of bandwidth).
+    the product streams from memory as in decoding. Where the level packs the type, the packed
+    panels are timed too: that is what the decoder runs, for generation as for prompts. Timings of
+    the products and of the bandwidth probe alternate, `reps` rounds of each; each figure is the
+    best round (other processes on a shared machine only ever slow a round down). The bandwidth is
+    the best over the whole run. One dict per (type, threads): type, type_id, threads, isa, n_rows,
+    n_cols, bytes, seconds, bytes_per_s (the rows), packed_bytes_per_s (None where the level does
+    not pack), bandwidth_bytes_per_s, fraction (of the bandwidth, for what decoding runs: the
+    panels where there are any), int8_peak_ops_per_s (int8_peak on the same threads).
     """
     types = [t for t in (BENCH_TYPES if types is None else types) if t in SUPPORTED_TYPES]
     level = _isa(isa)
@@ -159,26 +162,36 @@ def bench_kernels(
         if dt > 0:
             bandwidth[n] = max(bandwidth[n], buf.nbytes / dt)
 
-    results: list[tuple[int, int, int, int, float]] = []  # type, threads, n_rows, bytes, seconds
+    results: list[tuple[int, int, int, int, float, float | None]] = []  # type, threads, rows, bytes, s, packed s
     try:
+        peaks = {n: int8_peak(pool, level) for n, pool in pools.items()}
         for n in pools:
             probe(n)  # page the buffer in
         x = np.random.default_rng(1).standard_normal(n_cols, dtype=np.float32)
         for t in types:
-            n_rows = max(1, n_bytes // row_bytes(t, n_cols))
+            n_rows = max(8, n_bytes // row_bytes(t, n_cols) // 8 * 8)  # whole panels of 8 rows
             w = random_weights(t, n_rows, n_cols, seed=t)
             y = np.empty(n_rows, dtype=np.float32)
             best = {n: float("inf") for n in pools}
+            packed = n_rows % 8 == 0 and isa_packs(t, level)
+            pk = pack(next(iter(pools.values())), t, w, n_cols) if packed else None
+            best_p = {n: float("inf") for n in pools}
             for n, pool in pools.items():
                 matvec(pool, t, w, n_cols, x, isa=level, out=y)  # warm up
+                if pk is not None:
+                    matmul_packed(pool, t, pk, n_rows, n_cols, x[None, :], isa=level)
             for _ in range(max(1, reps)):
                 for n, pool in pools.items():
                     probe(n)
                     t0 = time.perf_counter()
                     matvec(pool, t, w, n_cols, x, isa=level, out=y)
                     best[n] = min(best[n], time.perf_counter() - t0)
-            results += [(t, n, n_rows, int(w.nbytes), best[n]) for n in pools]
-            del w
+                    if pk is not None:
+                        t0 = time.perf_counter()
+                        matmul_packed(pool, t, pk, n_rows, n_cols, x[None, :], isa=level)
+                        best_p[n] = min(best_p[n], time.perf_counter() - t0)
+            results += [(t, n, n_rows, int(w.nbytes), best[n], best_p[n] if packed else None) for n in pools]
+            del w, pk
         sizes = {n: p.size for n, p in pools.items()}
     finally:
         for p in pools.values():
@@ -195,10 +208,12 @@ def bench_kernels(
             bytes=nb,
             seconds=sec,
             bytes_per_s=nb / sec,
+            packed_bytes_per_s=None if psec is None else nb / psec,
             bandwidth_bytes_per_s=bandwidth[n],
-            fraction=nb / sec / bandwidth[n],
+            fraction=nb / (sec if psec is None else psec) / bandwidth[n],
+            int8_peak_ops_per_s=peaks[n],
         )
-        for t, n, n_rows, nb, sec in results
+        for t, n, n_rows, nb, sec, psec in results
     ]
 
 
@@ -294,14 +309,24 @@ def bench_in_cache(
 
 
 def format_bench(rows: list[dict]) -> str:
-    """A plain-text table of bench_kernels() results."""
-    lines = [f"{'type':<7} {'thr':>3} {'isa':<12} {'MiB':>6} {'ms':>8} {'GB/s':>7} {'read GB/s':>9} {'of bw':>6}"]
+    """A plain-text table of bench_kernels() results: GB/s of the rows and of the packed panels
+    (what the decoder runs where the level packs the type), the read bandwidth, the share of it
+    decoding gets, and a last line with the level's int8 peak per thread count."""
+    lines = [
+        f"{'type':<7} {'thr':>3} {'isa':<12} {'MiB':>6} {'ms':>8} {'GB/s':>7} {'packed':>7} {'read GB/s':>9} {'of bw':>6}"
+    ]
+    peaks: dict[int, float] = {}
     for r in rows:
+        packed = "-" if r.get("packed_bytes_per_s") is None else f"{r['packed_bytes_per_s'] / 1e9:.2f}"
         lines.append(
             f"{r['type']:<7} {r['threads']:>3} {r['isa']:<12} {r['bytes'] / 2**20:>6.0f} "
-            f"{r['seconds'] * 1e3:>8.2f} {r['bytes_per_s'] / 1e9:>7.2f} "
+            f"{r['seconds'] * 1e3:>8.2f} {r['bytes_per_s'] / 1e9:>7.2f} {packed:>7} "
             f"{r['bandwidth_bytes_per_s'] / 1e9:>9.2f} {100 * r['fraction']:>5.0f}%"
         )
+        peaks[r["threads"]] = r.get("int8_peak_ops_per_s") or 0.0
+    if any(v > 0 for v in peaks.values()):
+        each = ", ".join(f"{n} thread{'s' if n > 1 else ''} {v / 1e9:.0f}" for n, v in sorted(peaks.items()))
+        lines.append(f"int8 peak, GOP/s (the ceiling of the prompt kernels at this level): {each}")
     return "\n".join(lines)
 
 

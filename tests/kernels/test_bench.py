@@ -12,8 +12,12 @@ def test_bench_kernels_small():
     for r in rows:
         assert r["bytes_per_s"] > 0 and r["bandwidth_bytes_per_s"] > 0 and r["fraction"] > 0
         assert r["bytes"] <= 1 << 20
+        # the panels are timed where the level packs the type (what decoding runs), else None
+        assert (r["packed_bytes_per_s"] or 0) > 0 if K.isa_packs(r["type_id"]) else r["packed_bytes_per_s"] is None
+        assert (r["int8_peak_ops_per_s"] > 0) == (K.isa_level() > 0)  # none at the reference level
     text = K.format_bench(rows)
     assert "Q4_K" in text and "%" in text
+    assert ("int8 peak" in text) == (K.isa_level() > 0)
 
 
 def test_bench_matmul_small():
