@@ -173,8 +173,7 @@ def bench_kernels(
             w = random_weights(t, n_rows, n_cols, seed=t)
             y = np.empty(n_rows, dtype=np.float32)
             best = {n: float("inf") for n in pools}
-            packed = n_rows % 8 == 0 and isa_packs(t, level)
-            pk = pack(next(iter(pools.values())), t, w, n_cols) if packed else None
+            pk = pack(next(iter(pools.values())), t, w, n_cols) if isa_packs(t, level) else None
             best_p = {n: float("inf") for n in pools}
             for n, pool in pools.items():
                 matvec(pool, t, w, n_cols, x, isa=level, out=y)  # warm up
@@ -190,7 +189,7 @@ def bench_kernels(
                         t0 = time.perf_counter()
                         matmul_packed(pool, t, pk, n_rows, n_cols, x[None, :], isa=level)
                         best_p[n] = min(best_p[n], time.perf_counter() - t0)
-            results += [(t, n, n_rows, int(w.nbytes), best[n], best_p[n] if packed else None) for n in pools]
+            results += [(t, n, n_rows, int(w.nbytes), best[n], None if pk is None else best_p[n]) for n in pools]
             del w, pk
         sizes = {n: p.size for n, p in pools.items()}
     finally:
@@ -238,7 +237,6 @@ def bench_matmul(
     y = np.empty((n_tok, n_rows), dtype=np.float32)
     out = []
     pools = {n: ThreadPool(n) for n in threads}
-    peaks = {n: int8_peak(pool, level) for n, pool in pools.items()}
 
     def best_of(run: Callable[[], object]) -> float:
         run()
@@ -250,6 +248,7 @@ def bench_matmul(
         return best
 
     try:
+        peaks = {n: int8_peak(pool, level) for n, pool in pools.items()}
         for t in types:
             w = random_weights(t, n_rows, n_cols, seed=t)
             packs = n_rows % 8 == 0 and isa_packs(t, level)
