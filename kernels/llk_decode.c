@@ -50,6 +50,8 @@ struct llk_decoder {
     const uint8_t **packed;         /* n_layer x N_SLOTS + 1 (the output): a weight's panels, or
                                      * NULL where it runs as read */
     float *vectors;                 /* pack == 2: the norms and biases, copied (own_vectors) */
+    int embd_release;               /* the token embedding's mapped pages are given back after each
+                                       batch reads its rows (pack == 2, and nothing else reads them) */
 };
 
 /* The matrices of a layer, in the order of the packed[] slots. */
@@ -124,6 +126,27 @@ static const uint8_t *release_pages(const uint8_t *from, const uint8_t *to) {
     (void)to;
     return from;
 #endif
+}
+
+/* Reading one row of a mapped file maps back the page-cache folio around it: up to 2 MiB on recent
+ * kernels, whatever the fault-around setting. With pack == 2 nothing else reads the token
+ * embedding's pages (the output is its packed copy, or another tensor), so the 2 MiB window each
+ * row a batch read starts in, and the next, are given back: otherwise a tied model holds its
+ * embedding twice once a chat has used enough distinct tokens (a 1B model's is 200 MB and more).
+ * Windows are clipped to the tensor; release_pages keeps the pages it shares with its neighbours. */
+static void release_embedding_rows(const llk_decoder *d, const int32_t *tokens, int64_t T) {
+    const uintptr_t window = (uintptr_t)1 << 21;
+    const uint8_t *lo = (const uint8_t *)d->tok_embd.data;
+    const uint8_t *hi = lo + (size_t)d->c.n_vocab * d->tok_embd.row_stride;
+    uintptr_t done = 0;   /* the last window released: a prompt's rows often share one */
+    for (int64_t t = 0; t < T; t++) {
+        const uintptr_t at = (uintptr_t)(lo + (size_t)tokens[t] * d->tok_embd.row_stride) & ~(window - 1);
+        if (at == done) continue;
+        done = at;
+        const uint8_t *a = (const uint8_t *)at < lo ? lo : (const uint8_t *)at;
+        const uint8_t *e = (const uint8_t *)(at + 2 * window) > hi ? hi : (const uint8_t *)(at + 2 * window);
+        (void)release_pages(a, e);
+    }
 }
 
 /* A tensor is packed this many bytes of its rows at a time, and (pack == 2) those rows' pages
@@ -328,6 +351,7 @@ llk_status llk_decoder_new(const llk_decoder_config *cfg, const llk_tensor *tok_
     /* the vectors first: the pages their copy maps back are then released with the weights' */
     llk_status st = c->pack >= 2 ? own_vectors(d) : LLK_OK;
     if (!st) st = pack_weights(d);
+    d->embd_release = c->pack >= 2 && (!c->tied_output || d->packed[(size_t)c->n_layer * N_SLOTS]);
     if (st) {
         llk_decoder_free(d);
         return st;
@@ -606,6 +630,7 @@ static llk_status decode_batch(llk_decoder *d, const int32_t *tokens, int64_t T,
         if (st) return st;
         if (c->embd_scale != 1.0f) llk_scale(d->x + t * E, c->embd_scale, d->x + t * E, E);
     }
+    if (d->embd_release) release_embedding_rows(d, tokens, T);
     for (int il = 0; il < c->n_layer; il++) {
         const llk_layer *L = &d->layers[il];
         const uint8_t *const *pk = d->packed + (size_t)il * N_SLOTS;
