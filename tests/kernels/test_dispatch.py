@@ -111,6 +111,19 @@ for t in sorted(K.SUPPORTED_TYPES):   # the same floats as the reference, bit fo
         ref = K.vec_dot(t, row, a, n, isa="ref")
         got = K.vec_dot(t, row, a, n)
         assert np.float32(got).tobytes() == np.float32(ref).tobytes(), (t, got, ref)
+packed = []
+for t in sorted(K.SUPPORTED_TYPES):   # the packed panels too: 5 panels (two-panel tiles and an odd one)
+    if not K.isa_packs(t):
+        continue
+    packed.append(t)
+    n = 2 * max(K.block_size(t), 256)
+    w = K.random_weights(t, 40, n, seed=t)
+    x = rng.standard_normal((11, n)).astype(np.float32)
+    want = K.matmul(None, t, w, n, x, isa="ref")
+    for n_tok in (1, 3, 11):
+        got = K.matmul_packed(None, t, K.pack(None, t, w, n), 40, n, x[:n_tok])
+        assert got.tobytes() == want[:n_tok].tobytes(), (t, n_tok)
+assert len(packed) >= 6, packed   # the legacy 4- and 8-bit types, the K-quants and IQ4_XS pack here
 print("ok")
 """
 
