@@ -19,6 +19,7 @@
 
 #if defined(LLK_TARGET_AVX512) && (!defined(LLK_VNNI) || defined(LLK_TARGET_VNNI))
 #include <immintrin.h>
+#include <stdlib.h>
 
 #if !defined(LLK_VNNI)
 int llk_have_avx512_build(void) { return 1; }
