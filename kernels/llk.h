@@ -62,9 +62,10 @@ typedef enum {
 } llk_act_format;
 
 /* Eight blocks of 32 activations, scales first so SIMD kernels load 8 at once: block j holds
- * x[i] ~= d[j] * qs[j][i], and s[j] = d[j] * sum(qs[j]). 320 bytes; a row's last group is
- * zero-padded. */
-typedef struct { float d[8]; float s[8]; int8_t qs[8][32]; } llk_block_q8_32x8;
+ * x[i] ~= d[j] * qs[j][i], s[j] = d[j] * sum(qs[j]) (the mins' term of Q4_1 and Q5_1) and
+ * o[j] = -8 * sum(qs[j]) (the offset of Q4_0's levels as an exact integer; Q5_0's is twice it).
+ * 352 bytes; a row's last group is zero-padded. */
+typedef struct { float d[8]; float s[8]; int32_t o[8]; int8_t qs[8][32]; } llk_block_q8_32x8;
 /* One block of 256 activations: x[i] ~= d * qs[i]; bsums[j] = sum(qs[16j .. 16j+15]). 292 bytes. */
 typedef struct { float d; int8_t qs[256]; int16_t bsums[16]; } llk_block_q8_256;
 

@@ -228,7 +228,7 @@ KERNEL_INLINE __m512i pair_sums(const uint8_t *B, const size_t bsize, const llk_
 /* legacy_dot (llk_simd256.inc) with a whole group's products two blocks per zmm */
 KERNEL_INLINE float legacy_dot512(const void *w, const void *a, int64_t n, const size_t bsize,
                                   pair_levels_fn pair_levels, pair_dot_fn pair_dot,
-                                  leg_block_idot_fn block_idot, leg_act_coef_fn act_coef) {
+                                  leg_block_idot_fn block_idot, leg_act_coef_fn act_coef, const int off) {
     const uint8_t *blk = (const uint8_t *)w;
     const llk_block_q8_32x8 *ag = (const llk_block_q8_32x8 *)a;
     const int64_t nb = n / 32;
@@ -240,7 +240,7 @@ KERNEL_INLINE float legacy_dot512(const void *w, const void *a, int64_t n, const
         prefetch_ahead(B, 8 * bsize);
         __m256 dw = gather_d8(B, bsize, cnt);
         __m256 S = _mm256_mul_ps(dw, _mm256_loadu_ps(G->d));
-        accx = _mm256_fmadd_ps(act_coef(B, dw, cnt), _mm256_loadu_ps(G->s), accx);
+        if (act_coef) accx = _mm256_fmadd_ps(act_coef(B, dw, cnt), _mm256_loadu_ps(G->s), accx);
         __m256i I;
         if (cnt == 8)
             I = pairs_to_blocks(pair_sums(B, bsize, G, 0, pair_levels, pair_dot), pair_sums(B, bsize, G, 1, pair_levels, pair_dot),
@@ -250,28 +250,28 @@ KERNEL_INLINE float legacy_dot512(const void *w, const void *a, int64_t n, const
                          leg_block_sums(B, bsize, G, 2, cnt, block_idot), leg_block_sums(B, bsize, G, 3, cnt, block_idot),
                          leg_block_sums(B, bsize, G, 4, cnt, block_idot), leg_block_sums(B, bsize, G, 5, cnt, block_idot),
                          leg_block_sums(B, bsize, G, 6, cnt, block_idot), leg_block_sums(B, bsize, G, 7, cnt, block_idot));
-        acc = _mm256_fmadd_ps(S, _mm256_cvtepi32_ps(I), acc);
+        acc = _mm256_fmadd_ps(S, _mm256_cvtepi32_ps(leg_offset(I, G, off)), acc);
     }
     return hsum8(_mm256_add_ps(acc, accx));
 }
 
 static float dot_q4_0_512(const void *w, const void *a, int64_t n) {
-    return legacy_dot512(w, a, n, sizeof(blk_q4_0), pair_levels_q4_0, dpbusd512, block_idot_q4_0, act_coef_q4_0);
+    return legacy_dot512(w, a, n, sizeof(blk_q4_0), pair_levels_q4_0, dpbusd512, block_idot_q4_0, NULL, 1);
 }
 static float dot_q4_1_512(const void *w, const void *a, int64_t n) {
-    return legacy_dot512(w, a, n, sizeof(blk_q4_1), pair_levels_q4_1, dpbusd512, block_idot_q4_1, act_coef512_q4_1);
+    return legacy_dot512(w, a, n, sizeof(blk_q4_1), pair_levels_q4_1, dpbusd512, block_idot_q4_1, act_coef512_q4_1, 0);
 }
 static float dot_q5_0_512(const void *w, const void *a, int64_t n) {
-    return legacy_dot512(w, a, n, sizeof(blk_q5_0), pair_levels_q5_0, dpbusd512, block_idot_q5_0, act_coef_q5_0);
+    return legacy_dot512(w, a, n, sizeof(blk_q5_0), pair_levels_q5_0, dpbusd512, block_idot_q5_0, NULL, 2);
 }
 static float dot_q5_1_512(const void *w, const void *a, int64_t n) {
-    return legacy_dot512(w, a, n, sizeof(blk_q5_1), pair_levels_q5_1, dpbusd512, block_idot_q5_1, act_coef512_q5_1);
+    return legacy_dot512(w, a, n, sizeof(blk_q5_1), pair_levels_q5_1, dpbusd512, block_idot_q5_1, act_coef512_q5_1, 0);
 }
 static float dot_q8_0_512(const void *w, const void *a, int64_t n) {
-    return legacy_dot512(w, a, n, sizeof(blk_q8_0), pair_levels_q8_0, sdot512, block_idot_q8_0, act_coef_none);
+    return legacy_dot512(w, a, n, sizeof(blk_q8_0), pair_levels_q8_0, sdot512, block_idot_q8_0, NULL, 0);
 }
 static float dot_iq4_nl_512(const void *w, const void *a, int64_t n) {
-    return legacy_dot512(w, a, n, sizeof(blk_iq4_nl), pair_levels_iq4_nl, sdot512, block_idot_iq4_nl, act_coef_none);
+    return legacy_dot512(w, a, n, sizeof(blk_iq4_nl), pair_levels_iq4_nl, sdot512, block_idot_iq4_nl, NULL, 0);
 }
 
 /* --- 1 x 4 register-blocked legacy dots, two blocks per zmm (matrix x matrix) ------------------
@@ -280,7 +280,8 @@ static float dot_iq4_nl_512(const void *w, const void *a, int64_t n) {
 
 KERNEL_INLINE void legacy_dot4_512(const void *w, const void *a, size_t as, int64_t n, float *out,
                                    const size_t bsize, pair_levels_fn pair_levels, pair_dot_fn pair_dot,
-                                   leg_levels_fn levels, leg_bytes_dot_fn bytes_dot, leg_act_coef_fn act_coef) {
+                                   leg_levels_fn levels, leg_bytes_dot_fn bytes_dot, leg_act_coef_fn act_coef,
+                                   const int off) {
     const uint8_t *blk = (const uint8_t *)w;
     const uint8_t *a8 = (const uint8_t *)a;
     const int64_t nb = n / 32;
@@ -290,7 +291,7 @@ KERNEL_INLINE void legacy_dot4_512(const void *w, const void *a, size_t as, int6
         const uint8_t *B = blk + (size_t)(8 * g) * bsize;
         const int cnt = nb - 8 * g < 8 ? (int)(nb - 8 * g) : 8;
         __m256 dw = gather_d8(B, bsize, cnt);
-        const __m256 cf = act_coef(B, dw, cnt);
+        const __m256 cf = act_coef ? act_coef(B, dw, cnt) : _mm256_setzero_ps();
         const llk_block_q8_32x8 *G[4];
         for (int t = 0; t < 4; t++) G[t] = (const llk_block_q8_32x8 *)(a8 + t * as) + g;
         __m256i I[4];
@@ -306,30 +307,31 @@ KERNEL_INLINE void legacy_dot4_512(const void *w, const void *a, size_t as, int6
             legacy4_totals(B, bsize, G, cnt, levels, bytes_dot, I);
         }
         for (int t = 0; t < 4; t++) {
-            c[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_loadu_ps(G[t]->d)), _mm256_cvtepi32_ps(I[t]), c[t]);
-            cx[t] = _mm256_fmadd_ps(cf, _mm256_loadu_ps(G[t]->s), cx[t]);
+            c[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_loadu_ps(G[t]->d)),
+                                   _mm256_cvtepi32_ps(leg_offset(I[t], G[t], off)), c[t]);
+            if (act_coef) cx[t] = _mm256_fmadd_ps(cf, _mm256_loadu_ps(G[t]->s), cx[t]);
         }
     }
     for (int t = 0; t < 4; t++) out[t] = hsum8(_mm256_add_ps(c[t], cx[t]));
 }
 
 static void dot4_q4_0_512(const void *w, const void *a, size_t as, int64_t n, float *out) {
-    legacy_dot4_512(w, a, as, n, out, sizeof(blk_q4_0), pair_levels_q4_0, dpbusd512, levels_q4_0, dot_us, act_coef_q4_0);
+    legacy_dot4_512(w, a, as, n, out, sizeof(blk_q4_0), pair_levels_q4_0, dpbusd512, levels_q4_0, dot_us, NULL, 1);
 }
 static void dot4_q4_1_512(const void *w, const void *a, size_t as, int64_t n, float *out) {
-    legacy_dot4_512(w, a, as, n, out, sizeof(blk_q4_1), pair_levels_q4_1, dpbusd512, levels_q4_1, dot_us, act_coef512_q4_1);
+    legacy_dot4_512(w, a, as, n, out, sizeof(blk_q4_1), pair_levels_q4_1, dpbusd512, levels_q4_1, dot_us, act_coef512_q4_1, 0);
 }
 static void dot4_q5_0_512(const void *w, const void *a, size_t as, int64_t n, float *out) {
-    legacy_dot4_512(w, a, as, n, out, sizeof(blk_q5_0), pair_levels_q5_0, dpbusd512, levels_q5_0, dot_us, act_coef_q5_0);
+    legacy_dot4_512(w, a, as, n, out, sizeof(blk_q5_0), pair_levels_q5_0, dpbusd512, levels_q5_0, dot_us, NULL, 2);
 }
 static void dot4_q5_1_512(const void *w, const void *a, size_t as, int64_t n, float *out) {
-    legacy_dot4_512(w, a, as, n, out, sizeof(blk_q5_1), pair_levels_q5_1, dpbusd512, levels_q5_1, dot_us, act_coef512_q5_1);
+    legacy_dot4_512(w, a, as, n, out, sizeof(blk_q5_1), pair_levels_q5_1, dpbusd512, levels_q5_1, dot_us, act_coef512_q5_1, 0);
 }
 static void dot4_q8_0_512(const void *w, const void *a, size_t as, int64_t n, float *out) {
-    legacy_dot4_512(w, a, as, n, out, sizeof(blk_q8_0), pair_levels_q8_0, sdot512, levels_q8_0, dot_ss, act_coef_none);
+    legacy_dot4_512(w, a, as, n, out, sizeof(blk_q8_0), pair_levels_q8_0, sdot512, levels_q8_0, dot_ss, NULL, 0);
 }
 static void dot4_iq4_nl_512(const void *w, const void *a, size_t as, int64_t n, float *out) {
-    legacy_dot4_512(w, a, as, n, out, sizeof(blk_iq4_nl), pair_levels_iq4_nl, sdot512, levels_iq4_nl, dot_ss, act_coef_none);
+    legacy_dot4_512(w, a, as, n, out, sizeof(blk_iq4_nl), pair_levels_iq4_nl, sdot512, levels_iq4_nl, dot_ss, NULL, 0);
 }
 
 #include "llk_avx512_k.inc"

@@ -145,6 +145,7 @@ typedef struct { llk_half d[8]; int8_t ls[8][8]; uint8_t qs[1024]; } blk_iq4_xsx
 /* Block j of a q8_32 activation row (groups of 8, see llk_block_q8_32x8). */
 #define ACT_D(g, j) ((g)[(j) >> 3].d[(j) & 7])
 #define ACT_S(g, j) ((g)[(j) >> 3].s[(j) & 7])
+#define ACT_O(g, j) ((g)[(j) >> 3].o[(j) & 7])
 #define ACT_Q(g, j) ((g)[(j) >> 3].qs[(j) & 7])
 #pragma pack(pop)
 

@@ -8,7 +8,7 @@
  * eight lanes of one register: no horizontal reductions, no re-reads.
  *
  * The summation contract is the legacy types' (llk_ref.c, legacy_dot): per row, block b = 8g + j
- * goes into lane j by one FMA with dw * dx, the offset term into a second lane set, lanes summed by
+ * goes into lane j by one FMA with dw * dx (the offset of Q4_0 and Q5_0 in its integer), the mins term of the _1 types into a second lane set, lanes summed by
  * llk_sum8. A panel stores its entries lane-major (all of lane 0's blocks, then lane 1's, ...), so
  * that order is also the memory order. Packed or not, a row gives the same float bit for bit.
  *
@@ -58,13 +58,13 @@ static inline int u_q8_0x8(const uint8_t *qs, int r, int k) {
  * d and m), whether the fifth bits follow them, the 4-byte chunks of quants, their levels, and the
  * offset (legacy_dot's off / has_m). */
 typedef struct {
-    size_t blk, ent; int head, has_qh, n_chunks; int (*u)(const uint8_t *, int, int); float off;
+    size_t blk, ent; int head, has_qh, n_chunks; int (*u)(const uint8_t *, int, int); int off;
 } legacy_panel;
-static const legacy_panel P_Q4_0 = {sizeof(blk_q4_0), sizeof(blk_q4_0x8), 1, 0, 4, u_q4x8, -8.0f};
-static const legacy_panel P_Q4_1 = {sizeof(blk_q4_1), sizeof(blk_q4_1x8), 2, 0, 4, u_q4x8, 0.0f};
-static const legacy_panel P_Q5_0 = {sizeof(blk_q5_0), sizeof(blk_q5_0x8), 1, 1, 4, u_q5x8, -16.0f};
-static const legacy_panel P_Q5_1 = {sizeof(blk_q5_1), sizeof(blk_q5_1x8), 2, 1, 4, u_q5x8, 0.0f};
-static const legacy_panel P_Q8_0 = {sizeof(blk_q8_0), sizeof(blk_q8_0x8), 1, 0, 8, u_q8_0x8, 0.0f};
+static const legacy_panel P_Q4_0 = {sizeof(blk_q4_0), sizeof(blk_q4_0x8), 1, 0, 4, u_q4x8, -8};
+static const legacy_panel P_Q4_1 = {sizeof(blk_q4_1), sizeof(blk_q4_1x8), 2, 0, 4, u_q4x8, 0};
+static const legacy_panel P_Q5_0 = {sizeof(blk_q5_0), sizeof(blk_q5_0x8), 1, 1, 4, u_q5x8, -16};
+static const legacy_panel P_Q5_1 = {sizeof(blk_q5_1), sizeof(blk_q5_1x8), 2, 1, 4, u_q5x8, 0};
+static const legacy_panel P_Q8_0 = {sizeof(blk_q8_0), sizeof(blk_q8_0x8), 1, 0, 8, u_q8_0x8, 0};
 
 static const legacy_panel *legacy_of(int type) {
     switch (type) {
@@ -204,11 +204,12 @@ static float panel_row_ref(const legacy_panel *L, const uint8_t *P, int64_t nb, 
             memcpy(&h, e + 2 * r, 2);
             const float dw = llk_h2f(h);
             int I = 0;
-            for (int k = 0; k < LLK_QK; k++) I += L->u(e + 16 * L->head, r, k) * ACT_Q(A, b)[k];
-            memcpy(&hm, e + 16 + 2 * r, 2);       /* m, where the type has one */
-            const float cf = L->head == 2 ? llk_h2f(hm) : L->off != 0.0f ? dw * L->off : 0.0f;
+            for (int k = 0; k < LLK_QK; k++) I += (L->u(e + 16 * L->head, r, k) + L->off) * ACT_Q(A, b)[k];
             acc[j] = fmaf(dw * ACT_D(A, b), (float)I, acc[j]);
-            accx[j] = fmaf(cf, ACT_S(A, b), accx[j]);
+            if (L->head == 2) {                   /* m, where the type has one */
+                memcpy(&hm, e + 16 + 2 * r, 2);
+                accx[j] = fmaf(llk_h2f(hm), ACT_S(A, b), accx[j]);
+            }
         }
     for (int j = 0; j < 8; j++) v[j] = acc[j] + accx[j];
     return llk_sum8(v);

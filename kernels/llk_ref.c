@@ -31,6 +31,7 @@ static void quant_q8_32_ref(const float *x, void *out, int64_t n) {
         }
         ACT_D(a, b) = d;
         ACT_S(a, b) = d * (float)sum;
+        ACT_O(a, b) = -8 * sum;
     }
 }
 
@@ -84,12 +85,13 @@ static float dot_bf16(const void *w, const void *a, int64_t n) { return float_do
 
 /* --- legacy 32-blocks ---------------------------------------------------------------------------
  * The summation contract (every level): block b = 8g + j of a row contributes in lane j,
- *   acc[j]  = fmaf(dw_b * dx_b, (float)I_b, acc[j])      I_b = sum_i u_i * qx_i, exact
- *   accx[j] = fmaf(cf_b, sx_b, accx[j])                  sx_b = the activations' s = dx_b * sum(qx)
- * group after group, where u are the block's levels in unsigned form (the nibble, the 5-bit value;
- * Q8_0 and IQ4_NL: their signed values) and cf_b restores the offset: -8 dw (Q4_0), -16 dw (Q5_0),
- * m (Q4_1, Q5_1), 0 (Q8_0, IQ4_NL). A partial last group runs all 8 lanes, the missing blocks
- * as zeros. The dot is llk_sum8(acc + accx). */
+ *   acc[j]  = fmaf(dw_b * dx_b, (float)I_b, acc[j])      I_b = sum_i w_i * qx_i, exact
+ *   accx[j] = fmaf(m_b, sx_b, accx[j])                   sx_b = the activations' s = dx_b * sum(qx)
+ * group after group, where w are the block's signed levels (Q4_0: the nibble - 8, Q5_0: the 5-bit
+ * value - 16, Q8_0 and IQ4_NL: their values; kernels take the offset as the activations' integer
+ * o_b = -8 sum(qx), once or twice) and the mins' lane set accx is the _1 types' (Q4_1, Q5_1: w the
+ * unsigned levels, m_b the block's min); for the others accx stays zero. A partial last group runs
+ * all 8 lanes, the missing blocks as zeros. The dot is llk_sum8(acc + accx). */
 
 /* Level of element i (0..31) of a 4-bit block: low nibbles first, then high. */
 static inline int nib(const uint8_t *qs, int i) { return i < 16 ? (qs[i] & 15) : (qs[i - 16] >> 4); }
@@ -102,9 +104,10 @@ static int u_q5_1(const void *b, int i) { const blk_q5_1 *B = (const blk_q5_1 *)
 static int u_q8_0(const void *b, int i) { return ((const blk_q8_0 *)b)->qs[i]; }
 static int u_iq4_nl(const void *b, int i) { return llk_iq4_values[nib(((const blk_iq4_nl *)b)->qs, i)]; }
 
-/* A legacy type for legacy_dot: block bytes, unsigned-form levels, the offset (-8, -16, or 0 for
- * none) and whether the block has a min m (a float16 right after d). Every block starts with d. */
-typedef struct { size_t bytes; int (*u)(const void *, int); float off; int has_m; } legacy_type;
+/* A legacy type for legacy_dot: block bytes, unsigned-form levels, the offset that makes them
+ * signed (-8, -16, or 0 for none) and whether the block has a min m (a float16 right after d).
+ * Every block starts with d. */
+typedef struct { size_t bytes; int (*u)(const void *, int); int off; int has_m; } legacy_type;
 
 static float legacy_dot(const legacy_type *t, const void *w, const void *a, int64_t n) {
     const uint8_t *blk = (const uint8_t *)w;
@@ -121,23 +124,22 @@ static float legacy_dot(const legacy_type *t, const void *w, const void *a, int6
                 llk_half h;
                 memcpy(&h, B, 2); dw = llk_h2f(h);
                 if (t->has_m) { memcpy(&h, B + 2, 2); m = llk_h2f(h); }
-                for (int i = 0; i < 32; i++) I += t->u(B, i) * ACT_Q(ab, b)[i];
+                for (int i = 0; i < 32; i++) I += (t->u(B, i) + t->off) * ACT_Q(ab, b)[i];
             }
-            const float cf = t->has_m ? m : t->off != 0.0f ? dw * t->off : 0.0f;
             acc[j] = fmaf(dw * ACT_D(ab, b), (float)I, acc[j]);
-            accx[j] = fmaf(cf, ACT_S(ab, b), accx[j]);
+            if (t->has_m) accx[j] = fmaf(m, ACT_S(ab, b), accx[j]);
         }
     float v[8];
     for (int j = 0; j < 8; j++) v[j] = acc[j] + accx[j];
     return llk_sum8(v);
 }
 
-static const legacy_type T_Q4_0 = {sizeof(blk_q4_0), u_q4_0, -8.0f, 0};
-static const legacy_type T_Q4_1 = {sizeof(blk_q4_1), u_q4_1, 0.0f, 1};
-static const legacy_type T_Q5_0 = {sizeof(blk_q5_0), u_q5_0, -16.0f, 0};
-static const legacy_type T_Q5_1 = {sizeof(blk_q5_1), u_q5_1, 0.0f, 1};
-static const legacy_type T_Q8_0 = {sizeof(blk_q8_0), u_q8_0, 0.0f, 0};
-static const legacy_type T_IQ4_NL = {sizeof(blk_iq4_nl), u_iq4_nl, 0.0f, 0};
+static const legacy_type T_Q4_0 = {sizeof(blk_q4_0), u_q4_0, -8, 0};
+static const legacy_type T_Q4_1 = {sizeof(blk_q4_1), u_q4_1, 0, 1};
+static const legacy_type T_Q5_0 = {sizeof(blk_q5_0), u_q5_0, -16, 0};
+static const legacy_type T_Q5_1 = {sizeof(blk_q5_1), u_q5_1, 0, 1};
+static const legacy_type T_Q8_0 = {sizeof(blk_q8_0), u_q8_0, 0, 0};
+static const legacy_type T_IQ4_NL = {sizeof(blk_iq4_nl), u_iq4_nl, 0, 0};
 
 static float dot_q4_0(const void *w, const void *a, int64_t n) { return legacy_dot(&T_Q4_0, w, a, n); }
 static float dot_q4_1(const void *w, const void *a, int64_t n) { return legacy_dot(&T_Q4_1, w, a, n); }
