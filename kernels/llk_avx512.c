@@ -42,6 +42,7 @@ static inline __m256i bits32_x16(const uint8_t qh[4]) {
 #include "llk_simd256.inc"
 #include "llk_avx2_panel.inc"
 #include "llk_avx512_panel.inc"
+#include "llk_avx512_panel2.inc"
 #if defined(LLK_VNNI)
 #include "llk_vnni256_panel.inc"
 #endif
