@@ -66,8 +66,11 @@ typedef enum {
  * o[j] = -8 * sum(qs[j]) (the offset of Q4_0's levels as an exact integer; Q5_0's is twice it).
  * 352 bytes; a row's last group is zero-padded. */
 typedef struct { float d[8]; float s[8]; int32_t o[8]; int8_t qs[8][32]; } llk_block_q8_32x8;
-/* One block of 256 activations: x[i] ~= d * qs[i]; bsums[j] = sum(qs[16j .. 16j+15]). 292 bytes. */
-typedef struct { float d; int8_t qs[256]; int16_t bsums[16]; } llk_block_q8_256;
+/* One block of 256 activations: x[i] ~= d * qs[i]; bsums[j] = sum(qs[16j .. 16j+15]) (the groups
+ * of 16 of Q2_K, Q3_K, Q6_K) and gsums[g] = sum(qs[32g .. 32g+31]) = bsums[2g] + bsums[2g+1] (the
+ * groups of 32 of Q4_K, Q5_K, IQ4_XS, ready for a broadcast instead of a pairwise add per use).
+ * 308 bytes. */
+typedef struct { float d; int8_t qs[256]; int16_t bsums[16]; int16_t gsums[8]; } llk_block_q8_256;
 
 /* --- CPU features and dispatch ------------------------------------------------------------- */
 

@@ -47,6 +47,7 @@ static void quant_q8_256_ref(const float *x, void *out, int64_t n) {
             for (int i = 0; i < 16; i++) s += a[b].qs[16 * g + i];
             a[b].bsums[g] = (int16_t)s;
         }
+        for (int g = 0; g < 8; g++) a[b].gsums[g] = (int16_t)(a[b].bsums[2 * g] + a[b].bsums[2 * g + 1]);
         a[b].d = d;
     }
 }

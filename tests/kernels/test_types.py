@@ -180,6 +180,22 @@ def test_activation_quantizers_match_reference_bit_for_bit(t, isa):
             np.testing.assert_array_equal(got, want)
 
 
+Q8_256 = np.dtype([("d", "<f4"), ("qs", "i1", 256), ("bsums", "<i2", 16), ("gsums", "<i2", 8)])
+
+
+@pytest.mark.parametrize("isa", LEVELS)
+def test_q8_256_block_sums(isa):
+    """A q8_256 block (llk_block_q8_256, 308 bytes) carries its level sums per 16 (bsums) and per 32
+    (gsums): the kernels take them as they are, so they must be the sums of its levels."""
+    assert Q8_256.itemsize == 308
+    for x in _edge_vectors(256 * 3):
+        a = K.quantize_activations(12, x, isa=isa).view(Q8_256)
+        assert a.shape == (3,)
+        q = a["qs"].astype(np.int64)
+        np.testing.assert_array_equal(a["bsums"], q.reshape(3, 16, 16).sum(axis=2))
+        np.testing.assert_array_equal(a["gsums"], q.reshape(3, 8, 32).sum(axis=2))
+
+
 # --- dot products -------------------------------------------------------------------------------------
 
 
