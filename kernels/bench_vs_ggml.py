@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
         out = ctypes.c_float()
         best_ours = best_ggml = float("inf")
         comparable = tr.vec_dot_type == GGML_TYPE_Q8_K and K.block_size(t) == 256
-        if comparable:   # Q8_K: d, qs, bsums (our block's first 292 bytes of 308)
+        if comparable:  # Q8_K: d, qs, bsums (our block's first 292 bytes of 308)
             a_q8k = np.ascontiguousarray(a.view(np.uint8).reshape(-1, 308)[:, :292])
         for _ in range(args.reps):
             r = K.bench_in_cache([t], [level], n_rows=1, n_cols=n, inner=200, reps=1)[0]
