@@ -182,6 +182,7 @@ void llk_gelu(const float *x, float *y, int64_t n);      /* tanh approximation *
 void llk_gelu_erf(const float *x, float *y, int64_t n);  /* exact (erf) GELU */
 /* Gated: y = act(g) * u   (SwiGLU with act = SiLU, GeGLU with act = GELU). */
 void llk_swiglu(const float *g, const float *u, float *y, int64_t n);
+llk_status llk_swiglu_isa(int isa, const float *g, const float *u, float *y, int64_t n);  /* at one level */
 void llk_geglu(const float *g, const float *u, float *y, int64_t n);
 void llk_add(const float *a, const float *b, float *y, int64_t n);
 void llk_mul(const float *a, const float *b, float *y, int64_t n);

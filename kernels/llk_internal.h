@@ -235,6 +235,13 @@ static inline float llk_exp(float x) {
     return x > LLK_EXP_LO ? y : 0.0f;
 }
 
+/* x * sigmoid(x) with llk_exp, from e = exp(-|x|) only (no overflow for either sign): x / (1 + e)
+ * for x >= 0, x e / (1 + e) below. The SIMD activations (llk_kernels.swiglu) give these floats. */
+static inline float llk_silu1(float x) {
+    const float e = llk_exp(-fabsf(x));
+    return (x >= 0.0f ? x : x * e) / (1.0f + e);
+}
+
 /* --- what the compiler was told to target (each ISA file is built with its own flags) ------- */
 
 /* MSVC's /arch:AVX2 implies FMA and F16C without defining their macros, and its /arch:AVX512
@@ -315,6 +322,9 @@ typedef void (*llk_kdots_tile_fn)(const float *q, const float *kt, int64_t n, in
 /* x[i] = exp(x[i] - mx) in place; returns the sum (softmax without the division). */
 typedef float (*llk_expsum_fn)(float *x, int64_t n, float mx);
 
+/* The gated activation of a SwiGLU feed-forward: y[i] = llk_silu1(g[i]) * u[i] (y may be g). */
+typedef void (*llk_glu_fn)(const float *g, const float *u, float *y, int64_t n);
+
 /* The integer peak probe's loop (llk_int8_peak_probe): the level's widest 8-bit multiply-add
  * instruction run n times in each of several independent chains, nothing else; returns the
  * multiply-adds done and folds the results into *sink so that none is optimised away. */
@@ -336,6 +346,7 @@ typedef struct {
     llk_vacc_fn vacc[LLK_KV_KINDS];
     llk_kdots_tile_fn kdots_tile;
     llk_expsum_fn expsum;
+    llk_glu_fn swiglu;
     llk_int8_peak_fn int8_peak;       /* NULL at the reference level (no 8-bit multiply-add) */
 } llk_kernels;
 

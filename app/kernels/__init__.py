@@ -590,9 +590,14 @@ def gelu_erf(x: ArrayLike) -> np.ndarray:
     return _unary(lib.llk_gelu_erf, x)
 
 
-def swiglu(gate: ArrayLike, up: ArrayLike) -> np.ndarray:
-    """silu(gate) * up."""
-    return _binary(lib.llk_swiglu, gate, up, "up")
+def swiglu(gate: ArrayLike, up: ArrayLike, isa: int | str | None = None) -> np.ndarray:
+    """silu(gate) * up, at instruction-set level `isa` (the same floats at every level)."""
+    level = _isa(isa)
+
+    def at_level(g, u, y, n):
+        _check(lib.llk_swiglu_isa(level, g, u, y, n), "swiglu")
+
+    return _binary(at_level, gate, up, "up")
 
 
 def geglu(gate: ArrayLike, up: ArrayLike) -> np.ndarray:

@@ -62,6 +62,21 @@ def test_activations():
     close(K.mul(x, u), xd * u)
 
 
+@pytest.mark.parametrize("isa", LEVELS)
+def test_swiglu_levels_bit_for_bit(isa):
+    """The SIMD SwiGLU is the reference's float for float: lanes and tails, both signs, the ends of
+    the exponential's range, zeros, infinities and NaN."""
+    g = np.concatenate(
+        [RNG.standard_normal(1003) * 6, [0.0, -0.0, 87.0, -87.0, 88.5, -88.5, 1e4, -1e4, np.inf, -np.inf, np.nan]]
+    ).astype(np.float32)
+    u = RNG.standard_normal(g.size).astype(np.float32)
+    for n in (g.size, 8, 5):
+        want = K.swiglu(g[:n], u[:n], isa="ref")
+        np.testing.assert_array_equal(K.swiglu(g[:n], u[:n], isa=isa), want)
+    gd = g[:1003].astype(np.float64)
+    close(K.swiglu(g[:1003], u[:1003], isa=isa), gd / (1 + np.exp(-gd)) * u[:1003])
+
+
 # --- RoPE -------------------------------------------------------------------------------------------
 
 
