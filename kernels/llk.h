@@ -184,6 +184,7 @@ void llk_gelu_erf(const float *x, float *y, int64_t n);  /* exact (erf) GELU */
 void llk_swiglu(const float *g, const float *u, float *y, int64_t n);
 llk_status llk_swiglu_isa(int isa, const float *g, const float *u, float *y, int64_t n);  /* at one level */
 void llk_geglu(const float *g, const float *u, float *y, int64_t n);
+llk_status llk_geglu_isa(int isa, const float *g, const float *u, float *y, int64_t n);  /* at one level */
 void llk_add(const float *a, const float *b, float *y, int64_t n);
 void llk_mul(const float *a, const float *b, float *y, int64_t n);
 void llk_scale(const float *a, float s, float *y, int64_t n);

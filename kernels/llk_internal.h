@@ -241,6 +241,14 @@ static inline float llk_silu1(float x) {
     const float e = llk_exp(-fabsf(x));
     return (x >= 0.0f ? x : x * e) / (1.0f + e);
 }
+/* GELU, tanh approximation: 0.5 x (1 + tanh(z)) with z = c (x + 0.044715 x^3), written as
+ * x sigmoid(2z) (the same function) and taken as llk_silu1 takes its sigmoid: from e = exp(-|2z|). */
+#define LLK_GELU_C 0.7978845608028654f /* sqrt(2 / pi) */
+static inline float llk_gelu1(float x) {
+    const float s = 2.0f * (LLK_GELU_C * (x + 0.044715f * x * x * x));
+    const float e = llk_exp(-fabsf(s));
+    return (s >= 0.0f ? x : x * e) / (1.0f + e);
+}
 
 /* --- what the compiler was told to target (each ISA file is built with its own flags) ------- */
 
@@ -322,7 +330,8 @@ typedef void (*llk_kdots_tile_fn)(const float *q, const float *kt, int64_t n, in
 /* x[i] = exp(x[i] - mx) in place; returns the sum (softmax without the division). */
 typedef float (*llk_expsum_fn)(float *x, int64_t n, float mx);
 
-/* The gated activation of a SwiGLU feed-forward: y[i] = llk_silu1(g[i]) * u[i] (y may be g). */
+/* The gated activations of a feed-forward: y[i] = act(g[i]) * u[i] (y may be g), act llk_silu1
+ * (SwiGLU) or llk_gelu1 (GeGLU). */
 typedef void (*llk_glu_fn)(const float *g, const float *u, float *y, int64_t n);
 
 /* The integer peak probe's loop (llk_int8_peak_probe): the level's widest 8-bit multiply-add
@@ -347,6 +356,7 @@ typedef struct {
     llk_kdots_tile_fn kdots_tile;
     llk_expsum_fn expsum;
     llk_glu_fn swiglu;
+    llk_glu_fn geglu;
     llk_int8_peak_fn int8_peak;       /* NULL at the reference level (no 8-bit multiply-add) */
 } llk_kernels;
 

@@ -193,14 +193,10 @@ void llk_softmax(float *x, int64_t n) {
     for (int64_t i = 0; i < n; i++) x[i] *= inv;
 }
 
-static inline float gelu1(float v) {
-    const float c = 0.7978845608028654f; /* sqrt(2/pi) */
-    return 0.5f * v * (1.0f + tanhf(c * (v + 0.044715f * v * v * v)));
-}
 static inline float gelu_erf1(float v) { return 0.5f * v * (1.0f + erff(v * 0.7071067811865476f)); }
 
 void llk_silu(const float *x, float *y, int64_t n) { for (int64_t i = 0; i < n; i++) y[i] = llk_silu1(x[i]); }
-void llk_gelu(const float *x, float *y, int64_t n) { for (int64_t i = 0; i < n; i++) y[i] = gelu1(x[i]); }
+void llk_gelu(const float *x, float *y, int64_t n) { for (int64_t i = 0; i < n; i++) y[i] = llk_gelu1(x[i]); }
 void llk_gelu_erf(const float *x, float *y, int64_t n) { for (int64_t i = 0; i < n; i++) y[i] = gelu_erf1(x[i]); }
 void llk_swiglu(const float *g, const float *u, float *y, int64_t n) { llk_swiglu_isa(LLK_ISA_DEFAULT, g, u, y, n); }
 llk_status llk_swiglu_isa(int isa, const float *g, const float *u, float *y, int64_t n) {
@@ -209,8 +205,12 @@ llk_status llk_swiglu_isa(int isa, const float *g, const float *u, float *y, int
     k->swiglu(g, u, y, n);
     return LLK_OK;
 }
-void llk_geglu(const float *g, const float *u, float *y, int64_t n) {
-    for (int64_t i = 0; i < n; i++) y[i] = gelu1(g[i]) * u[i];
+void llk_geglu(const float *g, const float *u, float *y, int64_t n) { llk_geglu_isa(LLK_ISA_DEFAULT, g, u, y, n); }
+llk_status llk_geglu_isa(int isa, const float *g, const float *u, float *y, int64_t n) {
+    const llk_kernels *k = llk_kernels_for(isa);
+    if (!k) return LLK_ERR_ISA;
+    k->geglu(g, u, y, n);
+    return LLK_OK;
 }
 void llk_add(const float *a, const float *b, float *y, int64_t n) { for (int64_t i = 0; i < n; i++) y[i] = a[i] + b[i]; }
 void llk_mul(const float *a, const float *b, float *y, int64_t n) { for (int64_t i = 0; i < n; i++) y[i] = a[i] * b[i]; }

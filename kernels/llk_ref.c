@@ -488,6 +488,9 @@ static float expsum_ref(float *x, int64_t n, float mx) {
 static void swiglu_ref(const float *g, const float *u, float *y, int64_t n) {
     for (int64_t i = 0; i < n; i++) y[i] = llk_silu1(g[i]) * u[i];
 }
+static void geglu_ref(const float *g, const float *u, float *y, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] = llk_gelu1(g[i]) * u[i];
+}
 
 void llk_fill_ref(llk_kernels *k) {
     memset(k, 0, sizeof *k);
@@ -498,6 +501,7 @@ void llk_fill_ref(llk_kernels *k) {
     k->kdots_tile = kdots_tile_ref;
     k->expsum = expsum_ref;
     k->swiglu = swiglu_ref;
+    k->geglu = geglu_ref;
 #define SET(T, dq, dt) k->dequant[T] = dq; k->dot[T] = dt
     SET(LLK_TYPE_F32, deq_f32, dot_f32);
     SET(LLK_TYPE_F16, deq_f16, dot_f16);

@@ -600,9 +600,15 @@ def swiglu(gate: ArrayLike, up: ArrayLike, isa: int | str | None = None) -> np.n
     return _binary(at_level, gate, up, "up")
 
 
-def geglu(gate: ArrayLike, up: ArrayLike) -> np.ndarray:
-    """gelu(gate) * up."""
-    return _binary(lib.llk_geglu, gate, up, "up")
+def geglu(gate: ArrayLike, up: ArrayLike, isa: int | str | None = None) -> np.ndarray:
+    """gelu(gate) * up (tanh approximation), at instruction-set level `isa` (the same floats at every
+    level)."""
+    level = _isa(isa)
+
+    def at_level(g, u, y, n):
+        _check(lib.llk_geglu_isa(level, g, u, y, n), "geglu")
+
+    return _binary(at_level, gate, up, "up")
 
 
 def add(a: ArrayLike, b: ArrayLike) -> np.ndarray:

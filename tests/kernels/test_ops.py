@@ -63,18 +63,20 @@ def test_activations():
 
 
 @pytest.mark.parametrize("isa", LEVELS)
-def test_swiglu_levels_bit_for_bit(isa):
-    """The SIMD SwiGLU is the reference's float for float: lanes and tails, both signs, the ends of
-    the exponential's range, zeros, infinities and NaN."""
+def test_gated_activations_levels_bit_for_bit(isa):
+    """The SIMD SwiGLU and GeGLU are the reference's float for float: lanes and tails, both signs,
+    the ends of the exponential's range, zeros, infinities and NaN; and close to float64."""
     g = np.concatenate(
         [RNG.standard_normal(1003) * 6, [0.0, -0.0, 87.0, -87.0, 88.5, -88.5, 1e4, -1e4, np.inf, -np.inf, np.nan]]
     ).astype(np.float32)
     u = RNG.standard_normal(g.size).astype(np.float32)
-    for n in (g.size, 8, 5):
-        want = K.swiglu(g[:n], u[:n], isa="ref")
-        np.testing.assert_array_equal(K.swiglu(g[:n], u[:n], isa=isa), want)
-    gd = g[:1003].astype(np.float64)
-    close(K.swiglu(g[:1003], u[:1003], isa=isa), gd / (1 + np.exp(-gd)) * u[:1003])
+    for fn in (K.swiglu, K.geglu):
+        for n in (g.size, 8, 5):
+            np.testing.assert_array_equal(fn(g[:n], u[:n], isa=isa), fn(g[:n], u[:n], isa="ref"))
+    gd, ud = g[:1003].astype(np.float64), u[:1003]
+    close(K.swiglu(g[:1003], ud, isa=isa), gd / (1 + np.exp(-gd)) * ud)
+    gelu = 0.5 * gd * (1 + np.tanh(math.sqrt(2 / math.pi) * (gd + 0.044715 * gd**3)))
+    close(K.geglu(g[:1003], ud, isa=isa), gelu * ud)
 
 
 # --- RoPE -------------------------------------------------------------------------------------------
