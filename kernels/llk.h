@@ -216,6 +216,11 @@ void llk_rope_params_default(llk_rope_params *p, int head_dim);
 /* x: n_tok x n_head x head_dim, rotated in place; token t sits at position pos[t]. */
 llk_status llk_rope(const llk_rope_params *p, float *x, int64_t n_tok, int64_t n_head,
                     const int32_t *pos);
+/* The same in two steps, for many rotations at the same positions (every layer of a batch):
+ * cs (n_tok x n_rot floats) = each position's cosines and sines as llk_rope takes them, then the
+ * rotation by them, the same floats as llk_rope gives. */
+llk_status llk_rope_cs(const llk_rope_params *p, const int32_t *pos, int64_t n_tok, float *cs);
+llk_status llk_rope_with(const llk_rope_params *p, const float *cs, float *x, int64_t n_tok, int64_t n_head);
 
 typedef struct {
     int n_head;               /* query heads */

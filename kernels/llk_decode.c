@@ -42,6 +42,8 @@ struct llk_decoder {
     float *k, *v;                   /* n_batch x Hkv x D */
     float *g, *u;                   /* n_batch x F */
     int32_t *pos;                   /* n_batch */
+    float *rope_cs;                 /* 2 x n_batch x n_rot: the batch's RoPE cosines and sines
+                                       (llk_rope_cs) for c->rope, then for the first local base */
     uint8_t *act[3];                /* n_batch x act_bytes: quantized activations, per format */
     size_t act_bytes;               /* bytes of one token's activations, largest format */
     uint8_t *packs;                 /* every packed weight, one 64-byte aligned block (or NULL) */
@@ -94,7 +96,7 @@ void llk_decoder_free(llk_decoder *d) {
     if (!d) return;
     free(d->layers); free(d->k_alloc); free(d->v_alloc);
     free(d->x); free(d->xb); free(d->xb2); free(d->q); free(d->att);
-    free(d->k); free(d->v); free(d->g); free(d->u); free(d->pos);
+    free(d->k); free(d->v); free(d->g); free(d->u); free(d->pos); free(d->rope_cs);
     for (int i = 0; i < 3; i++) free(d->act[i]);
     free(d->packs_alloc); free(d->packed); free(d->vectors);
     free(d);
@@ -325,6 +327,7 @@ llk_status llk_decoder_new(const llk_decoder_config *cfg, const llk_tensor *tok_
     d->g = (float *)malloc(sizeof(float) * B * F);
     d->u = (float *)malloc(sizeof(float) * B * F);
     d->pos = (int32_t *)malloc(sizeof(int32_t) * B);
+    d->rope_cs = (float *)malloc(sizeof(float) * 2 * B * (size_t)(c->rope.n_rot > 0 ? c->rope.n_rot : 1));
     /* activation rows: the largest any weight's type consumes (float32 types need 4 bytes per
      * input, the 8-bit formats a little over 1) */
     size_t ab = llk_act_row_bytes(outw->type, E);
@@ -343,7 +346,7 @@ llk_status llk_decoder_new(const llk_decoder_config *cfg, const llk_tensor *tok_
         acts_ok &= d->act[i] != NULL;
     }
     if (!acts_ok || !d->layers || !d->k_cache || !d->v_cache || !d->x || !d->xb || !d->xb2 || !d->q ||
-        !d->att || !d->k || !d->v || !d->g || !d->u || !d->pos) {
+        !d->att || !d->k || !d->v || !d->g || !d->u || !d->pos || !d->rope_cs) {
         llk_decoder_free(d);
         return LLK_ERR_NOMEM;
     }
@@ -392,14 +395,14 @@ static llk_status norm_rows(const llk_decoder *d, const float *x, const llk_tens
 
 #define PAR_MIN_TOKENS 4
 
-enum { ROWS_NORM, ROWS_QUANT, ROWS_ROPE, ROWS_ACT };
+enum { ROWS_NORM, ROWS_QUANT, ROWS_ROPE_CS, ROWS_ROPE, ROWS_ACT };
 
 typedef struct {
     const llk_decoder *d;
     int op;
     const float *x; float *y; const llk_tensor *w, *b; int64_t n;      /* NORM: rows of n */
     int type; uint8_t *a; size_t ab;                                   /* QUANT: x -> a */
-    float *q, *k; const llk_rope_params *rope;                         /* ROPE */
+    float *q, *k; const llk_rope_params *rope; float *cs;              /* ROPE_CS, ROPE */
     float *g; const float *u;                                          /* ACT: g = act(g) * u */
     volatile int failed;
 } rows_job;
@@ -421,11 +424,16 @@ static void rows_fn(void *arg, int64_t t0, int64_t t1, int ith) {
             if (llk_quantize_act(c->isa, j->type, j->x + t * j->n, j->a + (size_t)t * j->ab, j->n))
                 j->failed = 1;
         break;
-    case ROWS_ROPE:
-        if (llk_rope(j->rope, j->q + t0 * c->n_head * c->head_dim, T, c->n_head, j->d->pos + t0) ||
-            llk_rope(j->rope, j->k + t0 * c->n_head_kv * c->head_dim, T, c->n_head_kv, j->d->pos + t0))
+    case ROWS_ROPE_CS:
+        if (llk_rope_cs(j->rope, j->d->pos + t0, T, j->cs + t0 * j->rope->n_rot)) j->failed = 1;
+        break;
+    case ROWS_ROPE: {
+        const float *cs = j->cs + t0 * j->rope->n_rot;
+        if (llk_rope_with(j->rope, cs, j->q + t0 * c->n_head * c->head_dim, T, c->n_head) ||
+            llk_rope_with(j->rope, cs, j->k + t0 * c->n_head_kv * c->head_dim, T, c->n_head_kv))
             j->failed = 1;
         break;
+    }
     case ROWS_ACT: {
         const int64_t F = c->n_ff;
         float *g = j->g + t0 * F;
@@ -616,6 +624,23 @@ static void hadamard_blocks(float *x, int64_t n_vec, int n) {
     }
 }
 
+/* Layer L's RoPE: the model's, or a local layer's own base, unscaled (gemma3). */
+static llk_rope_params layer_rope(const llk_decoder_config *c, const llk_layer *L) {
+    llk_rope_params rope = c->rope;
+    if (L->rope_base > 0.0f) {
+        rope.freq_base = L->rope_base; rope.scaling = LLK_ROPE_SCALING_NONE; rope.freq_scale = 1.0f;
+    }
+    return rope;
+}
+
+/* The batch's RoPE table for `rope` into cs (llk_rope_cs, on the pool). */
+static llk_status rope_table(const llk_decoder *d, const llk_rope_params *rope, float *cs, int64_t T) {
+    rows_job r;
+    memset(&r, 0, sizeof r);
+    r.op = ROWS_ROPE_CS; r.rope = rope; r.cs = cs;
+    return run_rows(d, &r, T);
+}
+
 /* One batch of T <= n_batch tokens at positions p0 .. p0+T-1 through every layer. */
 static llk_status decode_batch(llk_decoder *d, const int32_t *tokens, int64_t T, int64_t p0,
                                int all_logits, float *logits) {
@@ -631,13 +656,15 @@ static llk_status decode_batch(llk_decoder *d, const int32_t *tokens, int64_t T,
         if (c->embd_scale != 1.0f) llk_scale(d->x + t * E, c->embd_scale, d->x + t * E, E);
     }
     if (d->embd_release) release_embedding_rows(d, tokens, T);
+    /* the positions' cosines and sines once per batch, not per layer: the model's base in the
+     * first table, a local base in the second (computed again where the base changes) */
+    float *cs_local = d->rope_cs + (size_t)c->n_batch * (size_t)c->rope.n_rot;
+    float local_base = 0.0f;
+    if (c->rope.n_rot > 0 && (st = rope_table(d, &c->rope, d->rope_cs, T))) return st;
     for (int il = 0; il < c->n_layer; il++) {
         const llk_layer *L = &d->layers[il];
         const uint8_t *const *pk = d->packed + (size_t)il * N_SLOTS;
-        llk_rope_params rope = c->rope;
-        if (L->rope_base > 0.0f) {  /* a local layer's own base, unscaled (gemma3) */
-            rope.freq_base = L->rope_base; rope.scaling = LLK_ROPE_SCALING_NONE; rope.freq_scale = 1.0f;
-        }
+        const llk_rope_params rope = layer_rope(c, L);
         /* attention: xb = norm(x); q, k, v = xb W^T; rope; cache; att = softmax(q k^T) v */
         if ((st = norm_par(d, d->x, &L->attn_norm, &L->attn_norm_b, d->xb, T, E))) return st;
         {
@@ -650,9 +677,13 @@ static llk_status decode_batch(llk_decoder *d, const int32_t *tokens, int64_t T,
             if ((st = llk_rms_norm(d->k, (const float *)L->k_norm.data, d->k, T * c->n_head_kv, D, c->norm_eps))) return st;
         }
         if (rope.n_rot > 0) {
+            if (L->rope_base > 0.0f && L->rope_base != local_base) {
+                if ((st = rope_table(d, &rope, cs_local, T))) return st;
+                local_base = L->rope_base;
+            }
             rows_job r;
             memset(&r, 0, sizeof r);
-            r.op = ROWS_ROPE; r.q = d->q; r.k = d->k; r.rope = &rope;
+            r.op = ROWS_ROPE; r.q = d->q; r.k = d->k; r.rope = &rope; r.cs = L->rope_base > 0.0f ? cs_local : d->rope_cs;
             if ((st = run_rows(d, &r, T))) return st;
         }
         uint8_t *kc = (uint8_t *)d->k_cache + (size_t)il * d->kv_layer_bytes;
@@ -755,11 +786,8 @@ llk_status llk_decoder_kv_shift(llk_decoder *d, int64_t p0, int64_t n_drop, int6
         kv_move(d, kc, p0, p0 + n_drop, n_move);
         kv_move(d, vc, p0, p0 + n_drop, n_move);
         if (c->rope.n_rot <= 0) continue;
-        llk_rope_params rope = c->rope;
+        llk_rope_params rope = layer_rope(c, &d->layers[il]);
         rope.attn_factor = 1.0f;    /* the magnitude factor belongs to the first rotation only */
-        if (d->layers[il].rope_base > 0.0f) {
-            rope.freq_base = d->layers[il].rope_base; rope.scaling = LLK_ROPE_SCALING_NONE; rope.freq_scale = 1.0f;
-        }
         for (int64_t b = 0; b < n_move; b += c->n_batch) {   /* rows through the k scratch */
             int64_t T = n_move - b < c->n_batch ? n_move - b : c->n_batch;
             llk_status st = kv_get(d, kc, p0 + b, T, d->k);

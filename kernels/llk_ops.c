@@ -302,20 +302,19 @@ static llk_status rope_freqs(const llk_rope_params *p, double *inv_freq, double 
     return LLK_OK;
 }
 
-llk_status llk_rope(const llk_rope_params *p, float *x, int64_t n_tok, int64_t n_head,
-                    const int32_t *pos) {
-    if (!p || !x || !pos || n_tok < 0 || n_head < 0) return LLK_ERR_ARG;
-    if (p->head_dim <= 0 || p->n_rot <= 0 || p->n_rot > p->head_dim || p->n_rot % 2 ||
-        !(p->freq_base > 0.0f))
-        return LLK_ERR_ARG;
-    int half = p->n_rot / 2;
+static int rope_params_bad(const llk_rope_params *p) {
+    return !p || p->head_dim <= 0 || p->n_rot <= 0 || p->n_rot > p->head_dim || p->n_rot % 2 ||
+           !(p->freq_base > 0.0f);
+}
+
+llk_status llk_rope_cs(const llk_rope_params *p, const int32_t *pos, int64_t n_tok, float *cs) {
+    if (rope_params_bad(p) || !pos || !cs || n_tok < 0) return LLK_ERR_ARG;
+    const int half = p->n_rot / 2;
     double *buf = (double *)malloc(sizeof(double) * 3 * (size_t)half);
-    float *cs = (float *)malloc(sizeof(float) * 2 * (size_t)half);
-    if (!buf || !cs) { free(buf); free(cs); return LLK_ERR_NOMEM; }
+    if (!buf) return LLK_ERR_NOMEM;
     double *inv_freq = buf, *mix = buf + half, *interp = buf + 2 * half, mscale;
     llk_status st = rope_freqs(p, inv_freq, mix, interp, &mscale);
-    if (st) { free(buf); free(cs); return st; }
-    for (int64_t t = 0; t < n_tok; t++) {
+    for (int64_t t = 0; t < n_tok && !st; t++, cs += 2 * half) {
         for (int i = 0; i < half; i++) {
             double th_ext = (double)pos[t] * inv_freq[i];
             double th = p->scaling == LLK_ROPE_SCALING_YARN
@@ -324,6 +323,15 @@ llk_status llk_rope(const llk_rope_params *p, float *x, int64_t n_tok, int64_t n
             cs[2 * i] = (float)(cos(th) * mscale);
             cs[2 * i + 1] = (float)(sin(th) * mscale);
         }
+    }
+    free(buf);
+    return st;
+}
+
+llk_status llk_rope_with(const llk_rope_params *p, const float *cs, float *x, int64_t n_tok, int64_t n_head) {
+    if (rope_params_bad(p) || !cs || !x || n_tok < 0 || n_head < 0) return LLK_ERR_ARG;
+    const int half = p->n_rot / 2;
+    for (int64_t t = 0; t < n_tok; t++, cs += 2 * half)
         for (int64_t h = 0; h < n_head; h++) {
             float *v = x + (t * n_head + h) * p->head_dim;
             for (int i = 0; i < half; i++) {
@@ -333,9 +341,24 @@ llk_status llk_rope(const llk_rope_params *p, float *x, int64_t n_tok, int64_t n
                 v[i1] = a * s + b * c;
             }
         }
-    }
-    free(buf); free(cs);
     return LLK_OK;
+}
+
+/* Up to ROPE_CHUNK tokens' table at a time. */
+#define ROPE_CHUNK 64
+llk_status llk_rope(const llk_rope_params *p, float *x, int64_t n_tok, int64_t n_head,
+                    const int32_t *pos) {
+    if (rope_params_bad(p) || !x || !pos || n_tok < 0 || n_head < 0) return LLK_ERR_ARG;
+    float *cs = (float *)malloc(sizeof(float) * (size_t)p->n_rot * ROPE_CHUNK);
+    if (!cs) return LLK_ERR_NOMEM;
+    llk_status st = LLK_OK;
+    for (int64_t t = 0; t < n_tok && !st; t += ROPE_CHUNK) {
+        const int64_t n = n_tok - t < ROPE_CHUNK ? n_tok - t : ROPE_CHUNK;
+        st = llk_rope_cs(p, pos + t, n, cs);
+        if (!st) st = llk_rope_with(p, cs, x + t * n_head * p->head_dim, n, n_head);
+    }
+    free(cs);
+    return st;
 }
 
 /* --- attention ------------------------------------------------------------------------------ */
