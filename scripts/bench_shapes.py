@@ -72,7 +72,7 @@ def parse_args(argv=None) -> argparse.Namespace:
         "--models",
         type=_csv,
         default=list(DEFAULT_SHAPES),
-        help=f"shapes, comma-separated (default {','.join(DEFAULT_SHAPES)}); a path to a .gguf file is taken as is",
+        help=f"shapes, comma-separated (default {','.join(DEFAULT_SHAPES)}); a path to a .gguf file is taken as is, once (--types does not apply)",
     )
     ap.add_argument(
         "--types",
@@ -518,7 +518,8 @@ def main(argv=None) -> int:
         load = None
     a._rows = rows = []
     for name in a.models:
-        for qtype in a.types:
+        # a .gguf path is its own type: run once, whatever --types says
+        for qtype in a.types if not name.endswith(".gguf") else ["as in file"]:
             for isa in levels:
                 if isa not in have:
                     rows.append({"model": name, "type": qtype, "isa": isa, "error": f"this CPU has no {isa}"})
