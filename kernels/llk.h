@@ -182,9 +182,9 @@ void llk_gelu(const float *x, float *y, int64_t n);      /* tanh approximation *
 void llk_gelu_erf(const float *x, float *y, int64_t n);  /* exact (erf) GELU */
 /* Gated: y = act(g) * u   (SwiGLU with act = SiLU, GeGLU with act = GELU). */
 void llk_swiglu(const float *g, const float *u, float *y, int64_t n);
-llk_status llk_swiglu_isa(int isa, const float *g, const float *u, float *y, int64_t n);  /* at one level */
 void llk_geglu(const float *g, const float *u, float *y, int64_t n);
-llk_status llk_geglu_isa(int isa, const float *g, const float *u, float *y, int64_t n);  /* at one level */
+/* y = act(g) * u at one level, act an llk_ffn_act (below): the decoder's gated feed-forward. */
+llk_status llk_glu_isa(int isa, int act, const float *g, const float *u, float *y, int64_t n);
 void llk_add(const float *a, const float *b, float *y, int64_t n);
 void llk_mul(const float *a, const float *b, float *y, int64_t n);
 void llk_scale(const float *a, float s, float *y, int64_t n);

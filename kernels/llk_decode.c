@@ -438,9 +438,7 @@ static void rows_fn(void *arg, int64_t t0, int64_t t1, int ith) {
         const int64_t F = c->n_ff;
         float *g = j->g + t0 * F;
         const float *u = j->u + t0 * F;
-        if (c->ffn_act == LLK_FFN_GELU) llk_kernels_for(c->isa)->geglu(g, u, g, T * F);
-        else if (c->ffn_act == LLK_FFN_GELU_ERF) { llk_gelu_erf(g, g, T * F); llk_mul(g, u, g, T * F); }
-        else llk_kernels_for(c->isa)->swiglu(g, u, g, T * F);
+        if (llk_glu_isa(c->isa, c->ffn_act, g, u, g, T * F)) j->failed = 1;
         break;
     }
     }

@@ -198,19 +198,17 @@ static inline float gelu_erf1(float v) { return 0.5f * v * (1.0f + erff(v * 0.70
 void llk_silu(const float *x, float *y, int64_t n) { for (int64_t i = 0; i < n; i++) y[i] = llk_silu1(x[i]); }
 void llk_gelu(const float *x, float *y, int64_t n) { for (int64_t i = 0; i < n; i++) y[i] = llk_gelu1(x[i]); }
 void llk_gelu_erf(const float *x, float *y, int64_t n) { for (int64_t i = 0; i < n; i++) y[i] = gelu_erf1(x[i]); }
-void llk_swiglu(const float *g, const float *u, float *y, int64_t n) { llk_swiglu_isa(LLK_ISA_DEFAULT, g, u, y, n); }
-llk_status llk_swiglu_isa(int isa, const float *g, const float *u, float *y, int64_t n) {
+void llk_swiglu(const float *g, const float *u, float *y, int64_t n) { llk_glu_isa(LLK_ISA_DEFAULT, LLK_FFN_SILU, g, u, y, n); }
+void llk_geglu(const float *g, const float *u, float *y, int64_t n) { llk_glu_isa(LLK_ISA_DEFAULT, LLK_FFN_GELU, g, u, y, n); }
+llk_status llk_glu_isa(int isa, int act, const float *g, const float *u, float *y, int64_t n) {
     const llk_kernels *k = llk_kernels_for(isa);
     if (!k) return LLK_ERR_ISA;
-    k->swiglu(g, u, y, n);
-    return LLK_OK;
-}
-void llk_geglu(const float *g, const float *u, float *y, int64_t n) { llk_geglu_isa(LLK_ISA_DEFAULT, g, u, y, n); }
-llk_status llk_geglu_isa(int isa, const float *g, const float *u, float *y, int64_t n) {
-    const llk_kernels *k = llk_kernels_for(isa);
-    if (!k) return LLK_ERR_ISA;
-    k->geglu(g, u, y, n);
-    return LLK_OK;
+    switch (act) {
+    case LLK_FFN_SILU: k->swiglu(g, u, y, n); return LLK_OK;
+    case LLK_FFN_GELU: k->geglu(g, u, y, n); return LLK_OK;
+    case LLK_FFN_GELU_ERF: for (int64_t i = 0; i < n; i++) y[i] = gelu_erf1(g[i]) * u[i]; return LLK_OK;
+    default: return LLK_ERR_ARG;
+    }
 }
 void llk_add(const float *a, const float *b, float *y, int64_t n) { for (int64_t i = 0; i < n; i++) y[i] = a[i] + b[i]; }
 void llk_mul(const float *a, const float *b, float *y, int64_t n) { for (int64_t i = 0; i < n; i++) y[i] = a[i] * b[i]; }

@@ -590,25 +590,25 @@ def gelu_erf(x: ArrayLike) -> np.ndarray:
     return _unary(lib.llk_gelu_erf, x)
 
 
-def _gated(fn: Callable[..., int], what: str, gate: ArrayLike, up: ArrayLike, isa: int | str | None) -> np.ndarray:
-    """A gated activation's C function (level first, status back) through _binary."""
+def _gated(act: int, what: str, gate: ArrayLike, up: ArrayLike, isa: int | str | None) -> np.ndarray:
+    """act(gate) * up by llk_glu_isa (act an llk_ffn_act) through _binary."""
     level = _isa(isa)
 
     def at_level(g: CPointer, u: CPointer, y: CPointer, n: int) -> None:
-        _check(fn(level, g, u, y, n), what)
+        _check(lib.llk_glu_isa(level, act, g, u, y, n), what)
 
     return _binary(at_level, gate, up, "up")
 
 
 def swiglu(gate: ArrayLike, up: ArrayLike, isa: int | str | None = None) -> np.ndarray:
     """silu(gate) * up, at instruction-set level `isa` (the same floats at every level)."""
-    return _gated(lib.llk_swiglu_isa, "swiglu", gate, up, isa)
+    return _gated(lib.LLK_FFN_SILU, "swiglu", gate, up, isa)
 
 
 def geglu(gate: ArrayLike, up: ArrayLike, isa: int | str | None = None) -> np.ndarray:
     """gelu(gate) * up (tanh approximation), at instruction-set level `isa` (the same floats at every
     level)."""
-    return _gated(lib.llk_geglu_isa, "geglu", gate, up, isa)
+    return _gated(lib.LLK_FFN_GELU, "geglu", gate, up, isa)
 
 
 def add(a: ArrayLike, b: ArrayLike) -> np.ndarray:
