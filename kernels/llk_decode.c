@@ -43,7 +43,7 @@ struct llk_decoder {
     float *g, *u;                   /* n_batch x F */
     int32_t *pos;                   /* n_batch */
     float *rope_cs;                 /* 2 x n_batch x n_rot: the batch's RoPE cosines and sines
-                                       (llk_rope_cs) for c->rope, then for the first local base */
+                                       (llk_rope_cs) for c->rope, then for the local base in use */
     uint8_t *act[3];                /* n_batch x act_bytes: quantized activations, per format */
     size_t act_bytes;               /* bytes of one token's activations, largest format */
     uint8_t *packs;                 /* every packed weight, one 64-byte aligned block (or NULL) */
