@@ -395,14 +395,16 @@ static llk_status norm_rows(const llk_decoder *d, const float *x, const llk_tens
 
 #define PAR_MIN_TOKENS 4
 
-enum { ROWS_NORM, ROWS_QUANT, ROWS_ROPE_CS, ROWS_ROPE, ROWS_ACT };
+enum { ROWS_NORM, ROWS_QUANT, ROWS_ROPE_CS, ROWS_QK, ROWS_ACT };
 
 typedef struct {
     const llk_decoder *d;
     int op;
     const float *x; float *y; const llk_tensor *w, *b; int64_t n;      /* NORM: rows of n */
     int type; uint8_t *a; size_t ab;                                   /* QUANT: x -> a */
-    float *q, *k; const llk_rope_params *rope; float *cs;              /* ROPE_CS, ROPE */
+    float *q, *k; const llk_rope_params *rope; float *cs;              /* ROPE_CS: rope, cs; QK: q, k, */
+    const float *q_norm, *k_norm;                                      /* normed (if q_norm), then roped
+                                                                          (if rope) by cs */
     float *g; const float *u;                                          /* ACT: g = act(g) * u */
     volatile int failed;
 } rows_job;
@@ -427,11 +429,17 @@ static void rows_fn(void *arg, int64_t t0, int64_t t1, int ith) {
     case ROWS_ROPE_CS:
         if (llk_rope_cs(j->rope, j->d->pos + t0, T, j->cs + t0 * j->rope->n_rot)) j->failed = 1;
         break;
-    case ROWS_ROPE: {
-        const float *cs = j->cs + t0 * j->rope->n_rot;
-        if (llk_rope_with(j->rope, cs, j->q + t0 * c->n_head * c->head_dim, T, c->n_head) ||
-            llk_rope_with(j->rope, cs, j->k + t0 * c->n_head_kv * c->head_dim, T, c->n_head_kv))
+    case ROWS_QK: {
+        const int D = c->head_dim;
+        float *q = j->q + t0 * c->n_head * D, *k = j->k + t0 * c->n_head_kv * D;
+        if (j->q_norm && (llk_rms_norm(q, j->q_norm, q, T * c->n_head, D, c->norm_eps) ||
+                          llk_rms_norm(k, j->k_norm, k, T * c->n_head_kv, D, c->norm_eps)))
             j->failed = 1;
+        if (j->rope) {
+            const float *cs = j->cs + t0 * j->rope->n_rot;
+            if (llk_rope_with(j->rope, cs, q, T, c->n_head) || llk_rope_with(j->rope, cs, k, T, c->n_head_kv))
+                j->failed = 1;
+        }
         break;
     }
     case ROWS_ACT: {
@@ -670,18 +678,18 @@ static llk_status decode_batch(llk_decoder *d, const int32_t *tokens, int64_t T,
             float *ys[3] = {d->q, d->k, d->v};
             if ((st = linear_multi(d, 3, ws, pk + S_Q, bs, d->xb, T, ys))) return st;
         }
-        if (c->qk_norm) {
-            if ((st = llk_rms_norm(d->q, (const float *)L->q_norm.data, d->q, T * c->n_head, D, c->norm_eps))) return st;
-            if ((st = llk_rms_norm(d->k, (const float *)L->k_norm.data, d->k, T * c->n_head_kv, D, c->norm_eps))) return st;
-        }
-        if (rope.n_rot > 0) {
-            if (L->rope_base > 0.0f && L->rope_base != local_base) {
-                if ((st = rope_table(d, &rope, cs_local, T))) return st;
-                local_base = L->rope_base;
-            }
+        if (c->qk_norm || rope.n_rot > 0) {   /* per head: rms-norm (Gemma 3, Qwen 3), then RoPE */
             rows_job r;
             memset(&r, 0, sizeof r);
-            r.op = ROWS_ROPE; r.q = d->q; r.k = d->k; r.rope = &rope; r.cs = L->rope_base > 0.0f ? cs_local : d->rope_cs;
+            r.op = ROWS_QK; r.q = d->q; r.k = d->k;
+            if (c->qk_norm) r.q_norm = (const float *)L->q_norm.data, r.k_norm = (const float *)L->k_norm.data;
+            if (rope.n_rot > 0) {
+                if (L->rope_base > 0.0f && L->rope_base != local_base) {
+                    if ((st = rope_table(d, &rope, cs_local, T))) return st;
+                    local_base = L->rope_base;
+                }
+                r.rope = &rope; r.cs = L->rope_base > 0.0f ? cs_local : d->rope_cs;
+            }
             if ((st = run_rows(d, &r, T))) return st;
         }
         uint8_t *kc = (uint8_t *)d->k_cache + (size_t)il * d->kv_layer_bytes;
