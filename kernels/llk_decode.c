@@ -401,7 +401,8 @@ typedef struct {
     const llk_decoder *d;
     int op;
     const float *x; float *y; const llk_tensor *w, *b; int64_t n;      /* NORM: rows of n */
-    int type; uint8_t *a; size_t ab;                                   /* QUANT: x -> a */
+    int type; uint8_t *a; size_t ab; int biased;                       /* QUANT: x -> a (biased for
+                                                                          the type's panel kernel) */
     float *q, *k; const llk_rope_params *rope; float *cs;              /* ROPE_CS: rope, cs; QK: q, k, */
     const float *q_norm, *k_norm;                                      /* normed (if q_norm), then roped
                                                                           (if rope) by cs */
@@ -422,9 +423,12 @@ static void rows_fn(void *arg, int64_t t0, int64_t t1, int ith) {
         if (norm_rows(j->d, j->x + t0 * j->n, j->w, j->b, j->y + t0 * j->n, T, j->n)) j->failed = 1;
         break;
     case ROWS_QUANT:
-        for (int64_t t = t0; t < t1; t++)
-            if (llk_quantize_act(c->isa, j->type, j->x + t * j->n, j->a + (size_t)t * j->ab, j->n))
+        for (int64_t t = t0; t < t1; t++) {
+            if (j->biased) llk_quantize_act_panel(llk_kernels_for(c->isa), j->type, j->x + t * j->n,
+                                                 j->a + (size_t)t * j->ab, j->n);
+            else if (llk_quantize_act(c->isa, j->type, j->x + t * j->n, j->a + (size_t)t * j->ab, j->n))
                 j->failed = 1;
+        }
         break;
     case ROWS_ROPE_CS:
         if (llk_rope_cs(j->rope, j->d->pos + t0, T, j->cs + t0 * j->rope->n_rot)) j->failed = 1;
@@ -495,18 +499,21 @@ static void fused_fn(void *arg, int64_t b, int64_t e, int ith) {
 }
 
 /* Y_i (T x rows_i) = X (T x cols) W_i^T (+ bias_i) for n <= 3 weights of the same input width:
- * the input is quantized once per activation format, and all rows of all weights form one pool
- * job (one wake-up and one barrier instead of n). */
+ * the input is quantized once per activation format (biased or not: llk_act_bias, for the panel
+ * kernels that take it so), and all rows of all weights form one pool job (one wake-up and one
+ * barrier instead of n). */
 static llk_status linear_multi(llk_decoder *d, int n, const llk_tensor *const *w,
                                const uint8_t *const *packed, const llk_tensor *const *bias,
                                const float *x, int64_t T, float *const *y) {
     fused_job j;
     memset(&j, 0, sizeof j);
     j.n = n;
+    const llk_kernels *kt = llk_kernels_for(d->c.isa);
     int fmt_of[3];
     const uint8_t *acts[3];
     for (int i = 0; i < n; i++) {
-        fmt_of[i] = llk_type_act_format(w[i]->type);
+        const int biased = packed[i] && kt->panel_biased[w[i]->type];
+        fmt_of[i] = 2 * llk_type_act_format(w[i]->type) + biased;
         int slot = i;
         for (int k = 0; k < i; k++)
             if (fmt_of[k] == fmt_of[i]) { slot = k; break; }
@@ -516,7 +523,7 @@ static llk_status linear_multi(llk_decoder *d, int n, const llk_tensor *const *w
             rows_job q;
             memset(&q, 0, sizeof q);
             q.op = ROWS_QUANT; q.type = w[i]->type; q.x = x; q.n = w[i]->n_cols;
-            q.a = d->act[i]; q.ab = ab;
+            q.a = d->act[i]; q.ab = ab; q.biased = biased;
             llk_status st = run_rows(d, &q, T);
             if (st) return st;
             acts[i] = d->act[i];
@@ -528,7 +535,7 @@ static llk_status linear_multi(llk_decoder *d, int n, const llk_tensor *const *w
         if (st) return st;
         if (packed[i]) {        /* the panels instead of the rows (pack_weights) */
             j.mm[i].w = packed[i];
-            j.mm[i].panel = llk_kernels_for(d->c.isa)->panel[w[i]->type];
+            j.mm[i].panel = kt->panel[w[i]->type];
             j.mm[i].panel_bytes = llk_panel_bytes_of(w[i]->type, w[i]->n_cols);
         }
         j.n_rows[i] = w[i]->n_rows;

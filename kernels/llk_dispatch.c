@@ -218,6 +218,18 @@ void llk_quantize_act_k(const llk_kernels *k, int act, const float *x, void *a, 
     else memcpy(a, x, (size_t)n * sizeof(float));
 }
 
+void llk_act_bias(void *a, int64_t n) {
+    llk_block_q8_256 *b = (llk_block_q8_256 *)a;
+    for (int64_t j = 0; j < n / 256; j++)
+        for (int i = 0; i < 256; i++) b[j].qs[i] = (int8_t)((uint8_t)b[j].qs[i] ^ 0x80u);
+}
+
+void llk_quantize_act_panel(const llk_kernels *k, int type, const float *x, void *a, int64_t n) {
+    const llk_traits *t = llk_traits_of(type);
+    llk_quantize_act_k(k, t->act, x, a, n);
+    if (k->panel_biased[type]) llk_act_bias(a, n);
+}
+
 llk_status llk_quantize_act(int isa, int type, const float *x, void *a, int64_t n) {
     const llk_kernels *k; const llk_traits *t;
     llk_status st = check(isa, type, n, &k, &t);

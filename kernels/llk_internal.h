@@ -349,6 +349,7 @@ typedef struct {
     llk_dot_fn dot[LLK_N_TYPES];
     llk_dot4_fn dot4[LLK_N_TYPES];    /* NULL: the driver calls dot four times */
     llk_panel_fn panel[LLK_N_TYPES];  /* NULL: no packed layout at this level (rows stay as read) */
+    uint8_t panel_biased[LLK_N_TYPES];/* 1: panel[type] takes its activations biased (llk_act_bias) */
     llk_quant_fn quant_q8_32;
     llk_quant_fn quant_q8_256;
     llk_kdots_fn kdots[LLK_KV_KINDS]; /* by LLK_KV_* kind of the cache */
@@ -402,6 +403,14 @@ void llk_fill_ref_panel(llk_kernels *k);   /* the reference panel kernels (llk_p
 
 /* Activations of one row in the format `act`, with table k. */
 void llk_quantize_act_k(const llk_kernels *k, int act, const float *x, void *a, int64_t n);
+/* Biased activations: the 8-bit quants of one row of n (llk_block_q8_256) moved to a + 128, stored
+ * as the unsigned byte a ^ 0x80 (scale and sums unchanged). A u8 x s8 multiply-add can then take
+ * the activations as its unsigned side and the weights' levels as signed, and the 128 x sum of
+ * levels it adds is the weights' own constant (a panel kernel subtracts it once per super-block,
+ * instead of a token's sums times the weights' scales: Q6_K's -32). */
+void llk_act_bias(void *a, int64_t n);
+/* The activations table k's panel kernel for `type` takes (n a whole number of its blocks). */
+void llk_quantize_act_panel(const llk_kernels *k, int type, const float *x, void *a, int64_t n);
 
 /* Traits */
 typedef struct { int block_size, block_bytes, act; } llk_traits;

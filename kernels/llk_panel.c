@@ -410,7 +410,7 @@ llk_status llk_matmul_packed(llk_pool *pool, int isa, int type, const void *pack
     uint8_t *a = (uint8_t *)malloc(act_bytes * (size_t)n_tok);
     if (!a) return LLK_ERR_NOMEM;
     for (int64_t tk = 0; tk < n_tok; tk++)
-        llk_quantize_act_k(k, t->act, x + tk * ldx, a + (size_t)tk * act_bytes, n_cols);
+        llk_quantize_act_panel(k, type, x + tk * ldx, a + (size_t)tk * act_bytes, n_cols);
     llk_mm_job j;
     memset(&j, 0, sizeof j);
     j.w = (const uint8_t *)packed; j.a = a; j.act_bytes = act_bytes; j.n_cols = n_cols;

@@ -69,7 +69,7 @@ int main(int argc, char **argv) {
     }
     for (int64_t tk = 0; tk < ntok; tk++) {
         for (int64_t i = 0; i < cols; i++) x[i] = (float)rand() / (float)RAND_MAX - 0.5f;
-        llk_quantize_act_k(k, t->act, x, a + (size_t)tk * as, cols);
+        llk_quantize_act_panel(k, type, x, a + (size_t)tk * as, cols);
     }
     const size_t pb = llk_panel_bytes_of(type, cols);
     double best = 1e30;
