@@ -424,10 +424,10 @@ static void rows_fn(void *arg, int64_t t0, int64_t t1, int ith) {
         break;
     case ROWS_QUANT:
         for (int64_t t = t0; t < t1; t++) {
-            if (j->biased) llk_quantize_act_panel(llk_kernels_for(c->isa), j->type, j->x + t * j->n,
-                                                 j->a + (size_t)t * j->ab, j->n);
-            else if (llk_quantize_act(c->isa, j->type, j->x + t * j->n, j->a + (size_t)t * j->ab, j->n))
+            if (llk_quantize_act(c->isa, j->type, j->x + t * j->n, j->a + (size_t)t * j->ab, j->n))
                 j->failed = 1;
+            else if (j->biased)
+                llk_act_bias(j->a + (size_t)t * j->ab, j->n);
         }
         break;
     case ROWS_ROPE_CS:
