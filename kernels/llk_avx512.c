@@ -381,6 +381,42 @@ KERNEL_INLINE void kdots512_grp(const float *q, const int G, const uint8_t *k, s
     kdots_max(vmx, G, mx);
 }
 
+/* kdots_tile (llk_simd256_attn.inc) at 512 bits for head sizes of 16 .. 128 in steps of 16: the
+ * query row held in hd / 16 registers, eight rows at a time, each step one FMA over 16 values (the
+ * even 8-value step in lanes 0-7, the odd in 8-15), folded and through hsum4x8: the same operations
+ * per score. Past the last row, the lanes repeat it and are not stored. */
+KERNEL_INLINE void kdots_tile512_hd(const float *q, const float *kt, int64_t n, const int hd, float scale,
+                                    float *out, float *mx) {
+    __m512 qv[8];
+    for (int s = 0; s < hd / 16; s++) qv[s] = _mm512_loadu_ps(q + 16 * s);
+    const __m128 sc = _mm_set1_ps(scale);
+    __m128 vmx = _mm_set1_ps(*mx);
+    for (int64_t j = 0; j < n; j += 8) {
+        const float *r[8];
+        for (int u = 0; u < 8; u++) r[u] = kt + (j + u < n ? j + u : n - 1) * hd;
+        __m512 a[8];
+        for (int u = 0; u < 8; u++) a[u] = _mm512_setzero_ps();
+        for (int s = 0; s < hd / 16; s++)
+            for (int u = 0; u < 8; u++) a[u] = _mm512_fmadd_ps(qv[s], _mm512_loadu_ps(r[u] + 16 * s), a[u]);
+        const __m128 s0 = _mm_mul_ps(hsum4x8(fold512(a[0]), fold512(a[1]), fold512(a[2]), fold512(a[3])), sc);
+        const __m128 s1 = _mm_mul_ps(hsum4x8(fold512(a[4]), fold512(a[5]), fold512(a[6]), fold512(a[7])), sc);
+        vmx = _mm_max_ps(vmx, _mm_max_ps(s0, s1));   /* the repeated lanes change no maximum */
+        tile_put4(s0, out, j, n);
+        tile_put4(s1, out, j + 4, n);
+    }
+    tile_max(vmx, mx);
+}
+static void kdots_tile512(const float *q, const float *kt, int64_t n, int hd, float scale, float *out, float *mx) {
+    switch (hd) {   /* the common head sizes as constants */
+    case 64: kdots_tile512_hd(q, kt, n, 64, scale, out, mx); break;
+    case 128: kdots_tile512_hd(q, kt, n, 128, scale, out, mx); break;
+    default:
+        if (hd % 16 || hd > 128) kdots_tile(q, kt, n, hd, scale, out, mx);
+        else kdots_tile512_hd(q, kt, n, hd, scale, out, mx);
+        break;
+    }
+}
+
 /* W zmm (16 values each) of each of G heads, from head value i on, over all n rows */
 KERNEL_INLINE void vacc512_pass(const float *p, int64_t ld, const int G, const int W, const uint8_t *v,
                                 size_t rb, int64_t n, int i, float *out, int64_t os, const int kind) {
@@ -500,6 +536,7 @@ void LLK_FILL(llk_kernels *k) {
     k->kdots[LLK_KV_F32] = kdots512_f32; k->kdots[LLK_KV_F16] = kdots512_f16;
     k->kdots[LLK_KV_Q8_0] = kdots512_q8;
     k->vacc[LLK_KV_F32] = vacc512_f32; k->vacc[LLK_KV_F16] = vacc512_f16; k->vacc[LLK_KV_Q8_0] = vacc512_q8;
+    k->kdots_tile = kdots_tile512;
     k->dot[LLK_TYPE_F32] = dot_f32_512;
     k->dot[LLK_TYPE_F16] = dot_f16_512;
     k->dequant[LLK_TYPE_F16] = deq_f16_512;

@@ -378,8 +378,6 @@ typedef struct {
     int kind;                   /* LLK_KV_* */
     size_t rows;                /* bytes from one position of a head to the next (within a block) */
     int64_t blk;                /* positions per block (INT64_MAX: position-major, one block) */
-    size_t ahead;               /* > 0: a tile's conversion prefetches the rows this far on (the
-                                   position-major layout, where a head's rows are far apart) */
     int64_t n_kv;
     int64_t n_tok;
     const int32_t *pos;
@@ -429,19 +427,22 @@ static size_t attn_scratch_floats(const attn_job *j) {
 }
 
 /* n rows of one KV head from c on (j->rows apart) as float32 rows of head_dim: the same floats the
- * kernels read from the cache kind (half and 8-bit values convert exactly). In a blocked cache a
- * head's rows are one stream, which the hardware prefetchers follow; position-major rows are
- * ~1 KB apart, a stride they follow poorly, so each row's slice a tile further on is prefetched
- * while the block's tokens work on this tile. */
-static void attn_tile_f32(const attn_job *j, const uint8_t *c, int64_t n, float *ft) {
+ * kernels read from the cache kind (half and 8-bit values convert exactly). Row r's conversion
+ * prefetches row r of the tile the item converts next (`next`, NULL: none), so that tile comes
+ * from far caches while the block's tokens work on this one: position-major rows are ~1 KB apart,
+ * a stride the hardware prefetchers follow poorly, and a blocked cache's tiles are short streams
+ * (8 KB of half floats) that they take too long to pick up (one thread's conversion read ~13 GB/s
+ * from L3 without). */
+static void attn_tile_f32(const attn_job *j, const uint8_t *c, int64_t n, float *ft, const uint8_t *next) {
     const int hd = j->p->head_dim;
 #if defined(__x86_64__) || defined(_M_X64) || defined(__i386__) || defined(_M_IX86)
-    const size_t bytes = j->ahead ? llk_kv_head_bytes(hd, j->kind) : 0;
+    const size_t bytes = next ? llk_kv_head_bytes(hd, j->kind) : 0;
 #endif
     for (int64_t r = 0; r < n; r++) {
         const uint8_t *src = c + (size_t)r * j->rows;
 #if defined(__x86_64__) || defined(_M_X64) || defined(__i386__) || defined(_M_IX86)
-        for (size_t b = 0; b < bytes; b += 64) _mm_prefetch((const char *)src + j->ahead + b, _MM_HINT_T0);
+        for (size_t b = 0; b < bytes; b += 64)
+            _mm_prefetch((const char *)next + (size_t)r * j->rows + b, _MM_HINT_T0);
 #endif
         j->k->dequant[j->p->kv_type](src, ft + r * hd, hd);
     }
@@ -514,7 +515,9 @@ static void attn_fn(void *arg, int64_t b, int64_t e, int ith) {
         for (int64_t c0 = lo, c1; c0 < hi; c0 = c1) {
             c1 = attn_run_end(j, c0, hi, tile);
             const uint8_t *kr = j->kc + llk_kv_at(p, hk, c0);   /* rows c0 .. c1 - 1, rs apart */
-            if (j->n_blk > 1) attn_tile_f32(j, kr, c1 - c0, ft);
+            if (j->n_blk > 1)   /* next: the following K tile, after the last the first V tile */
+                attn_tile_f32(j, kr, c1 - c0, ft,
+                              c1 < hi ? j->kc + llk_kv_at(p, hk, c1) : j->vc + llk_kv_at(p, hk, lo));
             for (int u = 0; u < nt; u++) {
                 attn_row *w = &rows[u];
                 const int64_t s0 = c0 > w->lo ? c0 : w->lo, s1 = c1 < w->hi ? c1 : w->hi;
@@ -552,7 +555,7 @@ static void attn_fn(void *arg, int64_t b, int64_t e, int ith) {
         for (int64_t c0 = lo, c1; c0 < hi; c0 = c1) {
             c1 = attn_run_end(j, c0, hi, tile);
             const uint8_t *vr = j->vc + llk_kv_at(p, hk, c0);
-            if (j->n_blk > 1) attn_tile_f32(j, vr, c1 - c0, ft);
+            if (j->n_blk > 1) attn_tile_f32(j, vr, c1 - c0, ft, c1 < hi ? j->vc + llk_kv_at(p, hk, c1) : NULL);
             for (int u = 0; u < nt; u++) {
                 attn_row *w = &rows[u];
                 const int64_t s0 = c0 > w->lo ? c0 : w->lo, s1 = c1 < w->hi ? c1 : w->hi;
@@ -640,7 +643,7 @@ llk_status llk_attention_isa(llk_pool *pool, int isa, const llk_attn_params *p, 
     const size_t head_bytes = llk_row_bytes(p->kv_type, p->head_dim);
     attn_job j = {p, kt, q, (const uint8_t *)k, (const uint8_t *)v, kind,
                   p->kv_block > 0 ? head_bytes : (size_t)p->n_head_kv * head_bytes,
-                  p->kv_block > 0 ? p->kv_block : INT64_MAX, 0, n_kv, n_tok, pos,
+                  p->kv_block > 0 ? p->kv_block : INT64_MAX, n_kv, n_tok, pos,
                   out, NULL, stride, (group + LLK_ATTN_GROUP - 1) / LLK_ATTN_GROUP, LLK_ATTN_GROUP, 1, 0, 1,
                   NULL};
     /* Few items for a pool (a generated token has one per KV head) over a long context: split
@@ -662,7 +665,6 @@ llk_status llk_attention_isa(llk_pool *pool, int isa, const llk_attn_params *p, 
         /* a tile serves the block's tokens x every head of the group (score rows for no more) */
         j.sub = group < ATTN_TILE_GROUP ? group : ATTN_TILE_GROUP;
         j.n_sub = (group + j.sub - 1) / j.sub;
-        if (p->kv_block <= 0) j.ahead = (size_t)j.tile * j.rows;
     }
     float *scratch = (float *)aligned_alloc64(sizeof(float) * attn_scratch_floats(&j) * (size_t)nth);
     if (!scratch) { free(j.part); return LLK_ERR_NOMEM; }
