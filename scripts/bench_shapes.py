@@ -8,8 +8,9 @@
 For each model x type x ISA level found (files from scripts/make_bench_models.py, llama.cpp
 builds from scripts/build_llamacpp.sh, both under $LLAMBDA_BENCH_CACHE), `llambda bench` of the
 checkout at --ours-root (python -m app.engine.cli bench, with LLAMBDA_ISA set to the level) and
-`llama-bench` of the llama.cpp build for that level (avx2 -> the avx2 build, avx512 -> the native
-build) run alternately, `--rounds` times each, with the same thread count: each round of either
+`llama-bench` of the llama.cpp build for that level (avx2 -> the avx2 build, avx512 -> the avx512
+build: AVX-512 without AMX; the native build where no avx512 build exists, or for every level above
+avx2 with --native, which on an AMX CPU multiplies prompts on the AMX tiles) run alternately, `--rounds` times each, with the same thread count: each round of either
 is one warm-up run and one timed run of ppN and of tgN; the table shows the medians over the
 rounds, so that both engines see the same machine load. Columns:
 
@@ -58,7 +59,7 @@ FLOPS_NOTE = (
     "x tokens/s; the output matrix (last token only) and attention are not counted"
 )
 ISA_LEVELS = ("avx2", "avx512")
-LLAMACPP_BUILD = {"avx2": "avx2", "avx512": "native"}
+LLAMACPP_BUILD = {"avx2": "avx2", "avx512": "avx512"}
 DEFAULT_TYPES = ("Q4_0", "Q4_K_M", "Q8_0")
 
 
@@ -99,7 +100,10 @@ def parse_args(argv=None) -> argparse.Namespace:
         "--llamacpp-dir",
         type=Path,
         default=None,
-        help=f"folder with the native/ and avx2/ builds (default $LLAMBDA_BENCH_CACHE/llama.cpp/{LLAMACPP_VERSION})",
+        help=f"folder with the native/, avx2/ and avx512/ builds (default $LLAMBDA_BENCH_CACHE/llama.cpp/{LLAMACPP_VERSION})",
+    )
+    ap.add_argument(
+        "--native", action="store_true", help="llama.cpp's native build for every level above avx2 (with AMX where the CPU has it)"
     )
     ap.add_argument(
         "--llama-python",
@@ -486,6 +490,7 @@ def header(a, started: str, load: tuple[float, float, float] | None) -> str:
         f"{started}, {cpu_name()}, {os.cpu_count()} logical CPUs, {a.threads} threads for both, "
         f"median of {a.rounds} alternating rounds; llama.cpp {LLAMACPP_VERSION} (llama-cpp-python's vendored copy"
         + (", through llama-cpp-python, pip's native build" if a.llama_python else ", llama-bench")
+        + (" builds " + ", ".join(f"{k} -> {v}" for k, v in a._builds.items()) if a._builds and not a.llama_python else "")
         + "); "
         f"ours from {a.ours_root} ({_git_head(a.ours_root)})"
     ]
@@ -494,6 +499,15 @@ def header(a, started: str, load: tuple[float, float, float] | None) -> str:
     if load:
         parts.append("load average at the start %.2f %.2f %.2f" % load)
     return "; ".join(parts) + ". " + FLOPS_NOTE + "."
+
+
+def llamacpp_binary(builds: Path, isa: str, native: bool) -> Path:
+    """llama-bench of the build that runs against our level `isa`: LLAMACPP_BUILD's, or native with
+    --native or where that build was never made (a cache from before the avx512 build existed)."""
+    build = LLAMACPP_BUILD[isa]
+    if isa != "avx2" and (native or not (builds / build / "bin" / "llama-bench").exists()):
+        build = "native"
+    return builds / build / "bin" / "llama-bench"
 
 
 def _git_head(root: Path) -> str:
@@ -517,6 +531,7 @@ def main(argv=None) -> int:
     except OSError:
         load = None
     a._rows = rows = []
+    a._builds = {}
     for name in a.models:
         # a .gguf path is its own type: run once, whatever --types says
         for qtype in a.types if not name.endswith(".gguf") else ["as in file"]:
@@ -524,7 +539,8 @@ def main(argv=None) -> int:
                 if isa not in have:
                     rows.append({"model": name, "type": qtype, "isa": isa, "error": f"this CPU has no {isa}"})
                     continue
-                binary = builds / LLAMACPP_BUILD[isa] / "bin" / "llama-bench"
+                binary = llamacpp_binary(builds, isa, a.native)
+                a._builds[isa] = binary.parent.parent.name
                 t0 = time.monotonic()
                 row = bench_one(a, name, qtype, isa, binary)
                 rows.append(row)

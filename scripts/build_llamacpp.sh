@@ -5,13 +5,18 @@
 #   $LLAMBDA_BENCH_CACHE/llama.cpp/<version>/src      unpacked source (vendor/llama.cpp)
 #   $LLAMBDA_BENCH_CACHE/llama.cpp/<version>/native   -DGGML_NATIVE=ON  (everything this CPU has)
 #   $LLAMBDA_BENCH_CACHE/llama.cpp/<version>/avx2     AVX2+FMA+F16C(+BMI2), AVX-512 off
+#   $LLAMBDA_BENCH_CACHE/llama.cpp/<version>/avx512   the AVX-512 extensions this CPU has, AMX off
 #
-# usage: scripts/build_llamacpp.sh [native|avx2 ...]     (default: both)
+# usage: scripts/build_llamacpp.sh [native|avx2|avx512 ...]
+#        (default: native and avx2, and avx512 where the CPU has AVX-512)
 # env:   LLAMBDA_BENCH_CACHE (default ~/.cache/llambda-bench), LLAMA_CPP_PYTHON_VERSION (0.3.36),
 #        PYTHON (the python whose pip downloads the sdist; default python3), JOBS (default nproc)
 #
-# On a CPU without AVX-512 the two trees are the same code; both are still built so that the
-# benchmark script finds the same layout on every machine. Nothing of llama.cpp is committed.
+# On a CPU without AVX-512 native and avx2 are the same code; both are still built so that the
+# benchmark script finds the same layout on every machine. On a CPU with AMX (Intel Xeon since
+# Sapphire Rapids) the native build multiplies prompts on the AMX tiles, which no level of ours
+# uses: avx512 is the like-for-like build for our avx512 level there. Nothing of llama.cpp is
+# committed.
 set -euo pipefail
 
 CACHE=${LLAMBDA_BENCH_CACHE:-$HOME/.cache/llambda-bench}
@@ -21,10 +26,13 @@ JOBS=${JOBS:-$(nproc)}
 BASE=$CACHE/llama.cpp/$VERSION
 SRC=$BASE/src
 LEVELS=("$@")
-[ ${#LEVELS[@]} -eq 0 ] && LEVELS=(native avx2)
+if [ ${#LEVELS[@]} -eq 0 ]; then
+    LEVELS=(native avx2)
+    grep -qw avx512f /proc/cpuinfo 2>/dev/null && LEVELS+=(avx512)
+fi
 
 for level in "${LEVELS[@]}"; do
-    case $level in native|avx2) ;; *) echo "unknown level '$level' (native or avx2)" >&2; exit 2;; esac
+    case $level in native|avx2|avx512) ;; *) echo "unknown level '$level' (native, avx2 or avx512)" >&2; exit 2;; esac
 done
 
 if [ ! -f "$SRC/CMakeLists.txt" ]; then
@@ -41,8 +49,8 @@ fi
 
 # BMI2 came with AVX2 on Intel (Haswell) and AMD (Excavator, Zen); turn it on only when this CPU
 # reports it, so that the avx2 build always runs on the machine that built it.
-bmi2=OFF
-grep -qw bmi2 /proc/cpuinfo 2>/dev/null && bmi2=ON
+has() { grep -qw "$1" /proc/cpuinfo 2>/dev/null && echo ON || echo OFF; }
+bmi2=$(has bmi2)
 
 for level in "${LEVELS[@]}"; do
     out=$BASE/$level
@@ -51,6 +59,11 @@ for level in "${LEVELS[@]}"; do
         avx2)   isa=(-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
                      -DGGML_BMI2=$bmi2 -DGGML_AVX512=OFF -DGGML_AVX512_VBMI=OFF
                      -DGGML_AVX512_VNNI=OFF -DGGML_AVX512_BF16=OFF -DGGML_AVX_VNNI=OFF
+                     -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF) ;;
+        avx512) isa=(-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
+                     -DGGML_BMI2=$bmi2 -DGGML_AVX512=ON -DGGML_AVX512_VBMI=$(has avx512vbmi)
+                     -DGGML_AVX512_VNNI=$(has avx512_vnni) -DGGML_AVX512_BF16=$(has avx512_bf16)
+                     -DGGML_AVX_VNNI=$(has avx_vnni)
                      -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF) ;;
     esac
     cmake -S "$SRC" -B "$out" -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF \

@@ -96,6 +96,19 @@ def test_levels_from_cpu_flags():
     assert bench_shapes.available_levels({"sse4_2"}) == []
 
 
+def test_llamacpp_build_per_level(tmp_path):
+    """avx512 runs the avx512 build (no AMX) when it exists, else native; --native always native."""
+    pick = bench_shapes.llamacpp_binary
+    assert pick(tmp_path, "avx2", False) == tmp_path / "avx2" / "bin" / "llama-bench"
+    assert pick(tmp_path, "avx2", True) == tmp_path / "avx2" / "bin" / "llama-bench"
+    assert pick(tmp_path, "avx512", False) == tmp_path / "native" / "bin" / "llama-bench"
+    (tmp_path / "avx512" / "bin").mkdir(parents=True)
+    (tmp_path / "avx512" / "bin" / "llama-bench").write_text("")
+    assert pick(tmp_path, "avx512", False) == tmp_path / "avx512" / "bin" / "llama-bench"
+    assert pick(tmp_path, "avx512", True) == tmp_path / "native" / "bin" / "llama-bench"
+    assert bench_shapes.parse_args(["--native"]).native
+
+
 def _fake_llama_bench(folder):
     """A llama-bench stand-in: prints llama-bench's JSON rows for the -p/-n it was given."""
     path = folder / "avx2" / "bin" / "llama-bench"
