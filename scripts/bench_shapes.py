@@ -103,7 +103,9 @@ def parse_args(argv=None) -> argparse.Namespace:
         help=f"folder with the native/, avx2/ and avx512/ builds (default $LLAMBDA_BENCH_CACHE/llama.cpp/{LLAMACPP_VERSION})",
     )
     ap.add_argument(
-        "--native", action="store_true", help="llama.cpp's native build for every level above avx2 (with AMX where the CPU has it)"
+        "--native",
+        action="store_true",
+        help="llama.cpp's native build for every level above avx2 (with AMX where the CPU has it)",
     )
     ap.add_argument(
         "--llama-python",
@@ -490,7 +492,11 @@ def header(a, started: str, load: tuple[float, float, float] | None) -> str:
         f"{started}, {cpu_name()}, {os.cpu_count()} logical CPUs, {a.threads} threads for both, "
         f"median of {a.rounds} alternating rounds; llama.cpp {LLAMACPP_VERSION} (llama-cpp-python's vendored copy"
         + (", through llama-cpp-python, pip's native build" if a.llama_python else ", llama-bench")
-        + (" builds " + ", ".join(f"{k} -> {v}" for k, v in a._builds.items()) if a._builds and not a.llama_python else "")
+        + (
+            " builds " + ", ".join(f"{k} -> {v}" for k, v in a._builds.items())
+            if a._builds and not a.llama_python
+            else ""
+        )
         + "); "
         f"ours from {a.ours_root} ({_git_head(a.ours_root)})"
     ]
