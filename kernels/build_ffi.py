@@ -30,6 +30,7 @@ SOURCES = [
     ("llk_sample.c", [], [], []),
     ("llk_generate.c", [], [], []),
     ("llk_avx2.c", [], _GCC_AVX2, ["/arch:AVX2"]),
+    ("llk_avx2.c", [("LLK_AVXVNNI", "1")], _GCC_AVX2 + ["-mavxvnni"], ["/arch:AVX2"]),
     ("llk_avx512.c", [], _GCC_AVX512, ["/arch:AVX512"]),
     ("llk_avx512.c", [("LLK_VNNI", "1")], _GCC_AVX512 + ["-mavx512vnni"], ["/arch:AVX512"]),
 ]

@@ -1,16 +1,37 @@
 /* llk_avx2.c — the AVX2 + FMA + F16C level. Built with -mavx2 -mfma -mf16c; called only after
  * dispatch has seen those features. The kernels themselves are in llk_simd256.inc; this file gives
- * them their two AVX2 primitives. */
+ * them their two AVX2 primitives.
+ *
+ * Built twice: as it is (llk_fill_avx2), and with AVX-VNNI (-mavxvnni, LLK_AVXVNNI=1, exported as
+ * llk_fill_avx2vnni), which the AVX2 level takes on CPUs that have it (Intel since Alder Lake, AMD
+ * since Zen 5): dot_us() becomes one vpdpbusd, and the panel kernels whose products AVX2 can only
+ * take as maddubs + madd pairs (Q8_0's signed levels) get tiles of vpdpbusd. Same integers, same
+ * float steps: the same floats as the plain build. */
 #include "llk_internal.h"
 
-#if defined(LLK_TARGET_AVX2)
+#if defined(LLK_AVXVNNI)
+#define LLK_FILL2 llk_fill_avx2vnni
+#else
+#define LLK_FILL2 llk_fill_avx2
+#endif
+
+#if defined(LLK_TARGET_AVX2) && (!defined(LLK_AVXVNNI) || defined(LLK_TARGET_AVXVNNI))
 #include <immintrin.h>
 
+#if defined(LLK_AVXVNNI)
+int llk_have_avx2vnni_build(void) { return 1; }
+#else
 int llk_have_avx2_build(void) { return 1; }
+#endif
 
-/* 8 x i32: sums of 4 adjacent u8 x s8 products (maddubs pairs, then madd by ones) */
+/* 8 x i32: sums of 4 adjacent u8 x s8 products (maddubs pairs, then madd by ones; one vpdpbusd
+ * with AVX-VNNI) */
 static inline __m256i dot_us(__m256i u, __m256i s) {
+#if defined(LLK_AVXVNNI)
+    return _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), u, s);
+#else
     return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+#endif
 }
 /* 32 bits -> 32 bytes: byte i is 0x10 where bit i is set, else 0. */
 static inline __m256i bits32_x16(const uint8_t qh[4]) {
@@ -46,12 +67,16 @@ static int64_t int8_peak_256(int64_t n, uint64_t *sink) {
     return n * 8 * 32;
 }
 
-void llk_fill_avx2(llk_kernels *k) {
+void LLK_FILL2(llk_kernels *k) {
     llk_fill_256(k);
     llk_fill_avx2_panel(k);
     k->int8_peak = int8_peak_256;
 }
 #else
+#if defined(LLK_AVXVNNI)
+int llk_have_avx2vnni_build(void) { return 0; }
+#else
 int llk_have_avx2_build(void) { return 0; }
-void llk_fill_avx2(llk_kernels *k) { (void)k; }
+#endif
+void LLK_FILL2(llk_kernels *k) { (void)k; }
 #endif

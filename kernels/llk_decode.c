@@ -427,7 +427,7 @@ static void rows_fn(void *arg, int64_t t0, int64_t t1, int ith) {
             if (llk_quantize_act(c->isa, j->type, j->x + t * j->n, j->a + (size_t)t * j->ab, j->n))
                 j->failed = 1;
             else if (j->biased)
-                llk_act_bias(j->a + (size_t)t * j->ab, j->n);
+                llk_act_bias(j->type, j->a + (size_t)t * j->ab, j->n);
         }
         break;
     case ROWS_ROPE_CS:

@@ -4,7 +4,8 @@
  * The only global state of the library lives here: the feature bits and the kernel tables,
  * filled once (thread-safe, see llk_threads.h) on first use. LLAMBDA_ISA=ref|avx2|avx512 lowers
  * the chosen level; it can never raise it above what the CPU and the build support.
- * LLAMBDA_ISA=avx512-novnni also leaves VNNI unused (to test that build on a VNNI CPU).
+ * LLAMBDA_ISA=avx512-novnni also leaves VNNI unused (to test that build on a VNNI CPU), and
+ * LLAMBDA_ISA=avx2-novnni chooses the AVX2 level without AVX-VNNI (the same, for that build).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -26,7 +27,9 @@ const char *llk_version(void) { return "llk 0.1.0"; }
 
 /* --- CPU features -------------------------------------------------------------------------- */
 
-typedef struct { int avx2, avx512, vnni; } cpu_features;
+/* vnni: AVX512-VNNI (EVEX, with AVX-512); avxvnni: AVX-VNNI (VEX, 256-bit: Intel since Alder Lake,
+ * AMD since Zen 5), which the AVX2 level takes where the CPU has it */
+typedef struct { int avx2, avx512, vnni, avxvnni; } cpu_features;
 
 #if LLK_X86
 static void cpuid(unsigned leaf, unsigned sub, unsigned r[4]) {
@@ -49,7 +52,7 @@ static unsigned long long xgetbv0(void) {
 #endif
 
 static cpu_features detect(void) {
-    cpu_features f = {0, 0, 0};
+    cpu_features f = {0, 0, 0, 0};
 #if LLK_X86
     unsigned r[4];
     cpuid(0, 0, r);
@@ -64,12 +67,16 @@ static cpu_features detect(void) {
     int os_avx = (xcr0 & 0x6) == 0x6;           /* XMM and YMM state */
     int os_avx512 = (xcr0 & 0xe6) == 0xe6;      /* plus opmask, ZMM_Hi256, Hi16_ZMM */
     cpuid(7, 0, r);
-    unsigned ebx7 = r[1], ecx7 = r[2];
+    unsigned ebx7 = r[1], ecx7 = r[2], max_sub7 = r[0];
     int avx2 = (ebx7 >> 5) & 1, avx512f = (ebx7 >> 16) & 1, avx512bw = (ebx7 >> 30) & 1,
         avx512vl = (ebx7 >> 31) & 1, avx512dq = (ebx7 >> 17) & 1, vnni = (ecx7 >> 11) & 1;
     f.avx2 = os_avx && avx2 && fma && f16c;
     f.avx512 = f.avx2 && os_avx512 && avx512f && avx512bw && avx512vl && avx512dq;
     f.vnni = f.avx512 && vnni;
+    if (max_sub7 >= 1) {
+        cpuid(7, 1, r);
+        f.avxvnni = f.avx2 && ((r[0] >> 4) & 1);
+    }
 #endif
     return f;
 }
@@ -86,16 +93,17 @@ static int level_from_env(int best) {
     if (!e || !*e) return best;
     int want = best;
     if (!strcmp(e, "ref")) want = LLK_ISA_REF;
-    else if (!strcmp(e, "avx2")) want = LLK_ISA_AVX2;
+    else if (!strcmp(e, "avx2") || !strcmp(e, "avx2-novnni")) want = LLK_ISA_AVX2;
     else if (!strcmp(e, "avx512") || !strcmp(e, "avx512-novnni")) want = LLK_ISA_AVX512;
     return want < best ? want : best;
 }
 
 static void init_once(void) {
     g_cpu = detect();
-    /* LLAMBDA_ISA=avx512-novnni: the AVX-512 level without VNNI, as on CPUs that lack it */
+    /* LLAMBDA_ISA=avx512-novnni / avx2-novnni: the level without VNNI, as on CPUs that lack it */
     const char *e = getenv("LLAMBDA_ISA");
-    if (e && !strcmp(e, "avx512-novnni")) g_cpu.vnni = 0;
+    if (e && !strcmp(e, "avx512-novnni")) g_cpu.vnni = g_cpu.avxvnni = 0;
+    if (e && !strcmp(e, "avx2-novnni")) g_cpu.avxvnni = 0;
     llk_fill_ref(&g_tab[LLK_ISA_REF]);
     g_best = LLK_ISA_REF;
     if (g_cpu.avx2 && llk_have_avx2_build()) {
@@ -108,6 +116,9 @@ static void init_once(void) {
             else llk_fill_avx512(&g_tab[LLK_ISA_AVX512]);
             g_best = LLK_ISA_AVX512;
         }
+        /* after the AVX-512 table was copied from it: that level is the same with or without */
+        if (g_cpu.avxvnni && llk_have_avx2vnni_build()) llk_fill_avx2vnni(&g_tab[LLK_ISA_AVX2]);
+        else g_cpu.avxvnni = 0;
     }
     g_chosen = level_from_env(g_best);
 }
@@ -123,7 +134,7 @@ const char *llk_isa_name(int isa) {
     if (isa == LLK_ISA_DEFAULT) isa = g_chosen;
     switch (isa) {
     case LLK_ISA_REF: return "ref";
-    case LLK_ISA_AVX2: return "avx2";
+    case LLK_ISA_AVX2: return g_cpu.avxvnni ? "avx2-vnni" : "avx2";
     case LLK_ISA_AVX512: return llk_cpu_has_vnni() ? "avx512-vnni" : "avx512";
     default: return NULL;
     }
@@ -218,7 +229,13 @@ void llk_quantize_act_k(const llk_kernels *k, int act, const float *x, void *a, 
     else memcpy(a, x, (size_t)n * sizeof(float));
 }
 
-void llk_act_bias(void *a, int64_t n) {
+void llk_act_bias(int type, void *a, int64_t n) {
+    if (llk_type_act_format(type) == LLK_ACT_Q8_32) {
+        llk_block_q8_32x8 *g = (llk_block_q8_32x8 *)a;
+        for (int64_t j = 0; j < n / 32; j++)
+            for (int i = 0; i < 32; i++) ACT_Q(g, j)[i] = (int8_t)((uint8_t)ACT_Q(g, j)[i] ^ 0x80u);
+        return;
+    }
     llk_block_q8_256 *b = (llk_block_q8_256 *)a;
     for (int64_t j = 0; j < n / 256; j++)
         for (int i = 0; i < 256; i++) b[j].qs[i] = (int8_t)((uint8_t)b[j].qs[i] ^ 0x80u);
@@ -227,7 +244,7 @@ void llk_act_bias(void *a, int64_t n) {
 void llk_quantize_act_panel(const llk_kernels *k, int type, const float *x, void *a, int64_t n) {
     const llk_traits *t = llk_traits_of(type);
     llk_quantize_act_k(k, t->act, x, a, n);
-    if (k->panel_biased[type]) llk_act_bias(a, n);
+    if (k->panel_biased[type]) llk_act_bias(type, a, n);
 }
 
 llk_status llk_quantize_act(int isa, int type, const float *x, void *a, int64_t n) {

@@ -253,7 +253,8 @@ static inline float llk_gelu1(float x) {
 /* --- what the compiler was told to target (each ISA file is built with its own flags) ------- */
 
 /* MSVC's /arch:AVX2 implies FMA and F16C without defining their macros, and its /arch:AVX512
- * (F, CD, BW, DQ, VL) leaves VNNI to the intrinsics, which MSVC always accepts. */
+ * (F, CD, BW, DQ, VL) leaves VNNI to the intrinsics, which MSVC always accepts. (AVX-VNNI's are
+ * not taken there: that build stays a stub, and the AVX2 level runs without it.) */
 #if defined(_MSC_VER) && !defined(__clang__)
 #if defined(__AVX2__)
 #define LLK_TARGET_AVX2 1
@@ -272,6 +273,9 @@ static inline float llk_gelu1(float x) {
 #endif
 #if defined(__AVX512VNNI__)
 #define LLK_TARGET_VNNI 1
+#endif
+#if defined(LLK_TARGET_AVX2) && defined(__AVXVNNI__)
+#define LLK_TARGET_AVXVNNI 1
 #endif
 #endif
 
@@ -367,7 +371,9 @@ void llk_fill_ref_iq(llk_kernels *k);    /* the grid, ternary and MXFP4 types (l
 void llk_fill_avx2(llk_kernels *k);
 void llk_fill_avx512(llk_kernels *k);      /* AVX-512 F/BW/VL without VNNI */
 void llk_fill_avx512vnni(llk_kernels *k);  /* the same file built with VNNI */
+void llk_fill_avx2vnni(llk_kernels *k);    /* llk_avx2.c built with AVX-VNNI (-mavxvnni) */
 int llk_have_avx2_build(void);
+int llk_have_avx2vnni_build(void);
 int llk_have_avx512_build(void);
 
 /* The table for a level (LLK_ISA_DEFAULT: the chosen one); NULL if the level is unavailable. */
@@ -403,12 +409,13 @@ void llk_fill_ref_panel(llk_kernels *k);   /* the reference panel kernels (llk_p
 
 /* Activations of one row in the format `act`, with table k. */
 void llk_quantize_act_k(const llk_kernels *k, int act, const float *x, void *a, int64_t n);
-/* Biased activations: the 8-bit quants of one row of n (llk_block_q8_256) moved to a + 128, stored
- * as the unsigned byte a ^ 0x80 (scale and sums unchanged). A u8 x s8 multiply-add can then take
- * the activations as its unsigned side and the weights' levels as signed, and the 128 x sum of
- * levels it adds is the weights' own constant (a panel kernel subtracts it once per super-block,
- * instead of a token's sums times the weights' scales: Q6_K's -32). */
-void llk_act_bias(void *a, int64_t n);
+/* Biased activations: the 8-bit quants of one row of n in `type`'s activation format (q8_256 or
+ * q8_32) moved to a + 128, stored as the unsigned byte a ^ 0x80 (scales and sums unchanged). A u8 x
+ * s8 multiply-add can then take the activations as its unsigned side and the weights' levels as
+ * signed, and the 128 x sum of levels it adds is the weights' own constant (a panel kernel
+ * subtracts it once per block or super-block, instead of a token's sums times the weights' scales:
+ * Q6_K's -32; or instead of moving each weight's sign onto the activations: Q8_0 with VNNI). */
+void llk_act_bias(int type, void *a, int64_t n);
 /* The activations table k's panel kernel for `type` takes (n a whole number of its blocks). */
 void llk_quantize_act_panel(const llk_kernels *k, int type, const float *x, void *a, int64_t n);
 

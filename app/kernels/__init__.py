@@ -150,7 +150,7 @@ def best_isa_level() -> int:
 
 
 def isa_name(level: int | None = None) -> str:
-    """'ref', 'avx2', 'avx512' or 'avx512-vnni': the level in use (or the one given)."""
+    """'ref', 'avx2' (or 'avx2-vnni' with AVX-VNNI), 'avx512' or 'avx512-vnni': the level in use (or the one given)."""
     return ffi.string(lib.llk_isa_name(-1 if level is None else int(level))).decode()
 
 

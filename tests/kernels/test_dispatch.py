@@ -53,7 +53,7 @@ def test_block_sizes_match_gguf(t):
 
 
 def test_isa_name_is_a_level():
-    assert K.isa_name() in ("ref", "avx2", "avx512", "avx512-vnni")
+    assert K.isa_name() in ("ref", "avx2", "avx2-vnni", "avx512", "avx512-vnni")
     assert 0 <= K.isa_level() <= K.best_isa_level()
 
 
@@ -99,8 +99,9 @@ def test_bad_arguments_raise_kernel_error():
 
 
 NOVNNI_CHECK = r"""
-import numpy as np, app.kernels as K
-assert K.isa_name() == "avx512", K.isa_name()
+import os, numpy as np, app.kernels as K
+want = os.environ["LLAMBDA_ISA"].split("-")[0]   # avx512-novnni -> avx512, avx2-novnni -> avx2
+assert K.isa_name() == want, K.isa_name()
 rng = np.random.default_rng(0)
 for t in sorted(K.SUPPORTED_TYPES):   # the same floats as the reference, bit for bit
     n = 17 * K.block_size(t) if K.block_size(t) == 32 else 3 * max(K.block_size(t), 40)
@@ -134,5 +135,15 @@ print("ok")
 )
 def test_avx512_without_vnni_matches_reference():
     env = dict(os.environ, LLAMBDA_ISA="avx512-novnni")
+    r = subprocess.run([sys.executable, "-c", NOVNNI_CHECK], env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]
+
+
+@pytest.mark.skipif(
+    K.best_isa_level() < 1 or "vnni" not in K.isa_name(1),
+    reason="needs an AVX-VNNI CPU to compare the two AVX2 builds",
+)
+def test_avx2_without_avx_vnni_matches_reference():
+    env = dict(os.environ, LLAMBDA_ISA="avx2-novnni")
     r = subprocess.run([sys.executable, "-c", NOVNNI_CHECK], env=env, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]
