@@ -2,15 +2,17 @@
 """Llambda against llama.cpp on the real-shape benchmark models, one table from one run.
 
     python scripts/bench_shapes.py [--models llama3.2-1b,...] [--types Q4_0,Q4_K_M,...]
-        [--isa avx2,avx512] [--threads 2] [--rounds 3] [--pp 512] [--tg 128] [--depth 4096]
+        [--isa avx2,avx2-vnni,avx512] [--threads 2] [--rounds 3] [--pp 512] [--tg 128] [--depth 4096]
         [--ours-root DIR] [--out table.md] [--json]
 
 For each model x type x ISA level found (files from scripts/make_bench_models.py, llama.cpp
 builds from scripts/build_llamacpp.sh, both under $LLAMBDA_BENCH_CACHE), `llambda bench` of the
 checkout at --ours-root (python -m app.engine.cli bench, with LLAMBDA_ISA set to the level) and
-`llama-bench` of the llama.cpp build for that level (avx2 -> the avx2 build, avx512 -> the avx512
-build: AVX-512 without AMX; the native build where no avx512 build exists, or for every level above
-avx2 with --native, which on an AMX CPU multiplies prompts on the AMX tiles) run alternately, `--rounds` times each, with the same thread count: each round of either
+`llama-bench` of the llama.cpp build for that level (avx2 -> the avx2 build, our AVX2 level without
+AVX-VNNI; avx2-vnni -> the avxvnni build, our AVX2 level with it; avx512 -> the avx512 build:
+AVX-512 without AMX, or the native build where no avx512 build exists or with --native, which on an
+AMX CPU multiplies prompts on the AMX tiles) run alternately, `--rounds` times each, with the same
+thread count: each round of either
 is one warm-up run and one timed run of ppN and of tgN; the table shows the medians over the
 rounds, so that both engines see the same machine load. Columns:
 
@@ -58,8 +60,11 @@ FLOPS_NOTE = (
     "pp GFLOP/s = 2 x (weights every prompt token is multiplied by: the layers' matrices) "
     "x tokens/s; the output matrix (last token only) and attention are not counted"
 )
-ISA_LEVELS = ("avx2", "avx512")
-LLAMACPP_BUILD = {"avx2": "avx2", "avx512": "avx512"}
+ISA_LEVELS = ("avx2", "avx2-vnni", "avx512")
+LLAMACPP_BUILD = {"avx2": "avx2", "avx2-vnni": "avxvnni", "avx512": "avx512"}
+# LLAMBDA_ISA per level: avx2 is AVX2 alone (on a CPU with AVX-VNNI as on one without it, so that it
+# meets llama.cpp's avx2 build like for like); avx2-vnni is the AVX2 level with AVX-VNNI
+OURS_ISA = {"avx2": "avx2-novnni", "avx2-vnni": "avx2", "avx512": "avx512"}
 DEFAULT_TYPES = ("Q4_0", "Q4_K_M", "Q8_0")
 
 
@@ -82,7 +87,10 @@ def parse_args(argv=None) -> argparse.Namespace:
         help=f"comma-separated, of {','.join(TYPES)} (default {','.join(DEFAULT_TYPES)})",
     )
     ap.add_argument(
-        "--isa", type=_csv, default=None, help="levels to compare, of avx2,avx512 (default: every level this CPU has)"
+        "--isa",
+        type=_csv,
+        default=None,
+        help="levels to compare, of avx2,avx2-vnni,avx512 (default: every level this CPU has)",
     )
     ap.add_argument("--threads", type=int, default=2, help="threads for both engines (default 2)")
     ap.add_argument("--rounds", type=int, default=3, help="alternating rounds per engine (median)")
@@ -100,12 +108,12 @@ def parse_args(argv=None) -> argparse.Namespace:
         "--llamacpp-dir",
         type=Path,
         default=None,
-        help=f"folder with the native/, avx2/ and avx512/ builds (default $LLAMBDA_BENCH_CACHE/llama.cpp/{LLAMACPP_VERSION})",
+        help=f"folder with the native/, avx2/, avxvnni/ and avx512/ builds (default $LLAMBDA_BENCH_CACHE/llama.cpp/{LLAMACPP_VERSION})",
     )
     ap.add_argument(
         "--native",
         action="store_true",
-        help="llama.cpp's native build for every level above avx2 (with AMX where the CPU has it)",
+        help="llama.cpp's native build against our avx512 level (with AMX where the CPU has it)",
     )
     ap.add_argument(
         "--llama-python",
@@ -168,6 +176,8 @@ def available_levels(flags: set[str] | None = None) -> list[str]:
     levels = []
     if {"avx2", "fma"} <= flags:
         levels.append("avx2")
+        if "avx_vnni" in flags:
+            levels.append("avx2-vnni")
     if {"avx512f", "avx512bw", "avx512vl"} <= flags:
         levels.append("avx512")
     return levels
@@ -200,7 +210,7 @@ def _last_json(out: str):
 
 def ours_env(isa: str) -> dict:
     env = dict(os.environ)
-    env["LLAMBDA_ISA"] = isa
+    env["LLAMBDA_ISA"] = OURS_ISA[isa]
     return env
 
 
@@ -511,7 +521,7 @@ def llamacpp_binary(builds: Path, isa: str, native: bool) -> Path:
     """llama-bench of the build that runs against our level `isa`: LLAMACPP_BUILD's, or native with
     --native or where that build was never made (a cache from before the avx512 build existed)."""
     build = LLAMACPP_BUILD[isa]
-    if isa != "avx2" and (native or not (builds / build / "bin" / "llama-bench").exists()):
+    if isa == "avx512" and (native or not (builds / build / "bin" / "llama-bench").exists()):
         build = "native"
     return builds / build / "bin" / "llama-bench"
 

@@ -5,10 +5,11 @@
 #   $LLAMBDA_BENCH_CACHE/llama.cpp/<version>/src      unpacked source (vendor/llama.cpp)
 #   $LLAMBDA_BENCH_CACHE/llama.cpp/<version>/native   -DGGML_NATIVE=ON  (everything this CPU has)
 #   $LLAMBDA_BENCH_CACHE/llama.cpp/<version>/avx2     AVX2+FMA+F16C(+BMI2), AVX-512 off
+#   $LLAMBDA_BENCH_CACHE/llama.cpp/<version>/avxvnni  avx2 plus AVX-VNNI (ggml's GGML_AVX_VNNI)
 #   $LLAMBDA_BENCH_CACHE/llama.cpp/<version>/avx512   the AVX-512 extensions this CPU has, AMX off
 #
-# usage: scripts/build_llamacpp.sh [native|avx2|avx512 ...]
-#        (default: native and avx2, and avx512 where the CPU has AVX-512)
+# usage: scripts/build_llamacpp.sh [native|avx2|avxvnni|avx512 ...]
+#        (default: native and avx2, avxvnni where the CPU has AVX-VNNI, avx512 where it has AVX-512)
 # env:   LLAMBDA_BENCH_CACHE (default ~/.cache/llambda-bench), LLAMA_CPP_PYTHON_VERSION (0.3.36),
 #        PYTHON (the python whose pip downloads the sdist; default python3), JOBS (default nproc)
 #
@@ -28,11 +29,13 @@ SRC=$BASE/src
 LEVELS=("$@")
 if [ ${#LEVELS[@]} -eq 0 ]; then
     LEVELS=(native avx2)
+    grep -qw avx_vnni /proc/cpuinfo 2>/dev/null && LEVELS+=(avxvnni)
     grep -qw avx512f /proc/cpuinfo 2>/dev/null && LEVELS+=(avx512)
 fi
 
 for level in "${LEVELS[@]}"; do
-    case $level in native|avx2|avx512) ;; *) echo "unknown level '$level' (native, avx2 or avx512)" >&2; exit 2;; esac
+    case $level in native|avx2|avxvnni|avx512) ;;
+        *) echo "unknown level '$level' (native, avx2, avxvnni or avx512)" >&2; exit 2;; esac
 done
 
 if [ ! -f "$SRC/CMakeLists.txt" ]; then
@@ -56,9 +59,11 @@ for level in "${LEVELS[@]}"; do
     out=$BASE/$level
     case $level in
         native) isa=(-DGGML_NATIVE=ON) ;;
-        avx2)   isa=(-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
+        avx2|avxvnni)
+                avxvnni=OFF; [ "$level" = avxvnni ] && avxvnni=ON
+                isa=(-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
                      -DGGML_BMI2=$bmi2 -DGGML_AVX512=OFF -DGGML_AVX512_VBMI=OFF
-                     -DGGML_AVX512_VNNI=OFF -DGGML_AVX512_BF16=OFF -DGGML_AVX_VNNI=OFF
+                     -DGGML_AVX512_VNNI=OFF -DGGML_AVX512_BF16=OFF -DGGML_AVX_VNNI=$avxvnni
                      -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF) ;;
         avx512) isa=(-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
                      -DGGML_BMI2=$bmi2 -DGGML_AVX512=ON -DGGML_AVX512_VBMI=$(has avx512vbmi)

@@ -94,6 +94,14 @@ def test_levels_from_cpu_flags():
     assert bench_shapes.available_levels({"avx2", "fma"}) == ["avx2"]
     assert bench_shapes.available_levels({"avx2", "fma", "avx512f", "avx512bw", "avx512vl"}) == ["avx2", "avx512"]
     assert bench_shapes.available_levels({"sse4_2"}) == []
+    assert bench_shapes.available_levels({"avx2", "fma", "avx_vnni", "avx512f", "avx512bw", "avx512vl"}) == [
+        "avx2",
+        "avx2-vnni",
+        "avx512",
+    ]
+    # our avx2 row is AVX2 alone even where the CPU has AVX-VNNI: llama.cpp's avx2 build has none
+    assert bench_shapes.ours_env("avx2")["LLAMBDA_ISA"] == "avx2-novnni"
+    assert bench_shapes.ours_env("avx2-vnni")["LLAMBDA_ISA"] == "avx2"
 
 
 def test_llamacpp_build_per_level(tmp_path):
@@ -101,6 +109,7 @@ def test_llamacpp_build_per_level(tmp_path):
     pick = bench_shapes.llamacpp_binary
     assert pick(tmp_path, "avx2", False) == tmp_path / "avx2" / "bin" / "llama-bench"
     assert pick(tmp_path, "avx2", True) == tmp_path / "avx2" / "bin" / "llama-bench"
+    assert pick(tmp_path, "avx2-vnni", True) == tmp_path / "avxvnni" / "bin" / "llama-bench"
     assert pick(tmp_path, "avx512", False) == tmp_path / "native" / "bin" / "llama-bench"
     (tmp_path / "avx512" / "bin").mkdir(parents=True)
     (tmp_path / "avx512" / "bin" / "llama-bench").write_text("")
