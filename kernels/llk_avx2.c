@@ -10,19 +10,17 @@
 #include "llk_internal.h"
 
 #if defined(LLK_AVXVNNI)
-#define LLK_FILL2 llk_fill_avx2vnni
+#define LLK_FILL llk_fill_avx2vnni
+#define LLK_HAVE_BUILD llk_have_avx2vnni_build
 #else
-#define LLK_FILL2 llk_fill_avx2
+#define LLK_FILL llk_fill_avx2
+#define LLK_HAVE_BUILD llk_have_avx2_build
 #endif
 
 #if defined(LLK_TARGET_AVX2) && (!defined(LLK_AVXVNNI) || defined(LLK_TARGET_AVXVNNI))
 #include <immintrin.h>
 
-#if defined(LLK_AVXVNNI)
-int llk_have_avx2vnni_build(void) { return 1; }
-#else
-int llk_have_avx2_build(void) { return 1; }
-#endif
+int LLK_HAVE_BUILD(void) { return 1; }
 
 /* 8 x i32: sums of 4 adjacent u8 x s8 products (maddubs pairs, then madd by ones; one vpdpbusd
  * with AVX-VNNI) */
@@ -67,16 +65,12 @@ static int64_t int8_peak_256(int64_t n, uint64_t *sink) {
     return n * 8 * 32;
 }
 
-void LLK_FILL2(llk_kernels *k) {
+void LLK_FILL(llk_kernels *k) {
     llk_fill_256(k);
     llk_fill_avx2_panel(k);
     k->int8_peak = int8_peak_256;
 }
 #else
-#if defined(LLK_AVXVNNI)
-int llk_have_avx2vnni_build(void) { return 0; }
-#else
-int llk_have_avx2_build(void) { return 0; }
-#endif
-void LLK_FILL2(llk_kernels *k) { (void)k; }
+int LLK_HAVE_BUILD(void) { return 0; }
+void LLK_FILL(llk_kernels *k) { (void)k; }
 #endif

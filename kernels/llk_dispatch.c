@@ -229,16 +229,17 @@ void llk_quantize_act_k(const llk_kernels *k, int act, const float *x, void *a, 
     else memcpy(a, x, (size_t)n * sizeof(float));
 }
 
+static void bias_bytes(int8_t *q, int n) {
+    for (int i = 0; i < n; i++) q[i] = (int8_t)((uint8_t)q[i] ^ 0x80u);
+}
 void llk_act_bias(int type, void *a, int64_t n) {
     if (llk_type_act_format(type) == LLK_ACT_Q8_32) {
         llk_block_q8_32x8 *g = (llk_block_q8_32x8 *)a;
-        for (int64_t j = 0; j < n / 32; j++)
-            for (int i = 0; i < 32; i++) ACT_Q(g, j)[i] = (int8_t)((uint8_t)ACT_Q(g, j)[i] ^ 0x80u);
-        return;
+        for (int64_t j = 0; j < n / 32; j++) bias_bytes(ACT_Q(g, j), 32);
+    } else {
+        llk_block_q8_256 *b = (llk_block_q8_256 *)a;
+        for (int64_t j = 0; j < n / 256; j++) bias_bytes(b[j].qs, 256);
     }
-    llk_block_q8_256 *b = (llk_block_q8_256 *)a;
-    for (int64_t j = 0; j < n / 256; j++)
-        for (int i = 0; i < 256; i++) b[j].qs[i] = (int8_t)((uint8_t)b[j].qs[i] ^ 0x80u);
 }
 
 void llk_quantize_act_panel(const llk_kernels *k, int type, const float *x, void *a, int64_t n) {
