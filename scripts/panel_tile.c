@@ -9,7 +9,9 @@
  *
  * Run: panel_tile ROWS COLS TOKENS REPS [ISA [TYPE_ID]] (ISA 1 = avx2, 2 = avx512; TYPE_ID one of
  * 2 Q4_0, 3 Q4_1, 6 Q5_0, 7 Q5_1, 8 Q8_0, 12 Q4_K, 13 Q5_K, 14 Q6_K, 23 IQ4_XS; default Q4_0), pinned
- * (taskset -c 0), interleaving the builds being compared: prints the best GFLOP/s of REPS calls.
+ * (taskset -c 0), interleaving the builds being compared: prints the best GFLOP/s of REPS calls and
+ * the packed weights' GB/s at that speed (one token: what generation streams). The packed copy sits in
+ * huge pages where the kernel gives them, as the engine's does.
  */
 #include "llk_internal.h"
 
