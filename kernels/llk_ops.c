@@ -368,10 +368,9 @@ llk_status llk_rope(const llk_rope_params *p, float *x, int64_t n_tok, int64_t n
                                 once for all of them) while it is hot. The 1B shape's attention at
                                 depth 4096 (512 tokens, 2 threads, Intel Xeon): 8 -> 32 tokens,
                                 avx2 173 -> 158 ms, avx512 134 -> 124 ms (64: no better) */
-#define ATTN_BLOCK_MIN 8     /* fewest: fewer items than ATTN_BLOCK_ITEMS per thread halve the
-                                block down to this */
-#define ATTN_BLOCK_ITEMS 4
-#define ATTN_SCRATCH_MAX ((size_t)8 << 20)   /* bytes of score rows per thread the block may take */
+#define ATTN_BLOCK_MIN 8     /* fewest tokens per item: the block is halved down to this ... */
+#define ATTN_BLOCK_ITEMS 4   /* ... while the threads would have fewer items each than this, */
+#define ATTN_SCRATCH_MAX ((size_t)8 << 20)   /* or its score rows more bytes per thread than this */
 #define ATTN_TILE_BYTES 16384 /* a tile of one KV head's positions as float32: half of L1 */
 #define ATTN_TILE_GROUP 8    /* most query heads of one KV head per item in the tiled walk: each
                                 tile converted once for all of them (groups of 5-8 are common:
@@ -427,10 +426,17 @@ static void attn_span(const attn_job *j, int64_t t, int64_t split, int64_t *lo_o
     *hi_out = hi;
 }
 
-/* Floats of scratch per thread: the score rows of a block of tokens, then a tile. */
+/* Floats of the score rows of a block of tokens (per thread). */
+static size_t attn_score_floats(const attn_job *j) {
+    return (size_t)j->n_blk * (size_t)j->sub * (size_t)j->scratch_stride;
+}
+/* Floats of scratch per thread: the score rows, then a tile. */
 static size_t attn_scratch_floats(const attn_job *j) {
-    return (size_t)j->n_blk * (size_t)j->sub * (size_t)j->scratch_stride +
-           (size_t)j->tile * (size_t)j->p->head_dim;
+    return attn_score_floats(j) + (size_t)j->tile * (size_t)j->p->head_dim;
+}
+/* Items before any split: blocks of tokens x KV heads x query-head subgroups. */
+static int64_t attn_items(const attn_job *j) {
+    return (j->n_tok + j->n_blk - 1) / j->n_blk * j->p->n_head_kv * j->n_sub;
 }
 
 /* n rows of one KV head from c on (j->rows apart) as float32 rows of head_dim: the same floats the
@@ -673,19 +679,15 @@ llk_status llk_attention_isa(llk_pool *pool, int isa, const llk_attn_params *p, 
         j.n_sub = (group + j.sub - 1) / j.sub;
         /* the block: smaller when the threads would be short of items or the score rows long (a
          * token's bits do not depend on its block) */
-        const int64_t items_per_blk = p->n_head_kv * j.n_sub;
-        int nb = ATTN_BLOCK_TOK;
-        while (nb > ATTN_BLOCK_MIN &&
-               ((n_tok + nb - 1) / nb * items_per_blk < (int64_t)ATTN_BLOCK_ITEMS * nth ||
-                (size_t)nb * (size_t)j.sub * (size_t)stride * sizeof(float) > ATTN_SCRATCH_MAX))
-            nb /= 2;
-        j.n_blk = nb;
+        j.n_blk = ATTN_BLOCK_TOK;
+        while (j.n_blk > ATTN_BLOCK_MIN && (attn_items(&j) < (int64_t)ATTN_BLOCK_ITEMS * nth ||
+                                            attn_score_floats(&j) * sizeof(float) > ATTN_SCRATCH_MAX))
+            j.n_blk /= 2;
     }
     float *scratch = (float *)aligned_alloc64(sizeof(float) * attn_scratch_floats(&j) * (size_t)nth);
     if (!scratch) { free(j.part); return LLK_ERR_NOMEM; }
     j.scratch = scratch;
-    const int64_t items = (n_tok + j.n_blk - 1) / j.n_blk * (p->n_head_kv * j.n_sub);
-    llk_status st = llk_pool_run(pool, items * j.n_split, 1, attn_fn, &j);
+    llk_status st = llk_pool_run(pool, attn_items(&j) * j.n_split, 1, attn_fn, &j);
     if (st == LLK_OK && j.n_split > 1) attn_merge(&j, n_tok);
     free(j.part);
     aligned_free64(scratch);
