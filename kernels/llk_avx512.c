@@ -338,10 +338,8 @@ static void dot4_iq4_nl_512(const void *w, const void *a, size_t as, int64_t n, 
 #include "llk_avx512_k.inc"
 
 /* --- attention at 512 bits ----------------------------------------------------------------------
- * The grouped kernels of llk_simd256.inc, 16 head values per step: a K row is converted once per
- * 16 values for the group, the G sums are folded to 256 bits and leave through hsum4x8; V rows
- * feed G x 4 zmm sums (64 head values at a time). Head sizes that are not multiples of 16 take the
- * 256-bit kernels. */
+ * The K dots over a transposed tile, 16 positions per zmm; V rows feed G x 4 zmm sums (64 head
+ * values at a time), head sizes that are not multiples of 16 taking the 256-bit V sums. */
 
 static inline __m512 cache16(const uint8_t *row, int i, const int kind) {
     if (kind == LLK_KV_Q8_0) {   /* 16 values of one block: d * q, exact (as cache8) */
@@ -354,66 +352,70 @@ static inline __m512 cache16(const uint8_t *row, int i, const int kind) {
     return kind == LLK_KV_F16 ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(row + 2 * i)))
                               : _mm512_loadu_ps((const float *)(row + 4 * i));
 }
-static inline __m256 fold512(__m512 a) {
-    return _mm256_add_ps(_mm512_castps512_ps256(a), _mm512_extractf32x8_ps(a, 1));
-}
-
-KERNEL_INLINE void kdots512_grp(const float *q, const int G, const uint8_t *k, size_t rb, int64_t n,
-                                int hd, float scale, float *out, int64_t ld, float *mx, const int kind) {
-    const __m128 sc = _mm_set1_ps(scale);
-    __m128 vmx = _mm_set1_ps(-INFINITY);
-    const int bytes = (int)llk_kv_head_bytes(hd, kind);
-    const size_t pf = attn_prefetch_bytes(rb);
-    for (int64_t j = 0; j < n; j++) {
-        const uint8_t *row = k + (size_t)j * rb;
-        for (int b = 0; b < bytes; b += 64) _mm_prefetch((const char *)row + pf + b, _MM_HINT_T0);
-        __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-        for (int i = 0; i < hd; i += 16) {
-            const __m512 kv = cache16(row, i, kind);
-            a0 = _mm512_fmadd_ps(_mm512_loadu_ps(q + i), kv, a0);
-            if (G > 1) a1 = _mm512_fmadd_ps(_mm512_loadu_ps(q + hd + i), kv, a1);
-            if (G > 2) a2 = _mm512_fmadd_ps(_mm512_loadu_ps(q + 2 * hd + i), kv, a2);
-            if (G > 3) a3 = _mm512_fmadd_ps(_mm512_loadu_ps(q + 3 * hd + i), kv, a3);
+/* kdots_tile (llk_simd256_attn.inc's kdots_tile) at 512 bits: R query rows against W vectors of 16
+ * positions from c on, each lane one position's sum, FMA by FMA from head value 0; R x W <= 16 sums
+ * and W tile vectors within the 32 registers. Lanes outside the wanted [j0, j0 + n) are masked out
+ * of the stores and the maximum. */
+KERNEL_INLINE void kdt512_pass(const float *q, int64_t qs, const int R, const int W, const float *kt, int64_t np,
+                               int hd, int64_t c, __m512 sc, int64_t j0, int64_t n, float *out, int64_t os,
+                               float *mx) {
+    __m512 acc[4][12];
+    for (int r = 0; r < R; r++)
+        for (int w = 0; w < W; w++) acc[r][w] = _mm512_setzero_ps();
+    const float *kr = kt + c;
+    for (int i = 0; i < hd; i++, kr += np) {
+        __m512 k[12];
+        for (int w = 0; w < W; w++) k[w] = _mm512_loadu_ps(kr + 16 * w);
+        for (int r = 0; r < R; r++) {
+            const __m512 qi = _mm512_set1_ps(q[r * qs + i]);
+            for (int w = 0; w < W; w++) acc[r][w] = _mm512_fmadd_ps(qi, k[w], acc[r][w]);
         }
-        kdots_put(_mm_mul_ps(hsum4x8(fold512(a0), fold512(a1), fold512(a2), fold512(a3)), sc), G, out, ld,
-                  j, &vmx);
     }
-    kdots_max(vmx, G, mx);
-}
-
-/* kdots_tile (llk_simd256_attn.inc) at 512 bits for head sizes of 16 .. 128 in steps of 16: the
- * query row held in hd / 16 registers, eight rows at a time, each step one FMA over 16 values (the
- * even 8-value step in lanes 0-7, the odd in 8-15), folded and through hsum4x8: the same operations
- * per score. Past the last row, the lanes repeat it and are not stored. */
-KERNEL_INLINE void kdots_tile512_hd(const float *q, const float *kt, int64_t n, const int hd, float scale,
-                                    float *out, float *mx) {
-    __m512 qv[8];
-    for (int s = 0; s < hd / 16; s++) qv[s] = _mm512_loadu_ps(q + 16 * s);
-    const __m128 sc = _mm_set1_ps(scale);
-    __m128 vmx = _mm_set1_ps(*mx);
-    for (int64_t j = 0; j < n; j += 8) {
-        const float *r[8];
-        for (int u = 0; u < 8; u++) r[u] = kt + (j + u < n ? j + u : n - 1) * hd;
-        __m512 a[8];
-        for (int u = 0; u < 8; u++) a[u] = _mm512_setzero_ps();
-        for (int s = 0; s < hd / 16; s++)
-            for (int u = 0; u < 8; u++) a[u] = _mm512_fmadd_ps(qv[s], _mm512_loadu_ps(r[u] + 16 * s), a[u]);
-        const __m128 s0 = _mm_mul_ps(hsum4x8(fold512(a[0]), fold512(a[1]), fold512(a[2]), fold512(a[3])), sc);
-        const __m128 s1 = _mm_mul_ps(hsum4x8(fold512(a[4]), fold512(a[5]), fold512(a[6]), fold512(a[7])), sc);
-        vmx = _mm_max_ps(vmx, _mm_max_ps(s0, s1));   /* the repeated lanes change no maximum */
-        tile_put4(s0, out, j, n);
-        tile_put4(s1, out, j + 4, n);
+    __mmask16 mk[12];
+    for (int w = 0; w < W; w++) {   /* lane l of vector w is position c + 16 w + l; wanted: j0 .. j0 + n - 1 */
+        const int64_t p = c + 16 * w - j0;
+        const int64_t a = p < 0 ? -p : 0, b = n - p >= 16 ? 16 : n - p;
+        mk[w] = b > a ? (__mmask16)(((1u << b) - 1u) & ~((1u << a) - 1u)) : 0;
     }
-    tile_max(vmx, mx);
+    for (int r = 0; r < R; r++) {
+        __m512 vm = _mm512_set1_ps(-INFINITY);
+        for (int w = 0; w < W; w++) {
+            const __m512 s = _mm512_mul_ps(acc[r][w], sc);
+            /* lane l to out + p + l: the pointer may sit before the row, but only wanted lanes store */
+            _mm512_mask_storeu_ps(out + r * os + (c + 16 * w - j0), mk[w], s);
+            vm = _mm512_mask_max_ps(vm, mk[w], vm, s);
+        }
+        const float m = _mm512_reduce_max_ps(vm);
+        mx[r] = m > mx[r] ? m : mx[r];
+    }
 }
-static void kdots_tile512(const float *q, const float *kt, int64_t n, int hd, float scale, float *out, float *mx) {
-    switch (hd) {   /* the common head sizes as constants */
-    case 64: kdots_tile512_hd(q, kt, n, 64, scale, out, mx); break;
-    case 128: kdots_tile512_hd(q, kt, n, 128, scale, out, mx); break;
-    default:
-        if (hd % 16 || hd > 128) kdots_tile(q, kt, n, hd, scale, out, mx);
-        else kdots_tile512_hd(q, kt, n, hd, scale, out, mx);
-        break;
+KERNEL_INLINE void kdt512_rows(const float *q, int64_t qs, const int R, const int W, const float *kt, int64_t np,
+                               int hd, __m512 sc, int64_t j0, int64_t n, float *out, int64_t os, float *mx) {
+    int64_t c = j0 & ~(int64_t)15;
+    const int64_t end = (j0 + n + 15) & ~(int64_t)15;
+    for (; c + 16 * W <= end; c += 16 * W) kdt512_pass(q, qs, R, W, kt, np, hd, c, sc, j0, n, out, os, mx);
+    switch ((end - c) / 16) {   /* 0 .. W - 1 vectors left: constant widths */
+    case 0: break;
+    case 1: kdt512_pass(q, qs, R, 1, kt, np, hd, c, sc, j0, n, out, os, mx); break;
+    case 2: kdt512_pass(q, qs, R, 2, kt, np, hd, c, sc, j0, n, out, os, mx); break;
+    case 3: kdt512_pass(q, qs, R, 3, kt, np, hd, c, sc, j0, n, out, os, mx); break;
+    case 4: kdt512_pass(q, qs, R, 4, kt, np, hd, c, sc, j0, n, out, os, mx); break;
+    case 5: kdt512_pass(q, qs, R, 5, kt, np, hd, c, sc, j0, n, out, os, mx); break;
+    case 6: kdt512_pass(q, qs, R, 6, kt, np, hd, c, sc, j0, n, out, os, mx); break;
+    case 7: kdt512_pass(q, qs, R, 7, kt, np, hd, c, sc, j0, n, out, os, mx); break;
+    default: kdt512_pass(q, qs, R, 8, kt, np, hd, c, sc, j0, n, out, os, mx); break;
+    }
+}
+static void kdots_tile512(const float *q, int64_t qs, int nq, const float *kt, int64_t np, int hd, float scale,
+                          int64_t j0, int64_t n, float *out, int64_t os, float *mx) {
+    const __m512 sc = _mm512_set1_ps(scale);
+    int r = 0;
+    for (; r + 4 <= nq; r += 4) kdt512_rows(q + r * qs, qs, 4, 4, kt, np, hd, sc, j0, n, out + r * os, os, mx + r);
+    switch (nq - r) {
+    case 1: kdt512_rows(q + r * qs, qs, 1, 9, kt, np, hd, sc, j0, n, out + r * os, os, mx + r); break;
+    case 2: kdt512_rows(q + r * qs, qs, 2, 8, kt, np, hd, sc, j0, n, out + r * os, os, mx + r); break;
+    case 3: kdt512_rows(q + r * qs, qs, 3, 5, kt, np, hd, sc, j0, n, out + r * os, os, mx + r); break;
+    default: break;
     }
 }
 
@@ -450,17 +452,6 @@ KERNEL_INLINE void vacc512_grp(const float *p, int64_t ld, const int G, const ui
     }
 }
 
-/* kdots_any_g / vacc_any_g (llk_simd256.inc) at 512 bits: one specialisation per group size */
-KERNEL_INLINE void kdots512_any_g(const float *q, int g, const void *k, size_t rb, int64_t n, int hd, float scale,
-                                  float *o, int64_t ld, float *mx, const int kind) {
-    const uint8_t *k8 = (const uint8_t *)k;
-    switch (g) {
-    case 1: kdots512_grp(q, 1, k8, rb, n, hd, scale, o, ld, mx, kind); break;
-    case 2: kdots512_grp(q, 2, k8, rb, n, hd, scale, o, ld, mx, kind); break;
-    case 3: kdots512_grp(q, 3, k8, rb, n, hd, scale, o, ld, mx, kind); break;
-    default: kdots512_grp(q, 4, k8, rb, n, hd, scale, o, ld, mx, kind); break;
-    }
-}
 KERNEL_INLINE void vacc512_any_g(const float *p, int64_t ld, int g, const void *v, size_t rb, int64_t n, int hd,
                                  float *o, int64_t os, const int kind) {
     const uint8_t *v8 = (const uint8_t *)v;
@@ -470,21 +461,6 @@ KERNEL_INLINE void vacc512_any_g(const float *p, int64_t ld, int g, const void *
     case 3: vacc512_grp(p, ld, 3, v8, rb, n, hd, o, os, kind); break;
     default: vacc512_grp(p, ld, 4, v8, rb, n, hd, o, os, kind); break;
     }
-}
-/* Head sizes that are not multiples of 16 take the 256-bit kernels. */
-static void kdots512_f32(const float *q, int g, const void *k, size_t rb, int64_t n, int hd, float scale,
-                         float *o, int64_t ld, float *mx) {
-    if (hd & 15) { kdots_f32(q, g, k, rb, n, hd, scale, o, ld, mx); return; }
-    kdots512_any_g(q, g, k, rb, n, hd, scale, o, ld, mx, LLK_KV_F32);
-}
-static void kdots512_f16(const float *q, int g, const void *k, size_t rb, int64_t n, int hd, float scale,
-                         float *o, int64_t ld, float *mx) {
-    if (hd & 15) { kdots_f16(q, g, k, rb, n, hd, scale, o, ld, mx); return; }
-    kdots512_any_g(q, g, k, rb, n, hd, scale, o, ld, mx, LLK_KV_F16);
-}
-static void kdots512_q8(const float *q, int g, const void *k, size_t rb, int64_t n, int hd, float scale,
-                        float *o, int64_t ld, float *mx) {   /* head_dim % 32 == 0 for a Q8_0 cache */
-    kdots512_any_g(q, g, k, rb, n, hd, scale, o, ld, mx, LLK_KV_Q8_0);
 }
 static void vacc512_q8(const float *p, int64_t ld, int g, const void *v, size_t rb, int64_t n, int hd,
                        float *o, int64_t os) {
@@ -533,8 +509,6 @@ void LLK_FILL(llk_kernels *k) {
 #if defined(LLK_VNNI)
     llk_fill_vnni256_panel(k);
 #endif
-    k->kdots[LLK_KV_F32] = kdots512_f32; k->kdots[LLK_KV_F16] = kdots512_f16;
-    k->kdots[LLK_KV_Q8_0] = kdots512_q8;
     k->vacc[LLK_KV_F32] = vacc512_f32; k->vacc[LLK_KV_F16] = vacc512_f16; k->vacc[LLK_KV_Q8_0] = vacc512_q8;
     k->kdots_tile = kdots_tile512;
     k->dot[LLK_TYPE_F32] = dot_f32_512;

@@ -209,10 +209,6 @@ static inline float llk_bf2f(uint16_t b) { return llk_bits_f32((uint32_t)b << 16
 static inline float llk_sum8(const float v[8]) {
     return ((v[0] + v[4]) + (v[2] + v[6])) + ((v[1] + v[5]) + (v[3] + v[7]));
 }
-/* 8 lanes in the tree of two horizontal adds then halves (the attention kernels' order). */
-static inline float llk_sum8_adj(const float v[8]) {
-    return ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]));
-}
 
 /* exp(x) for the softmax (x <= 0 in use): x = k ln2 + r with |r| <= ln2 / 2 (ln2 split in two
  * so k ln2 is exact), exp(r) by its Taylor polynomial to degree 6 (relative error ~2e-7), 2^k put
@@ -313,23 +309,25 @@ static inline float llk_kv_q8_scale(const uint8_t *row, int i) {
     return llk_h2f(h);
 }
 
-/* Attention inner loops for a group of g <= LLK_ATTN_GROUP query heads that share one KV head
- * (grouped-query attention), over n cache rows of hd values (a LLK_KV_* kind), rows row_bytes
- * apart. Each cache row is read and converted once for the whole group.
- * kdots: out[a * ld + j] = scale * dot(q + a * hd, K row j) for a < g, and mx[a] = the largest
- *        of those (j < n, n >= 1).
- * vacc:  out[a * os + i] += sum_j p[a * ld + j] * V row j [i]. */
+/* Attention inner loops. The K side works on tiles: up to a tile of one KV head's positions,
+ * converted to float32 rows (dequant) and then transposed (ktile) to hd rows of np floats, one per
+ * head value, so that a position is a lane. kdots_tile takes nq query rows against such a tile, and
+ * each score is one lane's sum: q[0] k[0] + q[1] k[1] + ... by FMA in order from 0, then times
+ * scale (the contract, llk_ref.c).
+ * ktile:      kt[i * np + j] = rows[j * hd + i] for j < n, 0 for n <= j < np (np % LLK_KT_LANES == 0).
+ * kdots_tile: out[r * os + j] = scale * dot(q + r * qs, position j0 + j of kt) for r < nq and j < n
+ *             (0 <= j0, j0 + n <= np), and mx[r] = the larger of mx[r] and those.
+ * vacc: for a group of g <= LLK_ATTN_GROUP query heads that share one KV head (grouped-query
+ *       attention), over n cache rows of hd values (a LLK_KV_* kind), rows row_bytes apart, each
+ *       row read and converted once for the whole group:
+ *       out[a * os + i] += sum_j p[a * ld + j] * V row j [i]. */
 #define LLK_ATTN_GROUP 4
-typedef void (*llk_kdots_fn)(const float *q, int g, const void *k, size_t row_bytes, int64_t n,
-                             int hd, float scale, float *out, int64_t ld, float *mx);
+#define LLK_KT_LANES 16   /* a transposed tile's rows are padded to a multiple of this (the widest lanes) */
+typedef void (*llk_ktile_fn)(const float *rows, int64_t n, int hd, float *kt, int64_t np);
+typedef void (*llk_kdots_tile_fn)(const float *q, int64_t qs, int nq, const float *kt, int64_t np, int hd,
+                                  float scale, int64_t j0, int64_t n, float *out, int64_t os, float *mx);
 typedef void (*llk_vacc_fn)(const float *p, int64_t ld, int g, const void *v, size_t row_bytes,
                             int64_t n, int hd, float *out, int64_t os);
-
-/* One query head against n float32 rows hd apart (positions of one KV head, converted once for a
- * block of tokens): out[j] = scale * dot(q, row j), *mx = the larger of *mx and those; each score
- * bit for bit as kdots gives it. */
-typedef void (*llk_kdots_tile_fn)(const float *q, const float *kt, int64_t n, int hd, float scale,
-                                  float *out, float *mx);
 
 /* x[i] = exp(x[i] - mx) in place; returns the sum (softmax without the division). */
 typedef float (*llk_expsum_fn)(float *x, int64_t n, float mx);
@@ -356,8 +354,8 @@ typedef struct {
     uint8_t panel_biased[LLK_N_TYPES];/* 1: panel[type] takes its activations biased (llk_act_bias) */
     llk_quant_fn quant_q8_32;
     llk_quant_fn quant_q8_256;
-    llk_kdots_fn kdots[LLK_KV_KINDS]; /* by LLK_KV_* kind of the cache */
-    llk_vacc_fn vacc[LLK_KV_KINDS];
+    llk_vacc_fn vacc[LLK_KV_KINDS];   /* by LLK_KV_* kind of the cache */
+    llk_ktile_fn ktile;
     llk_kdots_tile_fn kdots_tile;
     llk_expsum_fn expsum;
     llk_glu_fn swiglu;

@@ -389,14 +389,14 @@ typedef struct {
     const int32_t *pos;
     float *out;
     float *scratch;             /* per thread: n_blk x sub rows of scratch_stride floats, then a
-                                   tile (tile x head_dim floats) */
+                                   tile (attn_scratch_floats) */
     int64_t scratch_stride;
     int n_sub;                  /* query-head subgroups per KV head (groups over sub) */
     int sub;                    /* query heads per subgroup: LLK_ATTN_GROUP, or up to
                                    ATTN_TILE_GROUP in the tiled walk */
     int n_blk;                  /* tokens per item: up to ATTN_BLOCK_TOK for several tokens, else 1 */
-    int64_t tile;               /* positions per tile (n_blk > 1; else 0: one pass straight over
-                                   the cache) */
+    int64_t tile;               /* positions per tile: the K side always goes tile by tile, the V
+                                   side too when n_blk > 1 (else one pass straight over the cache) */
     int n_split;                /* > 1: each item covers one of n_split ranges of positions and
                                    leaves an unnormalised partial for attn_merge */
     float *part;                /* n_tok x n_head x n_split x (head_dim + 2): acc, max, sum */
@@ -430,9 +430,12 @@ static void attn_span(const attn_job *j, int64_t t, int64_t split, int64_t *lo_o
 static size_t attn_score_floats(const attn_job *j) {
     return (size_t)j->n_blk * (size_t)j->sub * (size_t)j->scratch_stride;
 }
-/* Floats of scratch per thread: the score rows, then a tile. */
+/* A tile's positions rounded up to whole lanes of the transposed K tile. */
+static int64_t attn_lanes(int64_t n) { return (n + LLK_KT_LANES - 1) / LLK_KT_LANES * LLK_KT_LANES; }
+/* Floats of scratch per thread: the score rows, a tile as float32 rows, and the K tile transposed. */
 static size_t attn_scratch_floats(const attn_job *j) {
-    return attn_score_floats(j) + (size_t)j->tile * (size_t)j->p->head_dim;
+    const size_t hd = (size_t)j->p->head_dim;
+    return attn_score_floats(j) + (size_t)j->tile * hd + hd * (size_t)attn_lanes(j->tile);
 }
 /* Items before any split: blocks of tokens x KV heads x query-head subgroups. */
 static int64_t attn_items(const attn_job *j) {
@@ -488,10 +491,11 @@ static void attn_fn(void *arg, int64_t b, int64_t e, int ith) {
     const int64_t ld = j->scratch_stride;
     float *sc = j->scratch + (size_t)ith * attn_scratch_floats(j);
     float *ft = sc + (size_t)j->n_blk * (size_t)j->sub * (size_t)ld;   /* the tile as floats */
+    float *kt = ft + (size_t)j->tile * (size_t)hd;                     /* the K tile transposed */
     const float kscale = p->softcap > 0.0f ? 1.0f : p->scale;  /* softcap needs the raw product */
     const int64_t per_tok = (int64_t)p->n_head_kv * j->n_sub;
     const int64_t pstride = (int64_t)j->n_split * (hd + 2);    /* partials: one head to the next */
-    const int64_t tile = j->n_blk > 1 ? j->tile : INT64_MAX;
+    const int64_t vtile = j->n_blk > 1 ? j->tile : INT64_MAX;
     const size_t frow = (size_t)hd * sizeof(float);
     for (int64_t it = b; it < e; it++) {
         const int64_t split = it % j->n_split, item = it / j->n_split;
@@ -524,27 +528,20 @@ static void attn_fn(void *arg, int64_t b, int64_t e, int ith) {
                 hi = w->hi > hi ? w->hi : hi;
             }
         }
-        /* the scores, a tile of positions at a time, and each row's largest */
+        /* the scores, a tile of positions at a time (transposed: a position per lane), and each
+         * row's largest */
         for (int64_t c0 = lo, c1; c0 < hi; c0 = c1) {
-            c1 = attn_run_end(j, c0, hi, tile);
-            const uint8_t *kr = j->kc + llk_kv_at(p, hk, c0);   /* rows c0 .. c1 - 1, rs apart */
-            if (j->n_blk > 1)   /* next: the following K tile, after the last the first V tile */
-                attn_tile_f32(j, kr, c1 - c0, ft,
-                              c1 < hi ? j->kc + llk_kv_at(p, hk, c1) : j->vc + llk_kv_at(p, hk, lo));
+            c1 = attn_run_end(j, c0, hi, j->tile);
+            const int64_t np = attn_lanes(c1 - c0);
+            /* next: the following K tile, after the last the first V tile */
+            attn_tile_f32(j, j->kc + llk_kv_at(p, hk, c0), c1 - c0, ft,
+                          c1 < hi ? j->kc + llk_kv_at(p, hk, c1) : j->vc + llk_kv_at(p, hk, lo));
+            j->k->ktile(ft, c1 - c0, hd, kt, np);
             for (int u = 0; u < nt; u++) {
                 attn_row *w = &rows[u];
                 const int64_t s0 = c0 > w->lo ? c0 : w->lo, s1 = c1 < w->hi ? c1 : w->hi;
                 if (s1 <= s0) continue;
-                if (j->n_blk > 1) {
-                    for (int a = 0; a < g; a++)
-                        j->k->kdots_tile(w->q + a * hd, ft + (s0 - c0) * hd, s1 - s0, hd, kscale,
-                                         w->s + a * ld + (s0 - w->lo), &w->mx[a]);
-                    continue;
-                }
-                float m[LLK_ATTN_GROUP];
-                j->k->kdots[kind](w->q, g, kr + (size_t)(s0 - c0) * rs, rs, s1 - s0, hd, kscale, w->s + (s0 - w->lo),
-                                  ld, m);
-                for (int a = 0; a < g; a++) w->mx[a] = m[a] > w->mx[a] ? m[a] : w->mx[a];
+                j->k->kdots_tile(w->q, hd, g, kt, np, hd, kscale, s0 - c0, s1 - s0, w->s + (s0 - w->lo), ld, w->mx);
             }
         }
         for (int u = 0; u < nt; u++) {
@@ -566,7 +563,7 @@ static void attn_fn(void *arg, int64_t b, int64_t e, int ith) {
         }
         /* the V sums, tile after tile in position order */
         for (int64_t c0 = lo, c1; c0 < hi; c0 = c1) {
-            c1 = attn_run_end(j, c0, hi, tile);
+            c1 = attn_run_end(j, c0, hi, vtile);
             const uint8_t *vr = j->vc + llk_kv_at(p, hk, c0);
             if (j->n_blk > 1) attn_tile_f32(j, vr, c1 - c0, ft, c1 < hi ? j->vc + llk_kv_at(p, hk, c1) : NULL);
             for (int u = 0; u < nt; u++) {
@@ -665,6 +662,7 @@ llk_status llk_attention_isa(llk_pool *pool, int isa, const llk_attn_params *p, 
      * changes no bit of the result (nor, with the kernels' summation contract, the ISA level).
      * Otherwise several tokens (a prompt, a verify pass) go through the cache in blocks, tile by
      * tile; which way a token goes changes none of its bits either. */
+    j.tile = tile_rows > 8 ? tile_rows : 8;
     const int64_t per_tok = p->n_head_kv * j.n_sub;
     if (n_tok * per_tok < ATTN_SPLIT_ITEMS && n_kv >= 2 * ATTN_SPLIT_MIN) {
         int64_t ns = n_kv / ATTN_SPLIT_MIN;
@@ -673,7 +671,6 @@ llk_status llk_attention_isa(llk_pool *pool, int isa, const llk_attn_params *p, 
         j.part = (float *)malloc(sizeof(float) * (size_t)(n_tok * p->n_head * ns * (p->head_dim + 2)));
         if (!j.part) return LLK_ERR_NOMEM;
     } else if (n_tok > 1) {
-        j.tile = tile_rows > 8 ? tile_rows : 8;
         /* a tile serves the block's tokens x every head of the group (score rows for no more) */
         j.sub = group < ATTN_TILE_GROUP ? group : ATTN_TILE_GROUP;
         j.n_sub = (group + j.sub - 1) / j.sub;

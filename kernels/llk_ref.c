@@ -425,27 +425,23 @@ static inline float cache_val(const uint8_t *row, int i, int kind) {
     if (kind == LLK_KV_F16) { llk_half h; memcpy(&h, row + 2 * i, 2); return llk_h2f(h); }
     float v; memcpy(&v, row + 4 * i, 4); return v;
 }
-/* The attention contract (every level). kdots: for each query head, element i < hd8 = hd & ~7 of
- * q . k is accumulated in lane i % 16 by FMA; the 16 lanes fold to 8 (l + l+8), then llk_sum8_adj;
- * the last hd % 8 products are added after, one at a time; times scale. vacc: out += p * v by FMA,
- * row after row, for every element. */
-static void kdots_ref(const float *q, int g, const void *k, size_t row_bytes, int64_t n, int hd,
-                      float scale, float *out, int64_t ld, float *mx, int kind) {
-    const int hd8 = hd & ~7;
-    for (int a = 0; a < g; a++) mx[a] = -INFINITY;
-    for (int64_t j = 0; j < n; j++) {
-        const uint8_t *row = (const uint8_t *)k + (size_t)j * row_bytes;
-        for (int a = 0; a < g; a++) {
-            float L[16] = {0}, v[8];
-            for (int i = 0; i < hd8; i++) L[i & 15] = fmaf(q[a * hd + i], cache_val(row, i, kind), L[i & 15]);
-            for (int l = 0; l < 8; l++) v[l] = L[l] + L[l + 8];
-            float s = llk_sum8_adj(v);
-            for (int i = hd8; i < hd; i++) s += q[a * hd + i] * cache_val(row, i, kind);
+/* The attention contract (every level). kdots: each score is q[0] k[0] + q[1] k[1] + ... by FMA
+ * in order from 0, then times scale (a position is a lane of a transposed tile, so its sum never
+ * crosses lanes). vacc: out += p * v by FMA, row after row, for every element. */
+static void ktile_ref(const float *rows, int64_t n, int hd, float *kt, int64_t np) {
+    for (int i = 0; i < hd; i++)
+        for (int64_t j = 0; j < np; j++) kt[i * np + j] = j < n ? rows[j * hd + i] : 0.0f;
+}
+static void kdots_tile_ref(const float *q, int64_t qs, int nq, const float *kt, int64_t np, int hd, float scale,
+                           int64_t j0, int64_t n, float *out, int64_t os, float *mx) {
+    for (int r = 0; r < nq; r++)
+        for (int64_t j = 0; j < n; j++) {
+            float s = 0.0f;
+            for (int i = 0; i < hd; i++) s = fmaf(q[r * qs + i], kt[i * np + j0 + j], s);
             s *= scale;
-            out[a * ld + j] = s;
-            mx[a] = s > mx[a] ? s : mx[a];
+            out[r * os + j] = s;
+            mx[r] = s > mx[r] ? s : mx[r];
         }
-    }
 }
 static void vacc_ref(const float *p, int64_t ld, int g, const void *v, size_t row_bytes, int64_t n,
                      int hd, float *out, int64_t os, int kind) {
@@ -456,25 +452,12 @@ static void vacc_ref(const float *p, int64_t ld, int g, const void *v, size_t ro
                 out[a * os + i] = fmaf(p[a * ld + j], cache_val(row, i, kind), out[a * os + i]);
     }
 }
-static void kdots_f32(const float *q, int g, const void *k, size_t rb, int64_t n, int hd, float scale,
-                      float *o, int64_t ld, float *mx) { kdots_ref(q, g, k, rb, n, hd, scale, o, ld, mx, 0); }
-static void kdots_f16(const float *q, int g, const void *k, size_t rb, int64_t n, int hd, float scale,
-                      float *o, int64_t ld, float *mx) { kdots_ref(q, g, k, rb, n, hd, scale, o, ld, mx, 1); }
-static void kdots_q8(const float *q, int g, const void *k, size_t rb, int64_t n, int hd, float scale,
-                     float *o, int64_t ld, float *mx) { kdots_ref(q, g, k, rb, n, hd, scale, o, ld, mx, 2); }
 static void vacc_f32(const float *p, int64_t ld, int g, const void *v, size_t rb, int64_t n, int hd,
                      float *o, int64_t os) { vacc_ref(p, ld, g, v, rb, n, hd, o, os, 0); }
 static void vacc_f16(const float *p, int64_t ld, int g, const void *v, size_t rb, int64_t n, int hd,
                      float *o, int64_t os) { vacc_ref(p, ld, g, v, rb, n, hd, o, os, 1); }
 static void vacc_q8(const float *p, int64_t ld, int g, const void *v, size_t rb, int64_t n, int hd,
                     float *o, int64_t os) { vacc_ref(p, ld, g, v, rb, n, hd, o, os, 2); }
-static void kdots_tile_ref(const float *q, const float *kt, int64_t n, int hd, float scale, float *out,
-                           float *mx) {
-    float m;
-    kdots_ref(q, 1, kt, (size_t)hd * sizeof(float), n, hd, scale, out, 0, &m, LLK_KV_F32);
-    *mx = m > *mx ? m : *mx;
-}
-
 /* x[i] = llk_exp(x[i] - mx); the sum: lane i % 8 for i < n & ~7, llk_sum8, then the rest in order. */
 static float expsum_ref(float *x, int64_t n, float mx) {
     const int64_t n8 = n & ~(int64_t)7;
@@ -496,8 +479,8 @@ void llk_fill_ref(llk_kernels *k) {
     memset(k, 0, sizeof *k);
     k->quant_q8_32 = quant_q8_32_ref;
     k->quant_q8_256 = quant_q8_256_ref;
-    k->kdots[LLK_KV_F32] = kdots_f32; k->kdots[LLK_KV_F16] = kdots_f16; k->kdots[LLK_KV_Q8_0] = kdots_q8;
     k->vacc[LLK_KV_F32] = vacc_f32; k->vacc[LLK_KV_F16] = vacc_f16; k->vacc[LLK_KV_Q8_0] = vacc_q8;
+    k->ktile = ktile_ref;
     k->kdots_tile = kdots_tile_ref;
     k->expsum = expsum_ref;
     k->swiglu = swiglu_ref;
