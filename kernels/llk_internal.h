@@ -310,11 +310,13 @@ static inline float llk_kv_q8_scale(const uint8_t *row, int i) {
 }
 
 /* Attention inner loops. The K side works on tiles: up to a tile of one KV head's positions,
- * converted to float32 rows (dequant) and then transposed (ktile) to hd rows of np floats, one per
- * head value, so that a position is a lane. kdots_tile takes nq query rows against such a tile, and
+ * converted and transposed at once (ktile) to hd rows of np floats, one per head value, so that a
+ * position is a lane. kdots_tile takes nq query rows against such a tile, and
  * each score is one lane's sum: q[0] k[0] + q[1] k[1] + ... by FMA in order from 0, then times
  * scale (the contract, llk_ref.c).
- * ktile:      kt[i * np + j] = rows[j * hd + i] for j < n, 0 for n <= j < np (np % LLK_KT_LANES == 0).
+ * ktile:      kt[i * np + j] = value i of cache row j (rows rs bytes apart, of a LLK_KV_* kind) for
+ *             j < n, 0 for n <= j < np (np % LLK_KT_LANES == 0); the rows of `next` (the tile read
+ *             after this one, or NULL) are prefetched as these are read.
  * kdots_tile: out[r * os + j] = scale * dot(q + r * qs, position j0 + j of kt) for r < nq and j < n
  *             (0 <= j0, j0 + n <= np), and mx[r] = the larger of mx[r] and those.
  * vacc: for a group of g <= LLK_ATTN_GROUP query heads that share one KV head (grouped-query
@@ -323,7 +325,8 @@ static inline float llk_kv_q8_scale(const uint8_t *row, int i) {
  *       out[a * os + i] += sum_j p[a * ld + j] * V row j [i]. */
 #define LLK_ATTN_GROUP 4
 #define LLK_KT_LANES 16   /* a transposed tile's rows are padded to a multiple of this (the widest lanes) */
-typedef void (*llk_ktile_fn)(const float *rows, int64_t n, int hd, float *kt, int64_t np);
+typedef void (*llk_ktile_fn)(const uint8_t *rows, size_t rs, int kind, int64_t n, int hd, float *kt, int64_t np,
+                             const uint8_t *next);
 typedef void (*llk_kdots_tile_fn)(const float *q, int64_t qs, int nq, const float *kt, int64_t np, int hd,
                                   float scale, int64_t j0, int64_t n, float *out, int64_t os, float *mx);
 typedef void (*llk_vacc_fn)(const float *p, int64_t ld, int g, const void *v, size_t row_bytes,

@@ -418,7 +418,10 @@ static void attn_span(const attn_job *j, int64_t t, int64_t split, int64_t *lo_o
     int64_t hi = p->causal ? (pos + 1 < j->n_kv ? pos + 1 : j->n_kv) : j->n_kv, lo = 0;
     if (p->window > 0 && pos - p->window + 1 > lo) lo = pos - p->window + 1;
     if (j->n_split > 1 && hi > lo) {
-        const int64_t span = (hi - lo + j->n_split - 1) / j->n_split, l2 = lo + split * span;
+        /* whole tiles per split (a split's last tile is then only ever the range's last) */
+        int64_t span = (hi - lo + j->n_split - 1) / j->n_split;
+        span = (span + j->tile - 1) / j->tile * j->tile;
+        const int64_t l2 = lo + split * span;
         hi = l2 + span < hi ? l2 + span : hi;
         lo = l2;
     }
@@ -432,7 +435,7 @@ static size_t attn_score_floats(const attn_job *j) {
 }
 /* A tile's positions rounded up to whole lanes of the transposed K tile. */
 static int64_t attn_lanes(int64_t n) { return (n + LLK_KT_LANES - 1) / LLK_KT_LANES * LLK_KT_LANES; }
-/* Floats of scratch per thread: the score rows, a tile as float32 rows, and the K tile transposed. */
+/* Floats of scratch per thread: the score rows, a V tile as float32 rows, and the K tile transposed. */
 static size_t attn_scratch_floats(const attn_job *j) {
     const size_t hd = (size_t)j->p->head_dim;
     return attn_score_floats(j) + (size_t)j->tile * hd + hd * (size_t)attn_lanes(j->tile);
@@ -490,7 +493,7 @@ static void attn_fn(void *arg, int64_t b, int64_t e, int ith) {
     const size_t rs = j->rows;
     const int64_t ld = j->scratch_stride;
     float *sc = j->scratch + (size_t)ith * attn_scratch_floats(j);
-    float *ft = sc + (size_t)j->n_blk * (size_t)j->sub * (size_t)ld;   /* the tile as floats */
+    float *ft = sc + (size_t)j->n_blk * (size_t)j->sub * (size_t)ld;   /* a V tile as floats */
     float *kt = ft + (size_t)j->tile * (size_t)hd;                     /* the K tile transposed */
     const float kscale = p->softcap > 0.0f ? 1.0f : p->scale;  /* softcap needs the raw product */
     const int64_t per_tok = (int64_t)p->n_head_kv * j->n_sub;
@@ -534,9 +537,8 @@ static void attn_fn(void *arg, int64_t b, int64_t e, int ith) {
             c1 = attn_run_end(j, c0, hi, j->tile);
             const int64_t np = attn_lanes(c1 - c0);
             /* next: the following K tile, after the last the first V tile */
-            attn_tile_f32(j, j->kc + llk_kv_at(p, hk, c0), c1 - c0, ft,
-                          c1 < hi ? j->kc + llk_kv_at(p, hk, c1) : j->vc + llk_kv_at(p, hk, lo));
-            j->k->ktile(ft, c1 - c0, hd, kt, np);
+            j->k->ktile(j->kc + llk_kv_at(p, hk, c0), rs, kind, c1 - c0, hd, kt, np,
+                        c1 < hi ? j->kc + llk_kv_at(p, hk, c1) : j->vc + llk_kv_at(p, hk, lo));
             for (int u = 0; u < nt; u++) {
                 attn_row *w = &rows[u];
                 const int64_t s0 = c0 > w->lo ? c0 : w->lo, s1 = c1 < w->hi ? c1 : w->hi;

@@ -428,9 +428,11 @@ static inline float cache_val(const uint8_t *row, int i, int kind) {
 /* The attention contract (every level). kdots: each score is q[0] k[0] + q[1] k[1] + ... by FMA
  * in order from 0, then times scale (a position is a lane of a transposed tile, so its sum never
  * crosses lanes). vacc: out += p * v by FMA, row after row, for every element. */
-static void ktile_ref(const float *rows, int64_t n, int hd, float *kt, int64_t np) {
+static void ktile_ref(const uint8_t *rows, size_t rs, int kind, int64_t n, int hd, float *kt, int64_t np,
+                      const uint8_t *next) {
+    (void)next;
     for (int i = 0; i < hd; i++)
-        for (int64_t j = 0; j < np; j++) kt[i * np + j] = j < n ? rows[j * hd + i] : 0.0f;
+        for (int64_t j = 0; j < np; j++) kt[i * np + j] = j < n ? cache_val(rows + (size_t)j * rs, i, kind) : 0.0f;
 }
 static void kdots_tile_ref(const float *q, int64_t qs, int nq, const float *kt, int64_t np, int hd, float scale,
                            int64_t j0, int64_t n, float *out, int64_t os, float *mx) {
