@@ -371,7 +371,8 @@ llk_status llk_rope(const llk_rope_params *p, float *x, int64_t n_tok, int64_t n
 #define ATTN_BLOCK_MIN 8     /* fewest tokens per item: the block is halved down to this ... */
 #define ATTN_BLOCK_ITEMS 4   /* ... while the threads would have fewer items each than this, */
 #define ATTN_SCRATCH_MAX ((size_t)8 << 20)   /* or its score rows more bytes per thread than this */
-#define ATTN_TILE_BYTES 16384 /* a tile of one KV head's positions as float32: half of L1 */
+#define ATTN_TILE_BYTES 16384 /* a tile of one KV head's positions as float32 (a K tile transposed,
+                                 or a V tile): half of L1 */
 #define ATTN_TILE_GROUP 8    /* most query heads of one KV head per item in the tiled walk: each
                                 tile converted once for all of them (groups of 5-8 are common:
                                 Qwen2.5's 6 and 7; the direct walk takes LLK_ATTN_GROUP) */
