@@ -311,9 +311,9 @@ static inline float llk_kv_q8_scale(const uint8_t *row, int i) {
 
 /* Attention inner loops. The K side works on tiles: up to a tile of one KV head's positions,
  * converted and transposed at once (ktile) to hd rows of np floats, one per head value, so that a
- * position is a lane. kdots_tile takes nq query rows against such a tile, and
- * each score is one lane's sum: q[0] k[0] + q[1] k[1] + ... by FMA in order from 0, then times
- * scale (the contract, llk_ref.c).
+ * position is a lane. kdots_tile takes nq query rows against such a tile, and each score is one
+ * lane's sum: q[0] k[0] + q[1] k[1] + ... by FMA in order from 0, then times scale (the contract,
+ * llk_ref.c).
  * ktile:      kt[i * np + j] = value i of cache row j (rows rs bytes apart, of a LLK_KV_* kind) for
  *             j < n, 0 for n <= j < np (np % LLK_KT_LANES == 0); the rows of `next` (the tile read
  *             after this one, or NULL) are prefetched as these are read.

@@ -436,10 +436,14 @@ static size_t attn_score_floats(const attn_job *j) {
 }
 /* A tile's positions rounded up to whole lanes of the transposed K tile. */
 static int64_t attn_lanes(int64_t n) { return (n + LLK_KT_LANES - 1) / LLK_KT_LANES * LLK_KT_LANES; }
-/* Floats of scratch per thread: the score rows, a V tile as float32 rows, and the K tile transposed. */
+/* Floats of a V tile as float32 rows: only the tiled walk converts V (a single token's sums read
+ * the cache rows directly). */
+static size_t attn_vtile_floats(const attn_job *j) {
+    return j->n_blk > 1 ? (size_t)j->tile * (size_t)j->p->head_dim : 0;
+}
+/* Floats of scratch per thread: the score rows, a V tile, and the K tile transposed. */
 static size_t attn_scratch_floats(const attn_job *j) {
-    const size_t hd = (size_t)j->p->head_dim;
-    return attn_score_floats(j) + (size_t)j->tile * hd + hd * (size_t)attn_lanes(j->tile);
+    return attn_score_floats(j) + attn_vtile_floats(j) + (size_t)j->p->head_dim * (size_t)attn_lanes(j->tile);
 }
 /* Items before any split: blocks of tokens x KV heads x query-head subgroups. */
 static int64_t attn_items(const attn_job *j) {
@@ -494,8 +498,8 @@ static void attn_fn(void *arg, int64_t b, int64_t e, int ith) {
     const size_t rs = j->rows;
     const int64_t ld = j->scratch_stride;
     float *sc = j->scratch + (size_t)ith * attn_scratch_floats(j);
-    float *ft = sc + (size_t)j->n_blk * (size_t)j->sub * (size_t)ld;   /* a V tile as floats */
-    float *kt = ft + (size_t)j->tile * (size_t)hd;                     /* the K tile transposed */
+    float *ft = sc + attn_score_floats(j);   /* a V tile as floats (the tiled walk) */
+    float *kt = ft + attn_vtile_floats(j);   /* the K tile transposed */
     const float kscale = p->softcap > 0.0f ? 1.0f : p->scale;  /* softcap needs the raw product */
     const int64_t per_tok = (int64_t)p->n_head_kv * j->n_sub;
     const int64_t pstride = (int64_t)j->n_split * (hd + 2);    /* partials: one head to the next */
