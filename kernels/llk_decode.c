@@ -395,14 +395,18 @@ static llk_status norm_rows(const llk_decoder *d, const float *x, const llk_tens
 
 #define PAR_MIN_TOKENS 4
 
-enum { ROWS_NORM, ROWS_QUANT, ROWS_ROPE_CS, ROWS_QK, ROWS_ACT };
+enum { ROWS_NORM, ROWS_ADD_NORM, ROWS_QUANT, ROWS_ROPE_CS, ROWS_QK, ROWS_ACT };
 
 typedef struct {
     const llk_decoder *d;
     int op;
     const float *x; float *y; const llk_tensor *w, *b; int64_t n;      /* NORM: rows of n */
+    float *res; float *add; const llk_tensor *post;                    /* ADD_NORM: res += add (normed
+                                                                          by post first, if given),
+                                                                          then y = norm(res) */
     int type; uint8_t *a; size_t ab; int biased;                       /* QUANT: x -> a (biased for
-                                                                          the type's panel kernel) */
+                                                                          the type's panel kernel); ACT
+                                                                          too if a (its g rows) */
     float *q, *k; const llk_rope_params *rope; float *cs;              /* ROPE_CS: rope, cs; QK: q, k, */
     const float *q_norm, *k_norm;                                      /* normed (if q_norm), then roped
                                                                           (if rope) by cs */
@@ -413,6 +417,16 @@ typedef struct {
 static llk_status norm_rows(const llk_decoder *d, const float *x, const llk_tensor *w,
                             const llk_tensor *b, float *y, int64_t T, int64_t n);
 
+/* Rows [t0, t1) of x (rows of n) quantized into a as QUANT says. */
+static void quant_rows(rows_job *j, int64_t t0, int64_t t1, const float *x) {
+    for (int64_t t = t0; t < t1; t++) {
+        if (llk_quantize_act(j->d->c.isa, j->type, x + t * j->n, j->a + (size_t)t * j->ab, j->n))
+            j->failed = 1;
+        else if (j->biased)
+            llk_act_bias(j->type, j->a + (size_t)t * j->ab, j->n);
+    }
+}
+
 static void rows_fn(void *arg, int64_t t0, int64_t t1, int ith) {
     (void)ith;
     rows_job *j = (rows_job *)arg;
@@ -422,13 +436,16 @@ static void rows_fn(void *arg, int64_t t0, int64_t t1, int ith) {
     case ROWS_NORM:
         if (norm_rows(j->d, j->x + t0 * j->n, j->w, j->b, j->y + t0 * j->n, T, j->n)) j->failed = 1;
         break;
-    case ROWS_QUANT:
+    case ROWS_ADD_NORM:   /* row by row, so that each is still in cache for the next step */
         for (int64_t t = t0; t < t1; t++) {
-            if (llk_quantize_act(c->isa, j->type, j->x + t * j->n, j->a + (size_t)t * j->ab, j->n))
-                j->failed = 1;
-            else if (j->biased)
-                llk_act_bias(j->type, j->a + (size_t)t * j->ab, j->n);
+            float *r = j->res + t * j->n, *a = j->add + t * j->n;
+            if (j->post && norm_rows(j->d, a, j->post, NULL, a, 1, j->n)) j->failed = 1;
+            llk_add(r, a, r, j->n);
+            if (j->y && norm_rows(j->d, r, j->w, j->b, j->y + t * j->n, 1, j->n)) j->failed = 1;
         }
+        break;
+    case ROWS_QUANT:
+        quant_rows(j, t0, t1, j->x);
         break;
     case ROWS_ROPE_CS:
         if (llk_rope_cs(j->rope, j->d->pos + t0, T, j->cs + t0 * j->rope->n_rot)) j->failed = 1;
@@ -446,11 +463,13 @@ static void rows_fn(void *arg, int64_t t0, int64_t t1, int ith) {
         }
         break;
     }
-    case ROWS_ACT: {
+    case ROWS_ACT: {   /* g = act(g) * u, each row then quantized for the next product if a */
         const int64_t F = c->n_ff;
-        float *g = j->g + t0 * F;
-        const float *u = j->u + t0 * F;
-        if (llk_glu_isa(c->isa, c->ffn_act, g, u, g, T * F)) j->failed = 1;
+        for (int64_t t = t0; t < t1; t++) {
+            float *g = j->g + t * F;
+            if (llk_glu_isa(c->isa, c->ffn_act, g, j->u + t * F, g, F)) j->failed = 1;
+            if (j->a) quant_rows(j, t, t + 1, j->g);
+        }
         break;
     }
     }
@@ -477,6 +496,16 @@ static llk_status norm_par(const llk_decoder *d, const float *x, const llk_tenso
     return run_rows(d, &j, T);
 }
 
+/* x += r (r first normed by post, if given), then y = norm(x) by w and b (none if !y): a residual
+ * connection and the next norm in one pass over the rows, across the pool. */
+static llk_status add_norm_par(const llk_decoder *d, float *x, float *r, const llk_tensor *post,
+                               const llk_tensor *w, const llk_tensor *b, float *y, int64_t T, int64_t n) {
+    rows_job j;
+    memset(&j, 0, sizeof j);
+    j.op = ROWS_ADD_NORM; j.res = x; j.add = r; j.post = post; j.w = w; j.b = b; j.y = y; j.n = n;
+    return run_rows(d, &j, T);
+}
+
 /* --- fused matrix products: several weights that read the same input, one pool job ---------- */
 
 typedef struct {
@@ -498,13 +527,21 @@ static void fused_fn(void *arg, int64_t b, int64_t e, int ith) {
     }
 }
 
+/* How QUANT rows for weight w (packed or not) are made: the fields of q it takes, beside x and a. */
+static llk_status quant_spec(const llk_decoder *d, const llk_tensor *w, const uint8_t *packed, rows_job *q) {
+    q->type = w->type; q->n = w->n_cols;
+    q->ab = llk_act_row_bytes(w->type, w->n_cols);
+    q->biased = packed && llk_kernels_for(d->c.isa)->panel_biased[w->type];
+    return q->ab > d->act_bytes ? LLK_ERR_ARG : LLK_OK;
+}
+
 /* Y_i (T x rows_i) = X (T x cols) W_i^T (+ bias_i) for n <= 3 weights of the same input width:
  * the input is quantized once per activation format (biased or not: llk_act_bias, for the panel
  * kernels that take it so), and all rows of all weights form one pool job (one wake-up and one
- * barrier instead of n). */
+ * barrier instead of n). preq: X is already in d->act[0] as quant_spec says for w[0] (n = 1). */
 static llk_status linear_multi(llk_decoder *d, int n, const llk_tensor *const *w,
                                const uint8_t *const *packed, const llk_tensor *const *bias,
-                               const float *x, int64_t T, float *const *y) {
+                               const float *x, int64_t T, float *const *y, int preq) {
     fused_job j;
     memset(&j, 0, sizeof j);
     j.n = n;
@@ -518,13 +555,11 @@ static llk_status linear_multi(llk_decoder *d, int n, const llk_tensor *const *w
         for (int k = 0; k < i; k++)
             if (fmt_of[k] == fmt_of[i]) { slot = k; break; }
         if (slot == i) {
-            size_t ab = llk_act_row_bytes(w[i]->type, w[i]->n_cols);
-            if (ab > d->act_bytes) return LLK_ERR_ARG;
             rows_job q;
             memset(&q, 0, sizeof q);
-            q.op = ROWS_QUANT; q.type = w[i]->type; q.x = x; q.n = w[i]->n_cols;
-            q.a = d->act[i]; q.ab = ab; q.biased = biased;
-            llk_status st = run_rows(d, &q, T);
+            q.op = ROWS_QUANT; q.x = x; q.a = d->act[i];
+            llk_status st = quant_spec(d, w[i], packed[i], &q);
+            if (!st && !(preq && i == 0)) st = run_rows(d, &q, T);
             if (st) return st;
             acts[i] = d->act[i];
         } else {
@@ -557,7 +592,7 @@ static llk_status linear(llk_decoder *d, const llk_tensor *w, const uint8_t *pac
     const llk_tensor *ws[1] = {w}, *bs[1] = {bias};
     const uint8_t *ps[1] = {packed};
     float *ys[1] = {y};
-    return linear_multi(d, 1, ws, ps, bs, x, T, ys);
+    return linear_multi(d, 1, ws, ps, bs, x, T, ys, 0);
 }
 
 static void softcap(float *x, int64_t n, float cap) {
@@ -678,12 +713,13 @@ static llk_status decode_batch(llk_decoder *d, const int32_t *tokens, int64_t T,
         const llk_layer *L = &d->layers[il];
         const uint8_t *const *pk = d->packed + (size_t)il * N_SLOTS;
         const llk_rope_params rope = layer_rope(c, L);
-        /* attention: xb = norm(x); q, k, v = xb W^T; rope; cache; att = softmax(q k^T) v */
-        if ((st = norm_par(d, d->x, &L->attn_norm, &L->attn_norm_b, d->xb, T, E))) return st;
+        /* attention: xb = norm(x) (the previous layer's last step made it); q, k, v = xb W^T;
+         * rope; cache; att = softmax(q k^T) v */
+        if (il == 0 && (st = norm_par(d, d->x, &L->attn_norm, &L->attn_norm_b, d->xb, T, E))) return st;
         {
             const llk_tensor *ws[3] = {&L->wq, &L->wk, &L->wv}, *bs[3] = {&L->bq, &L->bk, &L->bv};
             float *ys[3] = {d->q, d->k, d->v};
-            if ((st = linear_multi(d, 3, ws, pk + S_Q, bs, d->xb, T, ys))) return st;
+            if ((st = linear_multi(d, 3, ws, pk + S_Q, bs, d->xb, T, ys, 0))) return st;
         }
         if (c->qk_norm || rope.n_rot > 0) {   /* per head: rms-norm (Gemma 3, Qwen 3), then RoPE */
             rows_job r;
@@ -718,24 +754,29 @@ static llk_status decode_batch(llk_decoder *d, const int32_t *tokens, int64_t T,
         if ((st = llk_attention(ap_pool, &ap, d->q, kc, vc, p0 + T, T, d->pos, d->att))) return st;
         if (rv) hadamard_blocks(d->att, T * c->n_head * D / rv, rv);   /* back from the rotated values */
         if ((st = linear(d, &L->wo, pk[S_O], &L->bo, d->att, T, d->xb2))) return st;
-        if (c->post_norms && (st = norm_rows(d, d->xb2, &L->attn_post_norm, NULL, d->xb2, T, E))) return st;
-        llk_add(d->x, d->xb2, d->x, T * E);
-        /* feed-forward: x += down(act(gate(xb)) * up(xb)), xb = norm(x) */
-        if ((st = norm_par(d, d->x, &L->ffn_norm, &L->ffn_norm_b, d->xb, T, E))) return st;
+        /* x += (post-normed) xb2; feed-forward: xb = norm(x), x += down(act(gate(xb)) * up(xb)) */
+        if ((st = add_norm_par(d, d->x, d->xb2, c->post_norms ? &L->attn_post_norm : NULL, &L->ffn_norm,
+                               &L->ffn_norm_b, d->xb, T, E)))
+            return st;
         {
             const llk_tensor *ws[2] = {&L->ffn_gate, &L->ffn_up}, *bs[2] = {NULL, NULL};
             float *ys[2] = {d->g, d->u};
-            if ((st = linear_multi(d, 2, ws, pk + S_GATE, bs, d->xb, T, ys))) return st;
+            if ((st = linear_multi(d, 2, ws, pk + S_GATE, bs, d->xb, T, ys, 0))) return st;
         }
-        {
+        {   /* g = act(g) * u, each row quantized for the down product while it is in cache */
             rows_job a;
             memset(&a, 0, sizeof a);
-            a.op = ROWS_ACT; a.g = d->g; a.u = d->u;
-            if ((st = run_rows(d, &a, T))) return st;
+            a.op = ROWS_ACT; a.g = d->g; a.u = d->u; a.a = d->act[0];
+            if ((st = quant_spec(d, &L->ffn_down, pk[S_DOWN], &a)) || (st = run_rows(d, &a, T))) return st;
+            const llk_tensor *ws[1] = {&L->ffn_down}, *bs[1] = {NULL};
+            float *ys[1] = {d->xb2};
+            if ((st = linear_multi(d, 1, ws, pk + S_DOWN, bs, d->g, T, ys, 1))) return st;
         }
-        if ((st = linear(d, &L->ffn_down, pk[S_DOWN], NULL, d->g, T, d->xb2))) return st;
-        if (c->post_norms && (st = norm_rows(d, d->xb2, &L->ffn_post_norm, NULL, d->xb2, T, E))) return st;
-        llk_add(d->x, d->xb2, d->x, T * E);
+        /* x += (post-normed) xb2, and the next layer's xb = norm(x) */
+        const llk_layer *N = il + 1 < c->n_layer ? &d->layers[il + 1] : NULL;
+        if ((st = add_norm_par(d, d->x, d->xb2, c->post_norms ? &L->ffn_post_norm : NULL, N ? &N->attn_norm : NULL,
+                               N ? &N->attn_norm_b : NULL, N ? d->xb : NULL, T, E)))
+            return st;
     }
     /* output: logits of every position, or of the last one only */
     const float *xs = all_logits ? d->x : d->x + (T - 1) * E;

@@ -154,12 +154,23 @@ llk_status llk_matmul_part(int isa, int type, const void *w, size_t row_stride, 
 
 /* --- normalization and element-wise ----------------------------------------------------------- */
 
+/* The sum of squares of a row in double, in 8 running sums (element i into sum i % 8, then a fixed
+ * tree): one order on every level, and no chain of dependent double adds (one add per element in
+ * one chain took a prompt's norms ~1.5% of its time at 2048 values a row). */
+static double sum_squares(const float *x, int64_t n) {
+    double s[8] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int k = 0; k < 8; k++) s[k] += (double)x[i + k] * x[i + k];
+    for (; i < n; i++) s[i & 7] += (double)x[i] * x[i];
+    return ((s[0] + s[4]) + (s[2] + s[6])) + ((s[1] + s[5]) + (s[3] + s[7]));
+}
+
 llk_status llk_rms_norm(const float *x, const float *w, float *y, int64_t n_rows, int64_t n,
                         float eps) {
     if (n <= 0 || n_rows < 0 || !x || !y) return LLK_ERR_ARG;
     for (int64_t r = 0; r < n_rows; r++, x += n, y += n) {
-        double ss = 0.0;
-        for (int64_t i = 0; i < n; i++) ss += (double)x[i] * x[i];
+        const double ss = sum_squares(x, n);
         float inv = (float)(1.0 / sqrt(ss / (double)n + (double)eps));
         for (int64_t i = 0; i < n; i++) y[i] = x[i] * inv * (w ? w[i] : 1.0f);
     }
