@@ -549,24 +549,23 @@ static llk_status linear_multi(llk_decoder *d, int n, const llk_tensor *const *w
     int fmt_of[3];
     const uint8_t *acts[3];
     for (int i = 0; i < n; i++) {
-        const int biased = packed[i] && kt->panel_biased[w[i]->type];
-        fmt_of[i] = 2 * llk_type_act_format(w[i]->type) + biased;
+        rows_job q;
+        memset(&q, 0, sizeof q);
+        q.op = ROWS_QUANT; q.x = x; q.a = d->act[i];
+        llk_status st = quant_spec(d, w[i], packed[i], &q);
+        if (st) return st;
+        fmt_of[i] = 2 * llk_type_act_format(w[i]->type) + q.biased;
         int slot = i;
         for (int k = 0; k < i; k++)
             if (fmt_of[k] == fmt_of[i]) { slot = k; break; }
         if (slot == i) {
-            rows_job q;
-            memset(&q, 0, sizeof q);
-            q.op = ROWS_QUANT; q.x = x; q.a = d->act[i];
-            llk_status st = quant_spec(d, w[i], packed[i], &q);
-            if (!st && !(preq && i == 0)) st = run_rows(d, &q, T);
-            if (st) return st;
+            if (!(preq && i == 0) && (st = run_rows(d, &q, T))) return st;
             acts[i] = d->act[i];
         } else {
             acts[i] = acts[slot];
         }
-        llk_status st = llk_mm_prepare(d->c.isa, w[i]->type, w[i]->data, w[i]->row_stride, w[i]->n_rows,
-                                       w[i]->n_cols, acts[i], T, y[i], w[i]->n_rows, &j.mm[i]);
+        st = llk_mm_prepare(d->c.isa, w[i]->type, w[i]->data, w[i]->row_stride, w[i]->n_rows, w[i]->n_cols,
+                            acts[i], T, y[i], w[i]->n_rows, &j.mm[i]);
         if (st) return st;
         if (packed[i]) {        /* the panels instead of the rows (pack_weights) */
             j.mm[i].w = packed[i];
@@ -588,11 +587,11 @@ static llk_status linear_multi(llk_decoder *d, int n, const llk_tensor *const *w
 }
 
 static llk_status linear(llk_decoder *d, const llk_tensor *w, const uint8_t *packed,
-                         const llk_tensor *bias, const float *x, int64_t T, float *y) {
+                         const llk_tensor *bias, const float *x, int64_t T, float *y, int preq) {
     const llk_tensor *ws[1] = {w}, *bs[1] = {bias};
     const uint8_t *ps[1] = {packed};
     float *ys[1] = {y};
-    return linear_multi(d, 1, ws, ps, bs, x, T, ys, 0);
+    return linear_multi(d, 1, ws, ps, bs, x, T, ys, preq);
 }
 
 static void softcap(float *x, int64_t n, float cap) {
@@ -753,7 +752,7 @@ static llk_status decode_batch(llk_decoder *d, const int32_t *tokens, int64_t T,
         llk_pool *ap_pool = work < ATTN_SERIAL_WORK ? NULL : d->pool;
         if ((st = llk_attention(ap_pool, &ap, d->q, kc, vc, p0 + T, T, d->pos, d->att))) return st;
         if (rv) hadamard_blocks(d->att, T * c->n_head * D / rv, rv);   /* back from the rotated values */
-        if ((st = linear(d, &L->wo, pk[S_O], &L->bo, d->att, T, d->xb2))) return st;
+        if ((st = linear(d, &L->wo, pk[S_O], &L->bo, d->att, T, d->xb2, 0))) return st;
         /* x += (post-normed) xb2; feed-forward: xb = norm(x), x += down(act(gate(xb)) * up(xb)) */
         if ((st = add_norm_par(d, d->x, d->xb2, c->post_norms ? &L->attn_post_norm : NULL, &L->ffn_norm,
                                &L->ffn_norm_b, d->xb, T, E)))
@@ -768,10 +767,8 @@ static llk_status decode_batch(llk_decoder *d, const int32_t *tokens, int64_t T,
             memset(&a, 0, sizeof a);
             a.op = ROWS_ACT; a.g = d->g; a.u = d->u; a.a = d->act[0];
             if ((st = quant_spec(d, &L->ffn_down, pk[S_DOWN], &a)) || (st = run_rows(d, &a, T))) return st;
-            const llk_tensor *ws[1] = {&L->ffn_down}, *bs[1] = {NULL};
-            float *ys[1] = {d->xb2};
-            if ((st = linear_multi(d, 1, ws, pk + S_DOWN, bs, d->g, T, ys, 1))) return st;
         }
+        if ((st = linear(d, &L->ffn_down, pk[S_DOWN], NULL, d->g, T, d->xb2, 1))) return st;
         /* x += (post-normed) xb2, and the next layer's xb = norm(x) */
         const llk_layer *N = il + 1 < c->n_layer ? &d->layers[il + 1] : NULL;
         if ((st = add_norm_par(d, d->x, d->xb2, c->post_norms ? &L->ffn_post_norm : NULL, N ? &N->attn_norm : NULL,
@@ -784,7 +781,7 @@ static llk_status decode_batch(llk_decoder *d, const int32_t *tokens, int64_t T,
     if ((st = norm_rows(d, xs, &d->output_norm, d->output_norm_b.data ? &d->output_norm_b : NULL,
                         d->xb, n_out, E)))
         return st;
-    if ((st = linear(d, &d->output, d->packed[(size_t)c->n_layer * N_SLOTS], NULL, d->xb, n_out, logits)))
+    if ((st = linear(d, &d->output, d->packed[(size_t)c->n_layer * N_SLOTS], NULL, d->xb, n_out, logits, 0)))
         return st;
     if (c->final_softcap > 0.0f) softcap(logits, n_out * c->n_vocab, c->final_softcap);
     return LLK_OK;
