@@ -421,12 +421,12 @@ static void kdots_tile512(const float *q, int64_t qs, int nq, const float *kt, i
 
 /* exp8 (llk_exp's twin) on 16 lanes, operation for operation: each lane the same float. */
 static inline __m512 exp16(__m512 x) {
-    const __m512 lo = _mm512_set1_ps(-87.3f);
+    const __m512 lo = _mm512_set1_ps(LLK_EXP_LO);
     const __m512 xc = _mm512_max_ps(x, lo);
-    const __m512 k = _mm512_roundscale_ps(_mm512_mul_ps(xc, _mm512_set1_ps(1.44269504088896341f)),
+    const __m512 k = _mm512_roundscale_ps(_mm512_mul_ps(xc, _mm512_set1_ps(LLK_EXP_LOG2E)),
                                           _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(k, _mm512_set1_ps(0.693145751953125f), xc);
-    r = _mm512_fnmadd_ps(k, _mm512_set1_ps(1.428606765330187e-06f), r);
+    __m512 r = _mm512_fnmadd_ps(k, _mm512_set1_ps(LLK_EXP_LN2_HI), xc);
+    r = _mm512_fnmadd_ps(k, _mm512_set1_ps(LLK_EXP_LN2_LO), r);
     __m512 p = _mm512_set1_ps(1.0f / 720.0f);
     p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
     p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));

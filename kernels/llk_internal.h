@@ -215,11 +215,14 @@ static inline float llk_sum8(const float v[8]) {
  * in the exponent bits; 0 below -87.3 (float's smallest normal is exp(-87.3)) and for NaN. The
  * SIMD twins (exp8) follow these operations one for one. */
 #define LLK_EXP_LO (-87.3f)
+#define LLK_EXP_LOG2E 1.44269504088896341f       /* 1 / ln2 */
+#define LLK_EXP_LN2_HI 0.693145751953125f         /* ln2's leading bits (k ln2_hi exact) ... */
+#define LLK_EXP_LN2_LO 1.428606765330187e-06f     /* ... and the rest */
 static inline float llk_exp(float x) {
     float xc = x > LLK_EXP_LO ? x : LLK_EXP_LO;
-    float k = nearbyintf(xc * 1.44269504088896341f);
-    float r = fmaf(-k, 0.693145751953125f, xc);
-    r = fmaf(-k, 1.428606765330187e-06f, r);
+    float k = nearbyintf(xc * LLK_EXP_LOG2E);
+    float r = fmaf(-k, LLK_EXP_LN2_HI, xc);
+    r = fmaf(-k, LLK_EXP_LN2_LO, r);
     float p = 1.0f / 720.0f;
     p = fmaf(p, r, 1.0f / 120.0f);
     p = fmaf(p, r, 1.0f / 24.0f);
