@@ -438,8 +438,8 @@ static inline __m512 exp16(__m512 x) {
     return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x, lo, _CMP_GT_OQ), _mm512_mul_ps(p, _mm512_castsi512_ps(e)));
 }
 /* expsum (the softmax's exp and sum) with 16 exps at a time: the sum still takes each 8 in turn
- * into its 8 lanes, low half then high, so it is the 256-bit kernel's float for float. The exp
- * was 13% of a prompt's attention at depth 4096 on 8 lanes. */
+ * into its 8 lanes, low half then high, and the 256-bit kernel does the rest (expsum_from), so it
+ * is that kernel's float for float. The exp was 13% of a prompt's attention at depth 4096 on 8 lanes. */
 static float expsum512(float *x, int64_t n, float mx) {
     const __m512 m = _mm512_set1_ps(mx);
     __m256 s = _mm256_setzero_ps();
@@ -447,18 +447,9 @@ static float expsum512(float *x, int64_t n, float mx) {
     for (; i + 16 <= n; i += 16) {
         const __m512 e = exp16(_mm512_sub_ps(_mm512_loadu_ps(x + i), m));
         _mm512_storeu_ps(x + i, e);
-        s = _mm256_add_ps(s, _mm512_castps512_ps256(e));
-        s = _mm256_add_ps(s, _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(e), 1)));
+        s = _mm256_add_ps(_mm256_add_ps(s, _mm512_castps512_ps256(e)), _mm512_extractf32x8_ps(e, 1));
     }
-    if (i + 8 <= n) {
-        const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), _mm512_castps512_ps256(m)));
-        _mm256_storeu_ps(x + i, e);
-        s = _mm256_add_ps(s, e);
-        i += 8;
-    }
-    float t = hsum8(s);
-    for (; i < n; i++) { x[i] = llk_exp(x[i] - mx); t += x[i]; }
-    return t;
+    return expsum_from(x, i, n, mx, s);
 }
 
 /* W zmm (16 values each) of each of G heads, from head value i on, over all n rows */
