@@ -72,6 +72,7 @@ __all__ = [
     "mul",
     "rope",
     "attention",
+    "kv_blocked",
     "read_bandwidth",
     "int8_peak",
     "bench_kernels",
@@ -712,12 +713,14 @@ def attention(
     positions: ArrayLike,
     isa: int | str | None = None,
     kv_block: int = 0,
+    blocked: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> np.ndarray:
     """q: (n_tok, n_head, head_dim) f32; k_cache, v_cache: (n_kv, n_head_kv, head_dim), both f16 or
     both f32, or both Q8_0 rows as uint8 (n_kv, row bytes) from `quantize_kv_q8_0`; positions:
     int[n_tok]. kv_block > 0: the kernels read the caches rearranged into blocks of that many
-    positions, head after head in each (the decoder's layout; the same result). Returns
-    (n_tok, n_head, head_dim) f32."""
+    positions, head after head in each (the decoder's layout; the same result); `blocked`, the
+    two caches already so arranged by `kv_blocked` (k_cache and v_cache then give only the shape
+    and type), saves rearranging them on every call. Returns (n_tok, n_head, head_dim) f32."""
     qf = np.ascontiguousarray(q, dtype=np.float32)
     if qf.ndim != 3 or qf.shape[1:] != (cfg.n_head, cfg.head_dim):
         raise KernelError("attention: q must be (n_tok, n_head, head_dim)")
@@ -740,9 +743,17 @@ def attention(
     if kv_block < 0:
         raise KernelError("attention: kv_block must be 0 (position-major) or a positive block size")
     n_kv = kc.shape[0]
+    if blocked is not None and not kv_block:
+        raise KernelError("attention: blocked caches need their kv_block")
     if kv_block:
         p.kv_block, p.kv_ctx = kv_block, n_kv
-        kc, vc = (_kv_blocked(x, cfg.n_head_kv, kv_block) for x in (kc, vc))
+        if blocked is None:
+            kc, vc = (kv_blocked(x, cfg.n_head_kv, kv_block) for x in (kc, vc))
+        else:
+            bk, bv = (np.ascontiguousarray(x) for x in blocked)
+            if bk.nbytes != kc.nbytes or bv.nbytes != vc.nbytes:
+                raise KernelError("attention: blocked caches must hold as many bytes as the caches")
+            kc, vc = bk, bv
     out = np.empty_like(qf)
     _check(
         lib.llk_attention_isa(
@@ -762,7 +773,7 @@ def attention(
     return out
 
 
-def _kv_blocked(cache: np.ndarray, n_head_kv: int, block: int) -> np.ndarray:
+def kv_blocked(cache: np.ndarray, n_head_kv: int, block: int) -> np.ndarray:
     """A position-major cache's bytes laid out in blocks of `block` positions, each block head after
     head (llk_kv_at)."""
     rows = cache.view(np.uint8).reshape(cache.shape[0], n_head_kv, -1)

@@ -191,6 +191,8 @@ def test_a_blocked_cache_gives_the_same_attention(cfg, kind, isa, pool):
     want = K.attention(pool, cfg, q, k, v, pos, isa=isa)
     for block in (48, 256):
         assert_same_bits(K.attention(pool, cfg, q, k, v, pos, isa=isa, kv_block=block), want, f"block {block}")
+        pre = tuple(K.kv_blocked(x, cfg.n_head_kv, block) for x in (k, v))  # arranged once, as the decoder holds them
+        assert_same_bits(K.attention(pool, cfg, q, k, v, pos, isa=isa, kv_block=block, blocked=pre), want, "arranged")
         for t in (0, 9, 14):  # one token over a 700 cache: in splits, merged (the same either way)
             one = [K.attention(pool, cfg, q[t : t + 1], k, v, pos[t : t + 1], isa=isa, kv_block=b) for b in (0, block)]
             assert_same_bits(one[1], one[0], f"block {block}, token {t}")

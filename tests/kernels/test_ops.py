@@ -255,6 +255,11 @@ def test_attention_rejects_bad_shapes():
         K.attention(None, cfg, q, np.zeros((3, 4, 8), np.float32), np.zeros((3, 4, 8), np.float32), [0])
     with pytest.raises(K.KernelError):
         K.attention(None, cfg, q, np.zeros((3, 2, 8), np.float32), np.zeros((3, 2, 8), np.float16), [0])
+    kv = np.zeros((3, 2, 8), np.float32)
+    with pytest.raises(K.KernelError, match="kv_block"):  # arranged caches without their block size
+        K.attention(None, cfg, q, kv, kv, [0], blocked=(kv, kv))
+    with pytest.raises(K.KernelError, match="as many bytes"):
+        K.attention(None, cfg, q, kv, kv, [0], kv_block=2, blocked=(kv[:2], kv))
     with pytest.raises(ValueError):
         K.AttentionConfig(6, 4, 8)
 

@@ -218,3 +218,17 @@ def test_llama_python_instead_of_llama_bench(tmp_path):
     )
     a = bench_shapes.parse_args(["--llama-python", str(fake), "--pp", "8", "--tg", "2"])
     assert bench_shapes.run_llamacpp_py(a, tmp_path / "m.gguf", 0) == {"pp": 50.0, "tg": 5.0}
+
+
+def test_bench_attention_times_each_level_in_both_modes(capsys):
+    from scripts import bench_attention
+
+    small = ["--depth", "600", "--heads", "4", "--kv-heads", "2", "--head-dim", "32", "--reps", "1", "--threads", "1"]
+    assert bench_attention.main(small + ["--levels", "ref,avx512", "--layers", "2"]) == 0
+    assert bench_attention.main(small + ["--mode", "prompt", "--tokens", "20", "--levels", "ref"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("ref: one token at depth 600, 2 layers: ") and "GB/s of cache" in out[0]
+    assert out[1].startswith("avx512") and ("not on this CPU, skipped" in out[1] or "GB/s of cache" in out[1])
+    assert out[2].startswith("ref: prompt of 20 at depth 600, one layer: ")
+    with pytest.raises(SystemExit):
+        bench_attention.main(["--levels", "avx9"])
