@@ -462,7 +462,7 @@ KERNEL_INLINE void vacc512_pass(const float *p, int64_t ld, const int G, const i
     for (int64_t j = 0; j < n; j++) {
         const uint8_t *row = v + (size_t)j * rb;
         for (int w = 0; w < W; w += 2)   /* 64 bytes of f16 (128 of f32) per two zmm */
-            _mm_prefetch((const char *)row + pf + llk_kv_off(i + 16 * w, kind), _MM_HINT_T0);
+            _mm_prefetch((const char *)row + pf + llk_kv_off(i + 16 * w, kind), ATTN_PF_HINT);
         __m512 vv[4];
         for (int w = 0; w < W; w++) vv[w] = cache16(row, i + 16 * w, kind);
         for (int a = 0; a < G; a++) {
