@@ -29,9 +29,12 @@ def main(argv=None) -> int:
     p.add_argument("--heads", type=int, default=32)
     p.add_argument("--kv-heads", type=int, default=8)
     p.add_argument("--head-dim", type=int, default=64)
-    p.add_argument("--levels", default="avx2,avx512",
-                   help="comma-separated ISA levels (ref, avx2, avx512; missing ones are skipped; LLAMBDA_ISA=avx2-novnni "
-                        "runs AVX2 without AVX-VNNI)")
+    p.add_argument(
+        "--levels",
+        default="avx2,avx512",
+        help="comma-separated ISA levels (ref, avx2, avx512; missing ones are skipped; LLAMBDA_ISA=avx2-novnni "
+        "runs AVX2 without AVX-VNNI)",
+    )
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--reps", type=int, default=7)
     args = p.parse_args(argv)
@@ -73,12 +76,16 @@ def main(argv=None) -> int:
                 times.append((time.perf_counter() - t0) / inner)
             med = statistics.median(times[1:])
             if prompt:
-                print(f"{name}: prompt of {n_tok} at depth {args.depth}, one layer: {1e3 * med:.1f} ms "
-                      f"(runs {', '.join(f'{1e3 * t:.1f}' for t in times[1:])})")
+                print(
+                    f"{name}: prompt of {n_tok} at depth {args.depth}, one layer: {1e3 * med:.1f} ms "
+                    f"(runs {', '.join(f'{1e3 * t:.1f}' for t in times[1:])})"
+                )
             else:
-                print(f"{name}: one token at depth {args.depth}, {layers} layers: {1e3 * med:.2f} ms, "
-                      f"{cache_bytes / med / 1e9:.1f} GB/s of cache "
-                      f"(runs {', '.join(f'{1e3 * t:.2f}' for t in times[1:])})")
+                print(
+                    f"{name}: one token at depth {args.depth}, {layers} layers: {1e3 * med:.2f} ms, "
+                    f"{cache_bytes / med / 1e9:.1f} GB/s of cache "
+                    f"(runs {', '.join(f'{1e3 * t:.2f}' for t in times[1:])})"
+                )
     return 0
 
 
