@@ -43,7 +43,7 @@ def main(argv=None) -> int:
 
     import app.kernels as K
 
-    block = 256  # the decoder's KV_BLOCK
+    block = 256  # the decoder's blocks (KV_BLOCK in kernels/llk_decode.c)
     cfg = K.AttentionConfig(n_head=args.heads, n_head_kv=args.kv_heads, head_dim=args.head_dim)
     rng = np.random.default_rng(0)
     prompt = args.mode == "prompt"
