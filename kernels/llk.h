@@ -119,6 +119,11 @@ int llk_pool_aborted(const llk_pool *pool);
 uint64_t llk_pool_busy_ns(const llk_pool *pool, int ith);
 uint64_t llk_pool_chunks(const llk_pool *pool, int ith);
 uint64_t llk_pool_jobs(const llk_pool *pool);
+/* Since the pool started: ns the driving thread spent waiting, after its own chunks, for chunks
+ * other threads had taken, and how many jobs had it wait more than STALL_NS (llk_pool.c: 100 us; a thread the OS or the
+ * hypervisor stopped mid-chunk: the job cannot end before that chunk does). */
+uint64_t llk_pool_wait_ns(const llk_pool *pool);
+uint64_t llk_pool_stalls(const llk_pool *pool);
 /* Microseconds a waiting worker spins before it sleeps (default 200: covers the gaps between the
  * steps of one decode; 0 sleeps at once). */
 void llk_pool_set_spin(llk_pool *pool, int spin_us);

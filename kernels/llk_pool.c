@@ -63,6 +63,8 @@ struct llk_pool {
     atomic_int n_sleeping;
     atomic_int running;                         /* a job is in progress (one driver at a time) */
     atomic_uint_fast64_t jobs;
+    atomic_uint_fast64_t wait_ns;               /* the driver's time waiting on others' chunks */
+    atomic_uint_fast64_t stalls;                /* jobs whose driver waited more than STALL_NS */
     /* the width: threads 0 .. width-1 take part in jobs; only the driver changes it */
     atomic_int width;
     llk_cond wake_width;                        /* where threads beyond the width sleep */
@@ -334,6 +336,8 @@ uint64_t llk_pool_chunks(const llk_pool *p, int ith) {
     return atomic_load(&((llk_pool *)p)->slots[ith].chunks);
 }
 uint64_t llk_pool_jobs(const llk_pool *p) { return p ? atomic_load(&((llk_pool *)p)->jobs) : 0; }
+uint64_t llk_pool_wait_ns(const llk_pool *p) { return p ? atomic_load(&((llk_pool *)p)->wait_ns) : 0; }
+uint64_t llk_pool_stalls(const llk_pool *p) { return p ? atomic_load(&((llk_pool *)p)->stalls) : 0; }
 int llk_pool_width(const llk_pool *p) { return p ? atomic_load(&((llk_pool *)p)->width) : 0; }
 void llk_pool_set_adaptive(llk_pool *p, int on) {
     if (!p) return;
@@ -406,6 +410,8 @@ static llk_status run_locked(llk_pool *p, int64_t n_items, int64_t chunk, llk_jo
         if ((it & 1023) == 0) llk_yield();
     }
     const uint64_t t2 = llk_now_ns();
+    atomic_fetch_add_explicit(&p->wait_ns, t2 - t1, memory_order_relaxed);
+    if (t2 - t1 > STALL_NS) atomic_fetch_add_explicit(&p->stalls, 1, memory_order_relaxed);
     /* ... then close it, and wait for any worker still inside its state */
     atomic_store(&p->open, 0);
     for (unsigned it = 1; atomic_load(&p->active) > 0; it++) {

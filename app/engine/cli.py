@@ -426,7 +426,10 @@ def bench(
     -d: the prefix is decoded once per thread count, untimed). Each test runs once to warm up, then
     `reps` times; tok_s is the mean of the runs (stdev alongside). tok_per_cpu_s divides by the
     process's CPU time instead of wall time: on a shared machine it shows the cost of the work
-    whatever the other processes do (spinning threads count as work)."""
+    whatever the other processes do (spinning threads count as work). waited is the share of the
+    timed runs the driving thread spent waiting on another thread's last chunk of a step, and
+    stalls_per_s how often per second such a wait passed 100 us: a thread the OS or the hypervisor
+    stopped mid-step, which holds up every thread (a quiet machine shows few)."""
     rows = []
     with open_gguf(path) as f:
         require_supported(f)
@@ -441,16 +444,21 @@ def bench(
                 for kind, n in tests:
                     ids = [int(t) for t in rng.integers(0, cfg.n_vocab, n)]
                     runs, cpu_runs = [], []
+                    wall = waited = stalls = 0.0
                     for r in range(reps + 1):
                         t, c = time.perf_counter(), time.process_time()
+                        w0, s0 = d.pool.waits()
                         if kind == "pp":
                             d.decode(ids, depth)
                         else:
                             for i, tok in enumerate(ids):
                                 d.decode([tok], depth + i)
                         if r:  # the first run warms caches and pages
-                            runs.append(n / (time.perf_counter() - t))
+                            dt = time.perf_counter() - t
+                            runs.append(n / dt)
                             cpu_runs.append(n / max(time.process_time() - c, 1e-9))
+                            w1, s1 = d.pool.waits()
+                            wall, waited, stalls = wall + dt, waited + (w1 - w0) * 1e-9, stalls + s1 - s0
                     rows.append(
                         {
                             "threads": d.n_threads,
@@ -458,6 +466,8 @@ def bench(
                             "tok_s": round(statistics.mean(runs), 2),
                             "stdev": round(statistics.stdev(runs), 2) if len(runs) > 1 else 0.0,
                             "tok_per_cpu_s": round(statistics.mean(cpu_runs), 2),
+                            "waited": round(waited / wall, 4) if wall > 0 else 0.0,
+                            "stalls_per_s": round(stalls / wall, 1) if wall > 0 else 0.0,
                             "isa": d.isa,
                             "kv_type": kv_type,
                             "depth": depth,
@@ -493,12 +503,12 @@ def run_bench(args: argparse.Namespace) -> int:
         return EXIT_OK
     size = os.path.getsize(path)
     print(f"model: {path} ({size / 2**20:.1f} MiB)")
-    print(f"{'threads':>7} {'test':>14} {'tok/s':>10} {'± stdev':>9}  isa")
+    print(f"{'threads':>7} {'test':>14} {'tok/s':>10} {'± stdev':>9} {'waited':>7} {'stalls/s':>8}  isa")
     for r in rows:
         test = r["test"] + (f" @ d{r['depth']}" if r["depth"] else "")
         print(
-            f"{r['threads']:>7} {test:>14} {r['tok_s']:>10.2f} {r['stdev']:>9.2f}  {r['isa']}"
-            + ("  <- fastest" if r.get("fastest") else "")
+            f"{r['threads']:>7} {test:>14} {r['tok_s']:>10.2f} {r['stdev']:>9.2f} {100 * r['waited']:>6.1f}%"
+            f" {r['stalls_per_s']:>8.1f}  {r['isa']}" + ("  <- fastest" if r.get("fastest") else "")
         )
     for kind, what in (("pp", "prompts"), ("tg", "generation")):
         if kind in best:

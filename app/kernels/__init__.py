@@ -8,7 +8,7 @@ abort flag stopped the job). Not here: model logic, file parsing, the decoder lo
              ISA_NAMES
   types      SUPPORTED_TYPES, TYPE_NAMES, block_size(), row_bytes(), act_row_bytes(),
              dequantize_row(), quantize_activations(), vec_dot(), random_weights()
-  threads    ThreadPool (size, abort, clear_abort, busy_ns, chunks, jobs), cpu_count_*()
+  threads    ThreadPool (size, abort, clear_abort, busy_ns, chunks, jobs, waits), cpu_count_*()
   products   matvec(), matmul()
   decoder    rms_norm(), layer_norm(), softmax(), silu(), gelu(), gelu_erf(), swiglu(),
              geglu(), add(), mul(), RopeConfig + rope(), AttentionConfig + attention()
@@ -316,6 +316,12 @@ class ThreadPool:
     @property
     def jobs(self) -> int:
         return int(lib.llk_pool_jobs(self.ptr))
+
+    def waits(self) -> tuple[int, int]:
+        """(ns, stalls) since the pool started: the time the driving thread spent waiting for
+        chunks other threads had taken, and the jobs in which it waited more than 100 us (a
+        thread the OS or the hypervisor stopped mid-chunk holds the whole job up)."""
+        return int(lib.llk_pool_wait_ns(self.ptr)), int(lib.llk_pool_stalls(self.ptr))
 
     @property
     def width(self) -> int:

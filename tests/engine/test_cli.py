@@ -98,6 +98,7 @@ def test_bench_json(tiny_path, capsys):
     rows = json.loads(capsys.readouterr().out)
     assert [(r["threads"], r["test"]) for r in rows] == [(1, "pp16"), (1, "tg4")]
     assert all(r["tok_s"] > 0 for r in rows)
+    assert all(r["waited"] == 0.0 and r["stalls_per_s"] == 0.0 for r in rows)  # one thread waits on no one
 
 
 def test_bench_depth_runs_every_test_after_that_many_cached_tokens(tiny_path, capsys, monkeypatch):

@@ -168,6 +168,22 @@ def test_the_pool_narrows_while_its_jobs_wait_on_a_thread_and_widens_again():
         assert p.width == 2  # it tries both threads again
 
 
+def test_the_pool_counts_the_drivers_waits_on_stalled_threads():
+    with K.ThreadPool(1) as one:
+        one.test_job(100, 1, 1000)
+        assert one.waits() == (0, 0)  # no other thread to wait on
+    with K.ThreadPool(2) as p:
+        if p.size < 2:
+            pytest.skip("one CPU: nobody to wait on")
+        p.set_adaptive(False)
+        t0 = time.perf_counter()
+        while p.waits()[1] < 3 and time.perf_counter() - t0 < 5.0:
+            _stall_jobs(p, 0.05)
+        wait_ns, stalls = p.waits()
+        assert stalls >= 3  # the worker's 2 ms items held the driver up
+        assert wait_ns >= stalls * 100_000  # each of those waits was over 100 us
+
+
 def test_a_fixed_pool_keeps_its_width():
     with K.ThreadPool(2) as p:
         if p.size < 2:
