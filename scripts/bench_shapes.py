@@ -215,7 +215,8 @@ def ours_env(isa: str) -> dict:
 
 
 def run_ours(a, model: Path, isa: str, depth: int) -> dict[str, float]:
-    """{"pp": tok/s, "tg": tok/s} of one `llambda bench` run (one warm-up, one timed)."""
+    """{"pp": tok/s, "tg": tok/s, "tg_waited": share} of one `llambda bench` run (one warm-up, one
+    timed); tg_waited: the share of the generation its driving thread waited on stalled threads."""
     cmd = [
         a.python,
         "-m",
@@ -240,6 +241,8 @@ def run_ours(a, model: Path, isa: str, depth: int) -> dict[str, float]:
         if r.get("isa") and r["isa"] != isa and not r["isa"].startswith(isa):
             raise Failed(f"ours ran {r['isa']}, not {isa}")
         out[r["test"][:2]] = float(r["tok_s"])
+        if r["test"].startswith("tg") and "waited" in r:
+            out["tg_waited"] = float(r["waited"])
     return out
 
 
@@ -402,8 +405,8 @@ def bench_one(a, name: str, qtype: str, isa: str, llama_bench: Path) -> dict:
                 return run_llamacpp_py(a, model, depth)
             return run_llamacpp(a, llama_bench, model, depth)
 
-        ours, theirs = {"pp": [], "tg": []}, {"pp": [], "tg": []}
-        deep_ours, deep_theirs = {"pp": [], "tg": []}, {"pp": [], "tg": []}
+        ours, theirs = {"pp": [], "tg": [], "tg_waited": []}, {"pp": [], "tg": []}
+        deep_ours, deep_theirs = {"pp": [], "tg": [], "tg_waited": []}, {"pp": [], "tg": []}
         for _ in range(a.rounds):
             for k, v in run_ours(a, model, isa, 0).items():
                 ours[k].append(v)
@@ -415,6 +418,8 @@ def bench_one(a, name: str, qtype: str, isa: str, llama_bench: Path) -> dict:
                 for k, v in llamacpp(model, a.depth).items():
                     deep_theirs[k].append(v)
         _medians(row, ours, theirs, "", "")
+        if ours["tg_waited"]:
+            row["tg_waited"] = statistics.median(ours["tg_waited"])
         if a.depth:
             row["depth"] = a.depth
             _medians(row, deep_ours, deep_theirs, "d", f" at depth {a.depth}")
@@ -512,6 +517,12 @@ def header(a, started: str, load: tuple[float, float, float] | None) -> str:
     ]
     if bw:
         parts.append(f"read bandwidth {min(bw) / 1e9:.1f}–{max(bw) / 1e9:.1f} GB/s ({a.threads} threads)")
+    waited = [r["tg_waited"] for r in a._rows if "tg_waited" in r]
+    if waited:
+        parts.append(
+            f"our generation's driving thread waited on a stalled thread {100 * min(waited):.1f}–"
+            f"{100 * max(waited):.1f}% of the time (llambda bench's waited)"
+        )
     if load:
         parts.append("load average at the start %.2f %.2f %.2f" % load)
     return "; ".join(parts) + ". " + FLOPS_NOTE + "."

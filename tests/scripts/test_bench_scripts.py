@@ -176,6 +176,7 @@ def test_bench_shapes_table_with_a_fake_llama_bench_and_a_missing_model(tiny_mod
     assert good.count("/ 100.0 = ") == 2 and good.count("/ 10.0 = ") == 2
     # tg against the roofline, and pp against the level's int8 peak: "ours% (llama.cpp's%) of ..."
     assert "pp % of int8 peak (llama.cpp)" in lines[0] and good.count("%) of ") == 2
+    assert "waited on a stalled thread" in text  # how disturbed our generation was, in the header
     bad = next(ln for ln in lines if "absent.gguf" in ln)
     assert "failed:" in bad and "missing" in bad
     assert text in capsys.readouterr().out
