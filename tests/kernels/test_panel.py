@@ -16,8 +16,10 @@ PACKED_TYPES = [2, 3, 6, 7, 8, 12, 13, 14, 23]  # Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, 
 # whole groups; several panels that threads split (the K-quants take whole super-blocks of 256;
 # 33 of them are more than one range of the AVX2 kernels' unpacked levels, which hold 15 to 26;
 # 13 more than one range of the 512-bit two-panel tiles', which hold 11; 2400 = 75 blocks, more
-# than one range of the AVX2 legacy tiles, which take 64 blocks at a time, and a partial last one)
-SHAPES = [(8, 32), (16, 576), (24, 256), (40, 1536), (8, 2400)]
+# than one range of the AVX2 legacy tiles, which take 64 blocks at a time, and a partial last one;
+# 4800 = 150 blocks, more than one range of the 512-bit two-panel legacy tiles, which take 128, a
+# partial last range and round, and an odd panel after the pair)
+SHAPES = [(8, 32), (16, 576), (24, 256), (40, 1536), (8, 2400), (24, 4800)]
 K_SHAPES = [(8, 256), (16, 512), (40, 1536), (8, 33 * 256), (16, 13 * 256)]
 
 
