@@ -29,7 +29,7 @@ const char *llk_version(void) { return "llk 0.1.0"; }
 
 /* vnni: AVX512-VNNI (EVEX, with AVX-512); avxvnni: AVX-VNNI (VEX, 256-bit: Intel since Alder Lake,
  * AMD since Zen 5), which the AVX2 level takes where the CPU has it */
-typedef struct { int avx2, avx512, vnni, avxvnni; } cpu_features;
+typedef struct { int avx2, avx512, vnni, avxvnni; size_t l1d; } cpu_features;
 
 #if LLK_X86
 static void cpuid(unsigned leaf, unsigned sub, unsigned r[4]) {
@@ -51,12 +51,36 @@ static unsigned long long xgetbv0(void) {
 }
 #endif
 
+#if LLK_X86
+/* The L1 data cache per core in bytes, 0 where CPUID does not say: AMD's leaf 0x80000005 (ECX
+ * bits 31..24, KiB), else the deterministic cache parameters of Intel's leaf 4 (ways x partitions x
+ * line x sets of the level-1 data cache). */
+static size_t detect_l1d(unsigned max_leaf) {
+    unsigned r[4];
+    cpuid(0x80000000u, 0, r);
+    if (r[0] >= 0x80000005u) {
+        cpuid(0x80000005u, 0, r);
+        if (r[2] >> 24) return (size_t)(r[2] >> 24) * 1024;
+    }
+    for (unsigned sub = 0; max_leaf >= 4 && sub < 16; sub++) {
+        cpuid(4, sub, r);
+        const unsigned type = r[0] & 31, level = (r[0] >> 5) & 7;
+        if (type == 0) break;
+        if (type == 1 && level == 1)
+            return (size_t)((r[1] >> 22) + 1) * (((r[1] >> 12) & 0x3ff) + 1) * ((r[1] & 0xfff) + 1) * ((size_t)r[2] + 1);
+    }
+    return 0;
+}
+#endif
+
 static cpu_features detect(void) {
-    cpu_features f = {0, 0, 0, 0};
+    cpu_features f = {0, 0, 0, 0, 32 * 1024};
 #if LLK_X86
     unsigned r[4];
     cpuid(0, 0, r);
     unsigned max_leaf = r[0];
+    const size_t l1d = detect_l1d(max_leaf);
+    if (l1d >= 4096 && l1d <= 4 * 1024 * 1024) f.l1d = l1d;
     if (max_leaf < 7) return f;
     cpuid(1, 0, r);
     unsigned ecx1 = r[2];
@@ -128,6 +152,7 @@ static void ensure_init(void) { llk_call_once(&g_once, init_once); }
 int llk_isa(void) { ensure_init(); return g_chosen; }
 int llk_isa_best(void) { ensure_init(); return g_best; }
 int llk_cpu_has_vnni(void) { ensure_init(); return g_cpu.vnni && g_best == LLK_ISA_AVX512; }
+size_t llk_l1d_bytes(void) { return g_cpu.l1d ? g_cpu.l1d : 32 * 1024; }
 
 const char *llk_isa_name(int isa) {
     ensure_init();

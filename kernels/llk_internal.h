@@ -380,6 +380,10 @@ int llk_have_avx2_build(void);
 int llk_have_avx2vnni_build(void);
 int llk_have_avx512_build(void);
 
+/* The CPU's L1 data cache per core, in bytes, as CPUID tells it (32 KiB where it does not): what
+ * the prompt tiles size their column ranges by. Valid once a kernel table was chosen. */
+size_t llk_l1d_bytes(void);
+
 /* The table for a level (LLK_ISA_DEFAULT: the chosen one); NULL if the level is unavailable. */
 const llk_kernels *llk_kernels_for(int isa);
 
