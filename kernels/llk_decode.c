@@ -63,7 +63,7 @@ static const llk_tensor *slot_tensor(const llk_layer *L, int s) {
     return m[s];
 }
 
-#define ROWS_PER_CHUNK 32           /* weight rows per pool chunk in the fused products */
+#define ROWS_PER_CHUNK 32           /* weight rows per pool chunk in the fused products of rows */
 #define KV_BLOCK 256   /* cache positions per block: a head's 256 keys are one stream (32 KB at
                           head_dim 64 in float16); the cache's memory still grows as it fills */
 #define ATTN_SERIAL_WORK (1 << 18)  /* query x key x dim products below which attention runs on
@@ -573,7 +573,9 @@ static llk_status linear_multi(llk_decoder *d, int n, const llk_tensor *const *w
             j.mm[i].panel_bytes = llk_panel_bytes_of(w[i]->type, w[i]->n_cols);
         }
         j.n_rows[i] = w[i]->n_rows;
-        j.first_chunk[i + 1] = j.first_chunk[i] + (w[i]->n_rows + ROWS_PER_CHUNK - 1) / ROWS_PER_CHUNK;
+        /* weight rows per pool chunk: whole panels as llk_matmul_packed takes them, or rows */
+        const int64_t rpc = packed[i] ? LLK_PANEL_ROWS * llk_panels_per_chunk(T) : ROWS_PER_CHUNK;
+        j.first_chunk[i + 1] = j.first_chunk[i] + (w[i]->n_rows + rpc - 1) / rpc;
     }
     llk_status st = llk_pool_run(d->pool, j.first_chunk[n], 1, fused_fn, &j);
     if (st) return st;

@@ -416,7 +416,7 @@ llk_status llk_matmul_packed(llk_pool *pool, int isa, int type, const void *pack
     j.w = (const uint8_t *)packed; j.a = a; j.act_bytes = act_bytes; j.n_cols = n_cols;
     j.n_tok = n_tok; j.ldy = ldy; j.y = y;
     j.panel = fn; j.panel_bytes = llk_panel_bytes_of(type, n_cols);
-    llk_status st = llk_pool_run(pool, n_rows / LLK_PANEL_ROWS, 4, packed_fn, &j);
+    llk_status st = llk_pool_run(pool, n_rows / LLK_PANEL_ROWS, llk_panels_per_chunk(n_tok), packed_fn, &j);
     free(a);
     return st;
 }

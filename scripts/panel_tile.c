@@ -7,8 +7,10 @@
  *
  *   gcc $C scripts/panel_tile.c *.o -o panel_tile -lm -lpthread
  *
- * Run: panel_tile ROWS COLS TOKENS REPS [ISA [TYPE_ID]] (ISA 1 = avx2, 2 = avx512; TYPE_ID one of
- * 2 Q4_0, 3 Q4_1, 6 Q5_0, 7 Q5_1, 8 Q8_0, 12 Q4_K, 13 Q5_K, 14 Q6_K, 23 IQ4_XS; default Q4_0), pinned
+ * Run: panel_tile ROWS COLS TOKENS REPS [ISA [TYPE_ID [PANELS_PER_CALL]]] (ISA 1 = avx2, 2 = avx512;
+ * TYPE_ID one of 2 Q4_0, 3 Q4_1, 6 Q5_0, 7 Q5_1, 8 Q8_0, 12 Q4_K, 13 Q5_K, 14 Q6_K, 23 IQ4_XS;
+ * default Q4_0; PANELS_PER_CALL: the panel function called on that many panels at a time, as the
+ * engine's pool chunks call it with 4, instead of once on all of them), pinned
  * (taskset -c 0), interleaving the builds being compared: prints the best GFLOP/s of REPS calls and
  * the packed weights' GB/s at that speed (one token: what generation streams). The packed copy sits in
  * huge pages where the kernel gives them, as the engine's does.
@@ -39,11 +41,12 @@ static double seconds(void) {
 
 int main(int argc, char **argv) {
     if (argc < 5) {
-        fprintf(stderr, "usage: panel_tile ROWS COLS TOKENS REPS [ISA [TYPE_ID]]\n");
+        fprintf(stderr, "usage: panel_tile ROWS COLS TOKENS REPS [ISA [TYPE_ID [PANELS_PER_CALL]]]\n");
         return 2;
     }
     const int64_t rows = atoll(argv[1]), cols = atoll(argv[2]), ntok = atoll(argv[3]);
     const int reps = atoi(argv[4]), isa = argc > 5 ? atoi(argv[5]) : LLK_ISA_AVX2, type = argc > 6 ? atoi(argv[6]) : 2;
+    const int64_t per_call = argc > 7 && atoll(argv[7]) > 0 ? atoll(argv[7]) : rows / 8;   /* panels per call */
     const block_shape *b = NULL;
     for (size_t i = 0; i < sizeof SHAPES / sizeof *SHAPES; i++)
         if (SHAPES[i].type == type) b = &SHAPES[i];
@@ -85,7 +88,9 @@ int main(int argc, char **argv) {
     double best = 1e30;
     for (int r = 0; r < reps; r++) {
         const double t0 = seconds();
-        k->panel[type](packed, pb, rows / 8, cols, a, as, ntok, y, rows);
+        for (int64_t p0 = 0; p0 < rows / 8; p0 += per_call)
+            k->panel[type]((const uint8_t *)packed + (size_t)p0 * pb, pb, rows / 8 - p0 < per_call ? rows / 8 - p0 : per_call,
+                           cols, a, as, ntok, y + 8 * p0, rows);
         const double dt = seconds() - t0;
         if (dt < best) best = dt;
     }
