@@ -30,6 +30,7 @@ const char *llk_version(void) { return "llk 0.1.0"; }
 /* vnni: AVX512-VNNI (EVEX, with AVX-512); avxvnni: AVX-VNNI (VEX, 256-bit: Intel since Alder Lake,
  * AMD since Zen 5), which the AVX2 level takes where the CPU has it */
 typedef struct { int avx2, avx512, vnni, avxvnni; size_t l1d; } cpu_features;
+#define L1D_DEFAULT (32 * 1024)   /* the L1 data cache taken where CPUID does not tell it */
 
 #if LLK_X86
 static void cpuid(unsigned leaf, unsigned sub, unsigned r[4]) {
@@ -74,7 +75,7 @@ static size_t detect_l1d(unsigned max_leaf) {
 #endif
 
 static cpu_features detect(void) {
-    cpu_features f = {0, 0, 0, 0, 32 * 1024};
+    cpu_features f = {0, 0, 0, 0, L1D_DEFAULT};
 #if LLK_X86
     unsigned r[4];
     cpuid(0, 0, r);
@@ -152,7 +153,7 @@ static void ensure_init(void) { llk_call_once(&g_once, init_once); }
 int llk_isa(void) { ensure_init(); return g_chosen; }
 int llk_isa_best(void) { ensure_init(); return g_best; }
 int llk_cpu_has_vnni(void) { ensure_init(); return g_cpu.vnni && g_best == LLK_ISA_AVX512; }
-size_t llk_l1d_bytes(void) { return g_cpu.l1d ? g_cpu.l1d : 32 * 1024; }
+size_t llk_l1d_bytes(void) { return g_cpu.l1d ? g_cpu.l1d : L1D_DEFAULT; }
 
 const char *llk_isa_name(int isa) {
     ensure_init();
