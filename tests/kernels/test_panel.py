@@ -52,9 +52,9 @@ def test_packed_matmul_equals_reference_rows(t, shape, pool2):
     packed = K.pack(pool2, t, w, n_cols)
     assert np.array_equal(packed, K.pack(None, t, w, n_cols))  # the threads' split changes nothing
     for isa in _levels_with_panels(t):
-        # every remainder of the 4-token (256-bit) and 8-token (512-bit) tiles, with the levels unpacked
-        # once (more than two tiles) and not
-        for n_tok in (1, 2, 3, 4, 5, 9, 13, 17, 23, 29):
+        # every remainder of the 4-token (256-bit, and Q4_0's four-panel 512-bit tiles: 17, 18, 23)
+        # and 8-token (512-bit) tiles, with the levels unpacked once (more than two tiles) and not
+        for n_tok in (1, 2, 3, 4, 5, 9, 13, 17, 18, 23, 29):
             for pool in (None, pool2):
                 got = K.matmul_packed(pool, t, packed, n_rows, n_cols, x[:n_tok], isa=isa)
                 assert np.array_equal(_bits(got), _bits(want[:n_tok])), (isa, n_tok, pool)
