@@ -2,7 +2,12 @@
  * and in the mixes the panel tiles (kernels/llk_avx2_panel.inc) are made of. It answers "what bounds
  * a tile here" without hardware counters (which KVM guests often lack) or a scheduling model.
  *
- *     gcc -O2 scripts/issue_rates.c -o /tmp/issue_rates && /tmp/issue_rates
+ *     gcc -O2 scripts/issue_rates.c -o /tmp/issue_rates && /tmp/issue_rates [LOOPS]
+ *
+ * (LOOPS, default 20000000: the loops each timing runs; fewer only to check that it builds and runs.)
+ * On a CPU with AVX-VNNI it also times `vpdpbusd` (the avx2-vnni level's multiply-add) beside each
+ * other kind of instruction its tiles issue, in 8 independent chains: `vpdpbusd` takes ~4 cycles
+ * and two issue per cycle, so fewer chains would time its latency instead of its pipes.
  *
  * x86-64 with AVX2, gcc or clang (AT&T inline assembly). Each line times a block of independent
  * instructions in a loop; the cycle is calibrated by a chain of dependent integer adds (one cycle
@@ -11,6 +16,7 @@
  * the operands stay in L1 and registers.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <time.h>
 
 static double now(void) {
@@ -22,31 +28,64 @@ static double now(void) {
 #define R8(x) x x x x x x x x
 #define CLOBBER "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", \
                 "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15"
-#define N_ITER 20000000L
-
+static long n_iter = 20000000L;
 static int mem[256] __attribute__((aligned(64)));
 
-/* Cycles per unit of body (`per` units in each copy of it): the best of 5 timings of N_ITER loops
+/* Cycles per unit of body (`per` units in each copy of it): the best of 5 timings of n_iter loops
  * of 8 copies, since a neighbour on a shared host only ever makes a timing longer. */
 #define TIME(label, body, per)                                                                  \
     do {                                                                                        \
         double best = 1e30;                                                                     \
         for (int rep = 0; rep < 5; rep++) {                                                     \
             double t0 = now();                                                                  \
-            for (long n = 0; n < N_ITER; n++) __asm__ volatile(R8(body) : : "r"(mem) : CLOBBER); \
+            for (long n = 0; n < n_iter; n++) __asm__ volatile(R8(body) : : "r"(mem) : CLOBBER); \
             double dt = now() - t0;                                                             \
             best = dt < best ? dt : best;                                                       \
         }                                                                                       \
-        printf("%-58s %6.3f cycles\n", label, best / (N_ITER * 8.0 * (per)) / cycle);           \
+        printf("%-58s %6.3f cycles\n", label, best / (n_iter * 8.0 * (per)) / cycle);           \
     } while (0)
 
-int main(void) {
+/* One vpdpbusd into each of the 8 accumulators ymm0..ymm7, each followed by `other` (an instruction
+ * writing ymm10 + k % 6, or reading mem + 4k) when k is a multiple of 8 / n_other: the VEX form of
+ * AVX-VNNI, spelled out because %{vex%} is what the assembler needs in inline assembly. */
+#define DP(k) "%{vex%} vpdpbusd %%ymm8,%%ymm9,%%ymm" #k "\n\t"
+#define DP8(o0, o1, o2, o3, o4, o5, o6, o7) DP(0) o0 DP(1) o1 DP(2) o2 DP(3) o3 DP(4) o4 DP(5) o5 DP(6) o6 DP(7) o7
+
+static void vnni_rates(double cycle) {
+    printf("\nper vpdpbusd (AVX-VNNI, 8 chains), with other instructions between them:\n");
+    TIME("  vpdpbusd ymm alone", DP8("", "", "", "", "", "", "", ""), 8);
+    TIME("  vpdpbusd ymm, one chain (its latency)", DP(0), 1);
+    TIME("  + a broadcast load each (the tiles' activations)",
+         DP8("vpbroadcastd (%0),%%ymm10\n\t", "vpbroadcastd 4(%0),%%ymm11\n\t", "vpbroadcastd 8(%0),%%ymm12\n\t",
+             "vpbroadcastd 12(%0),%%ymm13\n\t", "vpbroadcastd 16(%0),%%ymm14\n\t", "vpbroadcastd 20(%0),%%ymm15\n\t",
+             "vpbroadcastd 24(%0),%%ymm10\n\t", "vpbroadcastd 28(%0),%%ymm11\n\t"), 8);
+    TIME("  + a vpand each (unpacking nibbles)",
+         DP8("vpand %%ymm8,%%ymm9,%%ymm10\n\t", "vpand %%ymm8,%%ymm9,%%ymm11\n\t", "vpand %%ymm8,%%ymm9,%%ymm12\n\t",
+             "vpand %%ymm8,%%ymm9,%%ymm13\n\t", "vpand %%ymm8,%%ymm9,%%ymm14\n\t", "vpand %%ymm8,%%ymm9,%%ymm15\n\t",
+             "vpand %%ymm8,%%ymm9,%%ymm10\n\t", "vpand %%ymm8,%%ymm9,%%ymm11\n\t"), 8);
+    TIME("  + a vpsrlw every second",
+         DP8("vpsrlw $4,%%ymm8,%%ymm10\n\t", "", "vpsrlw $4,%%ymm8,%%ymm11\n\t", "", "vpsrlw $4,%%ymm8,%%ymm12\n\t", "",
+             "vpsrlw $4,%%ymm8,%%ymm13\n\t", ""), 8);
+    TIME("  + a vcvtdq2ps every second (a block's total to float)",
+         DP8("vcvtdq2ps %%ymm8,%%ymm10\n\t", "", "vcvtdq2ps %%ymm8,%%ymm11\n\t", "", "vcvtdq2ps %%ymm8,%%ymm12\n\t", "",
+             "vcvtdq2ps %%ymm8,%%ymm13\n\t", ""), 8);
+    TIME("  + a vmulps every second (a block's scales)",
+         DP8("vmulps %%ymm8,%%ymm9,%%ymm10\n\t", "", "vmulps %%ymm8,%%ymm9,%%ymm11\n\t", "", "vmulps %%ymm8,%%ymm9,%%ymm12\n\t", "",
+             "vmulps %%ymm8,%%ymm9,%%ymm13\n\t", ""), 8);
+    TIME("  + a vfmadd231ps every second (a block's float step)",
+         DP8("vfmadd231ps %%ymm8,%%ymm9,%%ymm10\n\t", "", "vfmadd231ps %%ymm8,%%ymm9,%%ymm11\n\t", "",
+             "vfmadd231ps %%ymm8,%%ymm9,%%ymm12\n\t", "", "vfmadd231ps %%ymm8,%%ymm9,%%ymm13\n\t", ""), 8);
+}
+
+int main(int argc, char **argv) {
+    if (argc > 1) n_iter = atol(argv[1]);
+    if (n_iter < 1) n_iter = 1;
     double cycle = 1e30;
     for (int rep = 0; rep < 8; rep++) {   /* the best of 8: the first ones let the clock ramp up */
         double t0 = now();
-        for (long n = 0; n < N_ITER; n++)
+        for (long n = 0; n < n_iter; n++)
             __asm__ volatile(R8("add $1, %%rax\n\tadd $1, %%rax\n\t") : : : "rax");
-        const double c = (now() - t0) / (N_ITER * 16.0);
+        const double c = (now() - t0) / (n_iter * 16.0);
         cycle = c < cycle ? c : cycle;
     }
     printf("clock: %.2f GHz (a chain of dependent adds)\n\n", 1e-9 / cycle);
@@ -84,5 +123,7 @@ int main(void) {
          "vpmaddubsw %%ymm8,%%ymm2,%%ymm10\n\t vpaddw %%ymm10,%%ymm3,%%ymm3\n\t"
          "vpmaddubsw %%ymm8,%%ymm4,%%ymm11\n\t vpaddw %%ymm11,%%ymm5,%%ymm5\n\t"
          "vpmaddubsw %%ymm8,%%ymm6,%%ymm12\n\t vpaddw %%ymm12,%%ymm7,%%ymm7\n\t", 4);
+    if (__builtin_cpu_supports("avxvnni")) vnni_rates(cycle);
+    else printf("\n(no AVX-VNNI on this CPU: its vpdpbusd lines are left out)\n");
     return 0;
 }

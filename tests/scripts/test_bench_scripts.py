@@ -5,8 +5,12 @@ its filters, runs a fake llama-bench beside ours and turns failures into table l
 from __future__ import annotations
 
 import math
+import platform
+import shutil
 import stat
+import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -233,3 +237,21 @@ def test_bench_attention_times_each_level_in_both_modes(capsys):
     assert out[2].startswith("ref: prompt of 20 at depth 600, one layer: ")
     with pytest.raises(SystemExit):
         bench_attention.main(["--levels", "avx9"])
+
+
+@pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64"), reason="x86-64 inline assembly")
+@pytest.mark.skipif(not shutil.which("gcc"), reason="no gcc on this machine")
+def test_issue_rates_builds_and_times_every_mix(tmp_path):
+    """scripts/issue_rates.c builds warning-free and, run with few loops, prints a positive cycle count
+    for each of its lines; the vpdpbusd lines exactly when the CPU has AVX-VNNI."""
+    src = Path(__file__).resolve().parents[2] / "scripts" / "issue_rates.c"
+    exe = tmp_path / "issue_rates"
+    subprocess.run(["gcc", "-O2", "-Wall", "-Wextra", "-Werror", str(src), "-o", str(exe)], check=True)
+    out = subprocess.run([str(exe), "20000"], check=True, capture_output=True, text=True, timeout=60).stdout
+    rates = [line for line in out.splitlines() if line.endswith(" cycles")]
+    assert all(float(line.split()[-2]) > 0 for line in rates)
+    has_vnni = "avx_vnni" in Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else None
+    vnni = [line for line in rates if "vpdpbusd" in line or line.lstrip().startswith("+ ")]
+    assert len(rates) == 8 + len(vnni)
+    if has_vnni is not None:
+        assert (len(vnni) == 8) == has_vnni, out
