@@ -5,9 +5,10 @@
  *     gcc -O2 scripts/issue_rates.c -o /tmp/issue_rates && /tmp/issue_rates [LOOPS]
  *
  * (LOOPS, default 20000000: the loops each timing runs; fewer only to check that it builds and runs.)
- * On a CPU with AVX-VNNI it also times `vpdpbusd` (the avx2-vnni level's multiply-add) beside each
- * other kind of instruction its tiles issue, in 8 independent chains: `vpdpbusd` takes ~4 cycles
- * and two issue per cycle, so fewer chains would time its latency instead of its pipes.
+ * It also times `vpmaddubsw` beside what the signed 8-bit types add to it, and on a CPU with
+ * AVX-VNNI `vpdpbusd` (the avx2-vnni level's multiply-add) beside each other kind of instruction its
+ * tiles issue, both in 8 independent chains: `vpdpbusd` takes ~4 cycles and two issue per cycle, so
+ * fewer chains would time its latency instead of its pipes.
  *
  * x86-64 with AVX2, gcc or clang (AT&T inline assembly). Each line times a block of independent
  * instructions in a loop; the cycle is calibrated by a chain of dependent integer adds (one cycle
@@ -50,6 +51,9 @@ static int mem[256] __attribute__((aligned(64)));
  * AVX-VNNI, spelled out because %{vex%} is what the assembler needs in inline assembly. */
 #define DP(k) "%{vex%} vpdpbusd %%ymm8,%%ymm9,%%ymm" #k "\n\t"
 #define DP8(o0, o1, o2, o3, o4, o5, o6, o7) DP(0) o0 DP(1) o1 DP(2) o2 DP(3) o3 DP(4) o4 DP(5) o5 DP(6) o6 DP(7) o7
+
+#define MB(k) "vpmaddubsw %%ymm8,%%ymm9,%%ymm" #k "\n\t"
+#define MB8(o0, o1, o2, o3, o4, o5, o6, o7) MB(0) o0 MB(1) o1 MB(2) o2 MB(3) o3 MB(4) o4 MB(5) o5 MB(6) o6 MB(7) o7
 
 static void vnni_rates(double cycle) {
     printf("\nper vpdpbusd (AVX-VNNI, 8 chains), with other instructions between them:\n");
@@ -123,6 +127,19 @@ int main(int argc, char **argv) {
          "vpmaddubsw %%ymm8,%%ymm2,%%ymm10\n\t vpaddw %%ymm10,%%ymm3,%%ymm3\n\t"
          "vpmaddubsw %%ymm8,%%ymm4,%%ymm11\n\t vpaddw %%ymm11,%%ymm5,%%ymm5\n\t"
          "vpmaddubsw %%ymm8,%%ymm6,%%ymm12\n\t vpaddw %%ymm12,%%ymm7,%%ymm7\n\t", 4);
+    printf("\nper vpmaddubsw (8 chains), with what the signed types (Q8_0, IQ4_XS) add to it:\n");
+    TIME("  vpmaddubsw alone", MB8("", "", "", "", "", "", "", ""), 8);
+    TIME("  + a vpsignb each (activations take the levels' signs)",
+         MB8("vpsignb %%ymm8,%%ymm9,%%ymm10\n\t", "vpsignb %%ymm8,%%ymm9,%%ymm11\n\t", "vpsignb %%ymm8,%%ymm9,%%ymm12\n\t",
+             "vpsignb %%ymm8,%%ymm9,%%ymm13\n\t", "vpsignb %%ymm8,%%ymm9,%%ymm14\n\t", "vpsignb %%ymm8,%%ymm9,%%ymm15\n\t",
+             "vpsignb %%ymm8,%%ymm9,%%ymm10\n\t", "vpsignb %%ymm8,%%ymm9,%%ymm11\n\t"), 8);
+    TIME("  + a vpmaddwd each (the pairs widened to int32)",
+         MB8("vpmaddwd %%ymm8,%%ymm9,%%ymm10\n\t", "vpmaddwd %%ymm8,%%ymm9,%%ymm11\n\t", "vpmaddwd %%ymm8,%%ymm9,%%ymm12\n\t",
+             "vpmaddwd %%ymm8,%%ymm9,%%ymm13\n\t", "vpmaddwd %%ymm8,%%ymm9,%%ymm14\n\t", "vpmaddwd %%ymm8,%%ymm9,%%ymm15\n\t",
+             "vpmaddwd %%ymm8,%%ymm9,%%ymm10\n\t", "vpmaddwd %%ymm8,%%ymm9,%%ymm11\n\t"), 8);
+    TIME("  + a vfmadd231ps every second",
+         MB8("vfmadd231ps %%ymm8,%%ymm9,%%ymm10\n\t", "", "vfmadd231ps %%ymm8,%%ymm9,%%ymm11\n\t", "",
+             "vfmadd231ps %%ymm8,%%ymm9,%%ymm12\n\t", "", "vfmadd231ps %%ymm8,%%ymm9,%%ymm13\n\t", ""), 8);
     if (__builtin_cpu_supports("avxvnni")) vnni_rates(cycle);
     else printf("\n(no AVX-VNNI on this CPU: its vpdpbusd lines are left out)\n");
     return 0;
