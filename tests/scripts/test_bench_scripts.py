@@ -256,3 +256,19 @@ def test_issue_rates_builds_and_times_every_mix(tmp_path):
     if Path("/proc/cpuinfo").exists():
         has_vnni = "avx_vnni" in Path("/proc/cpuinfo").read_text()
         assert len(vnni) == (8 if has_vnni else 0), out
+
+
+@pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64"), reason="x86-64 only")
+@pytest.mark.skipif(not shutil.which("gcc"), reason="no gcc on this machine")
+def test_kdots_int16_builds_and_both_ways_give_the_same_sums(tmp_path):
+    """scripts/kdots_int16.c builds warning-free and, run with few loops on an AVX2 CPU, times both
+    ways of the K dots and finds their sums equal (its exit status says so)."""
+    src = Path(__file__).resolve().parents[2] / "scripts" / "kdots_int16.c"
+    exe = tmp_path / "kdots_int16"
+    flags = ["-O3", "-mavx2", "-mfma", "-Wall", "-Wextra", "-Werror"]
+    subprocess.run(["gcc", *flags, str(src), "-o", str(exe)], check=True)
+    if Path("/proc/cpuinfo").exists() and " avx2 " not in Path("/proc/cpuinfo").read_text().replace("\n", " "):
+        pytest.skip("no AVX2 on this CPU")
+    out = subprocess.run([str(exe), "2000"], check=True, capture_output=True, text=True, timeout=60).stdout
+    assert "same sums: yes" in out
+    assert len([line for line in out.splitlines() if "ns per position and head" in line]) == 2
