@@ -46,39 +46,32 @@ static int mem[256] __attribute__((aligned(64)));
         printf("%-58s %6.3f cycles\n", label, best / (n_iter * 8.0 * (per)) / cycle);           \
     } while (0)
 
-/* One vpdpbusd into each of the 8 accumulators ymm0..ymm7, each followed by `other` (an instruction
- * writing ymm10 + k % 6, or reading mem + 4k) when k is a multiple of 8 / n_other: the VEX form of
- * AVX-VNNI, spelled out because %{vex%} is what the assembler needs in inline assembly. */
+/* A multiply-add (M(k): into accumulator ymm k, k < 8) in 8 independent chains, with another
+ * instruction after each (EACH) or after every second (HALF): `ins` is that instruction up to its
+ * destination, which takes ymm10 .. ymm15 in turn. DP is AVX-VNNI's vpdpbusd in its VEX form,
+ * spelled out because %{vex%} is what the assembler needs in inline assembly. */
 #define DP(k) "%{vex%} vpdpbusd %%ymm8,%%ymm9,%%ymm" #k "\n\t"
-#define DP8(o0, o1, o2, o3, o4, o5, o6, o7) DP(0) o0 DP(1) o1 DP(2) o2 DP(3) o3 DP(4) o4 DP(5) o5 DP(6) o6 DP(7) o7
-
 #define MB(k) "vpmaddubsw %%ymm8,%%ymm9,%%ymm" #k "\n\t"
-#define MB8(o0, o1, o2, o3, o4, o5, o6, o7) MB(0) o0 MB(1) o1 MB(2) o2 MB(3) o3 MB(4) o4 MB(5) o5 MB(6) o6 MB(7) o7
+#define TO(ins, r) ins "%%ymm" #r "\n\t"
+#define EACH(M, ins) M(0) TO(ins, 10) M(1) TO(ins, 11) M(2) TO(ins, 12) M(3) TO(ins, 13) \
+                     M(4) TO(ins, 14) M(5) TO(ins, 15) M(6) TO(ins, 10) M(7) TO(ins, 11)
+#define HALF(M, ins) M(0) TO(ins, 10) M(1) M(2) TO(ins, 11) M(3) M(4) TO(ins, 12) M(5) M(6) TO(ins, 13) M(7)
+#define ALONE(M) M(0) M(1) M(2) M(3) M(4) M(5) M(6) M(7)
 
 static void vnni_rates(double cycle) {
     printf("\nper vpdpbusd (AVX-VNNI, 8 chains), with other instructions between them:\n");
-    TIME("  vpdpbusd ymm alone", DP8("", "", "", "", "", "", "", ""), 8);
+    TIME("  vpdpbusd ymm alone", ALONE(DP), 8);
     TIME("  vpdpbusd ymm, one chain (its latency)", DP(0), 1);
     TIME("  + a broadcast load each (the tiles' activations)",
-         DP8("vpbroadcastd (%0),%%ymm10\n\t", "vpbroadcastd 4(%0),%%ymm11\n\t", "vpbroadcastd 8(%0),%%ymm12\n\t",
-             "vpbroadcastd 12(%0),%%ymm13\n\t", "vpbroadcastd 16(%0),%%ymm14\n\t", "vpbroadcastd 20(%0),%%ymm15\n\t",
-             "vpbroadcastd 24(%0),%%ymm10\n\t", "vpbroadcastd 28(%0),%%ymm11\n\t"), 8);
-    TIME("  + a vpand each (unpacking nibbles)",
-         DP8("vpand %%ymm8,%%ymm9,%%ymm10\n\t", "vpand %%ymm8,%%ymm9,%%ymm11\n\t", "vpand %%ymm8,%%ymm9,%%ymm12\n\t",
-             "vpand %%ymm8,%%ymm9,%%ymm13\n\t", "vpand %%ymm8,%%ymm9,%%ymm14\n\t", "vpand %%ymm8,%%ymm9,%%ymm15\n\t",
-             "vpand %%ymm8,%%ymm9,%%ymm10\n\t", "vpand %%ymm8,%%ymm9,%%ymm11\n\t"), 8);
-    TIME("  + a vpsrlw every second",
-         DP8("vpsrlw $4,%%ymm8,%%ymm10\n\t", "", "vpsrlw $4,%%ymm8,%%ymm11\n\t", "", "vpsrlw $4,%%ymm8,%%ymm12\n\t", "",
-             "vpsrlw $4,%%ymm8,%%ymm13\n\t", ""), 8);
-    TIME("  + a vcvtdq2ps every second (a block's total to float)",
-         DP8("vcvtdq2ps %%ymm8,%%ymm10\n\t", "", "vcvtdq2ps %%ymm8,%%ymm11\n\t", "", "vcvtdq2ps %%ymm8,%%ymm12\n\t", "",
-             "vcvtdq2ps %%ymm8,%%ymm13\n\t", ""), 8);
-    TIME("  + a vmulps every second (a block's scales)",
-         DP8("vmulps %%ymm8,%%ymm9,%%ymm10\n\t", "", "vmulps %%ymm8,%%ymm9,%%ymm11\n\t", "", "vmulps %%ymm8,%%ymm9,%%ymm12\n\t", "",
-             "vmulps %%ymm8,%%ymm9,%%ymm13\n\t", ""), 8);
-    TIME("  + a vfmadd231ps every second (a block's float step)",
-         DP8("vfmadd231ps %%ymm8,%%ymm9,%%ymm10\n\t", "", "vfmadd231ps %%ymm8,%%ymm9,%%ymm11\n\t", "",
-             "vfmadd231ps %%ymm8,%%ymm9,%%ymm12\n\t", "", "vfmadd231ps %%ymm8,%%ymm9,%%ymm13\n\t", ""), 8);
+         DP(0) "vpbroadcastd (%0),%%ymm10\n\t" DP(1) "vpbroadcastd 4(%0),%%ymm11\n\t"
+         DP(2) "vpbroadcastd 8(%0),%%ymm12\n\t" DP(3) "vpbroadcastd 12(%0),%%ymm13\n\t"
+         DP(4) "vpbroadcastd 16(%0),%%ymm14\n\t" DP(5) "vpbroadcastd 20(%0),%%ymm15\n\t"
+         DP(6) "vpbroadcastd 24(%0),%%ymm10\n\t" DP(7) "vpbroadcastd 28(%0),%%ymm11\n\t", 8);
+    TIME("  + a vpand each (unpacking nibbles)", EACH(DP, "vpand %%ymm8,%%ymm9,"), 8);
+    TIME("  + a vpsrlw every second", HALF(DP, "vpsrlw $4,%%ymm8,"), 8);
+    TIME("  + a vcvtdq2ps every second (a block's total to float)", HALF(DP, "vcvtdq2ps %%ymm8,"), 8);
+    TIME("  + a vmulps every second (a block's scales)", HALF(DP, "vmulps %%ymm8,%%ymm9,"), 8);
+    TIME("  + a vfmadd231ps every second (a block's float step)", HALF(DP, "vfmadd231ps %%ymm8,%%ymm9,"), 8);
 }
 
 int main(int argc, char **argv) {
@@ -128,18 +121,10 @@ int main(int argc, char **argv) {
          "vpmaddubsw %%ymm8,%%ymm4,%%ymm11\n\t vpaddw %%ymm11,%%ymm5,%%ymm5\n\t"
          "vpmaddubsw %%ymm8,%%ymm6,%%ymm12\n\t vpaddw %%ymm12,%%ymm7,%%ymm7\n\t", 4);
     printf("\nper vpmaddubsw (8 chains), with what the signed types (Q8_0, IQ4_XS) add to it:\n");
-    TIME("  vpmaddubsw alone", MB8("", "", "", "", "", "", "", ""), 8);
-    TIME("  + a vpsignb each (activations take the levels' signs)",
-         MB8("vpsignb %%ymm8,%%ymm9,%%ymm10\n\t", "vpsignb %%ymm8,%%ymm9,%%ymm11\n\t", "vpsignb %%ymm8,%%ymm9,%%ymm12\n\t",
-             "vpsignb %%ymm8,%%ymm9,%%ymm13\n\t", "vpsignb %%ymm8,%%ymm9,%%ymm14\n\t", "vpsignb %%ymm8,%%ymm9,%%ymm15\n\t",
-             "vpsignb %%ymm8,%%ymm9,%%ymm10\n\t", "vpsignb %%ymm8,%%ymm9,%%ymm11\n\t"), 8);
-    TIME("  + a vpmaddwd each (the pairs widened to int32)",
-         MB8("vpmaddwd %%ymm8,%%ymm9,%%ymm10\n\t", "vpmaddwd %%ymm8,%%ymm9,%%ymm11\n\t", "vpmaddwd %%ymm8,%%ymm9,%%ymm12\n\t",
-             "vpmaddwd %%ymm8,%%ymm9,%%ymm13\n\t", "vpmaddwd %%ymm8,%%ymm9,%%ymm14\n\t", "vpmaddwd %%ymm8,%%ymm9,%%ymm15\n\t",
-             "vpmaddwd %%ymm8,%%ymm9,%%ymm10\n\t", "vpmaddwd %%ymm8,%%ymm9,%%ymm11\n\t"), 8);
-    TIME("  + a vfmadd231ps every second",
-         MB8("vfmadd231ps %%ymm8,%%ymm9,%%ymm10\n\t", "", "vfmadd231ps %%ymm8,%%ymm9,%%ymm11\n\t", "",
-             "vfmadd231ps %%ymm8,%%ymm9,%%ymm12\n\t", "", "vfmadd231ps %%ymm8,%%ymm9,%%ymm13\n\t", ""), 8);
+    TIME("  vpmaddubsw alone", ALONE(MB), 8);
+    TIME("  + a vpsignb each (activations take the levels' signs)", EACH(MB, "vpsignb %%ymm8,%%ymm9,"), 8);
+    TIME("  + a vpmaddwd each (the pairs widened to int32)", EACH(MB, "vpmaddwd %%ymm8,%%ymm9,"), 8);
+    TIME("  + a vfmadd231ps every second", HALF(MB, "vfmadd231ps %%ymm8,%%ymm9,"), 8);
     if (__builtin_cpu_supports("avxvnni")) vnni_rates(cycle);
     else printf("\n(no AVX-VNNI on this CPU: its vpdpbusd lines are left out)\n");
     return 0;

@@ -239,35 +239,44 @@ def test_bench_attention_times_each_level_in_both_modes(capsys):
         bench_attention.main(["--levels", "avx9"])
 
 
-@pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64"), reason="x86-64 inline assembly")
-@pytest.mark.skipif(not shutil.which("gcc"), reason="no gcc on this machine")
+# The C timing tools in scripts/ are x86-64 code (inline assembly, AVX2 intrinsics) built with gcc.
+needs_gcc_on_x86 = pytest.mark.skipif(
+    platform.machine().lower() not in ("x86_64", "amd64") or not shutil.which("gcc"),
+    reason="needs gcc on an x86-64 machine",
+)
+
+
+def _build_script(name: str, tmp_path: Path, *flags: str) -> Path:
+    """scripts/NAME.c built warning-free with gcc into tmp_path."""
+    src = Path(__file__).resolve().parents[2] / "scripts" / f"{name}.c"
+    exe = tmp_path / name
+    subprocess.run(["gcc", *flags, "-Wall", "-Wextra", "-Werror", str(src), "-o", str(exe)], check=True)
+    return exe
+
+
+@needs_gcc_on_x86
 def test_issue_rates_builds_and_times_every_mix(tmp_path):
     """scripts/issue_rates.c builds warning-free and, run with few loops, prints a positive cycle count
     for each of its lines; the vpdpbusd lines exactly when the CPU has AVX-VNNI."""
-    src = Path(__file__).resolve().parents[2] / "scripts" / "issue_rates.c"
-    exe = tmp_path / "issue_rates"
-    subprocess.run(["gcc", "-O2", "-Wall", "-Wextra", "-Werror", str(src), "-o", str(exe)], check=True)
+    exe = _build_script("issue_rates", tmp_path, "-O2")
     out = subprocess.run([str(exe), "20000"], check=True, capture_output=True, text=True, timeout=60).stdout
     head, _, vnni_part = out.partition("per vpdpbusd")
     rates = [line for line in head.splitlines() if line.endswith(" cycles")]
     vnni = [line for line in vnni_part.splitlines() if line.endswith(" cycles")]
     assert len(rates) == 12
     assert all(float(line.split()[-2]) > 0 for line in rates + vnni)
-    if Path("/proc/cpuinfo").exists():
-        has_vnni = "avx_vnni" in Path("/proc/cpuinfo").read_text()
-        assert len(vnni) == (8 if has_vnni else 0), out
+    flags = bench_shapes.cpu_flags()
+    if flags:
+        assert len(vnni) == (8 if "avx_vnni" in flags else 0), out
 
 
-@pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64"), reason="x86-64 only")
-@pytest.mark.skipif(not shutil.which("gcc"), reason="no gcc on this machine")
+@needs_gcc_on_x86
 def test_kdots_int16_builds_and_both_ways_give_the_same_sums(tmp_path):
     """scripts/kdots_int16.c builds warning-free and, run with few loops on an AVX2 CPU, times both
     ways of the K dots and finds their sums equal (its exit status says so)."""
-    src = Path(__file__).resolve().parents[2] / "scripts" / "kdots_int16.c"
-    exe = tmp_path / "kdots_int16"
-    flags = ["-O3", "-mavx2", "-mfma", "-Wall", "-Wextra", "-Werror"]
-    subprocess.run(["gcc", *flags, str(src), "-o", str(exe)], check=True)
-    if Path("/proc/cpuinfo").exists() and " avx2 " not in Path("/proc/cpuinfo").read_text().replace("\n", " "):
+    exe = _build_script("kdots_int16", tmp_path, "-O3", "-mavx2", "-mfma")
+    flags = bench_shapes.cpu_flags()
+    if flags and "avx2" not in flags:
         pytest.skip("no AVX2 on this CPU")
     out = subprocess.run([str(exe), "2000"], check=True, capture_output=True, text=True, timeout=60).stdout
     assert "same sums: yes" in out
