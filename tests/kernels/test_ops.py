@@ -219,6 +219,7 @@ def attn_ref(cfg: K.AttentionConfig, q, k, v, pos):
 ATTNS = [
     K.AttentionConfig(4, 4, 32),
     K.AttentionConfig(4, 2, 128),  # the register-held head sizes
+    K.AttentionConfig(8, 2, 256),  # Gemma's head size: a block of tokens takes tiles of 32 positions
     K.AttentionConfig(3, 3, 20),  # a head size with a scalar tail
     K.AttentionConfig(9, 3, 64),  # GQA as in SmolLM2
     K.AttentionConfig(14, 2, 64),  # groups of 7: two subgroups
