@@ -503,6 +503,22 @@ static int64_t attn_run_end(const attn_job *j, int64_t c0, int64_t hi, int64_t t
     return c1;
 }
 
+/* How many tokens from rows[u] on (at most LLK_ATTN_GROUP) one kernel call of the tile ending at c1
+ * takes as its rows, one head at a time: tokens that see the tile alike (the same span start, so
+ * their score columns line up, and the same end in it). Only for groups of at most 2 query heads
+ * per KV head: alone, their few rows gave the kernels as few FMA chains as rows times a tile's
+ * vectors (multi-head attention at 512 bits: 4). A row's sums are the same either way. */
+static int attn_stack(const attn_row *rows, int u, int nt, int g, int64_t c1) {
+    if (2 * g > LLK_ATTN_GROUP) return 1;
+    const attn_row *w = &rows[u];
+    const int64_t e = c1 < w->hi ? c1 : w->hi;
+    int k = 1;
+    while (u + k < nt && k < LLK_ATTN_GROUP && rows[u + k].lo == w->lo &&
+           (c1 < rows[u + k].hi ? c1 : rows[u + k].hi) == e)
+        k++;
+    return k;
+}
+
 /* One item: up to n_blk tokens, one KV head, and up to j->sub of the query heads that share it
  * (grouped-query attention: LLK_ATTN_GROUP when each token reads the cache directly, up to
  * ATTN_TILE_GROUP when the tokens share converted tiles). Each cache row is read once for the
@@ -563,11 +579,22 @@ static void attn_fn(void *arg, int64_t b, int64_t e, int ith) {
             /* next: the following K tile, after the last the first V tile */
             j->k->ktile(j->kc + llk_kv_at(p, hk, c0), rs, kind, c1 - c0, hd, kt, np,
                         c1 < hi ? j->kc + llk_kv_at(p, hk, c1) : j->vc + llk_kv_at(p, hk, lo));
-            for (int u = 0; u < nt; u++) {
+            for (int u = 0, k; u < nt; u += k) {
                 attn_row *w = &rows[u];
                 const int64_t s0 = c0 > w->lo ? c0 : w->lo, s1 = c1 < w->hi ? c1 : w->hi;
+                k = 1;
                 if (s1 <= s0) continue;
-                j->k->kdots_tile(w->q, hd, g, kt, np, hd, kscale, s0 - c0, s1 - s0, w->s + (s0 - w->lo), ld, w->mx);
+                if ((k = attn_stack(rows, u, nt, g, c1)) == 1) {
+                    j->k->kdots_tile(w->q, hd, g, kt, np, hd, kscale, s0 - c0, s1 - s0, w->s + (s0 - w->lo), ld, w->mx);
+                    continue;
+                }
+                for (int a = 0; a < g; a++) {   /* head a of k tokens as the rows */
+                    float m[LLK_ATTN_GROUP];
+                    for (int i = 0; i < k; i++) m[i] = rows[u + i].mx[a];
+                    j->k->kdots_tile(w->q + a * hd, (int64_t)p->n_head * hd, k, kt, np, hd, kscale, s0 - c0, s1 - s0,
+                                     w->s + a * ld + (s0 - w->lo), (int64_t)j->sub * ld, m);
+                    for (int i = 0; i < k; i++) rows[u + i].mx[a] = m[i];
+                }
             }
         }
         for (int u = 0; u < nt; u++) {
@@ -592,11 +619,17 @@ static void attn_fn(void *arg, int64_t b, int64_t e, int ith) {
             c1 = attn_run_end(j, c0, hi, vtile);
             const uint8_t *vr = j->vc + llk_kv_at(p, hk, c0);
             if (j->n_blk > 1) attn_tile_f32(j, vr, c1 - c0, ft, c1 < hi ? j->vc + llk_kv_at(p, hk, c1) : NULL);
-            for (int u = 0; u < nt; u++) {
+            for (int u = 0, k; u < nt; u += k) {
                 attn_row *w = &rows[u];
                 const int64_t s0 = c0 > w->lo ? c0 : w->lo, s1 = c1 < w->hi ? c1 : w->hi;
+                k = 1;
                 if (s1 <= s0) continue;
-                if (j->n_blk > 1)   /* the kernel takes LLK_ATTN_GROUP heads at a time */
+                if (j->n_blk > 1 && (k = attn_stack(rows, u, nt, g, c1)) > 1)   /* head a of k tokens */
+                    for (int a = 0; a < g; a++)
+                        j->k->vacc[LLK_KV_F32](w->s + a * ld + (s0 - w->lo), (int64_t)j->sub * ld, k,
+                                               (const uint8_t *)ft + (s0 - c0) * frow, frow, s1 - s0, hd,
+                                               w->o + a * ostride, (int64_t)p->n_head * hd);
+                else if (j->n_blk > 1)   /* the kernel takes LLK_ATTN_GROUP heads at a time */
                     for (int a = 0; a < g; a += LLK_ATTN_GROUP)
                         j->k->vacc[LLK_KV_F32](w->s + a * ld + (s0 - w->lo), ld,
                                                g - a < LLK_ATTN_GROUP ? g - a : LLK_ATTN_GROUP,
