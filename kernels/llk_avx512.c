@@ -392,10 +392,10 @@ KERNEL_INLINE void kdt512_pass(const float *q, int64_t qs, const int R, const in
 KERNEL_INLINE void kdt512_rows(const float *q, int64_t qs, const int R, const int W, const float *kt, int64_t np,
                                int hd, __m512 sc, int64_t j0, int64_t n, float *out, int64_t os, float *mx) {
     int64_t c = j0 & ~(int64_t)15;
-    const int64_t nv = (((j0 + n + 15) & ~(int64_t)15) - c) / 16, npass = (nv + W - 1) / W;
-    for (int64_t k = 0; k < npass; k++) {   /* passes as even as W allows (llk_pass_width) */
-        const int w = llk_pass_width(nv, npass, k);
-        switch (w) {   /* constant widths, 1 .. W */
+    for (int64_t left = (((j0 + n + 15) & ~(int64_t)15) - c) / 16, w; left > 0; left -= w, c += 16 * w) {
+        w = llk_next_pass(left, W);   /* W wide, the last two as even as W allows */
+        switch (w == W ? 0 : w) {     /* constant widths */
+        case 0: kdt512_pass(q, qs, R, W, kt, np, hd, c, sc, j0, n, out, os, mx); break;
         case 1: kdt512_pass(q, qs, R, 1, kt, np, hd, c, sc, j0, n, out, os, mx); break;
         case 2: kdt512_pass(q, qs, R, 2, kt, np, hd, c, sc, j0, n, out, os, mx); break;
         case 3: kdt512_pass(q, qs, R, 3, kt, np, hd, c, sc, j0, n, out, os, mx); break;
@@ -403,10 +403,8 @@ KERNEL_INLINE void kdt512_rows(const float *q, int64_t qs, const int R, const in
         case 5: kdt512_pass(q, qs, R, 5, kt, np, hd, c, sc, j0, n, out, os, mx); break;
         case 6: kdt512_pass(q, qs, R, 6, kt, np, hd, c, sc, j0, n, out, os, mx); break;
         case 7: kdt512_pass(q, qs, R, 7, kt, np, hd, c, sc, j0, n, out, os, mx); break;
-        case 8: kdt512_pass(q, qs, R, 8, kt, np, hd, c, sc, j0, n, out, os, mx); break;
-        default: kdt512_pass(q, qs, R, 9, kt, np, hd, c, sc, j0, n, out, os, mx); break;
+        default: kdt512_pass(q, qs, R, 8, kt, np, hd, c, sc, j0, n, out, os, mx); break;
         }
-        c += 16 * w;
     }
 }
 static void kdots_tile512(const float *q, int64_t qs, int nq, const float *kt, int64_t np, int hd, float scale,

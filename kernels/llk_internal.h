@@ -335,13 +335,14 @@ static inline float llk_kv_q8_scale(const uint8_t *row, int i) {
  *       out[a * os + i] += sum_j p[a * ld + j] * V row j [i]. */
 #define LLK_ATTN_GROUP 4
 #define LLK_KT_LANES 16   /* a transposed tile's rows are padded to a multiple of this (the widest lanes) */
-/* The attention kernels cover nv vectors in passes of at most w_max vectors each (a pass keeps rows x
- * its width sums in registers, one FMA chain each); pass k of npass = ceil(nv / w_max) is this wide:
- * the widths as even as w_max allows (4 vectors under 3: 2 + 2, not 3 + 1, whose last pass would
- * have as few chains as rows and wait on the FMA latency). Which vectors share a pass changes no
- * sum, only how many run at once. */
-static inline int llk_pass_width(int64_t nv, int64_t npass, int64_t k) {
-    return (int)(nv / npass + (k < nv % npass));
+/* The attention kernels cover their vectors in passes of at most w_max vectors (a pass keeps rows x
+ * its width sums in registers, one FMA chain each). With `left` vectors to go, the next pass is w_max
+ * wide, except that the last two passes split what is left evenly when that is between w_max and
+ * 2 w_max (4 vectors under 3: 2 + 2, not 3 + 1, whose last pass would have as few chains as rows and
+ * wait on the FMA latency). Which vectors share a pass changes no sum, only how many run at once. */
+static inline int llk_next_pass(int64_t left, int w_max) {
+    if (left >= 2 * (int64_t)w_max || left == w_max) return w_max;
+    return (int)(left > w_max ? (left + 1) / 2 : left);
 }
 typedef void (*llk_ktile_fn)(const uint8_t *rows, size_t rs, int kind, int64_t n, int hd, float *kt, int64_t np,
                              const uint8_t *next);
