@@ -388,10 +388,10 @@ llk_status llk_rope(const llk_rope_params *p, float *x, int64_t n_tok, int64_t n
 #define ATTN_TILE_MIN_BLOCK 32 /* and for a block of tokens this many: with head size 256 (Gemma) half
                                 of L1 is 16 positions, one 512-bit vector, and the AVX-512 K dots of
                                 a group of 4 heads ran 4 FMA chains. Zen 5, one thread, 512 tokens at
-                                depth 4096, 8 heads of 256 / 2 KV heads, medians of 5: 138.5 -> 102.8
+                                depth 4096, 8 heads of 256 / 2 KV heads, medians of 5: 151.8 -> 115.4
                                 ms per layer (64 positions: ~5% slower than 32). One token's tiles
                                 stay at 16 there: it reads them from memory, and with 32 it ran
-                                10.1 -> 11.9 ms over 16 layers */
+                                10.6 -> 11.7 ms over 16 layers (medians of 8) */
 #define ATTN_TILE_GROUP 8    /* most query heads of one KV head per item in the tiled walk: each
                                 tile converted once for all of them (groups of 5-8 are common:
                                 Qwen2.5's 6 and 7; the direct walk takes LLK_ATTN_GROUP) */
@@ -624,7 +624,8 @@ static void attn_fn(void *arg, int64_t b, int64_t e, int ith) {
                 const int64_t s0 = c0 > w->lo ? c0 : w->lo, s1 = c1 < w->hi ? c1 : w->hi;
                 k = 1;
                 if (s1 <= s0) continue;
-                if (j->n_blk > 1 && (k = attn_stack(rows, u, nt, g, c1)) > 1)   /* head a of k tokens */
+                /* head a of k tokens (a block is never split: their output rows are n_head x hd apart) */
+                if (j->n_blk > 1 && (k = attn_stack(rows, u, nt, g, c1)) > 1)
                     for (int a = 0; a < g; a++)
                         j->k->vacc[LLK_KV_F32](w->s + a * ld + (s0 - w->lo), (int64_t)j->sub * ld, k,
                                                (const uint8_t *)ft + (s0 - c0) * frow, frow, s1 - s0, hd,
