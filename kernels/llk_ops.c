@@ -624,21 +624,22 @@ static void attn_fn(void *arg, int64_t b, int64_t e, int ith) {
                 const int64_t s0 = c0 > w->lo ? c0 : w->lo, s1 = c1 < w->hi ? c1 : w->hi;
                 k = 1;
                 if (s1 <= s0) continue;
-                /* head a of k tokens (a block is never split: their output rows are n_head x hd apart) */
-                if (j->n_blk > 1 && (k = attn_stack(rows, u, nt, g, c1)) > 1)
-                    for (int a = 0; a < g; a++)
-                        j->k->vacc[LLK_KV_F32](w->s + a * ld + (s0 - w->lo), (int64_t)j->sub * ld, k,
-                                               (const uint8_t *)ft + (s0 - c0) * frow, frow, s1 - s0, hd,
-                                               w->o + a * ostride, (int64_t)p->n_head * hd);
-                else if (j->n_blk > 1)   /* the kernel takes LLK_ATTN_GROUP heads at a time */
-                    for (int a = 0; a < g; a += LLK_ATTN_GROUP)
-                        j->k->vacc[LLK_KV_F32](w->s + a * ld + (s0 - w->lo), ld,
-                                               g - a < LLK_ATTN_GROUP ? g - a : LLK_ATTN_GROUP,
-                                               (const uint8_t *)ft + (s0 - c0) * frow, frow, s1 - s0, hd,
-                                               w->o + a * ostride, ostride);
-                else
+                if (j->n_blk == 1) {   /* one token: straight over the cache rows */
                     j->k->vacc[kind](w->s + (s0 - w->lo), ld, g, vr + (size_t)(s0 - c0) * rs, rs, s1 - s0, hd, w->o,
                                      ostride);
+                    continue;
+                }
+                const uint8_t *vt = (const uint8_t *)ft + (s0 - c0) * frow;   /* the V tile's rows s0 .. s1 */
+                if ((k = attn_stack(rows, u, nt, g, c1)) > 1)   /* head a of k tokens, whose output rows
+                                                                    are n_head x hd apart (a block is never split) */
+                    for (int a = 0; a < g; a++)
+                        j->k->vacc[LLK_KV_F32](w->s + a * ld + (s0 - w->lo), (int64_t)j->sub * ld, k, vt, frow,
+                                               s1 - s0, hd, w->o + a * ostride, (int64_t)p->n_head * hd);
+                else   /* the kernel takes LLK_ATTN_GROUP heads at a time */
+                    for (int a = 0; a < g; a += LLK_ATTN_GROUP)
+                        j->k->vacc[LLK_KV_F32](w->s + a * ld + (s0 - w->lo), ld,
+                                               g - a < LLK_ATTN_GROUP ? g - a : LLK_ATTN_GROUP, vt, frow, s1 - s0,
+                                               hd, w->o + a * ostride, ostride);
             }
         }
         for (int u = 0; u < nt; u++) {
