@@ -7,7 +7,8 @@
 Speed does not depend on the weights' values, only on the shapes and the tensor types, and the
 real files cannot be downloaded here. Each shape is written as an F16 GGUF through the `gguf`
 package (hidden size, layers, heads, KV heads, FFN width, rope base and Llama 3 rope scaling
-factors, QKV biases for Qwen2.5, tied or separate output, the real vocabulary size), then
+factors, QKV biases for Qwen2.5, Phi-3's fused QKV and gate/up matrices, Gemma 2's head size,
+post-norms, soft-caps and window, tied or separate output, the real vocabulary size), then
 quantized by llama.cpp's own `llama-quantize` (scripts/build_llamacpp.sh builds it), so that
 every quantized file has the tensor types a real file of that type has (Q4_K_M's Q6_K
 ffn_down/attn_v/output, for instance).
@@ -23,9 +24,11 @@ quantization would be slower than writing the F16 bytes.
 
 Tokenizer and chat template are copied from the SmolLM2 test model (tests/models.py fetches it;
 49152 tokens). The token list is padded to the real model's vocabulary size (128256 for Llama 3,
-151936 for Qwen2.5) with distinct unused tokens (GGUF token type UNUSED, never produced by the
-tokenizer), so that the embedding and output matrices have the real size: at 1B they are a
-large share of the bytes read per generated token.
+151936 for Qwen2.5, 256000 for Gemma 2) with distinct unused tokens (GGUF token type UNUSED,
+never produced by the tokenizer), or cut to it (32064 for Phi-3: the first tokens and the merges
+among them), so that the embedding and output matrices have the real size: at 1B they are a
+large share of the bytes read per generated token. (The shapes' own shapes, not their tokenizers:
+a Gemma or Phi-3 prompt of the same text would be a different number of tokens.)
 
 Files go to $LLAMBDA_BENCH_CACHE/models (default ~/.cache/llambda-bench/models), named
 <shape>.<TYPE>.gguf. Existing files are kept (delete them to remake).
@@ -54,7 +57,7 @@ TYPE_UNUSED = 5  # GGUF tokenizer.ggml.token_type
 @dataclass(frozen=True)
 class Shape:
     name: str
-    arch: str  # "llama" or "qwen2"
+    arch: str  # "llama", "qwen2", "phi3" or "gemma2"
     n_embd: int
     n_layer: int
     n_head: int
@@ -69,10 +72,15 @@ class Shape:
     # Llama 3.x rope scaling ("llama3"): factor, low/high frequency factors, original context
     llama3_rope: tuple[float, float, float, int] | None = None
     title: str = ""
+    head_size: int = 0  # when not n_embd / n_head (Gemma 2: 256): the key_length/value_length keys
+    fused: bool = False  # Phi-3: one attn_qkv (Q, K, V rows) and one ffn_up of gate then up rows
+    post_norms: bool = False  # Gemma 2: post_attention_norm and post_ffw_norm in every layer
+    softcaps: tuple[float, float] | None = None  # Gemma 2: attention and final logit soft-caps
+    sliding_window: int = 0  # Gemma 2: the window of every other layer
 
     @property
     def head_dim(self) -> int:
-        return self.n_embd // self.n_head
+        return self.head_size or self.n_embd // self.n_head
 
 
 SHAPES = {
@@ -142,6 +150,46 @@ SHAPES = {
             llama3_rope=(8.0, 1.0, 4.0, 8192),
             title="Llama 3.1 8B",
         ),
+        # multi-head attention (32 KV heads of 96), fused QKV and gate/up matrices; Phi-3 mini's
+        # own 32064-token vocabulary (the source tokenizer cut to it)
+        Shape(
+            "phi3-mini",
+            "phi3",
+            3072,
+            32,
+            32,
+            32,
+            8192,
+            32064,
+            10000.0,
+            1e-5,
+            4096,
+            tied=False,
+            fused=True,
+            # not "Phi-3": llama.cpp gives a model whose name holds "phi-3" or "phi3" Phi-3's own
+            # token attributes, and stops at a tokenizer without "</s>", "<unk>" and "<s>"
+            title="Phi 3 mini",
+        ),
+        # head size 256 from 2304 wide, groups of 2 query heads per KV head, post-norms, soft-caps
+        Shape(
+            "gemma2-2b",
+            "gemma2",
+            2304,
+            26,
+            8,
+            4,
+            9216,
+            256000,
+            10000.0,
+            1e-6,
+            8192,
+            tied=True,
+            head_size=256,
+            post_norms=True,
+            softcaps=(50.0, 30.0),
+            sliding_window=4096,
+            title="Gemma 2 2B",
+        ),
         # for tests: a few MB, the SmolLM2 vocabulary unpadded
         Shape("tiny", "llama", 128, 2, 4, 2, 256, 49152, 10000.0, 1e-5, 2048, tied=True, title="tiny"),
         Shape(
@@ -159,6 +207,25 @@ SHAPES = {
             tied=False,
             qkv_bias=True,
             title="tiny qwen2",
+        ),
+        Shape("tiny-phi3", "phi3", 128, 2, 4, 4, 256, 40000, 10000.0, 1e-5, 2048, tied=False, fused=True),
+        Shape(
+            "tiny-gemma2",
+            "gemma2",
+            128,
+            2,
+            4,
+            2,
+            256,
+            49152,
+            10000.0,
+            1e-6,
+            2048,
+            tied=True,
+            head_size=48,
+            post_norms=True,
+            softcaps=(50.0, 30.0),
+            sliding_window=64,
         ),
     )
 }
@@ -222,6 +289,22 @@ def padded_vocab(tok: dict, n_vocab: int) -> tuple[list[str], list[int]]:
     return tokens, types
 
 
+def cut_vocab(tok: dict, n_vocab: int) -> dict:
+    """The tokenizer cut to its first n_vocab tokens, keeping only the merges whose parts and
+    result are among them (byte-level BPE numbers tokens in merge order, so what is left still
+    tokenizes any text: the bytes are among the first tokens). The special tokens must stay."""
+    keep = set(tok["tokens"][:n_vocab])
+    for key in ("bos", "eos", "unk", "pad"):
+        if tok[key] is not None and int(tok[key]) >= n_vocab:
+            raise SystemExit(f"the source tokenizer's {key} token {tok[key]} is not among the first {n_vocab}")
+    merges = []
+    for m in tok["merges"]:
+        a, _, b = m.partition(" ")
+        if a in keep and b in keep and a + b in keep:
+            merges.append(m)
+    return {**tok, "tokens": tok["tokens"][:n_vocab], "types": tok["types"][:n_vocab], "merges": merges}
+
+
 def llama3_rope_factors(s: Shape) -> np.ndarray:
     """Per-pair frequency divisors of Llama 3.1's rope scaling (rope_freqs.weight): pairs whose
     wavelength is short keep their frequency, long ones are divided by `factor`, the ones between
@@ -251,25 +334,35 @@ def tensor_plan(s: Shape) -> list[tuple[str, tuple[int, ...], str]]:
         plan.append(("rope_freqs.weight", (hd // 2,), "rope"))
     for i in range(s.n_layer):
         b = f"blk.{i}."
-        plan += [
-            (b + "attn_norm.weight", (s.n_embd,), "norm"),
-            (b + "attn_q.weight", (q, s.n_embd), "matrix"),
-            (b + "attn_k.weight", (kv, s.n_embd), "matrix"),
-            (b + "attn_v.weight", (kv, s.n_embd), "matrix"),
-        ]
+        plan.append((b + "attn_norm.weight", (s.n_embd,), "norm"))
+        if s.fused:
+            plan.append((b + "attn_qkv.weight", (q + 2 * kv, s.n_embd), "matrix"))
+        else:
+            plan += [
+                (b + "attn_q.weight", (q, s.n_embd), "matrix"),
+                (b + "attn_k.weight", (kv, s.n_embd), "matrix"),
+                (b + "attn_v.weight", (kv, s.n_embd), "matrix"),
+            ]
         if s.qkv_bias:
             plan += [
                 (b + "attn_q.bias", (q,), "bias"),
                 (b + "attn_k.bias", (kv,), "bias"),
                 (b + "attn_v.bias", (kv,), "bias"),
             ]
-        plan += [
-            (b + "attn_output.weight", (s.n_embd, q), "matrix"),
-            (b + "ffn_norm.weight", (s.n_embd,), "norm"),
-            (b + "ffn_gate.weight", (s.n_ff, s.n_embd), "matrix"),
-            (b + "ffn_up.weight", (s.n_ff, s.n_embd), "matrix"),
-            (b + "ffn_down.weight", (s.n_embd, s.n_ff), "matrix"),
-        ]
+        plan.append((b + "attn_output.weight", (s.n_embd, q), "matrix"))
+        if s.post_norms:
+            plan.append((b + "post_attention_norm.weight", (s.n_embd,), "norm"))
+        plan.append((b + "ffn_norm.weight", (s.n_embd,), "norm"))
+        if s.fused:
+            plan.append((b + "ffn_up.weight", (2 * s.n_ff, s.n_embd), "matrix"))
+        else:
+            plan += [
+                (b + "ffn_gate.weight", (s.n_ff, s.n_embd), "matrix"),
+                (b + "ffn_up.weight", (s.n_ff, s.n_embd), "matrix"),
+            ]
+        plan.append((b + "ffn_down.weight", (s.n_embd, s.n_ff), "matrix"))
+        if s.post_norms:
+            plan.append((b + "post_ffw_norm.weight", (s.n_embd,), "norm"))
     plan.append(("output_norm.weight", (s.n_embd,), "norm"))
     if not s.tied:
         plan.append(("output.weight", (s.n_vocab, s.n_embd), "matrix"))
@@ -316,8 +409,18 @@ def write_f16(s: Shape, path: Path, tok: dict, seed: int = 0, log=print) -> Path
     w.add_rope_dimension_count(s.head_dim)
     w.add_rope_freq_base(s.rope_base)
     w.add_layer_norm_rms_eps(s.eps)
+    if s.head_size:
+        w.add_key_length(s.head_size)
+        w.add_value_length(s.head_size)
+    if s.softcaps:
+        w.add_attn_logit_softcapping(s.softcaps[0])
+        w.add_final_logit_softcapping(s.softcaps[1])
+    if s.sliding_window:
+        w.add_sliding_window(s.sliding_window)
     w.add_vocab_size(s.n_vocab)
     w.add_file_type(int(gguf.LlamaFileType.MOSTLY_F16))
+    if s.n_vocab < len(tok["tokens"]):
+        tok = cut_vocab(tok, s.n_vocab)
     tokens, types = padded_vocab(tok, s.n_vocab)
     w.add_tokenizer_model(tok["model"])
     if tok["pre"]:

@@ -19,7 +19,14 @@ from scripts import bench_shapes, make_bench_models as mbm
 
 def test_real_shapes_have_the_published_parameter_counts():
     """Parameters of the plan (embedding counted once when tied) match the models' cards."""
-    want = {"llama3.2-1b": 1.236e9, "llama3.2-3b": 3.213e9, "qwen2.5-1.5b": 1.544e9, "llama3.1-8b": 8.030e9}
+    want = {
+        "llama3.2-1b": 1.236e9,
+        "llama3.2-3b": 3.213e9,
+        "qwen2.5-1.5b": 1.544e9,
+        "llama3.1-8b": 8.030e9,
+        "phi3-mini": 3.821e9,
+        "gemma2-2b": 2.614e9,
+    }
     for name, n in want.items():
         total = sum(math.prod(shp) for _, shp, _ in mbm.tensor_plan(mbm.SHAPES[name]))
         assert abs(total - n) / n < 0.005, (name, total)
@@ -34,6 +41,23 @@ def test_padded_vocab_adds_distinct_unused_tokens():
         mbm.padded_vocab(tok, 2)
 
 
+def test_cut_vocab_keeps_the_merges_among_the_first_tokens():
+    tok = {
+        "tokens": ["<s>", "a", "b", "ab", "c", "abc", "bc"],
+        "types": [3, 1, 1, 1, 1, 1, 1],
+        "merges": ["a b", "ab c", "b c"],
+        "bos": 0,
+        "eos": 0,
+        "unk": None,
+        "pad": None,
+    }
+    cut = mbm.cut_vocab(tok, 5)
+    assert cut["tokens"] == ["<s>", "a", "b", "ab", "c"] and cut["types"] == [3, 1, 1, 1, 1]
+    assert cut["merges"] == ["a b"]  # "ab c" makes a token that is gone, "b c" too
+    with pytest.raises(SystemExit):
+        mbm.cut_vocab({**tok, "eos": 6}, 5)
+
+
 def test_llama3_rope_factors_span_one_to_the_factor():
     f = mbm.llama3_rope_factors(mbm.SHAPES["llama3.1-8b"])
     assert f.shape == (64,) and f[0] == 1.0 and f[-1] == 8.0
@@ -42,14 +66,14 @@ def test_llama3_rope_factors_span_one_to_the_factor():
 
 @pytest.fixture(scope="module")
 def tiny_models(tmp_path_factory, smollm2_path):
-    """The two tiny shapes as F16 files, quantized by a stand-in llama-quantize (a copy)."""
+    """The tiny shapes as F16 files, quantized by a stand-in llama-quantize (a copy)."""
     folder = tmp_path_factory.mktemp("bench-models")
     fake = folder / "fake-quantize"
     fake.write_text(f"#!{sys.executable}\nimport shutil, sys\nshutil.copy(sys.argv[1], sys.argv[2])\n")
     fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
     tok = mbm.read_tokenizer(smollm2_path)
     paths = {}
-    for shape in ("tiny", "tiny-qwen2"):
+    for shape in ("tiny", "tiny-qwen2", "tiny-phi3", "tiny-gemma2"):
         paths[shape] = mbm.make_shape(shape, ["Q8_0"], folder, fake, tok, log=lambda m: None)[0]
     return folder, paths
 
@@ -72,8 +96,10 @@ def test_written_files_open_and_bench(tiny_models):
                 s.n_head_kv,
                 s.n_vocab,
             )
-            assert cfg.tied_output == s.tied
+            assert cfg.tied_output == s.tied and cfg.head_dim == s.head_dim and cfg.arch == s.arch
             assert ("blk.0.attn_q.bias" in f.tensors) == s.qkv_bias
+            assert ("blk.0.attn_qkv.weight" in f.tensors) == s.fused == ("blk.0.ffn_gate.weight" not in f.tensors)
+            assert ("blk.0.post_ffw_norm.weight" in f.tensors) == s.post_norms
             assert f.metadata.string("tokenizer.chat_template").startswith("{% for message")
         rows = bench(str(path), threads=(1,), pp=(8,), tg=(2,), reps=1)
         assert [r["test"] for r in rows] == ["pp8", "tg2"] and all(r["tok_s"] > 0 for r in rows)
