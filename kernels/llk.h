@@ -190,6 +190,9 @@ void llk_swiglu(const float *g, const float *u, float *y, int64_t n);
 void llk_geglu(const float *g, const float *u, float *y, int64_t n);
 /* y = act(g) * u at one level, act an llk_ffn_act (below): the decoder's gated feed-forward. */
 llk_status llk_glu_isa(int isa, int act, const float *g, const float *u, float *y, int64_t n);
+/* Soft-capped logits at one level: x[i] = cap tanh(x[i] scale / cap) in place (tanh from the
+ * library's own exp, the same floats at every level); *max (if not NULL) = the largest. cap > 0. */
+llk_status llk_softcap_isa(int isa, float *x, int64_t n, float scale, float cap, float *max);
 void llk_add(const float *a, const float *b, float *y, int64_t n);
 void llk_mul(const float *a, const float *b, float *y, int64_t n);
 void llk_scale(const float *a, float s, float *y, int64_t n);

@@ -453,6 +453,28 @@ static float expsum512(float *x, int64_t n, float mx) {
     return expsum_from(x, i, n, mx, s);
 }
 
+/* tanh8 and softcap8 on 16 lanes, operation for operation. */
+static inline __m512 tanh16(__m512 x) {
+    const __m512 sign = _mm512_set1_ps(-0.0f), one = _mm512_set1_ps(1.0f);
+    const __m512 e = exp16(_mm512_mul_ps(_mm512_set1_ps(-2.0f), _mm512_andnot_ps(sign, x)));   /* exp(-2|x|) */
+    const __m512 t = _mm512_div_ps(_mm512_sub_ps(one, e), _mm512_add_ps(one, e));
+    return _mm512_mask_mov_ps(_mm512_or_ps(t, _mm512_and_ps(x, sign)), _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), x);
+}
+/* softcap (the soft-capped attention scores and final logits) 16 at a time; the 256-bit kernel
+ * takes the rest and the lanes' largest (softcap_from). */
+static float softcap512(float *x, int64_t n, float scale, float cap) {
+    const __m512 vs = _mm512_set1_ps(scale), vc = _mm512_set1_ps(cap);
+    __m512 m16 = _mm512_set1_ps(-INFINITY);
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m512 y = _mm512_mul_ps(vc, tanh16(_mm512_div_ps(_mm512_mul_ps(_mm512_loadu_ps(x + i), vs), vc)));
+        _mm512_storeu_ps(x + i, y);
+        m16 = _mm512_max_ps(y, m16);
+    }
+    const __m256 m8 = _mm256_max_ps(_mm512_castps512_ps256(m16), _mm512_extractf32x8_ps(m16, 1));
+    return softcap_from(x, i, n, scale, cap, m8);
+}
+
 /* W zmm (16 values each) of each of G heads, from head value i on, over all n rows */
 KERNEL_INLINE void vacc512_pass(const float *p, int64_t ld, const int G, const int W, const uint8_t *v,
                                 size_t rb, int64_t n, int i, float *out, int64_t os, const int kind) {
@@ -546,6 +568,7 @@ void LLK_FILL(llk_kernels *k) {
     k->vacc[LLK_KV_F32] = vacc512_f32; k->vacc[LLK_KV_F16] = vacc512_f16; k->vacc[LLK_KV_Q8_0] = vacc512_q8;
     k->kdots_tile = kdots_tile512;
     k->expsum = expsum512;
+    k->softcap = softcap512;
     k->dot[LLK_TYPE_F32] = dot_f32_512;
     k->dot[LLK_TYPE_F16] = dot_f16_512;
     k->dequant[LLK_TYPE_F16] = deq_f16_512;

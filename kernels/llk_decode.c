@@ -596,10 +596,6 @@ static llk_status linear(llk_decoder *d, const llk_tensor *w, const uint8_t *pac
     return linear_multi(d, 1, ws, ps, bs, x, T, ys, preq);
 }
 
-static void softcap(float *x, int64_t n, float cap) {
-    for (int64_t i = 0; i < n; i++) x[i] = cap * tanhf(x[i] / cap);
-}
-
 /* n float32 values (a whole number of cache rows) into the cache's format at y. Q8_0: per block
  * of 32, d = max|x| / 127 (stored as float16), q = x / d rounded to nearest (ties to even); plain
  * C at every ISA level, so the cache holds the same bytes on any CPU. */
@@ -785,7 +781,7 @@ static llk_status decode_batch(llk_decoder *d, const int32_t *tokens, int64_t T,
         return st;
     if ((st = linear(d, &d->output, d->packed[(size_t)c->n_layer * N_SLOTS], NULL, d->xb, n_out, logits, 0)))
         return st;
-    if (c->final_softcap > 0.0f) softcap(logits, n_out * c->n_vocab, c->final_softcap);
+    if (c->final_softcap > 0.0f) return llk_softcap_isa(c->isa, logits, n_out * c->n_vocab, 1.0f, c->final_softcap, NULL);
     return LLK_OK;
 }
 

@@ -256,6 +256,18 @@ static inline float llk_gelu1(float x) {
     return (s >= 0.0f ? x : x * e) / (1.0f + e);
 }
 
+/* tanh for the logit soft-caps, from e = exp(-2|x|) (llk_exp): (1 - e) / (1 + e) with x's sign;
+ * NaN stays NaN, +-inf gives +-1. Its absolute error is a few 1e-8 (near 0, 1 - e keeps the
+ * absolute precision of 1, not the relative precision of x): under a cap of 50 a score moves by
+ * ~1e-6. The SIMD twins (tanh8, tanh16) follow these operations one for one. */
+static inline float llk_tanh(float x) {
+    const float e = llk_exp(-2.0f * fabsf(x));
+    const float t = (1.0f - e) / (1.0f + e);
+    return x != x ? x : copysignf(t, x);
+}
+/* A soft-capped logit: cap tanh((x scale) / cap), in that order. */
+static inline float llk_softcap1(float x, float scale, float cap) { return cap * llk_tanh(x * scale / cap); }
+
 /* --- what the compiler was told to target (each ISA file is built with its own flags) ------- */
 
 /* MSVC's /arch:AVX2 implies FMA and F16C without defining their macros, and its /arch:AVX512
@@ -354,6 +366,9 @@ typedef void (*llk_vacc_fn)(const float *p, int64_t ld, int g, const void *v, si
 /* x[i] = exp(x[i] - mx) in place; returns the sum (softmax without the division). */
 typedef float (*llk_expsum_fn)(float *x, int64_t n, float mx);
 
+/* x[i] = llk_softcap1(x[i], scale, cap) in place; returns the largest (NaN skipped; -inf for n = 0). */
+typedef float (*llk_softcap_fn)(float *x, int64_t n, float scale, float cap);
+
 /* The gated activations of a feed-forward: y[i] = act(g[i]) * u[i] (y may be g), act llk_silu1
  * (SwiGLU) or llk_gelu1 (GeGLU). */
 typedef void (*llk_glu_fn)(const float *g, const float *u, float *y, int64_t n);
@@ -380,6 +395,7 @@ typedef struct {
     llk_ktile_fn ktile;
     llk_kdots_tile_fn kdots_tile;
     llk_expsum_fn expsum;
+    llk_softcap_fn softcap;
     llk_glu_fn swiglu;
     llk_glu_fn geglu;
     llk_int8_peak_fn int8_peak;       /* NULL at the reference level (no 8-bit multiply-add) */

@@ -221,6 +221,14 @@ llk_status llk_glu_isa(int isa, int act, const float *g, const float *u, float *
     default: return LLK_ERR_ARG;
     }
 }
+llk_status llk_softcap_isa(int isa, float *x, int64_t n, float scale, float cap, float *max) {
+    const llk_kernels *k = llk_kernels_for(isa);
+    if (!k) return LLK_ERR_ISA;
+    if (n < 0 || (n && !x) || !(cap > 0.0f)) return LLK_ERR_ARG;
+    const float m = k->softcap(x, n, scale, cap);
+    if (max) *max = m;
+    return LLK_OK;
+}
 void llk_add(const float *a, const float *b, float *y, int64_t n) { for (int64_t i = 0; i < n; i++) y[i] = a[i] + b[i]; }
 void llk_mul(const float *a, const float *b, float *y, int64_t n) { for (int64_t i = 0; i < n; i++) y[i] = a[i] * b[i]; }
 void llk_scale(const float *a, float s, float *y, int64_t n) { for (int64_t i = 0; i < n; i++) y[i] = a[i] * s; }
@@ -603,14 +611,7 @@ static void attn_fn(void *arg, int64_t b, int64_t e, int ith) {
             if (nv <= 0) continue;
             for (int a = 0; a < g; a++) {
                 float *s = w->s + a * ld;
-                if (p->softcap > 0.0f) {
-                    float m = -INFINITY;
-                    for (int64_t i = 0; i < nv; i++) {
-                        s[i] = p->softcap * tanhf(s[i] * p->scale / p->softcap);
-                        m = s[i] > m ? s[i] : m;
-                    }
-                    w->mx[a] = m;
-                }
+                if (p->softcap > 0.0f) w->mx[a] = j->k->softcap(s, nv, p->scale, p->softcap);
                 w->sum[a] = j->k->expsum(s, nv, w->mx[a]);
             }
         }

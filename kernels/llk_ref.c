@@ -470,6 +470,15 @@ static float expsum_ref(float *x, int64_t n, float mx) {
     return s;
 }
 
+static float softcap_ref(float *x, int64_t n, float scale, float cap) {
+    float m = -INFINITY;
+    for (int64_t i = 0; i < n; i++) {
+        x[i] = llk_softcap1(x[i], scale, cap);
+        m = x[i] > m ? x[i] : m;
+    }
+    return m;
+}
+
 static void swiglu_ref(const float *g, const float *u, float *y, int64_t n) {
     for (int64_t i = 0; i < n; i++) y[i] = llk_silu1(g[i]) * u[i];
 }
@@ -485,6 +494,7 @@ void llk_fill_ref(llk_kernels *k) {
     k->ktile = ktile_ref;
     k->kdots_tile = kdots_tile_ref;
     k->expsum = expsum_ref;
+    k->softcap = softcap_ref;
     k->swiglu = swiglu_ref;
     k->geglu = geglu_ref;
 #define SET(T, dq, dt) k->dequant[T] = dq; k->dot[T] = dt

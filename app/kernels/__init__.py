@@ -618,6 +618,15 @@ def geglu(gate: ArrayLike, up: ArrayLike, isa: int | str | None = None) -> np.nd
     return _gated(lib.LLK_FFN_GELU, "geglu", gate, up, isa)
 
 
+def softcap(x: ArrayLike, cap: float, scale: float = 1.0, isa: int | str | None = None) -> tuple[np.ndarray, float]:
+    """cap * tanh(x * scale / cap) (Gemma 2's soft-capped attention scores and logits) and its
+    largest value, at instruction-set level `isa` (the same floats at every level)."""
+    y, _, _ = _rows(x)
+    mx = ffi.new("float *")
+    _check(lib.llk_softcap_isa(_isa(isa), _fp(y), y.size, float(scale), float(cap), mx), "softcap")
+    return y, float(mx[0])
+
+
 def add(a: ArrayLike, b: ArrayLike) -> np.ndarray:
     return _binary(lib.llk_add, a, b, "b")
 

@@ -79,6 +79,33 @@ def test_gated_activations_levels_bit_for_bit(isa):
     close(K.geglu(g[:1003], ud, isa=isa), gelu * ud)
 
 
+@pytest.mark.parametrize("isa", LEVELS)
+def test_softcap_levels_bit_for_bit(isa):
+    """Soft-capped logits (Gemma 2): every level is the reference's float for float (16- and 8-lane
+    steps and tails, both signs, zeros, tiny and huge values, infinities; a NaN stays NaN and is not
+    the largest), and within a few 1e-8 of cap * tanh in float64."""
+    x = np.concatenate(
+        [
+            RNG.standard_normal(1003) * 40,
+            [0.0, -0.0, 1e-30, -1e-30, 1e-4, -1e-4, 3e3, -3e3, 1e30, -1e30, np.inf, -np.inf, np.nan, 7.0],
+        ]
+    ).astype(np.float32)
+    for cap, scale in ((50.0, 0.125), (30.0, 1.0)):
+        for n in (x.size, 1003, 16, 13, 8, 5, 1):
+            got, mx = K.softcap(x[-n:], cap, scale, isa=isa)
+            want, wmx = K.softcap(x[-n:], cap, scale, isa="ref")
+            np.testing.assert_array_equal(got, want)
+            assert mx == wmx == np.nanmax(want)
+        y, _ = K.softcap(x, cap, scale, isa=isa)
+        xd = x.astype(np.float64) * scale
+        ok = ~np.isnan(xd)
+        np.testing.assert_allclose(y[ok], cap * np.tanh(xd[ok] / cap), rtol=1e-6, atol=cap * 6e-8)
+        assert np.isnan(y[~ok]).all() and np.signbit(y[x == 0]).tolist() == np.signbit(x[x == 0]).tolist()
+    assert K.softcap([], 30.0)[1] == -np.inf
+    with pytest.raises(K.KernelError):
+        K.softcap([1.0], 0.0)
+
+
 # --- RoPE -------------------------------------------------------------------------------------------
 
 
