@@ -43,7 +43,7 @@ import shutil
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -208,27 +208,14 @@ SHAPES = {
             qkv_bias=True,
             title="tiny qwen2",
         ),
-        Shape("tiny-phi3", "phi3", 128, 2, 4, 4, 256, 40000, 10000.0, 1e-5, 2048, tied=False, fused=True),
-        Shape(
-            "tiny-gemma2",
-            "gemma2",
-            128,
-            2,
-            4,
-            2,
-            256,
-            49152,
-            10000.0,
-            1e-6,
-            2048,
-            tied=True,
-            head_size=48,
-            post_norms=True,
-            softcaps=(50.0, 30.0),
-            sliding_window=64,
-        ),
     )
 }
+# tiny twins of Phi-3 mini and Gemma 2 2B for tests: their layout and options at a few MB
+_TINY = dict(n_embd=128, n_layer=2, n_head=4, n_ff=256, n_ctx=2048, title="")
+SHAPES["tiny-phi3"] = replace(SHAPES["phi3-mini"], name="tiny-phi3", n_head_kv=4, n_vocab=40000, **_TINY)
+SHAPES["tiny-gemma2"] = replace(
+    SHAPES["gemma2-2b"], name="tiny-gemma2", n_head_kv=2, n_vocab=49152, head_size=48, sliding_window=64, **_TINY
+)
 DEFAULT_SHAPES = ("llama3.2-1b", "qwen2.5-1.5b", "llama3.1-8b")
 
 
