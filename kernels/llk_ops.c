@@ -387,6 +387,9 @@ llk_status llk_rope(const llk_rope_params *p, float *x, int64_t n_tok, int64_t n
                                 once for all of them) while it is hot. The 1B shape's attention at
                                 depth 4096 (512 tokens, 2 threads, Intel Xeon): 8 -> 32 tokens,
                                 avx2 173 -> 158 ms, avx512 134 -> 124 ms (64: no better) */
+#define ATTN_BLOCK_TOK_MAX 128 /* ... and when a KV head has 1 or 2 query heads, 128 or 64 tokens
+                                (ATTN_BLOCK_TOK x 4 / group): each tile's conversion then serves as
+                                many score rows as a group of 4's block, not a quarter or half of them */
 #define ATTN_BLOCK_MIN 8     /* fewest tokens per item: the block is halved down to this ... */
 #define ATTN_BLOCK_ITEMS 4   /* ... while the threads would have fewer items each than this, */
 #define ATTN_SCRATCH_MAX ((size_t)8 << 20)   /* or its score rows more bytes per thread than this */
@@ -422,7 +425,7 @@ typedef struct {
     int n_sub;                  /* query-head subgroups per KV head (groups over sub) */
     int sub;                    /* query heads per subgroup: LLK_ATTN_GROUP, or up to
                                    ATTN_TILE_GROUP in the tiled walk */
-    int n_blk;                  /* tokens per item: up to ATTN_BLOCK_TOK for several tokens, else 1 */
+    int n_blk;                  /* tokens per item: up to ATTN_BLOCK_TOK_MAX for several tokens, else 1 */
     int64_t tile;               /* positions per tile: the K side always goes tile by tile, the V
                                    side too when n_blk > 1 (else one pass straight over the cache) */
     int n_split;                /* > 1: each item covers one of n_split ranges of positions and
@@ -556,7 +559,7 @@ static void attn_fn(void *arg, int64_t b, int64_t e, int ith) {
         const int64_t t0 = blk * j->n_blk;
         const int nt = (int)(j->n_tok - t0 < j->n_blk ? j->n_tok - t0 : j->n_blk);
         const int64_t ostride = j->n_split > 1 ? pstride : hd;
-        attn_row rows[ATTN_BLOCK_TOK];
+        attn_row rows[ATTN_BLOCK_TOK_MAX];
         int64_t lo = INT64_MAX, hi = 0;
         for (int u = 0; u < nt; u++) {
             attn_row *w = &rows[u];
@@ -739,7 +742,8 @@ llk_status llk_attention_isa(llk_pool *pool, int isa, const llk_attn_params *p, 
         j.n_sub = (group + j.sub - 1) / j.sub;
         /* the block: smaller when the threads would be short of items or the score rows long (a
          * token's bits do not depend on its block) */
-        j.n_blk = ATTN_BLOCK_TOK;
+        j.n_blk = j.sub < 4 ? ATTN_BLOCK_TOK * (4 / j.sub) : ATTN_BLOCK_TOK;
+        if (j.n_blk > ATTN_BLOCK_TOK_MAX) j.n_blk = ATTN_BLOCK_TOK_MAX;
         while (j.n_blk > ATTN_BLOCK_MIN && (attn_items(&j) < (int64_t)ATTN_BLOCK_ITEMS * nth ||
                                             attn_score_floats(&j) * sizeof(float) > ATTN_SCRATCH_MAX))
             j.n_blk /= 2;

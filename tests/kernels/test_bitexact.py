@@ -158,20 +158,29 @@ def test_prompt_attention_gives_each_token_its_own_attention(cfg, kind, isa, poo
 
 @pytest.mark.parametrize("isa", ["ref"] + SIMD_LEVELS)
 @pytest.mark.parametrize("kind", ["f32", "f16"])
-def test_a_long_prompt_in_large_token_blocks_gives_each_token_its_own_attention(kind, isa, pool):
-    """Enough tokens for the largest blocks (32 tokens share each tile with one thread; with two,
-    blocks of 16 so that both threads have items), the last block partial, over a cache that ends
-    part-way through a tile: bit for bit what each token gets alone and what the reference gives."""
-    cfg = K.AttentionConfig(8, 2, 64)
+@pytest.mark.parametrize(
+    "cfg,n_tok,edge",
+    [
+        (K.AttentionConfig(8, 2, 64), 70, 32),  # groups of 4: blocks of 32 tokens
+        (K.AttentionConfig(6, 3, 48), 100, 64),  # groups of 2: blocks of 64
+        (K.AttentionConfig(4, 4, 32), 140, 128),  # multi-head: blocks of 128
+    ],
+    ids=["group4", "group2", "mha"],
+)
+def test_a_long_prompt_in_large_token_blocks_gives_each_token_its_own_attention(cfg, n_tok, edge, kind, isa, pool):
+    """Enough tokens for the largest blocks (with one thread 32 tokens share each tile when a KV
+    head has 4 or more query heads, 64 with 2, 128 with 1; with two threads smaller blocks where
+    both would be short of items), the last block partial, over a cache that ends part-way through
+    a tile: bit for bit what each token gets alone and what the reference gives."""
     rng = np.random.default_rng(71)
-    n_tok, n_kv = 70, 150
+    n_kv = n_tok + 80
     pos = np.arange(n_kv - n_tok, n_kv, dtype=np.int32)
     q, k, v = _attention_inputs(cfg, kind, n_kv, n_tok, rng)
     want = K.attention(None, cfg, q, k, v, pos, isa="ref")
     for threads in (None, pool):
         got = K.attention(threads, cfg, q, k, v, pos, isa=isa)
         assert_same_bits(got, want, f"batch, pool {threads is not None}")
-        for t in (0, 31, 32, 69):
+        for t in (0, edge - 1, edge, n_tok - 1):
             assert_same_bits(
                 got[t], K.attention(None, cfg, q[t : t + 1], k, v, pos[t : t + 1], isa=isa)[0], f"token {t}"
             )
