@@ -387,9 +387,10 @@ llk_status llk_rope(const llk_rope_params *p, float *x, int64_t n_tok, int64_t n
                                 once for all of them) while it is hot. The 1B shape's attention at
                                 depth 4096 (512 tokens, 2 threads, Intel Xeon): 8 -> 32 tokens,
                                 avx2 173 -> 158 ms, avx512 134 -> 124 ms (64: no better) */
-#define ATTN_BLOCK_TOK_MAX 128 /* ... and when a KV head has 1 or 2 query heads, 128 or 64 tokens
-                                (ATTN_BLOCK_TOK x 4 / group): each tile's conversion then serves as
-                                many score rows as a group of 4's block, not a quarter or half of them.
+#define ATTN_BLOCK_TOK_MAX (ATTN_BLOCK_TOK * 4) /* ... and when a KV head has 1 or 2 query
+                                heads, 128 or 64 tokens (ATTN_BLOCK_TOK x 4 / group): each tile's
+                                conversion then serves as many score rows as a group of 4's block,
+                                not a quarter or half of them.
                                 Intel Xeon, one thread, 512 tokens at depth 4096, one layer: Phi-3's
                                 32 / 32 / 96 avx512 336 -> 300 ms, avx2 404-420 -> 386-392; Gemma 2
                                 2B's 8 / 4 / 256 avx512 161-163 -> 143-155, avx2 224-226 -> 215-219 */
@@ -745,8 +746,7 @@ llk_status llk_attention_isa(llk_pool *pool, int isa, const llk_attn_params *p, 
         j.n_sub = (group + j.sub - 1) / j.sub;
         /* the block: smaller when the threads would be short of items or the score rows long (a
          * token's bits do not depend on its block) */
-        j.n_blk = j.sub < 4 ? ATTN_BLOCK_TOK * (4 / j.sub) : ATTN_BLOCK_TOK;
-        if (j.n_blk > ATTN_BLOCK_TOK_MAX) j.n_blk = ATTN_BLOCK_TOK_MAX;
+        j.n_blk = j.sub < 4 ? ATTN_BLOCK_TOK * (4 / j.sub) : ATTN_BLOCK_TOK;   /* 128, 64, 32, then 32 */
         while (j.n_blk > ATTN_BLOCK_MIN && (attn_items(&j) < (int64_t)ATTN_BLOCK_ITEMS * nth ||
                                             attn_score_floats(&j) * sizeof(float) > ATTN_SCRATCH_MAX))
             j.n_blk /= 2;
