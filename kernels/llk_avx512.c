@@ -478,7 +478,7 @@ static float softcap512(float *x, int64_t n, float scale, float cap) {
 /* W zmm (16 values each) of each of G heads, from head value i on, over all n rows */
 KERNEL_INLINE void vacc512_pass(const float *p, int64_t ld, const int G, const int W, const uint8_t *v,
                                 size_t rb, int64_t n, int i, float *out, int64_t os, const int kind) {
-    __m512 c[4][4];
+    __m512 c[4][8];
     const size_t pf = attn_prefetch_bytes(rb);
     for (int a = 0; a < G; a++)
         for (int w = 0; w < W; w++) c[a][w] = _mm512_loadu_ps(out + a * os + i + 16 * w);
@@ -486,7 +486,7 @@ KERNEL_INLINE void vacc512_pass(const float *p, int64_t ld, const int G, const i
         const uint8_t *row = v + (size_t)j * rb;
         for (int w = 0; w < W; w += 2)   /* 64 bytes of f16 (128 of f32) per two zmm */
             _mm_prefetch((const char *)row + pf + llk_kv_off(i + 16 * w, kind), ATTN_PF_HINT);
-        __m512 vv[4];
+        __m512 vv[8];
         for (int w = 0; w < W; w++) vv[w] = cache16(row, i + 16 * w, kind);
         for (int a = 0; a < G; a++) {
             const __m512 pj = _mm512_set1_ps(p[a * ld + j]);
@@ -496,15 +496,24 @@ KERNEL_INLINE void vacc512_pass(const float *p, int64_t ld, const int G, const i
     for (int a = 0; a < G; a++)
         for (int w = 0; w < W; w++) _mm512_storeu_ps(out + a * os + i + 16 * w, c[a][w]);
 }
+/* Passes of up to 4 zmm per head (llk_next_pass), 8 for one head alone (multi-head attention), whose
+ * 4 sums otherwise waited on the FMA latency. */
 KERNEL_INLINE void vacc512_grp(const float *p, int64_t ld, const int G, const uint8_t *v, size_t rb,
                                int64_t n, int hd, float *out, int64_t os, const int kind) {
+    const int W = G == 1 ? 8 : 4;
     int i = 0;
-    for (; i + 64 <= hd; i += 64) vacc512_pass(p, ld, G, 4, v, rb, n, i, out, os, kind);
-    switch ((hd - i) / 16) {
-    case 3: vacc512_pass(p, ld, G, 3, v, rb, n, i, out, os, kind); break;
-    case 2: vacc512_pass(p, ld, G, 2, v, rb, n, i, out, os, kind); break;
-    case 1: vacc512_pass(p, ld, G, 1, v, rb, n, i, out, os, kind); break;
-    default: break;
+    for (int64_t left = hd / 16, w; left > 0; left -= w, i += 16 * (int)w) {
+        w = llk_next_pass(left, W);
+        switch (w == W ? 0 : w) {   /* constant widths */
+        case 0: vacc512_pass(p, ld, G, W, v, rb, n, i, out, os, kind); break;
+        case 1: vacc512_pass(p, ld, G, 1, v, rb, n, i, out, os, kind); break;
+        case 2: vacc512_pass(p, ld, G, 2, v, rb, n, i, out, os, kind); break;
+        case 3: vacc512_pass(p, ld, G, 3, v, rb, n, i, out, os, kind); break;
+        case 4: vacc512_pass(p, ld, G, 4, v, rb, n, i, out, os, kind); break;
+        case 5: vacc512_pass(p, ld, G, 5, v, rb, n, i, out, os, kind); break;
+        case 6: vacc512_pass(p, ld, G, 6, v, rb, n, i, out, os, kind); break;
+        default: vacc512_pass(p, ld, G, 7, v, rb, n, i, out, os, kind); break;
+        }
     }
 }
 
