@@ -1,8 +1,9 @@
-"""The attention kernels alone, over a cache laid out as the decoder holds it (float16, blocks of
-256 positions, head after head in each), at each ISA level. Prints one line per level.
+"""The attention kernels alone, over a cache laid out as the decoder holds it (float16 or Q8_0,
+blocks of 256 positions, head after head in each), at each ISA level. Prints one line per level.
 
     python -m scripts.bench_attention [--mode prompt|decode] [--depth 4096] [--tokens 512]
                                       [--layers 16] [--levels avx2,avx512] [--threads 2] [--reps 7]
+                                      [--kv-type f16|q8_0]
 
 prompt: --tokens new tokens at positions depth .. depth + tokens - 1 against one layer's cache
 (what each layer of `llambda bench --pp 512 --depth 4096` runs); median ms per layer.
@@ -35,6 +36,7 @@ def main(argv=None) -> int:
         help="comma-separated ISA levels (ref, avx2, avx512; missing ones are skipped; LLAMBDA_ISA=avx2-novnni "
         "runs AVX2 without AVX-VNNI)",
     )
+    p.add_argument("--kv-type", choices=("f16", "q8_0"), default="f16", help="the caches' type (as --kv-type)")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--reps", type=int, default=7)
     args = p.parse_args(argv)
@@ -54,6 +56,8 @@ def main(argv=None) -> int:
     caches = []
     for _ in range(layers):
         k, v = (rng.standard_normal(shape).astype(np.float16) for _ in range(2))
+        if args.kv_type == "q8_0":
+            k, v = (K.quantize_kv_q8_0(x.reshape(n_kv, -1)) for x in (k, v))
         caches.append((k, v, (K.kv_blocked(k, args.kv_heads, block), K.kv_blocked(v, args.kv_heads, block))))
     q = rng.standard_normal((n_tok, args.heads, args.head_dim)).astype(np.float32)
     pos = np.arange(n_kv - n_tok, n_kv, dtype=np.int32)

@@ -257,10 +257,15 @@ def test_bench_attention_times_each_level_in_both_modes(capsys):
     small = ["--depth", "600", "--heads", "4", "--kv-heads", "2", "--head-dim", "32", "--reps", "1", "--threads", "1"]
     assert bench_attention.main(small + ["--levels", "ref,avx512", "--layers", "2"]) == 0
     assert bench_attention.main(small + ["--mode", "prompt", "--tokens", "20", "--levels", "ref"]) == 0
+    assert bench_attention.main(small + ["--kv-type", "q8_0", "--levels", "ref", "--layers", "1"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("ref: one token at depth 600, 2 layers: ") and "GB/s of cache" in out[0]
     assert out[1].startswith("avx512") and ("not on this CPU, skipped" in out[1] or "GB/s of cache" in out[1])
     assert out[2].startswith("ref: prompt of 20 at depth 600, one layer: ")
+    # a Q8_0 cache holds 34 bytes per 32 values: 600 positions x 2 heads x 34 x 2 (K, V) per layer
+    gbs, ms = float(out[3].split(" GB/s")[0].split()[-1]), float(out[3].split(": ")[2].split(" ms")[0])
+    assert out[3].startswith("ref: one token at depth 600, 1 layers: ")
+    assert gbs == pytest.approx(600 * 2 * 34 * 2 / (ms * 1e-3) / 1e9, rel=0.05, abs=0.06)  # printed to 0.1
     with pytest.raises(SystemExit):
         bench_attention.main(["--levels", "avx9"])
 
