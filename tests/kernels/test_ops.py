@@ -252,6 +252,7 @@ ATTNS = [
     K.AttentionConfig(14, 2, 64),  # groups of 7: two subgroups
     K.AttentionConfig(4, 2, 96),  # phi3's 96 = 64 + 32 at 512 bits
     K.AttentionConfig(4, 4, 96),  # phi3's multi-head attention: a head alone sums V in passes of 6 vectors
+    K.AttentionConfig(2, 2, 128),  # ... and of 8 (two passes; Q8_0: two blocks each), one of 8 zmm
     K.AttentionConfig(3, 1, 48),  # 48 = three 16-value steps
     K.AttentionConfig(8, 1, 16, softcap=30.0),  # MQA + Gemma-2 soft-capping
     K.AttentionConfig(4, 2, 32, window=5),  # sliding window
