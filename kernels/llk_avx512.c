@@ -344,9 +344,7 @@ static void dot4_iq4_nl_512(const void *w, const void *a, size_t as, int64_t n, 
 static inline __m512 cache16(const uint8_t *row, int i, const int kind) {
     if (kind == LLK_KV_Q8_0) {   /* 16 values of one block: d * q, exact (as cache8) */
         __m128i q = _mm_loadu_si128((const __m128i *)(row + llk_kv_off(i, kind)));
-        uint16_t h;
-        memcpy(&h, row + (size_t)(i >> 5) * 34, 2);
-        const __m512 d = _mm512_set1_ps(_mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(h))));
+        const __m512 d = _mm512_set1_ps(_mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(llk_kv_q8_scale_bits(row, i)))));
         return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)), d);
     }
     return kind == LLK_KV_F16 ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(row + 2 * i)))

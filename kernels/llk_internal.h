@@ -324,12 +324,14 @@ static inline size_t llk_kv_off(int i, int kind) {
 static inline size_t llk_kv_head_bytes(int hd, int kind) {
     return kind == LLK_KV_Q8_0 ? (size_t)(hd >> 5) * 34 : (size_t)hd * (kind == LLK_KV_F16 ? 2 : 4);
 }
-/* The float16 scale of the Q8_0 block holding head value i, as float32. */
-static inline float llk_kv_q8_scale(const uint8_t *row, int i) {
+/* The float16 scale (its bits) of the Q8_0 block holding head value i: the block's first 2 bytes. */
+static inline llk_half llk_kv_q8_scale_bits(const uint8_t *row, int i) {
     llk_half h;
     memcpy(&h, row + (size_t)(i >> 5) * 34, 2);
-    return llk_h2f(h);
+    return h;
 }
+/* ... as float32. */
+static inline float llk_kv_q8_scale(const uint8_t *row, int i) { return llk_h2f(llk_kv_q8_scale_bits(row, i)); }
 
 /* Attention inner loops. The K side works on tiles: up to a tile of one KV head's positions,
  * converted and transposed at once (ktile) to hd rows of np floats, one per head value, so that a
